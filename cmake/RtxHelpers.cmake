@@ -1,0 +1,38 @@
+# Helper functions for rtx targets: warnings, include dirs, test registration.
+
+set(RTX_WARNINGS -Wall -Wextra -Wno-unused-parameter)
+
+# rtx_target_defaults(<target>): warnings for C++ sources of a target.
+function(rtx_target_defaults target)
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${RTX_WARNINGS}>)
+  if(RTX_NATIVE)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-march=native>)
+  endif()
+endfunction()
+
+# rtx_add_tool(<name> SOURCES ...): an executable rtx-<name> linked to libcommon.
+function(rtx_add_tool name)
+  cmake_parse_arguments(ARG "" "" "SOURCES" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE rtx::common)
+  rtx_target_defaults(${name})
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+endfunction()
+
+# rtx_add_test(<name> SOURCES ... [LABELS ...]): a Catch2 test executable registered with ctest.
+function(rtx_add_test name)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE rtx::common rtx_catch_main)
+  rtx_target_defaults(${name})
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  add_test(NAME ${name} COMMAND ${name} --durations no)
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 600)
+  endif()
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT}
+    ENVIRONMENT "RTX_DATA=${RTX_DATA_DIR};RTX_SOURCE_DIR=${CMAKE_SOURCE_DIR};RTX_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
+  if(ARG_LABELS)
+    set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}")
+  endif()
+endfunction()

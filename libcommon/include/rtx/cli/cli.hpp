@@ -1,0 +1,38 @@
+// Shared command-line plumbing for every rtx tool: the common option group, TTY/colour
+// detection and the one place where rtx::Error becomes an exit code (DESIGN.md).
+#pragma once
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace rtx::cli {
+
+/// Options every tool takes (`--json --db -v -q --seed --events`).
+struct CommonOptions {
+  bool json = false;        ///< machine output (one JSON document) on stdout
+  std::string db;           ///< store path; empty: $RTX_HOME/rtx.db, default ./.rtx/rtx.db
+  int verbose = 0;          ///< -v count
+  bool quiet = false;       ///< -q: errors only on stderr
+  uint64_t seed = 0;        ///< --seed, recorded in every artifact and event
+  std::string events;       ///< --events FILE: telemetry JSON Lines sink (else $RTX_EVENTS)
+};
+
+/// Add the shared option group and `--version` to `app` (tool name taken from app.get_name()).
+void add_common_options(CLI::App& app, CommonOptions& o);
+
+/// Parse argv and run `body`, mapping outcomes to exit codes: body's return value as is;
+/// --help 0; CLI parse errors 2; rtx::Error by category (2 usage/input, 3 env, 4 internal);
+/// any other exception 4. Errors go to stderr as "rtx-x: error: ..." and, under --json,
+/// also as {"error": {...}} on stdout.
+int run_tool(CLI::App& app, int argc, char** argv, const CommonOptions& o, const std::function<int()>& body);
+
+/// True when stderr is a terminal (progress displays only then).
+bool stderr_is_tty();
+/// True when colour may be used on stderr: a TTY and NO_COLOR unset or empty.
+bool use_color();
+
+/// Print a tool that a later issue fills: --help works, anything else exits 3.
+int not_built_yet(const char* tool, const char* what, int argc, char** argv);
+
+}  // namespace rtx::cli

@@ -1,0 +1,146 @@
+// The op registry: every op, its variants per backend, their tunable parameter spaces,
+// work counts (FLOP, bytes) and a way to prepare a checked, timeable instance.
+// rtx-bench, rtx-tune and the generic registry test walk this; nothing else lists ops.
+// Registration is explicit (register_cpu_kernels / register_cuda_kernels), no statics.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rtx/core/dtype.hpp"
+
+namespace rtx::kernels {
+
+/// Where a variant runs.
+enum class Backend : uint8_t { CPU, CUDA };
+/// "cpu" or "cuda".
+const char* backend_name(Backend b) noexcept;
+/// Parse "cpu" | "cuda"; throws rtx::Error(Usage) naming the value.
+Backend parse_backend(const std::string& s);
+
+/// Named problem dimensions, e.g. {M,N,K} for matmul or {B,T,C} / {B,T,NH,HS} for others.
+using Shape = std::map<std::string, int64_t>;
+/// One parameter assignment: name -> value (tile sizes, block sizes, vector width, ...).
+using Params = std::map<std::string, int64_t>;
+
+/// "M=1024,N=768,K=768" (keys in map order).
+std::string shape_to_string(const Shape& s);
+/// Inverse of shape_to_string; also accepts "1024x768x768" when `dims` is given in order.
+/// Throws rtx::Error(Input) naming the bad token.
+Shape parse_shape(const std::string& s, const std::vector<std::string>& dims = {});
+/// "MC=64,NC=256" (keys in map order); "" for no params.
+std::string params_to_string(const Params& p);
+
+/// One tunable parameter: its allowed values and the default used when no profile applies.
+struct Param {
+  std::string name;
+  std::vector<int64_t> values;
+  int64_t default_value = 0;
+  std::string doc;
+};
+
+/// A declared parameter space: the cartesian product of its params' values, minus the
+/// combinations the variant's `validate` rejects.
+struct ParamSpace {
+  std::vector<Param> params;
+  /// The default assignment (each param's default_value).
+  Params defaults() const;
+  /// Number of points in the full grid (1 for an empty space).
+  size_t grid_size() const;
+  /// Point `index` of the grid in mixed-radix order (last param fastest). index < grid_size().
+  Params at(size_t index) const;
+};
+
+/// Work of one execution: floating-point operations and the fewest bytes that must move
+/// through memory (each input read once, each output written once). Basis for GFLOP/s,
+/// GB/s and roofline fractions.
+struct Work {
+  double flops = 0;
+  double bytes = 0;
+};
+
+/// Outcome of comparing a variant's output with the float64 reference.
+struct CheckResult {
+  double max_rel_err = 0;   ///< max over outputs of |out-ref| / max(|ref|, floor) (see check.hpp)
+  double tolerance = 0;     ///< the op's bound for this dtype
+  size_t unwritten = 0;     ///< output elements still holding the poison value
+  size_t nonfinite = 0;     ///< NaN/inf outputs where the reference is finite
+  bool ok = false;          ///< max_rel_err <= tolerance && unwritten == 0 && nonfinite == 0
+  std::string detail;       ///< first offending tensor / index, for messages
+};
+
+/// One prepared execution of a variant at one shape: inputs filled from Philox(seed),
+/// outputs poisoned (NaN), parameters fixed. Reusable: run() may be called many times.
+class Instance {
+ public:
+  virtual ~Instance() = default;
+  /// Execute once. CPU: synchronous. CUDA: enqueued on the instance's stream.
+  virtual void run() = 0;
+  /// Wait for work enqueued by run() (no-op on CPU).
+  virtual void sync() {}
+  /// Compare the most recent output with the float64 reference. Call after run()+sync().
+  virtual CheckResult check() = 0;
+  /// FNV-1a 64-bit hash of the output bytes (after run()+sync()): equal seeds, equal hashes.
+  virtual uint64_t checksum() = 0;
+  /// Bytes of memory held by inputs, outputs and workspace.
+  virtual size_t footprint_bytes() const = 0;
+};
+
+/// One implementation of an op on one backend, with its own tunable space.
+struct Variant {
+  std::string name;               ///< e.g. "cpu.blocked", "cpu.blas", "cuda.cublaslt", "cuda.tiled"
+  Backend backend = Backend::CPU;
+  std::vector<DType> dtypes;      ///< input dtypes supported
+  ParamSpace space;
+  /// Why `p` cannot run at `s` ("" when it can): a skipped candidate is recorded, never run.
+  std::function<std::string(const Shape& s, const Params& p)> validate;
+  /// Allocate and fill inputs (seeded), poison outputs. Throws rtx::Error(Input) on a bad
+  /// shape, rtx::Error(Environment) when the backend is unavailable (e.g. no GPU).
+  std::function<std::unique_ptr<Instance>(const Shape& s, DType dt, const Params& p, uint64_t seed)> make;
+};
+
+/// An op: its shape dims, work model, error bounds and variants.
+struct OpDef {
+  std::string name;               ///< e.g. "matmul_forward", "layernorm_backward"
+  std::string doc;                ///< one line: what it computes, with shape letters
+  std::vector<std::string> dims;  ///< required shape dims in canonical order
+  std::function<Work(const Shape& s, DType dt)> work;
+  double tol_f32 = 1e-5;          ///< max relative error vs float64 reference, fp32 inputs
+  double tol_bf16 = 1e-2;         ///< same, bf16 inputs
+  std::vector<Variant> variants;
+  /// The op's bound for a dtype (tol_bf16 for bf16/f16, else tol_f32).
+  double tolerance(DType dt) const;
+};
+
+/// The set of ops of this build.
+class Registry {
+ public:
+  /// Add an op; throws rtx::Error(Internal) if the name exists.
+  void add(OpDef op);
+  /// Add a variant to an existing op (how CUDA variants join ops the CPU file declared).
+  void add_variant(const std::string& op, Variant v);
+  /// The op named `name`; throws rtx::Error(Input) listing the known ops.
+  const OpDef& op(const std::string& name) const;
+  /// Find without throwing; nullptr when absent.
+  const OpDef* find(const std::string& name) const;
+  /// A variant of an op; throws rtx::Error(Input) listing the op's variants.
+  const Variant& variant(const std::string& op, const std::string& variant) const;
+  const std::vector<OpDef>& ops() const { return ops_; }
+
+ private:
+  std::vector<OpDef> ops_;
+};
+
+/// Register every CPU op and variant (kernels/cpu/*.cpp).
+void register_cpu_kernels(Registry& r);
+#ifdef RTX_HAVE_CUDA
+/// Register every CUDA variant (kernels/cuda/*.cu); called after register_cpu_kernels.
+void register_cuda_kernels(Registry& r);
+#endif
+/// The registry of this build, built once on first use (CPU always, CUDA when compiled).
+const Registry& registry();
+
+}  // namespace rtx::kernels

@@ -1,0 +1,2 @@
+# app
+list(APPEND RTX_COMMON_SOURCES)

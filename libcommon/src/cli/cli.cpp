@@ -1,0 +1,80 @@
+// Shared CLI plumbing: common options, error -> exit code mapping, TTY checks.
+#include "rtx/cli/cli.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "rtx/core/build_info.hpp"
+#include "rtx/core/error.hpp"
+
+namespace rtx::cli {
+
+void add_common_options(CLI::App& app, CommonOptions& o) {
+  app.set_version_flag("--version", std::string(app.get_name()) + " " + rtx::version() + " (" + rtx::git_sha() + ")");
+  app.add_flag("--json", o.json, "Machine-readable JSON on stdout; human text goes to stderr");
+  app.add_option("--db", o.db, "Store file (default $RTX_HOME/rtx.db, RTX_HOME defaults to ./.rtx)");
+  app.add_flag("-v,--verbose", o.verbose, "More detail on stderr (repeatable)");
+  app.add_flag("-q,--quiet", o.quiet, "Only errors on stderr");
+  app.add_option("--seed", o.seed, "Seed for every random stream (recorded in artifacts)");
+  app.add_option("--events", o.events, "Write telemetry events as JSON Lines to FILE (or set RTX_EVENTS)");
+}
+
+int run_tool(CLI::App& app, int argc, char** argv, const CommonOptions& o, const std::function<int()>& body) {
+  const std::string tool = app.get_name();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << tool << ": error: " << e.what() << "\n" << "Run with --help for usage.\n";
+    return 2;
+  }
+  auto report = [&](const char* category, const std::string& msg, const std::string& where,
+                    const std::string& hint, int code) {
+    std::cerr << tool << ": error: " << msg << "\n";
+    if (o.json) {
+      nlohmann::json j = {{"error", {{"category", category}, {"message", msg}, {"where", where},
+                                     {"hint", hint}, {"exit_code", code}}}};
+      std::cout << j.dump(2) << std::endl;
+    }
+    return code;
+  };
+  try {
+    return body();
+  } catch (const rtx::Error& e) {
+    return report(category_name(e.category()), e.what(), e.where(), e.hint(), e.exit_code());
+  } catch (const std::bad_alloc&) {
+    return report("environment", "out of memory", "", "reduce the problem size", 3);
+  } catch (const std::exception& e) {
+    return report("internal", std::string("internal error: ") + e.what(), "", "please report this", 4);
+  }
+}
+
+bool stderr_is_tty() { return ::isatty(STDERR_FILENO) == 1; }
+
+bool use_color() {
+  const char* nc = std::getenv("NO_COLOR");
+  if (nc && *nc) return false;
+  return stderr_is_tty();
+}
+
+int not_built_yet(const char* tool, const char* what, int argc, char** argv) {
+  CLI::App app{std::string(tool) + ": " + what, tool};
+  CommonOptions o;
+  add_common_options(app, o);
+  app.allow_extras();
+  app.prefix_command();
+  return run_tool(app, argc, argv, o, [&]() -> int {
+    std::cerr << tool << ": not built yet: " << what << " lands with a later issue\n";
+    return 3;
+  });
+}
+
+}  // namespace rtx::cli

@@ -1,0 +1,2 @@
+# io
+list(APPEND RTX_COMMON_SOURCES)

@@ -1,0 +1,6 @@
+# kernels: the op registry, CPU variants (cpu/), CUDA variants (cuda/), float64 references.
+list(APPEND RTX_COMMON_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/registry.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/check.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/register_cpu.cpp
+)

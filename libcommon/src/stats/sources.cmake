@@ -1,0 +1,2 @@
+# stats
+list(APPEND RTX_COMMON_SOURCES)

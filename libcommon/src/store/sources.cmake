@@ -1,0 +1,2 @@
+# store
+list(APPEND RTX_COMMON_SOURCES)

@@ -1,0 +1,2 @@
+# telemetry
+list(APPEND RTX_COMMON_SOURCES)

@@ -1,0 +1,82 @@
+// Test helpers implementation.
+#include "test_util.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#ifdef RTX_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace fs = std::filesystem;
+
+namespace rtx::test {
+
+static std::string env_or(const char* k, const std::string& d) {
+  const char* v = std::getenv(k);
+  return (v && *v) ? v : d;
+}
+
+std::string data_dir() { return env_or("RTX_DATA", "../shared/data"); }
+std::string source_dir() { return env_or("RTX_SOURCE_DIR", "."); }
+std::string tool_path(const std::string& name) { return env_or("RTX_BIN_DIR", "bin") + "/" + name; }
+
+namespace {
+struct TempDirs {
+  std::vector<std::string> dirs;
+  ~TempDirs() {
+    std::error_code ec;
+    for (auto& d : dirs) {
+      fs::permissions(d, fs::perms::owner_all, fs::perm_options::add, ec);
+      for (auto& e : fs::recursive_directory_iterator(d, ec)) fs::permissions(e.path(), fs::perms::owner_all, fs::perm_options::add, ec);
+      fs::remove_all(d, ec);
+    }
+  }
+};
+TempDirs g_temps;
+}  // namespace
+
+std::string temp_dir() {
+  std::string tmpl = (fs::temp_directory_path() / "rtx-test-XXXXXX").string();
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed");
+  g_temps.dirs.emplace_back(buf.data());
+  return buf.data();
+}
+
+static std::string slurp(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+Proc run(const std::string& cmd, const std::string& env) {
+  const std::string d = temp_dir();
+  const std::string out = d + "/out", err = d + "/err";
+  const std::string full = (env.empty() ? "" : "env " + env + " ") + cmd + " >" + out + " 2>" + err + " </dev/null";
+  const int st = std::system(full.c_str());
+  Proc p;
+  p.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  p.out = slurp(out);
+  p.err = slurp(err);
+  return p;
+}
+
+bool have_gpu() {
+#ifdef RTX_HAVE_CUDA
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+#else
+  return false;
+#endif
+}
+
+}  // namespace rtx::test

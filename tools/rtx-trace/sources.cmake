@@ -1,0 +1,1 @@
+rtx_add_tool(rtx-trace SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/rtx-trace/main.cpp)

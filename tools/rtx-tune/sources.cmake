@@ -1,0 +1,1 @@
+rtx_add_tool(rtx-tune SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/rtx-tune/main.cpp)

@@ -125,6 +125,17 @@ const Variant& Registry::variant(const std::string& op_name, const std::string& 
   throw_input("op '" + op_name + "' has no variant '" + v + "'", "variant", "variants: " + known);
 }
 
+static ParamLookup g_lookup;
+
+void set_param_lookup(ParamLookup f) { g_lookup = std::move(f); }
+
+Params resolve_params(const OpDef& op, const Variant& v, const Shape& s, DType dt) {
+  if (g_lookup) {
+    if (auto p = g_lookup(op.name, v.name, s, dt)) return *p;
+  }
+  return v.space.defaults();
+}
+
 const Registry& registry() {
   static const Registry r = [] {
     Registry x;

@@ -3,4 +3,5 @@ list(APPEND RTX_COMMON_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/registry.cpp
   ${CMAKE_CURRENT_LIST_DIR}/check.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/register_cpu.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/instance_cpu.cpp
 )

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,12 @@ class Instance {
   virtual uint64_t checksum() = 0;
   /// Bytes of memory held by inputs, outputs and workspace.
   virtual size_t footprint_bytes() const = 0;
+  /// Run once and return its duration in seconds: CPU, a monotonic clock around run();
+  /// CUDA, events recorded on the instance's stream around run() (then synchronized).
+  virtual double timed_run() = 0;
+  /// Evict this instance's data from caches (as nvbench's cold mode): CPU writes a buffer
+  /// twice the last-level cache, CUDA memsets an L2-sized device buffer. No allocation per call.
+  virtual void flush_cache() = 0;
 };
 
 /// One implementation of an op on one backend, with its own tunable space.
@@ -133,6 +140,15 @@ class Registry {
  private:
   std::vector<OpDef> ops_;
 };
+
+/// Run-time parameter lookup (installed by the tuning-profile layer): returns the tuned
+/// parameters for (op, variant, shape, dtype) if a profile has them, else nullopt.
+using ParamLookup = std::function<std::optional<Params>(const std::string& op, const std::string& variant,
+                                                        const Shape& s, DType dt)>;
+/// Install the lookup (nullptr: defaults only). Not thread-safe against concurrent resolve_params.
+void set_param_lookup(ParamLookup f);
+/// Parameters a kernel runs with: the installed lookup's answer, else the variant's defaults.
+Params resolve_params(const OpDef& op, const Variant& v, const Shape& s, DType dt);
 
 /// Register every CPU op and variant (kernels/cpu/*.cpp).
 void register_cpu_kernels(Registry& r);

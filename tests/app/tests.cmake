@@ -1,1 +1,2 @@
-# tests for app
+include(${CMAKE_CURRENT_LIST_DIR}/doctor.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/bench.cmake)

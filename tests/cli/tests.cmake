@@ -1,1 +1,3 @@
-# tests for cli
+# CLI tests: each tool run with --json, schema and exit codes checked, fed bad input.
+include(${CMAKE_CURRENT_LIST_DIR}/doctor.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/bench.cmake)

@@ -1,2 +1,3 @@
-# app
-list(APPEND RTX_COMMON_SOURCES)
+# app: tool logic that lives in the library (tools stay thin), one folder per tool.
+include(${CMAKE_CURRENT_LIST_DIR}/doctor/sources.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/bench/sources.cmake)

@@ -118,6 +118,9 @@ struct OpDef {
   double tol_f32 = 1e-5;          ///< max relative error vs float64 reference, fp32 inputs
   double tol_bf16 = 1e-2;         ///< same, bf16 inputs
   std::vector<Variant> variants;
+  /// Small odd shapes (1, 7, 127, non-multiples of every tile) the generic registry test
+  /// runs every variant on; `bench_shapes` are the realistic ones (GPT-2 124M etc.).
+  std::vector<Shape> test_shapes;
   /// The op's bound for a dtype (tol_bf16 for bf16/f16, else tol_f32).
   double tolerance(DType dt) const;
 };

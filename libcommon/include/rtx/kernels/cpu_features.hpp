@@ -1,0 +1,20 @@
+// Run-time CPU ISA dispatch for kernels: which vector paths this CPU supports, and the
+// RTX_ISA override (scalar|avx2|avx512) that tests use to exercise every path.
+#pragma once
+
+namespace rtx::kernels {
+
+/// Vector instruction-set levels CPU kernels are written for.
+enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
+
+/// Best level this CPU supports: Avx512 needs AVX-512 F+BW+VL+DQ; Avx2 needs AVX2+FMA.
+Isa cpu_isa_supported() noexcept;
+/// Level kernels should use: min(cpu_isa_supported(), $RTX_ISA if set). Read once at first call;
+/// an unknown $RTX_ISA value is ignored (the doctor reports it).
+Isa cpu_isa_active() noexcept;
+/// Override the active level for this process (tests); clamped to what the CPU supports.
+void set_cpu_isa(Isa isa) noexcept;
+/// "scalar", "avx2", "avx512".
+const char* isa_name(Isa isa) noexcept;
+
+}  // namespace rtx::kernels

@@ -1,0 +1,50 @@
+// CPU ISA detection (GCC/Clang __builtin_cpu_supports) and the RTX_ISA override.
+#include "rtx/kernels/cpu_features.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+namespace rtx::kernels {
+
+Isa cpu_isa_supported() noexcept {
+  static const Isa best = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+      return Isa::Avx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
+    return Isa::Scalar;
+  }();
+  return best;
+}
+
+static std::atomic<int> g_active{-1};
+
+static Isa clamp(Isa want) { return static_cast<int>(want) <= static_cast<int>(cpu_isa_supported()) ? want : cpu_isa_supported(); }
+
+Isa cpu_isa_active() noexcept {
+  int a = g_active.load(std::memory_order_relaxed);
+  if (a >= 0) return static_cast<Isa>(a);
+  Isa isa = cpu_isa_supported();
+  if (const char* e = std::getenv("RTX_ISA")) {
+    if (!std::strcmp(e, "scalar")) isa = Isa::Scalar;
+    else if (!std::strcmp(e, "avx2")) isa = clamp(Isa::Avx2);
+    else if (!std::strcmp(e, "avx512")) isa = clamp(Isa::Avx512);
+  }
+  g_active.store(static_cast<int>(isa), std::memory_order_relaxed);
+  return isa;
+}
+
+void set_cpu_isa(Isa isa) noexcept { g_active.store(static_cast<int>(clamp(isa)), std::memory_order_relaxed); }
+
+const char* isa_name(Isa isa) noexcept {
+  switch (isa) {
+    case Isa::Scalar: return "scalar";
+    case Isa::Avx2: return "avx2";
+    case Isa::Avx512: return "avx512";
+  }
+  return "?";
+}
+
+}  // namespace rtx::kernels

@@ -1,0 +1,30 @@
+// Internal: the Problem factory of every op (seeded inputs + float64 reference), shared by
+// the CPU and CUDA variant files. Shape letters: M,N,K matmul (out (M,N) = inp (M,K) @
+// weight (N,K)^T + bias (N)); N rows x C channels; B batch, T time, NH heads, HS head size,
+// V vocab, R ranks. Each factory throws rtx::Error(Input) naming a missing/bad dim.
+#pragma once
+#include "rtx/kernels/problem.hpp"
+
+namespace rtx::kernels {
+
+// matmul (cpu/matmul*.cpp)
+Problem make_matmul_forward_problem(const Shape& s, DType dt, uint64_t seed);   // M,N,K [+bias 0|1, default 1]
+Problem make_matmul_backward_problem(const Shape& s, DType dt, uint64_t seed);  // M,N,K: dinp, dweight(+=), dbias(+=)
+
+// elementwise / normalisation / loss / optimizer (cpu/ops*.cpp)
+Problem make_softmax_forward_problem(const Shape& s, DType dt, uint64_t seed);      // N,C
+Problem make_layernorm_forward_problem(const Shape& s, DType dt, uint64_t seed);    // N,C: out, mean, rstd
+Problem make_layernorm_backward_problem(const Shape& s, DType dt, uint64_t seed);   // N,C: dinp(+=), dweight(+=), dbias(+=)
+Problem make_gelu_forward_problem(const Shape& s, DType dt, uint64_t seed);         // N (tanh form)
+Problem make_gelu_backward_problem(const Shape& s, DType dt, uint64_t seed);        // N: dinp(+=)
+Problem make_residual_forward_problem(const Shape& s, DType dt, uint64_t seed);     // N
+Problem make_encoder_forward_problem(const Shape& s, DType dt, uint64_t seed);      // B,T,C,V
+Problem make_encoder_backward_problem(const Shape& s, DType dt, uint64_t seed);     // B,T,C,V: dwte(+=), dwpe(+=)
+Problem make_crossentropy_forward_problem(const Shape& s, DType dt, uint64_t seed); // N,V: losses (N)
+Problem make_crossentropy_backward_problem(const Shape& s, DType dt, uint64_t seed);// N,V: dlogits (fused softmax+CE)
+Problem make_adamw_update_problem(const Shape& s, DType dt, uint64_t seed);         // N: params, m, v in place
+Problem make_attention_forward_problem(const Shape& s, DType dt, uint64_t seed);    // B,T,NH,HS: qkv (B,T,3C) -> out (B,T,C)
+Problem make_attention_backward_problem(const Shape& s, DType dt, uint64_t seed);   // B,T,NH,HS: dqkv
+Problem make_allreduce_problem(const Shape& s, DType dt, uint64_t seed);            // R,N: R buffers summed in place
+
+}  // namespace rtx::kernels

@@ -1,0 +1,1 @@
+# rtx-doctor CLI tests

@@ -1,6 +1,9 @@
 // The generic CPU instance: owns 64-byte-aligned buffers, poisons outputs, times with a
 // monotonic clock, checks against the problem's float64 reference.
+#include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <string>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -12,6 +15,22 @@
 
 namespace rtx::kernels {
 namespace {
+
+/// 2 x the largest cache level sysfs reports for cpu0, clamped to [8 MiB, 1 GiB].
+size_t flush_bytes() {
+  size_t best = 0;
+  for (int i = 0; i < 8; ++i) {
+    std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
+    std::string v;
+    if (!(f >> v) || v.empty()) continue;
+    size_t mult = 1;
+    if (v.back() == 'K') mult = 1024;
+    else if (v.back() == 'M') mult = 1024 * 1024;
+    const size_t n = std::strtoull(v.c_str(), nullptr, 10) * mult;
+    if (n > best) best = n;
+  }
+  return std::clamp<size_t>(2 * best, size_t{8} << 20, size_t{1} << 30);
+}
 
 struct AlignedBuf {
   void* p = nullptr;
@@ -63,8 +82,8 @@ class CpuInstance final : public Instance {
   }
 
   void flush_cache() override {
-    // 64 MiB covers the LLC of the CPUs rtx targets twice over; allocated once.
-    static AlignedBuf scratch(64u << 20);
+    // Twice the largest CPU cache (sysfs), clamped to [8 MiB, 1 GiB]; allocated once.
+    static AlignedBuf scratch(flush_bytes());
     auto* s = static_cast<volatile unsigned char*>(scratch.p);
     for (size_t i = 0; i < scratch.bytes; i += 64) s[i] = static_cast<unsigned char>(s[i] + 1);
   }

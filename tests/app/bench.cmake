@@ -1,1 +1,6 @@
-# bench app tests
+# rtx-bench logic: packs, runner (synthetic op with known timings), artifacts, compare.
+rtx_add_test(bench_app_test SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/bench_synth.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/bench_pack_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/bench_runner_test.cpp
+  LABELS cpu)

@@ -1,1 +1,3 @@
-# rtx-bench CLI tests
+# rtx-bench CLI tests: the built tool run as a subprocess.
+rtx_add_test(bench_cli_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/bench_cli_test.cpp LABELS cpu cli)
+add_dependencies(bench_cli_test rtx-bench)

@@ -1,1 +1,5 @@
-# tests for io
+# tests for io: atomic file writes, artifact schema checks, the field validator.
+rtx_add_test(io_artifact_test SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/atomic_file_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/artifact_test.cpp
+  LABELS cpu)

@@ -9,6 +9,7 @@
 
 #include "rtx/core/build_info.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/telemetry/bus.hpp"
 
 namespace rtx::cli {
 
@@ -47,6 +48,7 @@ int run_tool(CLI::App& app, int argc, char** argv, const CommonOptions& o, const
     return code;
   };
   try {
+    rtx::telemetry::init_from_options(o.events, o.seed);
     return body();
   } catch (const rtx::Error& e) {
     return report(category_name(e.category()), e.what(), e.where(), e.hint(), e.exit_code());

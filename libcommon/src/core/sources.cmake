@@ -4,7 +4,12 @@ list(APPEND RTX_COMMON_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/dtype.cpp
   ${CMAKE_CURRENT_LIST_DIR}/philox.cpp
   ${CMAKE_CURRENT_LIST_DIR}/device_nocuda.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/tensor.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/allocator.cpp
 )
 list(APPEND RTX_COMMON_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cuda/device.cu
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/allocator_cuda.cu
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/rng_cuda.cu
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/tensor_cuda.cu
 )

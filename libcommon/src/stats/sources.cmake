@@ -1,2 +1,5 @@
-# stats
-list(APPEND RTX_COMMON_SOURCES)
+# stats: order statistics, median CI, Mann-Whitney U, Hodges-Lehmann, A/B verdicts.
+list(APPEND RTX_COMMON_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/stats.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/compare.cpp
+)

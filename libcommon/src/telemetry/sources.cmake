@@ -1,2 +1,10 @@
-# telemetry
-list(APPEND RTX_COMMON_SOURCES)
+# telemetry: hardware profile, event bus (JSON Lines sink), spans with NVTX ranges.
+list(APPEND RTX_COMMON_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/hwprofile.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/dynlibs.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/gpu_probe_nocuda.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/bus.cpp
+)
+list(APPEND RTX_COMMON_CUDA_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/cuda/gpu_probe.cu
+)

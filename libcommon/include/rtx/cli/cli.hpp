@@ -23,7 +23,8 @@ void add_common_options(CLI::App& app, CommonOptions& o);
 
 /// Parse argv and run `body`, mapping outcomes to exit codes: body's return value as is;
 /// --help 0; CLI parse errors 2; rtx::Error by category (2 usage/input, 3 env, 4 internal);
-/// any other exception 4. Errors go to stderr as "rtx-x: error: ..." and, under --json,
+/// any other exception 4. Before `body`, opens the telemetry sink (--events / RTX_EVENTS) and
+/// sets the run seed (rtx::telemetry::init_from_options). Errors go to stderr as "rtx-x: error: ..." and, under --json,
 /// also as {"error": {...}} on stdout.
 int run_tool(CLI::App& app, int argc, char** argv, const CommonOptions& o, const std::function<int()>& body);
 

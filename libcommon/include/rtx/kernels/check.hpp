@@ -20,8 +20,8 @@ void poison(float* x, size_t n);
 size_t count_poison(const float* x, size_t n);
 
 /// Compare `out` (n floats) with `ref` (n doubles), accumulating into `r`:
-/// rel err of element i = |out-ref| / max(|ref|, floor) where floor = 1e-3 * max_j |ref_j|
-/// (so near-zero elements of a large tensor are judged on the tensor's scale).
+/// error = max_i |out_i - ref_i| / max_j |ref_j| (max-norm relative error, per tensor; the
+/// result is the max over tensors). A poisoned (unwritten) or non-finite element fails.
 /// `name` labels the tensor in r.detail. Call once per output tensor; then finish_check.
 void compare(const float* out, const double* ref, size_t n, const char* name, CheckResult& r);
 /// Set r.tolerance and r.ok from the accumulated error.

@@ -65,7 +65,7 @@ struct Work {
 
 /// Outcome of comparing a variant's output with the float64 reference.
 struct CheckResult {
-  double max_rel_err = 0;   ///< max over outputs of |out-ref| / max(|ref|, floor) (see check.hpp)
+  double max_rel_err = 0;   ///< max over outputs of max|out-ref| / max|ref| (see check.hpp)
   double tolerance = 0;     ///< the op's bound for this dtype
   size_t unwritten = 0;     ///< output elements still holding the poison value
   size_t nonfinite = 0;     ///< NaN/inf outputs where the reference is finite

@@ -1,0 +1,278 @@
+// rtx-bench logic: bench packs (rtx.benchpack.v1) and their expansion over the op registry,
+// the adaptive sampling runner, the rtx.bench.v1 artifact, and A/B comparison of artifacts.
+// The tool (tools/rtx-bench) only binds flags to the *Command structs and calls run_*.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "rtx/kernels/registry.hpp"
+#include "rtx/stats/compare.hpp"
+#include "rtx/stats/stats.hpp"
+
+namespace rtx::app::bench {
+
+using kernels::Backend;
+using kernels::Params;
+using kernels::Shape;
+
+inline constexpr const char* kPackSchema = "rtx.benchpack.v1";
+inline constexpr const char* kBenchSchema = "rtx.bench.v1";
+
+// ---- bench packs -------------------------------------------------------------------------
+
+/// One case as written in a pack, with the pack's defaults applied. Shapes stay as JSON
+/// (objects, "M=..,N=.." or "AxBxC" strings) until expansion knows the op's dims.
+struct PackCase {
+  std::string name;                   ///< unique within the pack
+  std::string op;                     ///< registry op name
+  std::string variant = "default";    ///< "default" (first variant of the backend), "all", or a name
+  std::vector<nlohmann::json> shapes; ///< each an object or a string (sweeps already expanded)
+  std::vector<DType> dtypes{DType::F32};
+  Params params;                      ///< overrides of the variant's resolved parameters
+  std::vector<Backend> backends;      ///< backends this case is for; empty = any
+};
+
+/// Runner settings a pack may set in its "defaults" block (CLI flags override them).
+struct PackRunDefaults {
+  std::optional<double> max_time, max_rel_ci;
+  std::optional<size_t> min_samples, warmup;
+};
+
+/// A parsed pack.
+struct Pack {
+  std::string source;       ///< file it came from (for messages)
+  std::string name, description;
+  PackRunDefaults run;
+  std::vector<PackCase> cases;
+};
+
+/// Parse a pack document. Throws rtx::Error(Input) naming `source`, the case and the field
+/// ("smoke.json: case 'mm': field 'shapes[1]': dimension 'K' is -3, must be >= 0"), for a
+/// wrong schema, unknown fields, bad types, bad dtypes/backends, negative dims, bad sweeps
+/// and duplicate case names. Format: docs/bench_packs.md.
+Pack parse_pack(const nlohmann::json& doc, const std::string& source);
+/// Read and parse a pack file ("-" = stdin); errors as parse_pack plus unreadable/invalid JSON.
+Pack load_pack(const std::string& path);
+
+/// One runnable (or skipped) benchmark: a pack case at one variant, shape and dtype.
+struct BenchCase {
+  std::string id;           ///< "<case>/<variant>/<shape>/<dtype>", unique; compare keys on it
+  std::string name, op, variant;
+  Backend backend = Backend::CPU;
+  Shape shape;
+  DType dtype = DType::F32;
+  Params params;            ///< resolved (tuned profile or defaults) with pack overrides
+  std::string skip_reason;  ///< "" when runnable; else why it is not run (recorded)
+};
+
+/// How a pack is expanded.
+struct ExpandOptions {
+  Backend backend = Backend::CPU;
+  std::string filter;       ///< ECMAScript regex searched in each case id; "" keeps all
+  bool strict = false;      ///< unknown ops are errors instead of skips
+};
+
+/// Expand every pack case over variants x shapes x dtypes for one backend. Invalid
+/// (op, variant, dtype, params) combinations become skipped cases carrying the reason
+/// (validate()'s text, missing backend variant, unsupported dtype, unregistered op).
+/// Throws rtx::Error(Input) naming pack, case and field for: an unknown variant of a
+/// registered op on the selected backend, a shape missing one of the op's dims or
+/// unparseable; rtx::Error(Usage) for a bad filter regex.
+std::vector<BenchCase> expand_pack(const Pack& pack, const kernels::Registry& reg, const ExpandOptions& o);
+
+// ---- runner --------------------------------------------------------------------------------
+
+/// Sampling policy (see docs/tools/rtx-bench.md "How a case is measured").
+struct RunnerOptions {
+  double max_rel_ci = 0.02;   ///< stop when the 95% median CI half-width / median <= this
+  double max_time = 1.0;      ///< s of sampling per case; reaching it unconverged marks noisy
+  size_t min_samples = 10;    ///< never stop converged below this many samples
+  size_t max_samples = 1000;  ///< hard cap (bounds memory and compare cost)
+  size_t warmup = 2;          ///< untimed runs after the correctness check
+  bool cold = false;          ///< flush_cache() before each sample (not timed)
+  bool interleave = false;    ///< seeded round-robin over batches of samples across cases
+  size_t batch = 5;           ///< samples per case per interleave round
+  uint64_t seed = 0;          ///< input seed of every instance and the interleave order
+  bool progress = false;      ///< one-line progress display on stderr (TTY only)
+};
+
+/// Measured machine peaks for roofline fractions (from the latest doctor report).
+struct Peaks {
+  double flops = 0;           ///< FLOP/s (fp32 GEMM), 0 unknown
+  double bytes_per_s = 0;     ///< B/s (STREAM-like), 0 unknown
+  std::string source;         ///< where they came from, or why absent
+};
+
+/// The outcome of one case.
+struct CaseResult {
+  BenchCase c;
+  std::string status = "skipped";  ///< "ok", "failed" (check failed), "skipped"
+  std::vector<double> samples;     ///< s, in measurement order
+  double median = 0, p10 = 0, p90 = 0, mad = 0;  ///< s
+  stats::Interval ci;              ///< 95% CI of the median, s
+  double rel_ci = 0;               ///< max(median-lo, hi-median) / median
+  bool noisy = false;              ///< stopped by max_time/max_samples before reaching max_rel_ci
+  std::string stop_reason;         ///< "converged", "max_time", "max_samples", or the skip/failure
+  kernels::Work work;              ///< per execution
+  double flops_per_s = 0, bytes_per_s = 0;  ///< work / median
+  std::string bound;               ///< "compute" or "memory" (roofline, when peaks known)
+  std::optional<double> peak_fraction;      ///< of the bound's peak
+  uint64_t checksum = 0;           ///< of the checked output (same seed -> same value)
+  kernels::CheckResult check;
+  size_t footprint_bytes = 0;
+  double sampling_s = 0;           ///< wall time spent sampling this case
+};
+
+/// Result of run_cases: per-case results (input order) and the execution schedule (case
+/// index per sampled batch; sequential runs list each case once).
+struct RunResult {
+  std::vector<CaseResult> cases;
+  std::vector<size_t> schedule;
+};
+
+/// Rank order used by --interleave for round `round`: a Fisher-Yates shuffle of 0..n-1
+/// driven by Philox(seed, subsequence 0x1e7e0000 + round). Deterministic per (n, seed, round).
+std::vector<size_t> interleave_order(size_t n, uint64_t seed, uint64_t round);
+
+/// True when `samples` meet the stop rule: n >= min_samples and the 95% median CI (with
+/// coverage >= 95%) has relative half-width <= max_rel_ci.
+bool converged(const std::vector<double>& samples, double max_rel_ci, size_t min_samples);
+
+/// Run the runnable cases: make the instance (seed), check() once (failing -> "failed",
+/// not timed), checksum, warm up, then sample until converged / max_time / max_samples.
+/// Skipped cases are carried through. Throws rtx::Error naming the case id when an
+/// instance cannot be made (Input: bad shape; Environment: backend unavailable).
+RunResult run_cases(const std::vector<BenchCase>& cases, const kernels::Registry& reg, const RunnerOptions& o);
+
+/// Derive throughput and the roofline fraction: intensity = flops/bytes against the
+/// machine balance peaks.flops/peaks.bytes_per_s (Williams, Waterman, Patterson, "Roofline",
+/// CACM 2009): at or above the balance the case is compute-bound and its fraction is
+/// achieved FLOP/s / peak FLOP/s, below it memory-bound with achieved B/s / peak B/s.
+void annotate_roofline(CaseResult& r, const Peaks& peaks);
+
+/// Set OpenMP threads (threads > 0) and, with pin, bind OpenMP thread i to the i-th CPU of
+/// the process's allowed set (OMP_PROC_BIND=close semantics, via sched_setaffinity inside
+/// a parallel region). Returns {threads in use, pinned}. Throws rtx::Error(Environment) if
+/// affinity cannot be set.
+std::pair<int, bool> configure_threads(int threads, bool pin);
+
+// ---- artifacts -------------------------------------------------------------------------------
+
+/// Context recorded in an artifact next to the results.
+struct ArtifactMeta {
+  std::string pack_name, pack_source;
+  uint64_t seed = 0;
+  Backend backend = Backend::CPU;
+  RunnerOptions runner;
+  std::string filter;
+  int threads = 0;
+  bool pinned = false;
+  Peaks peaks;
+  nlohmann::json hardware = nlohmann::json::object();  ///< hardware profile
+};
+
+/// The rtx.bench.v1 document (fields: docs/tools/rtx-bench.md).
+nlohmann::json to_json(const RunResult& r, const ArtifactMeta& meta);
+
+/// Parse and validate an rtx.bench.v1 document. Throws rtx::Error(Input) naming `source`
+/// and the field ("base.json: field '/cases/3/samples': expected array, got string").
+nlohmann::json check_bench_artifact(const nlohmann::json& doc, const std::string& source);
+/// Read a file ("-" stdin) and check_bench_artifact it.
+nlohmann::json read_bench_artifact(const std::string& path);
+
+/// Human table of an artifact's cases (time with units, CI, GFLOP/s, GB/s, % of peak, flags).
+std::string format_table(const nlohmann::json& artifact, bool color = false);
+
+/// "1.23 ms" / "456 us" / "12.3 ns" / "2.5 s".
+std::string format_seconds(double s);
+
+// ---- compare ---------------------------------------------------------------------------------
+
+/// One row of a comparison.
+struct CompareRow {
+  std::string id;
+  std::string presence;     ///< "both", "base only", "new only", "not judged"
+  std::string note;         ///< why not judged (status of either side)
+  double base_median = 0, new_median = 0;  ///< s
+  stats::Comparison cmp;
+};
+
+/// All rows and the counts by verdict.
+struct CompareReport {
+  std::string base_source, new_source;
+  double threshold = 0.05;
+  std::vector<CompareRow> rows;
+  size_t same = 0, faster = 0, slower = 0, ambiguous = 0, unmatched = 0;
+};
+
+/// Compare two checked bench artifacts case by case (matched by id).
+CompareReport compare_artifacts(const nlohmann::json& base, const nlohmann::json& fresh, const stats::CompareOptions& o,
+                                const std::string& base_source = "base", const std::string& new_source = "new");
+/// Render a report: "table" (aligned text), "md" (GitHub markdown), "csv", "json".
+/// Throws rtx::Error(Usage) for another format.
+std::string format_compare(const CompareReport& r, const std::string& format);
+
+/// Parse "5%", "5 %" or "0.05" into 0.05. Throws rtx::Error(Usage) naming --threshold.
+double parse_threshold(const std::string& s);
+
+// ---- commands (what the tool's subcommands call) ----------------------------------------------
+
+/// `rtx-bench run`.
+struct RunCommand {
+  std::string pack;
+  std::string out;          ///< -o FILE or "-" (stdout); "" none
+  std::string backend = "cpu";
+  std::string filter;
+  uint64_t seed = 0;
+  std::optional<double> max_rel_ci, max_time;
+  std::optional<size_t> min_samples, warmup;
+  size_t max_samples = 1000;
+  bool cold = false, interleave = false, pin = false, strict = false;
+  int threads = 0;
+  bool json = false;        ///< artifact JSON on stdout
+  bool quiet = false;
+  std::string db;           ///< store path flag ("" default store)
+  bool no_store = false;    ///< do not record in the store
+  std::string events;       ///< --events FILE (else $RTX_EVENTS): one bench.result event per case
+  std::vector<std::string> argv;  ///< command line, recorded with the run
+};
+/// Run a pack, print the table on `err`, write the artifact (`out`, or `-o -` / --json to
+/// `out_stream`), record run + artifact in the store, publish one telemetry event (topic
+/// bench.result) per case. Returns 0, or 1 when a case failed
+/// its correctness check. Throws rtx::Error (2 input/usage, 3 environment).
+int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out_stream, std::ostream& err);
+
+/// `rtx-bench compare BASE NEW`.
+struct CompareCommand {
+  std::string base, fresh;
+  std::string threshold = "5%";
+  std::string format = "table";
+  bool json = false;        ///< same as --format json
+};
+/// Print the comparison on `out`; returns 1 when any case is slower, else 0.
+int run_compare(const CompareCommand& c, std::ostream& out, std::ostream& err);
+
+/// `rtx-bench list PACK`: the expanded cases with skip reasons (JSON with json=true).
+struct ListCommand {
+  std::string pack;
+  std::string backend = "cpu";
+  std::string filter;
+  bool strict = false;
+  bool json = false;
+};
+int run_list(const ListCommand& c, const kernels::Registry& reg, std::ostream& out);
+
+/// `rtx-bench show FILE`: an artifact as a table (or re-emitted JSON with json=true).
+struct ShowCommand {
+  std::string file;
+  bool json = false;
+};
+int run_show(const ShowCommand& c, std::ostream& out);
+
+}  // namespace rtx::app::bench

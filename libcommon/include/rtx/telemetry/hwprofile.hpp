@@ -1,0 +1,104 @@
+// Hardware profile of this host: CPU (model, ISA flags, topology, caches, clocks, memory),
+// GPUs (via the CUDA runtime and NVML loaded with dlopen), library versions and the SKU key
+// that tuned profiles are keyed by. Probed once per process; nothing here measures speed.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace rtx::telemetry {
+
+/// x86-64 ISA extensions relevant to rtx kernels (from CPUID + XGETBV via
+/// __builtin_cpu_supports and direct cpuid leaves 7.0 / 7.1 for the newer bits).
+struct CpuFlags {
+  bool sse4_2 = false, avx = false, avx2 = false, fma = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512cd = false;
+  bool avx512_bf16 = false, avx512_vnni = false, avx512_fp16 = false;
+  bool amx_tile = false, amx_bf16 = false, amx_int8 = false;
+};
+
+/// One CUDA device as seen by the runtime (name, arch, SMs, memory) and by NVML (clocks,
+/// ECC, PCIe). NVML fields are -1 (or "") when NVML is not loadable or does not report them.
+struct GpuInfo {
+  int index = 0;
+  std::string name;             ///< e.g. "NVIDIA H200"
+  int cc_major = 0, cc_minor = 0;  ///< compute capability, e.g. 9.0
+  int sm_count = 0;             ///< streaming multiprocessors
+  uint64_t memory_bytes = 0;    ///< total device memory in B
+  int clock_sm_mhz = -1, clock_sm_max_mhz = -1;    ///< SM clock now / max, MHz (NVML)
+  int clock_mem_mhz = -1, clock_mem_max_mhz = -1;  ///< memory clock now / max, MHz (NVML)
+  int ecc_enabled = -1;                            ///< 1 on, 0 off, -1 unknown (NVML)
+  long long ecc_corrected = -1, ecc_uncorrected = -1;  ///< volatile ECC error counts (NVML), -1 unknown
+  int pcie_gen = -1, pcie_gen_max = -1;            ///< PCIe link generation now / max (NVML)
+  int pcie_width = -1, pcie_width_max = -1;        ///< PCIe link width (lanes) now / max (NVML)
+  std::string arch() const;                        ///< "sm_90"
+};
+
+/// Everything the suite records about the host. Units: bytes, MHz; -1/0/"" = unknown.
+struct HardwareProfile {
+  // CPU
+  std::string cpu_vendor;        ///< "intel", "amd" or the raw cpuid vendor string lower-cased
+  std::string cpu_model;         ///< /proc/cpuinfo "model name"
+  int cpu_family = 0, cpu_model_id = 0;  ///< cpuid family / model (display values)
+  CpuFlags flags;
+  int physical_cores = 0;        ///< distinct (physical id, core id) pairs; >= 1
+  int logical_cpus = 0;          ///< online logical CPUs; >= 1
+  int sockets = 0;               ///< distinct physical ids; >= 1
+  uint64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;  ///< per-instance cache sizes (sysfs), B
+  uint64_t memory_bytes = 0;     ///< MemTotal from /proc/meminfo, B
+  double base_mhz = 0, max_mhz = 0;  ///< CPU clocks, MHz
+  std::string clock_source;      ///< where base/max came from: "cpufreq", "cpuinfo" (current MHz), "none"
+  int omp_max_threads = 0;       ///< omp_get_max_threads() at probe time
+  int fma_units = 0;             ///< assumed FMA pipes per core at the widest vector width (see cpu_peak_note)
+  int vector_bits = 0;           ///< widest usable FP vector: 512, 256 or 128
+  std::string cpu_peak_note;     ///< the microarchitecture assumption behind fma_units
+  // GPU and libraries
+  bool cuda_built = false;       ///< this rtx build has the CUDA backend
+  std::string cuda_unavailable;  ///< why no GPU is listed ("" when one is)
+  std::vector<GpuInfo> gpus;
+  int driver_version = 0;        ///< cudaDriverGetVersion, e.g. 12080 (0 unknown)
+  int runtime_version = 0;       ///< cudaRuntimeGetVersion (0 when not built)
+  std::string nvml_driver;       ///< NVML driver string, e.g. "570.86.15" ("" if no NVML)
+  std::string cudnn_version, nccl_version, cupti_version;  ///< "" when the library is absent
+  // build and OS
+  std::string rtx_sha;           ///< rtx::git_sha()
+  std::string os, kernel;        ///< uname sysname / release, e.g. "Linux", "6.1.0-18-amd64"
+  std::string hostname;
+};
+
+/// The process-wide profile: probed on first call (thread-safe), then cached. Never throws
+/// for missing information (fields stay unknown); GPU probing never crashes without a driver.
+const HardwareProfile& hardware_profile();
+
+/// Probe afresh (not cached); hardware_profile() calls this once.
+HardwareProfile probe_hardware_profile();
+
+/// JSON form of a profile (schema-free object, embedded in every artifact as "hardware").
+nlohmann::json to_json(const HardwareProfile& p);
+
+/// Short stable hash (16 hex chars, FNV-1a 64) of the identity fields of the cached profile
+/// (CPU model/flags/topology, GPU names/arch, driver, rtx sha): same machine + build -> same string.
+std::string digest();
+/// Same as digest() for a given profile.
+std::string digest(const HardwareProfile& p);
+
+/// The compact identity carried by every telemetry event and artifact:
+/// {"arch": <sku of best backend>, "driver": <driver string or "">, "rtx_sha": <sha>, "digest": <digest()>}.
+nlohmann::json identity_json();
+
+/// CPU SKU key: "cpu:<vendor>-<model slug>:<avx512|avx2|scalar>", e.g. "cpu:amd-epyc-9b14:avx512".
+/// Only [a-z0-9-_:.]; the model slug gets "-f<family>m<model>" when the name has no digits.
+std::string cpu_sku_key(const HardwareProfile& p);
+/// GPU SKU key: "gpu:sm_<cc>:<name slug>", e.g. "gpu:sm_90:h200".
+std::string gpu_sku_key(const GpuInfo& g);
+/// SKU key for a backend of the cached profile: "cpu" -> cpu_sku_key, "cuda"/"gpu" -> device 0's
+/// key. Throws rtx::Error(Usage) for another backend name, (Environment) for cuda without a GPU.
+std::string sku_key(const std::string& backend);
+
+/// Theoretical fp32 peak of the CPU in FLOP/s:
+/// physical_cores x fma_units x (vector_bits / 32) x 2 (FLOP per FMA) x max_mhz (base_mhz if max unknown) x 1e6.
+/// 0 when the clock is unknown.
+double cpu_peak_fp32_flops(const HardwareProfile& p);
+
+}  // namespace rtx::telemetry

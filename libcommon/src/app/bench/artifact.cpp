@@ -1,0 +1,214 @@
+// The rtx.bench.v1 artifact: writing results, reading them back with field-named errors,
+// and the human table printed by `run` and `show`.
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "rtx/app/bench.hpp"
+#include "rtx/core/build_info.hpp"
+#include "rtx/core/error.hpp"
+#include "rtx/io/artifact.hpp"
+
+namespace rtx::app::bench {
+namespace {
+
+using nlohmann::json;
+
+std::string hex64(uint64_t v) {
+  char b[24];
+  std::snprintf(b, sizeof b, "0x%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+/// Pad/truncate helpers for the aligned table.
+std::string pad(const std::string& s, size_t w, bool right = false) {
+  if (s.size() >= w) return s;
+  return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
+}
+
+}  // namespace
+
+std::string format_seconds(double s) {
+  if (!(s > 0)) return s == 0 ? "0 s" : "-";
+  if (s >= 1) return fmt("%.3g s", s);
+  if (s >= 1e-3) return fmt("%.3g ms", s * 1e3);
+  if (s >= 1e-6) return fmt("%.3g us", s * 1e6);
+  return fmt("%.3g ns", s * 1e9);
+}
+
+json to_json(const RunResult& r, const ArtifactMeta& m) {
+  json doc;
+  doc["schema"] = kBenchSchema;
+  doc["rtx"] = {{"version", rtx::version()}, {"git_sha", rtx::git_sha()}, {"build_type", rtx::build_type()},
+                {"compiler", rtx::compiler_id()}};
+  doc["hardware"] = m.hardware;
+  doc["seed"] = m.seed;
+  doc["pack"] = {{"name", m.pack_name}, {"source", m.pack_source}};
+  doc["options"] = {{"backend", kernels::backend_name(m.backend)},
+                    {"filter", m.filter},
+                    {"max_rel_ci", m.runner.max_rel_ci},
+                    {"max_time_s", m.runner.max_time},
+                    {"min_samples", m.runner.min_samples},
+                    {"max_samples", m.runner.max_samples},
+                    {"warmup", m.runner.warmup},
+                    {"cold", m.runner.cold},
+                    {"interleave", m.runner.interleave},
+                    {"threads", m.threads},
+                    {"pinned", m.pinned}};
+  json peaks = {{"source", m.peaks.source}};
+  if (m.peaks.flops > 0) peaks["flops_per_s"] = m.peaks.flops;
+  if (m.peaks.bytes_per_s > 0) peaks["bytes_per_s"] = m.peaks.bytes_per_s;
+  doc["peaks"] = peaks;
+  size_t ok = 0, failed = 0, skipped = 0, noisy = 0;
+  json cases = json::array();
+  for (const CaseResult& c : r.cases) {
+    json j;
+    j["id"] = c.c.id;
+    j["name"] = c.c.name;
+    j["op"] = c.c.op;
+    j["variant"] = c.c.variant;
+    j["backend"] = kernels::backend_name(c.c.backend);
+    j["shape"] = c.c.shape;
+    j["dtype"] = dtype_name(c.c.dtype);
+    j["params"] = c.c.params;
+    j["status"] = c.status;
+    j["stop_reason"] = c.stop_reason;
+    j["n"] = c.samples.size();
+    j["samples_s"] = c.samples;
+    if (c.status == "skipped") {
+      ++skipped;
+      j["skip_reason"] = c.c.skip_reason;
+      cases.push_back(j);
+      continue;
+    }
+    j["check"] = {{"ok", c.check.ok},
+                  {"max_rel_err", c.check.max_rel_err},
+                  {"tolerance", c.check.tolerance},
+                  {"unwritten", c.check.unwritten},
+                  {"nonfinite", c.check.nonfinite},
+                  {"detail", c.check.detail}};
+    j["checksum"] = hex64(c.checksum);
+    j["footprint_bytes"] = c.footprint_bytes;
+    j["work"] = {{"flops", c.work.flops}, {"bytes", c.work.bytes}};
+    if (c.status == "failed") {
+      ++failed;
+      cases.push_back(j);
+      continue;
+    }
+    ++ok;
+    noisy += c.noisy;
+    j["noisy"] = c.noisy;
+    j["sampling_s"] = c.sampling_s;
+    j["time"] = {{"median_s", c.median},
+                 {"p10_s", c.p10},
+                 {"p90_s", c.p90},
+                 {"mad_s", c.mad},
+                 {"ci", {{"lo_s", c.ci.lo}, {"hi_s", c.ci.hi}, {"rel", c.rel_ci}, {"coverage", c.ci.coverage}}}};
+    j["throughput"] = {{"flops_per_s", c.flops_per_s}, {"bytes_per_s", c.bytes_per_s}};
+    if (c.peak_fraction) {
+      j["roofline"] = {{"bound", c.bound}, {"peak_fraction", *c.peak_fraction}};
+    } else {
+      j["roofline"] = {{"note", "no measured peaks (" + m.peaks.source + ")"}};
+    }
+    cases.push_back(j);
+  }
+  doc["cases"] = cases;
+  doc["summary"] = {{"cases", r.cases.size()}, {"ok", ok}, {"failed", failed}, {"skipped", skipped}, {"noisy", noisy}};
+  return doc;
+}
+
+json check_bench_artifact(const json& doc, const std::string& source) {
+  io::check_artifact_schema(doc, source, "bench", {1});
+  using io::JsonType;
+  io::validate(doc, source,
+               {{"/cases", JsonType::Array},
+                {"/cases/*/id", JsonType::String},
+                {"/cases/*/status", JsonType::String},
+                {"/cases/*/samples_s", JsonType::Array},
+                {"/cases/*/time", JsonType::Object, false},
+                {"/cases/*/time/median_s", JsonType::Number, false},
+                {"/seed", JsonType::Integer, false},
+                {"/hardware", JsonType::Object, false}});
+  const json& cases = doc["cases"];
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const json& s = cases[i]["samples_s"];
+    for (size_t k = 0; k < s.size(); ++k)
+      if (!s[k].is_number() || !(s[k].get<double>() > 0))
+        throw_input(source + ": field '/cases/" + std::to_string(i) + "/samples_s/" + std::to_string(k) +
+                        "': expected a positive number of seconds, got " + s[k].dump(),
+                    source + ":/cases/" + std::to_string(i) + "/samples_s", "was the file edited by hand?");
+  }
+  return doc;
+}
+
+json read_bench_artifact(const std::string& path) {
+  const json doc = io::read_artifact(path, "bench", {1});
+  return check_bench_artifact(doc, path == "-" ? "<stdin>" : path);
+}
+
+std::string format_table(const json& a, bool color) {
+  const char* red = color ? "\033[31m" : "";
+  const char* yel = color ? "\033[33m" : "";
+  const char* off = color ? "\033[0m" : "";
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"case", "n", "median", "ci", "p10..p90", "GFLOP/s", "GB/s", "peak", "status"});
+  std::vector<std::string> tint{""};
+  std::vector<std::string> skipped;
+  for (const auto& c : a["cases"]) {
+    const std::string st = c.value("status", std::string("?"));
+    if (st == "skipped") {
+      skipped.push_back(c.value("id", std::string()) + ": " + c.value("skip_reason", std::string()));
+      continue;
+    }
+    std::vector<std::string> row{c.value("id", std::string()), std::to_string(c.value("n", 0))};
+    if (c.contains("time")) {
+      const auto& t = c["time"];
+      row.push_back(format_seconds(t.value("median_s", 0.0)));
+      row.push_back(fmt("+-%.1f%%", 100 * t["ci"].value("rel", 0.0)));
+      row.push_back(format_seconds(t.value("p10_s", 0.0)) + ".." + format_seconds(t.value("p90_s", 0.0)));
+      const auto& th = c["throughput"];
+      row.push_back(fmt("%.2f", th.value("flops_per_s", 0.0) / 1e9));
+      row.push_back(fmt("%.2f", th.value("bytes_per_s", 0.0) / 1e9));
+      const auto& rf = c.value("roofline", json::object());
+      row.push_back(rf.contains("peak_fraction")
+                        ? fmt("%.0f%%", 100 * rf["peak_fraction"].get<double>()) + " " + rf.value("bound", std::string()).substr(0, 3)
+                        : "-");
+    } else {
+      for (int k = 0; k < 6; ++k) row.push_back("-");
+    }
+    std::string flag = st;
+    if (c.value("noisy", false)) flag += " noisy";
+    row.push_back(flag);
+    rows.push_back(row);
+    tint.push_back(st == "failed" ? red : (c.value("noisy", false) ? yel : ""));
+  }
+  std::vector<size_t> w(rows[0].size(), 0);
+  for (const auto& r : rows)
+    for (size_t k = 0; k < r.size(); ++k) w[k] = std::max(w[k], r[k].size());
+  std::ostringstream os;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    os << tint[i];
+    for (size_t k = 0; k < rows[i].size(); ++k) os << pad(rows[i][k], w[k], k > 0 && k < 8) << (k + 1 < rows[i].size() ? "  " : "");
+    os << (tint[i].empty() ? "" : off) << "\n";
+  }
+  if (!skipped.empty()) {
+    os << "skipped (" << skipped.size() << "):\n";
+    for (const auto& s : skipped) os << "  " << s << "\n";
+  }
+  if (a.contains("summary")) {
+    const auto& s = a["summary"];
+    os << s.value("ok", 0) << " ok, " << s.value("failed", 0) << " failed, " << s.value("skipped", 0) << " skipped, "
+       << s.value("noisy", 0) << " noisy";
+    if (a.contains("peaks")) os << "; peaks: " << a["peaks"].value("source", std::string());
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace rtx::app::bench

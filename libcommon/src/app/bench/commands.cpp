@@ -1,0 +1,219 @@
+// The rtx-bench subcommands (run, compare, list, show): glue between flags, the pack
+// expander, the runner, artifacts, measured peaks and the store.
+#include <ostream>
+
+#include "rtx/app/bench.hpp"
+#include "rtx/app/doctor.hpp"
+#include "rtx/cli/cli.hpp"
+#include "rtx/core/build_info.hpp"
+#include "rtx/core/device.hpp"
+#include "rtx/core/error.hpp"
+#include "rtx/io/artifact.hpp"
+#include "rtx/store/store.hpp"
+#include "rtx/telemetry/bus.hpp"
+#include "rtx/telemetry/hwprofile.hpp"
+
+namespace rtx::app::bench {
+namespace {
+
+using nlohmann::json;
+
+/// Peaks for the backend from the latest doctor report measured on this machine.
+Peaks peaks_for(store::Store* st, Backend b) {
+  Peaks p;
+  if (!st) {
+    p.source = "store disabled (--no-store): no doctor report read";
+    return p;
+  }
+  const auto m = doctor::latest_measured_peaks(*st);
+  if (!m) {
+    p.source = "no doctor report for this machine in the store; run rtx-doctor first";
+    return p;
+  }
+  if (b == Backend::CPU) {
+    p.flops = m->cpu_sgemm_flops;
+    p.bytes_per_s = m->cpu_stream_bytes_per_s;
+    p.source = "rtx-doctor " + m->measured_at + ": cblas_sgemm FLOP/s, STREAM triad B/s";
+  } else {
+    p.flops = m->gpu_bf16_flops;
+    p.bytes_per_s = m->gpu_copy_bytes_per_s;
+    p.source = "rtx-doctor " + m->measured_at + ": bf16 GEMM FLOP/s, device copy B/s";
+  }
+  if (!(p.flops > 0) && !(p.bytes_per_s > 0)) p.source += " (no peaks measured: rtx-doctor ran with --quick?)";
+  return p;
+}
+
+/// Record the run, its artifact and one bench_results row per case in ONE transaction.
+void record(store::Store& st, const RunCommand& c, const json& doc, const RunResult& r, bool failed, const std::string& sku) {
+  store::Transaction tx(st);
+  auto& run = st.prepare(
+      "INSERT INTO runs (tool, args_json, seed, git_sha, hw_sku, hw_json, status, finished_at) "
+      "VALUES ('rtx-bench', ?1, ?2, ?3, ?4, ?5, ?6, strftime('%Y-%m-%dT%H:%M:%fZ','now'))");
+  run.bind(1, json(c.argv).dump())
+      .bind(2, static_cast<int64_t>(c.seed))
+      .bind(3, rtx::git_sha())
+      .bind(4, sku)
+      .bind(5, doc["hardware"].dump())
+      .bind(6, failed ? "fail" : "ok");
+  run.run();
+  const int64_t run_id = st.last_insert_rowid();
+  auto& art = st.prepare("INSERT INTO artifacts (run_id, kind, schema, json) VALUES (?1, 'bench', ?2, ?3)");
+  art.bind(1, run_id).bind(2, kBenchSchema).bind(3, doc.dump());
+  art.run();
+  auto& row = st.prepare(
+      "INSERT INTO bench_results (run_id, case_name, op, variant, backend, shape, dtype, params_json, median_s, p10_s, "
+      "p90_s, mad_s, n, ci_lo_s, ci_hi_s, gflops, gbps, checksum, samples_json, noisy) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)");
+  for (const CaseResult& x : r.cases) {
+    if (x.status == "skipped") continue;
+    row.bind(1, run_id)
+        .bind(2, x.c.id)
+        .bind(3, x.c.op)
+        .bind(4, x.c.variant)
+        .bind(5, kernels::backend_name(x.c.backend))
+        .bind(6, kernels::shape_to_string(x.c.shape))
+        .bind(7, dtype_name(x.c.dtype))
+        .bind(8, json(x.c.params).dump());
+    if (x.status == "ok") {
+      row.bind(9, x.median).bind(10, x.p10).bind(11, x.p90).bind(12, x.mad);
+      row.bind(14, x.ci.lo).bind(15, x.ci.hi).bind(16, x.flops_per_s / 1e9).bind(17, x.bytes_per_s / 1e9);
+    }
+    row.bind(13, static_cast<int64_t>(x.samples.size()))
+        .bind(18, static_cast<int64_t>(x.checksum))
+        .bind(19, json(x.samples).dump())
+        .bind(20, x.noisy ? 1 : 0);
+    row.run();
+  }
+  tx.commit();
+}
+
+}  // namespace
+
+int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out_stream, std::ostream& err) {
+  const Backend backend = kernels::parse_backend(c.backend);
+  if (backend == Backend::CUDA) rtx::require_cuda("--backend cuda");
+  telemetry::init_from_options(c.events, c.seed);
+  const Pack pack = load_pack(c.pack);
+  ExpandOptions eo;
+  eo.backend = backend;
+  eo.filter = c.filter;
+  eo.strict = c.strict;
+  const std::vector<BenchCase> cases = expand_pack(pack, reg, eo);
+
+  RunnerOptions ro;
+  ro.max_rel_ci = c.max_rel_ci.value_or(pack.run.max_rel_ci.value_or(ro.max_rel_ci));
+  ro.max_time = c.max_time.value_or(pack.run.max_time.value_or(ro.max_time));
+  ro.min_samples = c.min_samples.value_or(pack.run.min_samples.value_or(ro.min_samples));
+  ro.warmup = c.warmup.value_or(pack.run.warmup.value_or(ro.warmup));
+  ro.max_samples = c.max_samples;
+  ro.cold = c.cold;
+  ro.interleave = c.interleave;
+  ro.seed = c.seed;
+  ro.progress = !c.quiet && cli::stderr_is_tty();
+
+  const auto [threads, pinned] = configure_threads(c.threads, c.pin);
+  std::unique_ptr<store::Store> st;
+  if (!c.no_store) st = std::make_unique<store::Store>(store::resolve_db_path(c.db));
+
+  ArtifactMeta meta;
+  meta.pack_name = pack.name;
+  meta.pack_source = pack.source;
+  meta.seed = c.seed;
+  meta.backend = backend;
+  meta.runner = ro;
+  meta.filter = c.filter;
+  meta.threads = threads;
+  meta.pinned = pinned;
+  meta.peaks = peaks_for(st.get(), backend);
+  meta.hardware = telemetry::to_json(telemetry::hardware_profile());
+
+  RunResult r = run_cases(cases, reg, ro);
+  bool failed = false;
+  for (CaseResult& x : r.cases) {
+    annotate_roofline(x, meta.peaks);
+    failed |= x.status == "failed";
+    RTX_PUBLISH(telemetry::topic::bench_result,
+                {{"id", x.c.id}, {"op", x.c.op}, {"variant", x.c.variant}, {"backend", kernels::backend_name(x.c.backend)},
+                 {"shape", kernels::shape_to_string(x.c.shape)}, {"dtype", dtype_name(x.c.dtype)}, {"status", x.status},
+                 {"n", x.samples.size()}, {"median_s", x.median}, {"ci_rel", x.rel_ci}, {"noisy", x.noisy},
+                 {"checksum", x.checksum}});
+  }
+  const json doc = to_json(r, meta);
+
+  if (!c.quiet) err << format_table(doc, cli::use_color());
+  if (c.out == "-" || c.json) out_stream << doc.dump(2) << std::endl;
+  if (!c.out.empty() && c.out != "-") io::write_artifact(c.out, doc);
+  if (st) record(*st, c, doc, r, failed, telemetry::sku_key(kernels::backend_name(backend)));
+  if (failed && !c.quiet) err << "rtx-bench: a case failed its correctness check (exit 1)\n";
+  return failed ? 1 : 0;
+}
+
+int run_compare(const CompareCommand& c, std::ostream& out, std::ostream& err) {
+  stats::CompareOptions o;
+  o.threshold = parse_threshold(c.threshold);
+  const std::string format = c.json ? "json" : c.format;
+  if (format != "table" && format != "md" && format != "csv" && format != "json")
+    throw_usage("unknown format '" + format + "'", "--format", "use table, md, csv or json");
+  const json base = read_bench_artifact(c.base);
+  const json fresh = read_bench_artifact(c.fresh);
+  const CompareReport rep = compare_artifacts(base, fresh, o, c.base, c.fresh);
+  out << format_compare(rep, format);
+  if (rep.slower) err << "rtx-bench: " << rep.slower << " case(s) slower beyond " << 100 * rep.threshold << "% (exit 1)\n";
+  return rep.slower ? 1 : 0;
+}
+
+int run_list(const ListCommand& c, const kernels::Registry& reg, std::ostream& out) {
+  const Pack pack = load_pack(c.pack);
+  ExpandOptions eo;
+  eo.backend = kernels::parse_backend(c.backend);
+  eo.filter = c.filter;
+  eo.strict = c.strict;
+  const auto cases = expand_pack(pack, reg, eo);
+  size_t runnable = 0;
+  for (const auto& x : cases) runnable += x.skip_reason.empty();
+  if (c.json) {
+    json j;
+    j["schema"] = "rtx.bench-list.v1";
+    j["pack"] = {{"name", pack.name}, {"source", pack.source}};
+    j["backend"] = kernels::backend_name(eo.backend);
+    json arr = json::array();
+    for (const auto& x : cases) {
+      json e = {{"id", x.id}, {"name", x.name}, {"op", x.op}, {"variant", x.variant}, {"runnable", x.skip_reason.empty()}};
+      if (x.skip_reason.empty()) {
+        e["shape"] = x.shape;
+        e["dtype"] = dtype_name(x.dtype);
+        e["params"] = x.params;
+      } else {
+        e["skip_reason"] = x.skip_reason;
+      }
+      arr.push_back(e);
+    }
+    j["cases"] = arr;
+    j["summary"] = {{"cases", cases.size()}, {"runnable", runnable}, {"skipped", cases.size() - runnable}};
+    out << j.dump(2) << "\n";
+    return 0;
+  }
+  out << pack.name << " (" << pack.source << "), backend " << kernels::backend_name(eo.backend) << ": " << runnable
+      << " runnable, " << cases.size() - runnable << " skipped\n";
+  for (const auto& x : cases) {
+    if (x.skip_reason.empty())
+      out << "  run   " << x.id << (x.params.empty() ? "" : "  [" + kernels::params_to_string(x.params) + "]") << "\n";
+    else
+      out << "  skip  " << x.id << ": " << x.skip_reason << "\n";
+  }
+  return 0;
+}
+
+int run_show(const ShowCommand& c, std::ostream& out) {
+  const json doc = read_bench_artifact(c.file);
+  if (c.json) {
+    out << doc.dump(2) << "\n";
+    return 0;
+  }
+  out << "pack " << doc.value("pack", json::object()).value("name", std::string("?")) << ", seed " << doc.value("seed", 0)
+      << ", backend " << doc.value("options", json::object()).value("backend", std::string("?")) << "\n";
+  out << format_table(doc, false);
+  return 0;
+}
+
+}  // namespace rtx::app::bench

@@ -1,0 +1,205 @@
+// `rtx-bench compare`: match two rtx.bench.v1 artifacts by case id, judge each pair with
+// stats::compare_samples, and print the report as a table, markdown, CSV or JSON.
+#include <cctype>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "rtx/app/bench.hpp"
+#include "rtx/core/error.hpp"
+
+namespace rtx::app::bench {
+namespace {
+
+using nlohmann::json;
+
+std::string pct(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%+.1f%%", 100 * x);
+  return b;
+}
+
+std::vector<double> samples_of(const json& c) { return c["samples_s"].get<std::vector<double>>(); }
+
+double median_of(const json& c) {
+  if (c.contains("time") && c["time"].contains("median_s")) return c["time"]["median_s"].get<double>();
+  const auto s = samples_of(c);
+  return s.empty() ? 0.0 : stats::median(s);
+}
+
+std::string csv_quote(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char ch : s) o += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return o + "\"";
+}
+
+}  // namespace
+
+double parse_threshold(const std::string& s) {
+  std::string t;
+  for (char ch : s)
+    if (!std::isspace(static_cast<unsigned char>(ch))) t += ch;
+  bool percent = !t.empty() && t.back() == '%';
+  if (percent) t.pop_back();
+  double v = 0;
+  try {
+    size_t pos = 0;
+    v = std::stod(t, &pos);
+    if (pos != t.size()) throw std::invalid_argument("trailing");
+  } catch (const std::exception&) {
+    throw_usage("bad threshold '" + s + "'", "--threshold", "write e.g. 5% or 0.05");
+  }
+  if (percent) v /= 100;
+  if (!(v >= 0 && v < 1)) throw_usage("threshold '" + s + "' is outside [0%, 100%)", "--threshold", "write e.g. 5% or 0.05");
+  return v;
+}
+
+CompareReport compare_artifacts(const json& base, const json& fresh, const stats::CompareOptions& o,
+                                const std::string& base_source, const std::string& new_source) {
+  CompareReport rep;
+  rep.base_source = base_source;
+  rep.new_source = new_source;
+  rep.threshold = o.threshold;
+  std::map<std::string, const json*> in_new;
+  for (const auto& c : fresh["cases"]) in_new[c["id"].get<std::string>()] = &c;
+  std::map<std::string, bool> seen;
+  for (const auto& b : base["cases"]) {
+    const std::string id = b["id"].get<std::string>();
+    seen[id] = true;
+    CompareRow row;
+    row.id = id;
+    auto it = in_new.find(id);
+    if (it == in_new.end()) {
+      row.presence = "base only";
+      ++rep.unmatched;
+      rep.rows.push_back(row);
+      continue;
+    }
+    const json& n = *it->second;
+    const std::string bs = b["status"].get<std::string>(), ns = n["status"].get<std::string>();
+    if (bs != "ok" || ns != "ok") {
+      row.presence = "not judged";
+      row.note = "base " + bs + ", new " + ns;
+      ++rep.unmatched;
+      rep.rows.push_back(row);
+      continue;
+    }
+    row.presence = "both";
+    row.base_median = median_of(b);
+    row.new_median = median_of(n);
+    row.cmp = stats::compare_samples(samples_of(b), samples_of(n), o);
+    switch (row.cmp.verdict) {
+      case stats::Verdict::Same: ++rep.same; break;
+      case stats::Verdict::Faster: ++rep.faster; break;
+      case stats::Verdict::Slower: ++rep.slower; break;
+      case stats::Verdict::Ambiguous: ++rep.ambiguous; break;
+    }
+    rep.rows.push_back(row);
+  }
+  for (const auto& c : fresh["cases"]) {
+    const std::string id = c["id"].get<std::string>();
+    if (seen.count(id)) continue;
+    CompareRow row;
+    row.id = id;
+    row.presence = "new only";
+    ++rep.unmatched;
+    rep.rows.push_back(row);
+  }
+  return rep;
+}
+
+std::string format_compare(const CompareReport& r, const std::string& format) {
+  std::ostringstream os;
+  auto verdict = [](const CompareRow& row) {
+    return row.presence == "both" ? std::string(stats::verdict_name(row.cmp.verdict)) : row.presence;
+  };
+  auto cells = [&](const CompareRow& row) -> std::vector<std::string> {
+    if (row.presence != "both") return {row.id, "-", "-", "-", "-", "-", verdict(row) + (row.note.empty() ? "" : " (" + row.note + ")")};
+    char p[32];
+    std::snprintf(p, sizeof p, "%.3g", row.cmp.p);
+    return {row.id,
+            format_seconds(row.base_median),
+            format_seconds(row.new_median),
+            pct(row.cmp.ratio - 1),
+            "[" + pct(row.cmp.lo - 1) + ", " + pct(row.cmp.hi - 1) + "]",
+            p,
+            verdict(row)};
+  };
+  const std::vector<std::string> head{"case", "base", "new", "change", "95% CI", "p", "verdict"};
+  char summary[256];
+  std::snprintf(summary, sizeof summary, "%zu slower, %zu faster, %zu same, %zu ambiguous, %zu not compared (threshold %.1f%%)",
+                r.slower, r.faster, r.same, r.ambiguous, r.unmatched, 100 * r.threshold);
+  if (format == "json") {
+    nlohmann::json j;
+    j["schema"] = "rtx.bench-compare.v1";
+    j["base"] = r.base_source;
+    j["new"] = r.new_source;
+    j["threshold"] = r.threshold;
+    j["summary"] = {{"slower", r.slower}, {"faster", r.faster}, {"same", r.same}, {"ambiguous", r.ambiguous}, {"unmatched", r.unmatched}};
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& row : r.rows) {
+      nlohmann::json x = {{"id", row.id}, {"presence", row.presence}};
+      if (row.presence == "both") {
+        x["verdict"] = stats::verdict_name(row.cmp.verdict);
+        x["base_median_s"] = row.base_median;
+        x["new_median_s"] = row.new_median;
+        x["ratio"] = row.cmp.ratio;
+        x["ratio_ci"] = {row.cmp.lo, row.cmp.hi};
+        x["p"] = row.cmp.p;
+        x["n_base"] = row.cmp.n_base;
+        x["n_new"] = row.cmp.n_new;
+        x["reason"] = row.cmp.reason;
+      } else if (!row.note.empty()) {
+        x["note"] = row.note;
+      }
+      rows.push_back(x);
+    }
+    j["cases"] = rows;
+    os << j.dump(2) << "\n";
+  } else if (format == "csv") {
+    os << "case,base_median_s,new_median_s,ratio,ratio_lo,ratio_hi,p,verdict\n";
+    for (const auto& row : r.rows) {
+      os << csv_quote(row.id) << ",";
+      if (row.presence == "both")
+        os << row.base_median << "," << row.new_median << "," << row.cmp.ratio << "," << row.cmp.lo << "," << row.cmp.hi << ","
+           << row.cmp.p << ",";
+      else
+        os << ",,,,,,";
+      os << csv_quote(verdict(row)) << "\n";
+    }
+  } else if (format == "md") {
+    os << "| " << head[0];
+    for (size_t k = 1; k < head.size(); ++k) os << " | " << head[k];
+    os << " |\n|---|---:|---:|---:|---|---:|---|\n";
+    for (const auto& row : r.rows) {
+      auto c = cells(row);
+      if (row.presence == "both" && row.cmp.verdict == stats::Verdict::Slower) c.back() = "**slower**";
+      os << "| `" << c[0] << "`";
+      for (size_t k = 1; k < c.size(); ++k) os << " | " << c[k];
+      os << " |\n";
+    }
+    os << "\n" << summary << "\n";
+  } else if (format == "table") {
+    std::vector<std::vector<std::string>> rows{head};
+    for (const auto& row : r.rows) rows.push_back(cells(row));
+    std::vector<size_t> w(head.size(), 0);
+    for (const auto& x : rows)
+      for (size_t k = 0; k < x.size(); ++k) w[k] = std::max(w[k], x[k].size());
+    for (const auto& x : rows) {
+      for (size_t k = 0; k < x.size(); ++k) {
+        const std::string& s = x[k];
+        const bool right = k >= 1 && k <= 5;
+        const std::string fill(w[k] - s.size(), ' ');
+        os << (right ? fill + s : (k + 1 < x.size() ? s + fill : s)) << (k + 1 < x.size() ? "  " : "");
+      }
+      os << "\n";
+    }
+    os << summary << "\n";
+  } else {
+    throw_usage("unknown format '" + format + "'", "--format", "use table, md, csv or json");
+  }
+  return os.str();
+}
+
+}  // namespace rtx::app::bench

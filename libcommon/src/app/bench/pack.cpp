@@ -1,0 +1,363 @@
+// Bench packs (rtx.benchpack.v1): parsing with field-named errors, and expansion of each
+// case over the registry's variants, shapes and dtypes into runnable or skipped BenchCases.
+#include <algorithm>
+#include <regex>
+#include <set>
+
+#include "rtx/app/bench.hpp"
+#include "rtx/core/error.hpp"
+#include "rtx/io/artifact.hpp"
+#include "rtx/io/atomic_file.hpp"
+
+namespace rtx::app::bench {
+namespace {
+
+using nlohmann::json;
+
+/// Error naming pack, case and field.
+[[noreturn]] void fail(const std::string& src, const std::string& kase, const std::string& field, const std::string& what,
+                       const std::string& hint = "see docs/bench_packs.md") {
+  const std::string where = src + (kase.empty() ? "" : ": case '" + kase + "'") + ": field '" + field + "'";
+  throw_input(where + ": " + what, where, hint);
+}
+
+const char* type_of(const json& v) { return io::json_type_name(v); }
+
+std::vector<DType> parse_dtypes(const json& v, const std::string& src, const std::string& kase, const std::string& field) {
+  std::vector<DType> out;
+  auto one = [&](const json& e, const std::string& f) {
+    if (!e.is_string()) fail(src, kase, f, std::string("expected a dtype name, got ") + type_of(e));
+    try {
+      out.push_back(parse_dtype(e.get<std::string>()));
+    } catch (const Error&) {
+      fail(src, kase, f, "unknown dtype '" + e.get<std::string>() + "'", "use f32, bf16 or f16");
+    }
+  };
+  if (v.is_array()) {
+    if (v.empty()) fail(src, kase, field, "empty dtype list");
+    for (size_t i = 0; i < v.size(); ++i) one(v[i], field + "[" + std::to_string(i) + "]");
+  } else {
+    one(v, field);
+  }
+  return out;
+}
+
+std::vector<Backend> parse_backends(const json& v, const std::string& src, const std::string& kase) {
+  std::vector<Backend> out;
+  auto one = [&](const json& e) {
+    if (!e.is_string()) fail(src, kase, "backend", std::string("expected a string, got ") + type_of(e));
+    const std::string s = e.get<std::string>();
+    if (s == "any") return;
+    if (s == "cpu") out.push_back(Backend::CPU);
+    else if (s == "cuda") out.push_back(Backend::CUDA);
+    else fail(src, kase, "backend", "unknown backend '" + s + "'", "use cpu, cuda, any or a list");
+  };
+  if (v.is_array()) {
+    for (const auto& e : v) one(e);
+  } else {
+    one(v);
+  }
+  return out;
+}
+
+Params parse_params(const json& v, const std::string& src, const std::string& kase, const std::string& field) {
+  if (!v.is_object()) fail(src, kase, field, std::string("expected an object of integers, got ") + type_of(v));
+  Params p;
+  for (const auto& [k, x] : v.items()) {
+    if (!x.is_number_integer()) fail(src, kase, field + "." + k, std::string("expected an integer, got ") + type_of(x));
+    p[k] = x.get<int64_t>();
+  }
+  return p;
+}
+
+/// Check an object shape's dims are non-negative integers.
+void check_shape_object(const json& s, const std::string& src, const std::string& kase, const std::string& field) {
+  if (s.empty()) fail(src, kase, field, "empty shape");
+  for (const auto& [k, x] : s.items()) {
+    if (!x.is_number_integer())
+      fail(src, kase, field, "dimension '" + k + "' must be an integer, got " + type_of(x));
+    if (x.get<int64_t>() < 0) fail(src, kase, field, "dimension '" + k + "' is " + std::to_string(x.get<int64_t>()) + ", must be >= 0");
+  }
+}
+
+/// Expand one shapes entry (object, string, or {"sweep": {...}}) into concrete entries.
+void add_shapes(const json& s, const std::string& src, const std::string& kase, const std::string& field,
+                std::vector<json>& out) {
+  if (s.is_string()) {
+    if (s.get<std::string>().empty()) fail(src, kase, field, "empty shape string");
+    out.push_back(s);
+    return;
+  }
+  if (!s.is_object()) fail(src, kase, field, std::string("expected a shape object, string or sweep, got ") + type_of(s));
+  if (!s.contains("sweep")) {
+    check_shape_object(s, src, kase, field);
+    out.push_back(s);
+    return;
+  }
+  if (s.size() != 1) fail(src, kase, field, "a sweep object has only the key 'sweep'");
+  const json& sw = s["sweep"];
+  if (!sw.is_object() || sw.empty()) fail(src, kase, field + ".sweep", "expected an object of dim -> list of values");
+  std::vector<json> acc{json::object()};
+  for (const auto& [k, vals] : sw.items()) {
+    std::vector<json> list = vals.is_array() ? std::vector<json>(vals.begin(), vals.end()) : std::vector<json>{vals};
+    if (list.empty()) fail(src, kase, field + ".sweep." + k, "empty value list");
+    std::vector<json> next;
+    for (const auto& base : acc)
+      for (const auto& v : list) {
+        json x = base;
+        x[k] = v;
+        next.push_back(x);
+      }
+    acc = std::move(next);
+    if (acc.size() > 4096) fail(src, kase, field + ".sweep", "sweep expands to more than 4096 shapes");
+  }
+  for (auto& x : acc) {
+    check_shape_object(x, src, kase, field + ".sweep");
+    out.push_back(std::move(x));
+  }
+}
+
+std::vector<json> parse_shapes(const json& c, const std::string& src, const std::string& kase) {
+  std::vector<json> out;
+  const bool one = c.contains("shape"), many = c.contains("shapes");
+  if (one && many) fail(src, kase, "shapes", "give either 'shape' or 'shapes', not both");
+  if (!one && !many) fail(src, kase, "shapes", "missing (every case needs 'shape' or 'shapes')");
+  if (one) {
+    add_shapes(c["shape"], src, kase, "shape", out);
+  } else {
+    const json& v = c["shapes"];
+    if (v.is_array()) {
+      if (v.empty()) fail(src, kase, "shapes", "empty list");
+      for (size_t i = 0; i < v.size(); ++i) add_shapes(v[i], src, kase, "shapes[" + std::to_string(i) + "]", out);
+    } else {
+      add_shapes(v, src, kase, "shapes", out);
+    }
+  }
+  return out;
+}
+
+const std::set<std::string> kCaseKeys{"name", "op", "variant", "shape", "shapes", "dtype", "dtypes", "params", "backend", "doc"};
+const std::set<std::string> kDefaultKeys{"variant", "dtype", "dtypes", "params", "backend",
+                                         "max_time", "max_rel_ci", "min_samples", "warmup"};
+const std::set<std::string> kTopKeys{"schema", "name", "description", "defaults", "cases"};
+
+std::string join(const std::set<std::string>& s) {
+  std::string out;
+  for (const auto& k : s) out += (out.empty() ? "" : ", ") + k;
+  return out;
+}
+
+}  // namespace
+
+Pack parse_pack(const json& doc, const std::string& src) {
+  if (!doc.is_object()) fail(src, "", "/", std::string("a bench pack is a JSON object, got ") + type_of(doc));
+  if (!doc.contains("schema")) fail(src, "", "schema", std::string("missing (expected \"") + kPackSchema + "\")");
+  if (!doc["schema"].is_string() || doc["schema"].get<std::string>() != kPackSchema)
+    fail(src, "", "schema", std::string("expected \"") + kPackSchema + "\", got " + doc["schema"].dump(),
+         "is this a bench pack? (rtx.bench.v1 files are results: use rtx-bench show/compare)");
+  for (const auto& [k, v] : doc.items())
+    if (!kTopKeys.count(k)) fail(src, "", k, "unknown field (known: " + join(kTopKeys) + ")");
+  Pack p;
+  p.source = src;
+  p.name = doc.value("name", std::string());
+  if (doc.contains("name") && !doc["name"].is_string()) fail(src, "", "name", "expected a string");
+  if (p.name.empty()) {
+    const auto slash = src.find_last_of('/');
+    p.name = src.substr(slash == std::string::npos ? 0 : slash + 1);
+  }
+  if (doc.contains("description")) {
+    if (!doc["description"].is_string()) fail(src, "", "description", "expected a string");
+    p.description = doc["description"].get<std::string>();
+  }
+
+  PackCase def;
+  json d = doc.value("defaults", json::object());
+  if (!d.is_object()) fail(src, "", "defaults", std::string("expected an object, got ") + type_of(d));
+  for (const auto& [k, v] : d.items())
+    if (!kDefaultKeys.count(k)) fail(src, "", "defaults." + k, "unknown field (known: " + join(kDefaultKeys) + ")");
+  if (d.contains("variant")) {
+    if (!d["variant"].is_string()) fail(src, "", "defaults.variant", "expected a string");
+    def.variant = d["variant"].get<std::string>();
+  }
+  if (d.contains("dtype")) def.dtypes = parse_dtypes(d["dtype"], src, "", "defaults.dtype");
+  if (d.contains("dtypes")) def.dtypes = parse_dtypes(d["dtypes"], src, "", "defaults.dtypes");
+  if (d.contains("params")) def.params = parse_params(d["params"], src, "", "defaults.params");
+  if (d.contains("backend")) def.backends = parse_backends(d["backend"], src, "");
+  auto num = [&](const char* k, double lo) -> std::optional<double> {
+    if (!d.contains(k)) return std::nullopt;
+    if (!d[k].is_number() || d[k].get<double>() < lo)
+      fail(src, "", std::string("defaults.") + k, "expected a number >= " + std::to_string(lo));
+    return d[k].get<double>();
+  };
+  p.run.max_time = num("max_time", 0);
+  p.run.max_rel_ci = num("max_rel_ci", 0);
+  if (auto v = num("min_samples", 1)) p.run.min_samples = static_cast<size_t>(*v);
+  if (auto v = num("warmup", 0)) p.run.warmup = static_cast<size_t>(*v);
+
+  if (!doc.contains("cases")) fail(src, "", "cases", "missing (a list of cases)");
+  const json& cases = doc["cases"];
+  if (!cases.is_array()) fail(src, "", "cases", std::string("expected an array, got ") + type_of(cases));
+  std::set<std::string> names;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const json& c = cases[i];
+    const std::string at = "cases[" + std::to_string(i) + "]";
+    if (!c.is_object()) fail(src, "", at, std::string("expected an object, got ") + type_of(c));
+    if (!c.contains("name") || !c["name"].is_string() || c["name"].get<std::string>().empty())
+      fail(src, "", at + ".name", "missing or not a non-empty string");
+    PackCase pc = def;
+    pc.name = c["name"].get<std::string>();
+    if (pc.name.find('/') != std::string::npos) fail(src, pc.name, "name", "must not contain '/'");
+    if (!names.insert(pc.name).second) fail(src, pc.name, "name", "duplicate case name");
+    for (const auto& [k, v] : c.items())
+      if (!kCaseKeys.count(k)) fail(src, pc.name, k, "unknown field (known: " + join(kCaseKeys) + ")");
+    if (!c.contains("op") || !c["op"].is_string() || c["op"].get<std::string>().empty())
+      fail(src, pc.name, "op", "missing or not a non-empty string");
+    pc.op = c["op"].get<std::string>();
+    if (c.contains("variant")) {
+      if (!c["variant"].is_string() || c["variant"].get<std::string>().empty())
+        fail(src, pc.name, "variant", "expected a variant name, \"default\" or \"all\"");
+      pc.variant = c["variant"].get<std::string>();
+    }
+    if (c.contains("dtype")) pc.dtypes = parse_dtypes(c["dtype"], src, pc.name, "dtype");
+    if (c.contains("dtypes")) pc.dtypes = parse_dtypes(c["dtypes"], src, pc.name, "dtypes");
+    if (c.contains("params")) {
+      for (const auto& [k, v] : parse_params(c["params"], src, pc.name, "params")) pc.params[k] = v;
+    }
+    if (c.contains("backend")) pc.backends = parse_backends(c["backend"], src, pc.name);
+    pc.shapes = parse_shapes(c, src, pc.name);
+    p.cases.push_back(std::move(pc));
+  }
+  return p;
+}
+
+Pack load_pack(const std::string& path) {
+  const std::string src = path == "-" ? "<stdin>" : path;
+  return parse_pack(io::parse_json(io::read_text_file(path), src), src);
+}
+
+std::vector<BenchCase> expand_pack(const Pack& pack, const kernels::Registry& reg, const ExpandOptions& o) {
+  std::optional<std::regex> re;
+  if (!o.filter.empty()) {
+    try {
+      re.emplace(o.filter, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      throw_usage("bad --filter regex '" + o.filter + "': " + e.what(), "--filter", "use an ECMAScript regex, e.g. 'matmul|softmax'");
+    }
+  }
+  const char* bname = kernels::backend_name(o.backend);
+  std::vector<BenchCase> out;
+  std::set<std::string> ids;
+  auto emit = [&](BenchCase bc) {
+    if (re && !std::regex_search(bc.id, *re)) return;
+    if (!ids.insert(bc.id).second) return;  // two shapes spelled differently but equal
+    out.push_back(std::move(bc));
+  };
+  std::string known_ops;
+  for (const auto& op : reg.ops()) known_ops += (known_ops.empty() ? "" : ", ") + op.name;
+
+  for (const PackCase& pc : pack.cases) {
+    auto skipped = [&](const std::string& variant, const std::string& reason) {
+      BenchCase bc;
+      bc.id = pc.name + "/" + variant;
+      bc.name = pc.name;
+      bc.op = pc.op;
+      bc.variant = variant;
+      bc.backend = o.backend;
+      bc.skip_reason = reason;
+      emit(std::move(bc));
+    };
+    if (!pc.backends.empty() && std::find(pc.backends.begin(), pc.backends.end(), o.backend) == pc.backends.end()) {
+      skipped(pc.variant, std::string("case is not for backend ") + bname);
+      continue;
+    }
+    const kernels::OpDef* op = reg.find(pc.op);
+    if (!op) {
+      if (o.strict)
+        fail(pack.source, pc.name, "op", "unknown op '" + pc.op + "'", "known ops: " + (known_ops.empty() ? "(none)" : known_ops));
+      skipped(pc.variant, "op '" + pc.op + "' is not registered in this build (known ops: " +
+                              (known_ops.empty() ? "none" : known_ops) + ")");
+      continue;
+    }
+    // Variants on the selected backend.
+    std::vector<const kernels::Variant*> vars;
+    if (pc.variant == "all" || pc.variant == "default") {
+      for (const auto& v : op->variants)
+        if (v.backend == o.backend) vars.push_back(&v);
+      if (pc.variant == "default" && vars.size() > 1) vars.resize(1);
+      if (vars.empty()) {
+        skipped(pc.variant, "op '" + pc.op + "' has no " + bname + " variant in this build");
+        continue;
+      }
+    } else {
+      const kernels::Variant* found = nullptr;
+      for (const auto& v : op->variants)
+        if (v.name == pc.variant) found = &v;
+      if (found && found->backend != o.backend) {
+        skipped(pc.variant, std::string("variant is for backend ") + kernels::backend_name(found->backend) + ", running " + bname);
+        continue;
+      }
+      if (!found) {
+        const std::string prefix = pc.variant.substr(0, pc.variant.find('.'));
+        if ((prefix == "cpu" || prefix == "cuda") && prefix != bname) {
+          skipped(pc.variant, "variant is for backend " + prefix + ", running " + bname);
+          continue;
+        }
+        std::string vs;
+        for (const auto& v : op->variants) vs += (vs.empty() ? "" : ", ") + v.name;
+        fail(pack.source, pc.name, "variant", "op '" + pc.op + "' has no variant '" + pc.variant + "'",
+             "variants: " + vs + " (or \"default\", \"all\")");
+      }
+      vars.push_back(found);
+    }
+    // Shapes against the op's dims.
+    std::vector<Shape> shapes;
+    for (size_t i = 0; i < pc.shapes.size(); ++i) {
+      const std::string field = "shapes[" + std::to_string(i) + "]";
+      Shape s;
+      if (pc.shapes[i].is_string()) {
+        try {
+          s = kernels::parse_shape(pc.shapes[i].get<std::string>(), op->dims);
+        } catch (const Error& e) {
+          fail(pack.source, pc.name, field, e.message(), e.hint());
+        }
+      } else {
+        for (const auto& [k, v] : pc.shapes[i].items()) s[k] = v.get<int64_t>();
+      }
+      std::string dims;
+      for (const auto& d : op->dims) dims += (dims.empty() ? "" : ",") + d;
+      for (const auto& d : op->dims)
+        if (!s.count(d))
+          fail(pack.source, pc.name, field, "missing dimension '" + d + "' for op '" + pc.op + "' (dims " + dims + ")");
+      shapes.push_back(std::move(s));
+    }
+    for (const kernels::Variant* v : vars)
+      for (const Shape& s : shapes)
+        for (DType dt : pc.dtypes) {
+          BenchCase bc;
+          bc.name = pc.name;
+          bc.op = pc.op;
+          bc.variant = v->name;
+          bc.backend = v->backend;
+          bc.shape = s;
+          bc.dtype = dt;
+          bc.id = pc.name + "/" + v->name + "/" + kernels::shape_to_string(s) + "/" + dtype_name(dt);
+          if (std::find(v->dtypes.begin(), v->dtypes.end(), dt) == v->dtypes.end()) {
+            bc.skip_reason = "variant '" + v->name + "' does not support " + dtype_name(dt);
+            emit(std::move(bc));
+            continue;
+          }
+          bc.params = kernels::resolve_params(*op, *v, s, dt);
+          for (const auto& [k, val] : pc.params) {
+            bool declared = false;
+            for (const auto& prm : v->space.params) declared |= prm.name == k;
+            if (!declared && bc.skip_reason.empty()) bc.skip_reason = "variant '" + v->name + "' has no parameter '" + k + "'";
+            bc.params[k] = val;
+          }
+          if (bc.skip_reason.empty() && v->validate) bc.skip_reason = v->validate(s, bc.params);
+          emit(std::move(bc));
+        }
+  }
+  return out;
+}
+
+}  // namespace rtx::app::bench

@@ -1,0 +1,142 @@
+// atomic_write_file (temp + fsync + rename + directory fsync), read_text_file, write_text_output.
+#include "rtx/io/atomic_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+
+#include "rtx/core/error.hpp"
+
+namespace rtx::io {
+
+namespace {
+
+std::string errno_text(int err) {
+  if (err == ENOSPC) return "disk full";
+  if (err == EDQUOT) return "disk quota exceeded";
+  return std::strerror(err);
+}
+
+[[noreturn]] void throw_errno(const std::string& what, const std::string& path, int err) {
+  throw Error(ErrorCategory::Environment, what + ": " + errno_text(err), path);
+}
+
+std::string dir_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+// The process umask, read without changing it (/proc/self/status, Linux >= 4.7); 022 if unknown.
+mode_t current_umask() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("Umask:", 0) == 0) return static_cast<mode_t>(std::strtoul(line.c_str() + 6, nullptr, 8));
+  return 022;
+}
+
+bool write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+}  // namespace
+
+void atomic_write_file(const std::string& path, std::string_view bytes) {
+  if (path.empty() || path.back() == '/')
+    throw Error(ErrorCategory::Usage, "not a file path", path.empty() ? std::string("<empty path>") : path);
+  const std::string dir = dir_of(path);
+  const std::string base = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+  std::string tmp = (dir == "/" ? std::string("/") : dir + "/") + "." + base + ".tmp.XXXXXX";
+
+  int fd = ::mkstemp(tmp.data());
+  if (fd < 0) throw_errno("cannot create a temporary file in " + dir, path, errno);
+
+  int err = 0;
+  std::string step;
+  struct stat old {};
+  const mode_t mode = ::stat(path.c_str(), &old) == 0 ? (old.st_mode & 07777) : (0666 & ~current_umask());
+  if (::fchmod(fd, mode) != 0) {
+    err = errno, step = "cannot set file mode";
+  } else if (!write_all(fd, bytes.data(), bytes.size())) {
+    err = errno, step = "cannot write";
+  } else if (::fsync(fd) != 0) {
+    err = errno, step = "cannot fsync";
+  }
+  if (::close(fd) != 0 && err == 0) err = errno, step = "cannot close";
+  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno, step = "cannot rename the temporary file over it";
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    throw_errno(step, path, err);
+  }
+  // Make the rename durable. Some file systems do not support fsync on a directory (EINVAL).
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    const int rc = ::fsync(dfd);
+    const int derr = errno;
+    ::close(dfd);
+    if (rc != 0 && derr != EINVAL && derr != EROFS) throw_errno("cannot fsync directory " + dir, path, derr);
+  }
+}
+
+std::string read_text_file(const std::string& path_or_dash) {
+  std::string out;
+  char buf[1 << 16];
+  if (path_or_dash == "-") {
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) out.append(buf, n);
+    if (std::ferror(stdin)) throw_errno("cannot read", "<stdin>", errno);
+    return out;
+  }
+  const std::string& path = path_or_dash;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT || err == ENOTDIR)
+      throw Error(ErrorCategory::Input, "no such file", path, "check the path");
+    throw_errno("cannot open", path, err);
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    throw Error(ErrorCategory::Input, "is a directory, expected a file", path);
+  }
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      throw_errno("cannot read", path, err);
+    }
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+void write_text_output(const std::string& path_or_dash, std::string_view bytes) {
+  if (path_or_dash != "-") return atomic_write_file(path_or_dash, bytes);
+  std::cout.flush();  // keep ordering with anything already written through iostreams
+  const size_t n = std::fwrite(bytes.data(), 1, bytes.size(), stdout);
+  if (n != bytes.size() || std::fflush(stdout) != 0) throw_errno("cannot write", "<stdout>", errno);
+}
+
+}  // namespace rtx::io

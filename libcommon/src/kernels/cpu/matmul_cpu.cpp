@@ -1,0 +1,415 @@
+// CPU matmul (rtx/kernels/matmul.hpp): the blocked GEMM driver (GotoBLAS/BLIS loop nest,
+// packing, OpenMP over the macro loops), the scalar micro-kernel, and the cblas_sgemm path.
+// The vector micro-kernels live in matmul_avx512.cpp / matmul_avx2.cpp.
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <vector>
+
+#include "matmul_configs.hpp"
+#include "matmul_kernels.hpp"
+#include "rtx/core/dtype.hpp"
+#include "rtx/core/error.hpp"
+#include "rtx/kernels/matmul.hpp"
+
+namespace rtx::kernels {
+
+using matmul_detail::MicroKernel;
+
+// ---- parameters ------------------------------------------------------------------------
+
+MatmulParams matmul_resolve_params(const MatmulParams& p, Isa isa) {
+  const auto d = matmul_detail::matmul_default_config(isa);
+  MatmulParams r = p;
+  if (r.MC == 0) r.MC = d.MC;
+  if (r.NC == 0) r.NC = d.NC;
+  if (r.KC == 0) r.KC = d.KC;
+  if (r.MR == 0) r.MR = d.MR;
+  if (r.NR == 0) r.NR = d.NR;
+  return r;
+}
+
+std::string matmul_params_invalid(const MatmulParams& in, Isa isa) {
+  if (in.impl == MatmulImpl::Blas) return "";
+  const MatmulParams p = matmul_resolve_params(in, isa);
+  const auto s = [](int v) { return std::to_string(v); };
+  if (p.MC < 0 || p.NC < 0 || p.KC < 0 || p.MR < 0 || p.NR < 0) return "tile sizes must be >= 0 (0 = default)";
+  constexpr int kMaxBlock = 1 << 14;
+  if (p.MC > kMaxBlock || p.NC > kMaxBlock || p.KC > kMaxBlock)
+    return "MC, NC, KC must be <= " + s(kMaxBlock) + " (packing buffers would not fit any cache)";
+  if (p.MR > matmul_detail::kMatmulMaxMR || p.NR > matmul_detail::kMatmulMaxNR)
+    return "MR=" + s(p.MR) + " x NR=" + s(p.NR) + " exceeds the largest micro-tile " +
+           s(matmul_detail::kMatmulMaxMR) + " x " + s(matmul_detail::kMatmulMaxNR);
+  if (p.MC % p.MR != 0) return "MC=" + s(p.MC) + " is not a multiple of MR=" + s(p.MR);
+  if (p.NC % p.NR != 0) return "NC=" + s(p.NC) + " is not a multiple of NR=" + s(p.NR);
+  if (isa == Isa::Scalar) return "";
+  const int vec = isa == Isa::Avx512 ? 16 : 8;
+  const int regs = isa == Isa::Avx512 ? 32 : 16;
+  if (p.NR % vec != 0)
+    return "NR=" + s(p.NR) + " is not a multiple of the " + isa_name(isa) + " vector width " + s(vec);
+  const int nv = p.NR / vec;
+  const int need = p.MR * nv + nv + 1;
+  if (need > regs)
+    return "MR=" + s(p.MR) + " x NR=" + s(p.NR) + " needs " + s(need) + " vector registers (" + s(p.MR * nv) +
+           " accumulators + " + s(nv) + " B + 1 broadcast), " + isa_name(isa) + " has " + s(regs);
+  const MicroKernel k = isa == Isa::Avx512 ? matmul_detail::avx512_micro_kernel(p.MR, p.NR)
+                                           : matmul_detail::avx2_micro_kernel(p.MR, p.NR);
+  if (!k)
+    return "no " + std::string(isa_name(isa)) + " micro-kernel for MR=" + s(p.MR) + " x NR=" + s(p.NR) +
+           " (MR in 4,6,8,12,14; NR 1..4 vectors)";
+  return "";
+}
+
+MatmulParams matmul_params_from(const Params& p, MatmulImpl impl) {
+  auto get = [&](const char* k) -> int {
+    auto it = p.find(k);
+    if (it == p.end()) return 0;
+    if (it->second < std::numeric_limits<int>::min() || it->second > std::numeric_limits<int>::max())
+      throw_input("matmul parameter " + std::string(k) + "=" + std::to_string(it->second) + " is out of range", k,
+                  "use a tile size below 2^31");
+    return static_cast<int>(it->second);
+  };
+  MatmulParams r;
+  r.MC = get("MC");
+  r.NC = get("NC");
+  r.KC = get("KC");
+  r.MR = get("MR");
+  r.NR = get("NR");
+  r.impl = impl;
+  return r;
+}
+
+namespace {
+
+// ---- buffers -----------------------------------------------------------------------------
+
+/// A growable 64-byte-aligned float buffer (one per thread, reused across calls).
+class Scratch {
+ public:
+  ~Scratch() { std::free(p_); }
+  float* get(size_t n) {
+    if (n > cap_) {
+      std::free(p_);
+      p_ = nullptr;
+      cap_ = 0;
+      const size_t bytes = ((n * sizeof(float) + 63) / 64) * 64;
+      p_ = static_cast<float*>(std::aligned_alloc(64, bytes));
+      if (!p_) throw std::bad_alloc();
+      cap_ = n;
+    }
+    return p_;
+  }
+
+ private:
+  float* p_ = nullptr;
+  size_t cap_ = 0;
+};
+
+inline float load_f32(const float* p, int64_t i) { return p[i]; }
+inline float load_f32(const uint16_t* p, int64_t i) { return bf16_to_f32(p[i]); }
+
+/// A strided view X(i,k) = p[i*rs + k*cs] of a row-major operand.
+template <typename T>
+struct View {
+  const T* p;
+  int64_t rs, cs;
+};
+
+/// Pack rows [i0, i0+m) x k-range [k0, k0+kc) of X into R-row panels, panel-major:
+/// dst[(panel*kc + k)*R + r] = X(i0 + panel*R + r, k0 + k); rows past m are zero (edge padding).
+/// bf16 is converted to f32 here.
+template <typename T>
+void pack_panels(const View<T>& X, int64_t i0, int m, int64_t k0, int kc, int R, float* dst, Isa isa) {
+  for (int p0 = 0; p0 < m; p0 += R) {
+    const int rows = std::min(R, m - p0);
+    float* d = dst + static_cast<int64_t>(p0) * kc;
+    if (X.cs == 1 && isa == Isa::Avx512) {
+      matmul_detail::avx512_pack_transpose(X.p + (i0 + p0) * X.rs + k0, X.rs, rows, kc, R, d);
+    } else if (X.cs == 1) {
+      // Rows contiguous along k: read each row, scatter with stride R.
+      for (int r = 0; r < rows; ++r) {
+        const T* s = X.p + (i0 + p0 + r) * X.rs + k0;
+        for (int k = 0; k < kc; ++k) d[k * R + r] = load_f32(s, k);
+      }
+      for (int r = rows; r < R; ++r)
+        for (int k = 0; k < kc; ++k) d[k * R + r] = 0.f;
+    } else {
+      // Rows strided: for each k the R values are (usually) contiguous.
+      for (int k = 0; k < kc; ++k) {
+        const T* s = X.p + (k0 + k) * X.cs + (i0 + p0) * X.rs;
+        float* dk = d + k * R;
+        if (X.rs == 1) {
+          for (int r = 0; r < rows; ++r) dk[r] = load_f32(s, r);
+        } else {
+          for (int r = 0; r < rows; ++r) dk[r] = load_f32(s, r * X.rs);
+        }
+        for (int r = rows; r < R; ++r) dk[r] = 0.f;
+      }
+    }
+  }
+}
+
+/// Scalar micro-kernel (no vector ISA assumed): same contract as MicroKernel, any MR,NR up to
+/// the maxima. a*b then + (no fused multiply-add on baseline x86-64).
+void scalar_micro_kernel(int MR, int NR, int kc, const float* a, const float* b, float* c, int64_t ldc,
+                         bool accumulate, const float* bias) {
+  float acc[matmul_detail::kMatmulMaxMR * matmul_detail::kMatmulMaxNR];
+  std::fill(acc, acc + MR * NR, 0.f);
+  for (int k = 0; k < kc; ++k) {
+    const float* ak = a + k * MR;
+    const float* bk = b + k * NR;
+    for (int i = 0; i < MR; ++i) {
+      const float ai = ak[i];
+      float* ci = acc + i * NR;
+      for (int j = 0; j < NR; ++j) ci[j] += ai * bk[j];
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) {
+      float& o = c[i * ldc + j];
+      const float v = acc[i * NR + j];
+      o = accumulate ? o + v : (bias ? bias[j] + v : v);
+    }
+}
+
+/// C (M,N) (=, or += when accumulate) A (M,K) x B (K,N) [+ bias (N) when !accumulate].
+/// A given as View a: A(i,k); B as View bt: B(k,j) = bt(j,k).
+struct GemmArgs {
+  int64_t M, N, K;
+  float* c;
+  int64_t ldc;
+  bool accumulate;
+  const float* bias;
+};
+
+/// One thread's share: C[i_begin:i_end, j_begin:j_end] with private packing buffers, the
+/// GotoBLAS loop nest jc (NC) -> pc (KC, pack B panel) -> ic (MC, pack A block) -> jr (NR) -> ir (MR).
+template <typename T>
+void gemm_range(const View<T>& a, const View<T>& bt, const GemmArgs& g, const MatmulParams& prm, MicroKernel uk,
+                int64_t i_begin, int64_t i_end, int64_t j_begin, int64_t j_end, Isa isa) {
+  const int MR = prm.MR, NR = prm.NR;
+  const int64_t M = i_end - i_begin, N = j_end - j_begin, K = g.K;
+  if (M <= 0 || N <= 0) return;
+  const int kc_max = static_cast<int>(std::min<int64_t>(prm.KC, K));
+  const int nc_max = static_cast<int>(std::min<int64_t>(prm.NC, (N + NR - 1) / NR * NR));
+  const int mc_max = static_cast<int>(std::min<int64_t>(prm.MC, (M + MR - 1) / MR * MR));
+  static thread_local Scratch a_scratch, b_scratch;
+  float* abuf = a_scratch.get(static_cast<size_t>(mc_max) * kc_max);
+  float* bbuf = b_scratch.get(static_cast<size_t>(kc_max) * nc_max);
+  alignas(64) float tile[matmul_detail::kMatmulMaxMR * matmul_detail::kMatmulMaxNR];
+  auto run_tile = [&](int kc, const float* ap, const float* bp, float* cp, int64_t ldc, bool acc, const float* bias) {
+    if (uk) uk(kc, ap, bp, cp, ldc, acc, bias);
+    else scalar_micro_kernel(MR, NR, kc, ap, bp, cp, ldc, acc, bias);
+  };
+
+  for (int64_t jc = j_begin; jc < j_end; jc += nc_max) {
+    const int nc = static_cast<int>(std::min<int64_t>(nc_max, j_end - jc));
+    const int npanels = (nc + NR - 1) / NR;
+    for (int64_t pc = 0; pc < K; pc += kc_max) {
+      const int kc = static_cast<int>(std::min<int64_t>(kc_max, K - pc));
+      pack_panels(bt, jc, nc, pc, kc, NR, bbuf, isa);
+      const bool acc = g.accumulate || pc > 0;
+      for (int64_t ic = i_begin; ic < i_end; ic += mc_max) {
+        const int mc = static_cast<int>(std::min<int64_t>(mc_max, i_end - ic));
+        pack_panels(a, ic, mc, pc, kc, MR, abuf, isa);
+        for (int q = 0; q < npanels; ++q) {
+          const int64_t j0 = jc + static_cast<int64_t>(q) * NR;
+          const int ncols = static_cast<int>(std::min<int64_t>(NR, j_end - j0));
+          const float* bp = bbuf + static_cast<int64_t>(q) * NR * kc;
+          const float* bias = (!acc && g.bias) ? g.bias + j0 : nullptr;
+          for (int r = 0; r < mc; r += MR) {
+            const int nrows = std::min(MR, mc - r);
+            const float* ap = abuf + static_cast<int64_t>(r) * kc;
+            float* cp = g.c + (ic + r) * g.ldc + j0;
+            if (nrows == MR && ncols == NR) {
+              run_tile(kc, ap, bp, cp, g.ldc, acc, bias);
+            } else {
+              // Edge tile: compute the zero-padded tile, store only the valid part.
+              run_tile(kc, ap, bp, tile, NR, false, nullptr);
+              for (int i = 0; i < nrows; ++i)
+                for (int j = 0; j < ncols; ++j) {
+                  float& o = cp[i * g.ldc + j];
+                  const float v = tile[i * NR + j];
+                  o = acc ? o + v : (bias ? bias[j] + v : v);
+                }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+constexpr double kParallelMinFlops = 1 << 18;  // below this, one thread (fork/join dominates)
+
+/// Threads split C into contiguous ranges of whole micro-tiles along M (or along N when N has
+/// more NR-panels, e.g. few rows) and each runs the whole loop nest privately: no barrier
+/// inside a call, at the cost of packing the shared operand once per thread (N*K or M*K
+/// floats, small next to 2*M*N*K/threads flops). Every C element is reduced by one thread in
+/// k order, so the result is independent of the thread count and of MC/NC/MR/NR.
+template <typename T>
+void gemm_blocked(const View<T>& a, const View<T>& bt, const GemmArgs& g, const MatmulParams& prm, Isa isa) {
+  MicroKernel uk = nullptr;
+  if (isa == Isa::Avx512) uk = matmul_detail::avx512_micro_kernel(prm.MR, prm.NR);
+  else if (isa == Isa::Avx2) uk = matmul_detail::avx2_micro_kernel(prm.MR, prm.NR);
+  RTX_CHECK(isa == Isa::Scalar || uk, "validated micro-tile has no kernel");
+  const int64_t M = g.M, N = g.N;
+  const int64_t m_panels = (M + prm.MR - 1) / prm.MR, n_panels = (N + prm.NR - 1) / prm.NR;
+  const bool split_m = m_panels >= n_panels;
+  int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (2.0 * M * N * g.K < kParallelMinFlops) nt = 1;
+  nt = static_cast<int>(std::min<int64_t>(nt, split_m ? m_panels : n_panels));
+  if (nt <= 1) {
+    gemm_range(a, bt, g, prm, uk, 0, M, 0, N, isa);
+    return;
+  }
+#pragma omp parallel num_threads(nt)
+  {
+    const int64_t t = omp_get_thread_num(), n = omp_get_num_threads();
+    const int64_t panels = split_m ? m_panels : n_panels, R = split_m ? prm.MR : prm.NR;
+    const int64_t lo = std::min(panels * t / n * R, split_m ? M : N);
+    const int64_t hi = std::min(panels * (t + 1) / n * R, split_m ? M : N);
+    if (split_m) gemm_range(a, bt, g, prm, uk, lo, hi, 0, N, isa);
+    else gemm_range(a, bt, g, prm, uk, 0, M, lo, hi, isa);
+  }
+}
+
+/// dbias (N) += column sums of dout (M,N), each column summed over rows in order in float64.
+/// Parallel over column chunks, so the order never depends on the thread count.
+template <typename T>
+void add_column_sums(float* dbias, const T* dout, int64_t M, int64_t N) {
+  constexpr int64_t kChunk = 64;
+  const int64_t nchunks = (N + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (M * N > (1 << 16) && !omp_in_parallel())
+  for (int64_t ch = 0; ch < nchunks; ++ch) {
+    const int64_t j0 = ch * kChunk, j1 = std::min(N, j0 + kChunk);
+    double s[kChunk] = {};
+    for (int64_t m = 0; m < M; ++m) {
+      const T* row = dout + m * N;
+      for (int64_t j = j0; j < j1; ++j) s[j - j0] += load_f32(row, j);
+    }
+    for (int64_t j = j0; j < j1; ++j) dbias[j] = static_cast<float>(dbias[j] + s[j - j0]);
+  }
+}
+
+void check_dims(const char* fn, int M, int N, int K) {
+  const auto bad = [&](const char* d, int v) {
+    throw_input(std::string(fn) + ": dimension " + d + " = " + std::to_string(v) + " must be >= 1", d,
+                "pass positive M, N, K");
+  };
+  if (M <= 0) bad("M", M);
+  if (N <= 0) bad("N", N);
+  if (K <= 0) bad("K", K);
+}
+
+MatmulParams resolve_checked(const char* fn, const MatmulParams* p, Isa isa) {
+  const MatmulParams in = p ? *p : MatmulParams{};
+  if (std::string why = matmul_params_invalid(in, isa); !why.empty())
+    throw_input(std::string(fn) + ": invalid matmul params for " + isa_name(isa) + ": " + why, "MatmulParams",
+                "use 0 for the ISA default or a combination the variant's validate accepts");
+  return matmul_resolve_params(in, isa);
+}
+
+/// bf16 bits -> f32 copy (for the BLAS path and bias).
+std::vector<float> to_f32(const uint16_t* x, size_t n) {
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = bf16_to_f32(x[i]);
+  return out;
+}
+
+void blas_forward(float* out, const float* inp, const float* weight, const float* bias, int M, int N, int K) {
+  if (bias)
+    for (int64_t i = 0; i < M; ++i) std::memcpy(out + i * N, bias, sizeof(float) * N);
+  // out (M,N) = inp (M,K) . weight^T (K,N) [+ out]
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.f, inp, K, weight, K, bias ? 1.f : 0.f, out, N);
+}
+
+void blas_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, int M, int N,
+                   int K) {
+  // dinp (M,K) = dout (M,N) . weight (N,K)
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.f, dout, N, weight, K, 0.f, dinp, K);
+  // dweight (N,K) += dout^T (N,M) . inp (M,K)
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.f, dout, N, inp, K, 1.f, dweight, K);
+}
+
+template <typename T>
+void forward_impl(float* out, const T* inp, const T* weight, const T* bias, int M, int N, int K,
+                  const MatmulParams* p) {
+  check_dims("matmul_forward", M, N, K);
+  if (!out || !inp || !weight) throw_input("matmul_forward: null out/inp/weight pointer", "matmul_forward");
+  const Isa isa = cpu_isa_active();
+  const MatmulParams prm = resolve_checked("matmul_forward", p, isa);
+  std::vector<float> bias32;
+  const float* bias_f = nullptr;
+  if constexpr (std::is_same_v<T, float>) {
+    bias_f = bias;
+  } else if (bias) {
+    bias32 = to_f32(bias, N);
+    bias_f = bias32.data();
+  }
+  if (prm.impl == MatmulImpl::Blas) {
+    if constexpr (std::is_same_v<T, float>) {
+      blas_forward(out, inp, weight, bias_f, M, N, K);
+    } else {
+      const auto i32 = to_f32(inp, static_cast<size_t>(M) * K), w32 = to_f32(weight, static_cast<size_t>(N) * K);
+      blas_forward(out, i32.data(), w32.data(), bias_f, M, N, K);
+    }
+    return;
+  }
+  // A(i,k) = inp[i*K + k]; B(k,j) = weight[j*K + k], i.e. bt(j,k) = weight[j*K + k].
+  gemm_blocked(View<T>{inp, K, 1}, View<T>{weight, K, 1}, GemmArgs{M, N, K, out, N, false, bias_f}, prm, isa);
+}
+
+template <typename T>
+void backward_impl(float* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight, int M,
+                   int N, int K, const MatmulParams* p) {
+  check_dims("matmul_backward", M, N, K);
+  if (!dinp || !dweight || !dout || !inp || !weight)
+    throw_input("matmul_backward: null dinp/dweight/dout/inp/weight pointer", "matmul_backward");
+  const Isa isa = cpu_isa_active();
+  const MatmulParams prm = resolve_checked("matmul_backward", p, isa);
+  if (prm.impl == MatmulImpl::Blas) {
+    if constexpr (std::is_same_v<T, float>) {
+      blas_backward(dinp, dweight, dout, inp, weight, M, N, K);
+    } else {
+      const auto d32 = to_f32(dout, static_cast<size_t>(M) * N), i32 = to_f32(inp, static_cast<size_t>(M) * K),
+                 w32 = to_f32(weight, static_cast<size_t>(N) * K);
+      blas_backward(dinp, dweight, d32.data(), i32.data(), w32.data(), M, N, K);
+    }
+  } else {
+    // dinp (M,K) = dout (M,N) x weight (N,K): A(i,n) = dout[i*N + n]; bt(j,n) = weight[n*K + j].
+    gemm_blocked(View<T>{dout, N, 1}, View<T>{weight, 1, K}, GemmArgs{M, K, N, dinp, K, false, nullptr}, prm, isa);
+    // dweight (N,K) += dout^T (N,M) x inp (M,K): A(n,m) = dout[m*N + n]; bt(j,m) = inp[m*K + j].
+    gemm_blocked(View<T>{dout, 1, N}, View<T>{inp, 1, K}, GemmArgs{N, K, M, dweight, K, true, nullptr}, prm, isa);
+  }
+  if (dbias) add_column_sums(dbias, dout, M, N);
+}
+
+}  // namespace
+
+void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int M, int N, int K,
+                    const MatmulParams* p) {
+  forward_impl(out, inp, weight, bias, M, N, K, p);
+}
+
+void matmul_forward(float* out, const uint16_t* inp, const uint16_t* weight, const uint16_t* bias, int M, int N, int K,
+                    const MatmulParams* p) {
+  forward_impl(out, inp, weight, bias, M, N, K, p);
+}
+
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int M, int N, int K, const MatmulParams* p) {
+  backward_impl(dinp, dweight, dbias, dout, inp, weight, M, N, K, p);
+}
+
+void matmul_backward(float* dinp, float* dweight, float* dbias, const uint16_t* dout, const uint16_t* inp,
+                     const uint16_t* weight, int M, int N, int K, const MatmulParams* p) {
+  backward_impl(dinp, dweight, dbias, dout, inp, weight, M, N, K, p);
+}
+
+}  // namespace rtx::kernels

@@ -1,0 +1,80 @@
+// A/B verdicts from Mann-Whitney significance and a Hodges-Lehmann ratio CI (compare.hpp).
+#include "rtx/stats/compare.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "rtx/core/error.hpp"
+#include "rtx/stats/stats.hpp"
+
+namespace rtx::stats {
+namespace {
+
+constexpr size_t kMaxSide = 2000;
+
+std::vector<double> thin(const std::vector<double>& v) {
+  if (v.size() <= kMaxSide) return v;
+  const size_t k = (v.size() + kMaxSide - 1) / kMaxSide;
+  std::vector<double> out;
+  for (size_t i = 0; i < v.size(); i += k) out.push_back(v[i]);
+  return out;
+}
+
+std::string pct(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%+.1f%%", 100 * x);
+  return b;
+}
+
+}  // namespace
+
+const char* verdict_name(Verdict v) noexcept {
+  switch (v) {
+    case Verdict::Same: return "same";
+    case Verdict::Faster: return "faster";
+    case Verdict::Slower: return "slower";
+    case Verdict::Ambiguous: return "ambiguous";
+  }
+  return "?";
+}
+
+Comparison compare_samples(const std::vector<double>& base, const std::vector<double>& fresh, const CompareOptions& o) {
+  if (!(o.threshold >= 0 && o.threshold < 1))
+    throw_usage("threshold " + std::to_string(o.threshold) + " is not in [0,1)", "--threshold", "e.g. 5% or 0.05");
+  Comparison c;
+  c.n_base = base.size();
+  c.n_new = fresh.size();
+  if (base.empty() || fresh.empty()) {
+    c.reason = "no samples on one side";
+    return c;
+  }
+  const auto b = thin(base), f = thin(fresh);
+  const Shift s = hodges_lehmann_ratio(b, f, o.level);
+  c.ratio = s.estimate;
+  c.lo = s.ci.lo;
+  c.hi = s.ci.hi;
+  c.p = mann_whitney_u(b, f).p;
+  const double up = 1 + o.threshold, down = 1 - o.threshold;
+  const std::string ci = "ratio " + pct(c.ratio - 1) + " CI [" + pct(c.lo - 1) + ", " + pct(c.hi - 1) + "]";
+  if (c.n_base < o.min_samples || c.n_new < o.min_samples) {
+    c.verdict = Verdict::Ambiguous;
+    c.reason = "too few samples (" + std::to_string(c.n_base) + " base, " + std::to_string(c.n_new) + " new; need " +
+               std::to_string(o.min_samples) + ")";
+  } else if (c.lo >= down && c.hi <= up) {
+    c.verdict = Verdict::Same;
+    c.reason = ci + " within +-" + pct(o.threshold).substr(1);
+  } else if (c.p < o.alpha && c.lo > up) {
+    c.verdict = Verdict::Slower;
+    c.reason = ci + " above +" + pct(o.threshold).substr(1) + ", p=" + std::to_string(c.p);
+  } else if (c.p < o.alpha && c.hi < down) {
+    c.verdict = Verdict::Faster;
+    c.reason = ci + " below -" + pct(o.threshold).substr(1) + ", p=" + std::to_string(c.p);
+  } else {
+    c.verdict = Verdict::Ambiguous;
+    c.reason = ci + (c.p < o.alpha ? " straddles the threshold" : " not significant but too wide to rule out a change") +
+               ", p=" + std::to_string(c.p);
+  }
+  return c;
+}
+
+}  // namespace rtx::stats

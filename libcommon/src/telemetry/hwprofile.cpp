@@ -1,0 +1,409 @@
+// Hardware profile probing: /proc/cpuinfo, cpuid, sysfs caches and clocks, /proc/meminfo, uname,
+// OpenMP, plus the GPU/library part (dynlibs.cpp, cuda/gpu_probe.cu). Probed once, cached.
+#include "rtx/telemetry/hwprofile.hpp"
+
+#include <cpuid.h>
+#include <omp.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "rtx/core/build_info.hpp"
+#include "rtx/core/error.hpp"
+#include "telemetry/dynlibs.hpp"
+
+namespace rtx::telemetry {
+namespace {
+
+std::string read_line(const std::string& path) {
+  std::ifstream f(path);
+  std::string s;
+  std::getline(f, s);
+  return s;
+}
+
+/// "48K" / "2048K" / "260M" (sysfs cache size) -> bytes.
+uint64_t parse_size(const std::string& s) {
+  if (s.empty()) return 0;
+  uint64_t v = 0;
+  size_t i = 0;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) v = v * 10 + (s[i++] - '0');
+  if (i < s.size()) {
+    const char u = static_cast<char>(std::toupper(static_cast<unsigned char>(s[i])));
+    if (u == 'K') v <<= 10;
+    else if (u == 'M') v <<= 20;
+    else if (u == 'G') v <<= 30;
+  }
+  return v;
+}
+
+std::string trim(const std::string& s) {
+  size_t a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+/// Lower-case, keep [a-z0-9], runs of anything else become one '-'; no leading/trailing '-'.
+std::string slug(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (std::isalnum(u)) out += static_cast<char>(std::tolower(u));
+    else if (!out.empty() && out.back() != '-') out += '-';
+  }
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  return out;
+}
+
+void probe_cpuid(HardwareProfile& p) {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return;
+  const unsigned max_leaf = a;
+  char vendor[13] = {0};
+  std::memcpy(vendor, &b, 4);
+  std::memcpy(vendor + 4, &d, 4);
+  std::memcpy(vendor + 8, &c, 4);
+  const std::string v = vendor;
+  p.cpu_vendor = v == "GenuineIntel" ? "intel" : v == "AuthenticAMD" ? "amd" : slug(v);
+  __get_cpuid(1, &a, &b, &c, &d);
+  const unsigned fam = (a >> 8) & 0xf, model = (a >> 4) & 0xf;
+  p.cpu_family = static_cast<int>(fam == 0xf ? fam + ((a >> 20) & 0xff) : fam);
+  p.cpu_model_id = static_cast<int>((fam == 0x6 || fam == 0xf) ? model + (((a >> 16) & 0xf) << 4) : model);
+  const bool osxsave = c & (1u << 27);
+  uint64_t xcr0 = 0;
+  if (osxsave) {
+    unsigned lo = 0, hi = 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    xcr0 = (static_cast<uint64_t>(hi) << 32) | lo;
+  }
+  const bool os_avx = (xcr0 & 0x6) == 0x6;          // XMM + YMM state
+  const bool os_avx512 = os_avx && (xcr0 & 0xe0) == 0xe0;  // opmask + ZMM_Hi256 + Hi16_ZMM
+  const bool os_amx = (xcr0 & 0x60000) == 0x60000;  // XTILECFG + XTILEDATA
+  CpuFlags& f = p.flags;
+  f.sse4_2 = c & (1u << 20);
+  f.avx = os_avx && (c & (1u << 28));
+  f.fma = os_avx && (c & (1u << 12));
+  if (max_leaf >= 7) {
+    __cpuid_count(7, 0, a, b, c, d);
+    f.avx2 = os_avx && (b & (1u << 5));
+    f.avx512f = os_avx512 && (b & (1u << 16));
+    f.avx512dq = os_avx512 && (b & (1u << 17));
+    f.avx512cd = os_avx512 && (b & (1u << 28));
+    f.avx512bw = os_avx512 && (b & (1u << 30));
+    f.avx512vl = os_avx512 && (b & (1u << 31));
+    f.avx512_vnni = os_avx512 && (c & (1u << 11));
+    f.avx512_fp16 = os_avx512 && (d & (1u << 23));
+    f.amx_bf16 = os_amx && (d & (1u << 22));
+    f.amx_tile = os_amx && (d & (1u << 24));
+    f.amx_int8 = os_amx && (d & (1u << 25));
+    const unsigned subleaves = a;
+    if (subleaves >= 1) {
+      __cpuid_count(7, 1, a, b, c, d);
+      f.avx512_bf16 = os_avx512 && (a & (1u << 5));
+    }
+  }
+}
+
+void probe_cpuinfo(HardwareProfile& p) {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  std::set<std::pair<int, int>> cores;
+  std::set<int> sockets;
+  int phys = -1;
+  double mhz = 0;
+  while (std::getline(f, line)) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string k = trim(line.substr(0, colon)), v = trim(line.substr(colon + 1));
+    if (k == "model name" && p.cpu_model.empty()) p.cpu_model = v;
+    else if (k == "physical id") {
+      phys = std::atoi(v.c_str());
+      sockets.insert(phys);
+    } else if (k == "core id") cores.insert({phys, std::atoi(v.c_str())});
+    else if (k == "cpu MHz" && mhz == 0) mhz = std::atof(v.c_str());
+  }
+  p.physical_cores = static_cast<int>(cores.size());
+  p.sockets = static_cast<int>(sockets.size());
+  // Clocks: cpufreq (kHz) when the kernel exposes it, else the current MHz from /proc/cpuinfo.
+  const std::string cf = "/sys/devices/system/cpu/cpu0/cpufreq/";
+  const double base_khz = std::atof(read_line(cf + "base_frequency").c_str());
+  const double max_khz = std::atof(read_line(cf + "cpuinfo_max_freq").c_str());
+  if (max_khz > 0 || base_khz > 0) {
+    p.clock_source = "cpufreq";
+    p.max_mhz = max_khz / 1000.0;
+    p.base_mhz = base_khz > 0 ? base_khz / 1000.0 : p.max_mhz;
+    if (p.max_mhz == 0) p.max_mhz = p.base_mhz;
+  } else if (mhz > 0) {
+    p.clock_source = "cpuinfo";
+    p.base_mhz = p.max_mhz = mhz;
+  } else {
+    p.clock_source = "none";
+  }
+}
+
+void probe_caches(HardwareProfile& p) {
+  for (int i = 0; i < 16; ++i) {
+    const std::string d = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    const std::string level = read_line(d + "level");
+    if (level.empty()) break;
+    const std::string type = read_line(d + "type");
+    const uint64_t sz = parse_size(read_line(d + "size"));
+    if (level == "1" && type == "Data") p.l1d_bytes = sz;
+    else if (level == "2") p.l2_bytes = sz;
+    else if (level == "3") p.l3_bytes = sz;
+  }
+}
+
+/// FMA pipes per core at the widest vector width, by microarchitecture (vendor optimisation manuals):
+/// Intel Xeon with AVX-512 (Skylake-SP .. Granite Rapids Gold/Platinum): 2 x 512-bit FMA (some
+/// Silver/Bronze parts have 1; we assume 2). Intel client AVX-512 (Ice/Tiger Lake): 1 x 512.
+/// AMD Zen4 (family 0x19 with AVX-512): 512-bit ops double-pumped on 2 x 256-bit FMA pipes:
+/// effectively 1 x 512. AMD Zen5 (family 0x1a): 2 x 512. AVX2+FMA (Haswell+, Zen1-3, unknown): 2 x 256.
+/// No FMA: 1 x widest (separate mul and add pipes counted as one FMA-equivalent).
+void peak_model(HardwareProfile& p) {
+  const CpuFlags& f = p.flags;
+  const bool xeon = p.cpu_model.find("Xeon") != std::string::npos;
+  if (f.avx512f) {
+    p.vector_bits = 512;
+    if (p.cpu_vendor == "amd" && p.cpu_family == 0x19) {
+      p.fma_units = 1;
+      p.cpu_peak_note = "AMD Zen4: AVX-512 double-pumped on 2x256-bit FMA pipes = 1 x 512-bit FMA per core";
+    } else if (p.cpu_vendor == "amd") {
+      p.fma_units = 2;
+      p.cpu_peak_note = "AMD Zen5 (or later): 2 x 512-bit FMA per core";
+    } else if (xeon) {
+      p.fma_units = 2;
+      p.cpu_peak_note = "Intel Xeon server core with AVX-512: assumed 2 x 512-bit FMA per core (Silver/Bronze: 1)";
+    } else {
+      p.fma_units = 1;
+      p.cpu_peak_note = "Intel client core with AVX-512: 1 x 512-bit FMA per core";
+    }
+  } else if (f.avx2 && f.fma) {
+    p.vector_bits = 256;
+    p.fma_units = 2;
+    p.cpu_peak_note = "AVX2 core: assumed 2 x 256-bit FMA per core (Haswell+, Zen1-3)";
+  } else {
+    p.vector_bits = f.avx ? 256 : 128;
+    p.fma_units = 1;
+    p.cpu_peak_note = "no FMA: 1 multiply + 1 add per cycle at the widest vector width";
+  }
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+std::string GpuInfo::arch() const { return "sm_" + std::to_string(cc_major) + std::to_string(cc_minor); }
+
+HardwareProfile probe_hardware_profile() {
+  HardwareProfile p;
+  probe_cpuid(p);
+  probe_cpuinfo(p);
+  probe_caches(p);
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  p.logical_cpus = online > 0 ? static_cast<int>(online) : 1;
+  if (p.physical_cores <= 0) p.physical_cores = p.logical_cpus;
+  if (p.sockets <= 0) p.sockets = 1;
+  {
+    std::ifstream f("/proc/meminfo");
+    std::string k;
+    uint64_t kb = 0;
+    while (f >> k >> kb) {
+      if (k == "MemTotal:") {
+        p.memory_bytes = kb * 1024;
+        break;
+      }
+      f.ignore(1 << 10, '\n');
+    }
+  }
+  p.omp_max_threads = omp_get_max_threads();
+  peak_model(p);
+  struct utsname u {};
+  if (::uname(&u) == 0) {
+    p.os = u.sysname;
+    p.kernel = u.release;
+    p.hostname = u.nodename;
+  }
+  p.rtx_sha = rtx::git_sha();
+  detail::probe_gpus(p);
+  p.cudnn_version = detail::cudnn_version();
+  p.nccl_version = detail::nccl_version();
+  p.cupti_version = detail::cupti_version();
+  return p;
+}
+
+const HardwareProfile& hardware_profile() {
+  static const HardwareProfile p = probe_hardware_profile();  // C++11 magic static: thread-safe once
+  return p;
+}
+
+nlohmann::json to_json(const HardwareProfile& p) {
+  const CpuFlags& f = p.flags;
+  nlohmann::json flags = {{"sse4_2", f.sse4_2},       {"avx", f.avx},
+                          {"avx2", f.avx2},           {"fma", f.fma},
+                          {"avx512f", f.avx512f},     {"avx512bw", f.avx512bw},
+                          {"avx512vl", f.avx512vl},   {"avx512dq", f.avx512dq},
+                          {"avx512cd", f.avx512cd},   {"avx512_bf16", f.avx512_bf16},
+                          {"avx512_vnni", f.avx512_vnni}, {"avx512_fp16", f.avx512_fp16},
+                          {"amx_tile", f.amx_tile},   {"amx_bf16", f.amx_bf16},
+                          {"amx_int8", f.amx_int8}};
+  nlohmann::json gpus = nlohmann::json::array();
+  for (const auto& g : p.gpus)
+    gpus.push_back({{"index", g.index},
+                    {"name", g.name},
+                    {"arch", g.arch()},
+                    {"sku", gpu_sku_key(g)},
+                    {"compute_capability", std::to_string(g.cc_major) + "." + std::to_string(g.cc_minor)},
+                    {"sm_count", g.sm_count},
+                    {"memory_bytes", g.memory_bytes},
+                    {"clock_sm_mhz", g.clock_sm_mhz},
+                    {"clock_sm_max_mhz", g.clock_sm_max_mhz},
+                    {"clock_mem_mhz", g.clock_mem_mhz},
+                    {"clock_mem_max_mhz", g.clock_mem_max_mhz},
+                    {"ecc_enabled", g.ecc_enabled},
+                    {"ecc_corrected", g.ecc_corrected},
+                    {"ecc_uncorrected", g.ecc_uncorrected},
+                    {"pcie_gen", g.pcie_gen},
+                    {"pcie_gen_max", g.pcie_gen_max},
+                    {"pcie_width", g.pcie_width},
+                    {"pcie_width_max", g.pcie_width_max}});
+  return {
+      {"cpu",
+       {{"vendor", p.cpu_vendor},
+        {"model", p.cpu_model},
+        {"family", p.cpu_family},
+        {"model_id", p.cpu_model_id},
+        {"flags", flags},
+        {"physical_cores", p.physical_cores},
+        {"logical_cpus", p.logical_cpus},
+        {"sockets", p.sockets},
+        {"l1d_bytes", p.l1d_bytes},
+        {"l2_bytes", p.l2_bytes},
+        {"l3_bytes", p.l3_bytes},
+        {"base_mhz", p.base_mhz},
+        {"max_mhz", p.max_mhz},
+        {"clock_source", p.clock_source},
+        {"omp_max_threads", p.omp_max_threads},
+        {"vector_bits", p.vector_bits},
+        {"fma_units", p.fma_units},
+        {"peak_fp32_flops", cpu_peak_fp32_flops(p)},
+        {"peak_note", p.cpu_peak_note},
+        {"sku", cpu_sku_key(p)}}},
+      {"memory_bytes", p.memory_bytes},
+      {"cuda_built", p.cuda_built},
+      {"cuda_unavailable", p.cuda_unavailable},
+      {"gpus", gpus},
+      {"driver_version", p.driver_version},
+      {"runtime_version", p.runtime_version},
+      {"nvml_driver", p.nvml_driver},
+      {"cudnn_version", p.cudnn_version},
+      {"nccl_version", p.nccl_version},
+      {"cupti_version", p.cupti_version},
+      {"rtx_sha", p.rtx_sha},
+      {"os", p.os},
+      {"kernel", p.kernel},
+      {"hostname", p.hostname},
+      {"digest", digest(p)},
+  };
+}
+
+std::string digest(const HardwareProfile& p) {
+  std::ostringstream s;
+  s << p.cpu_vendor << '|' << p.cpu_model << '|' << p.cpu_family << '|' << p.cpu_model_id << '|'
+    << p.physical_cores << '|' << p.logical_cpus << '|' << p.sockets << '|' << p.l3_bytes << '|'
+    << p.memory_bytes << '|';
+  const CpuFlags& f = p.flags;
+  for (bool b : {f.sse4_2, f.avx, f.avx2, f.fma, f.avx512f, f.avx512bw, f.avx512vl, f.avx512dq, f.avx512cd,
+                 f.avx512_bf16, f.avx512_vnni, f.avx512_fp16, f.amx_tile, f.amx_bf16, f.amx_int8})
+    s << (b ? '1' : '0');
+  for (const auto& g : p.gpus) s << '|' << g.name << ':' << g.arch() << ':' << g.memory_bytes;
+  s << '|' << p.driver_version << '|' << p.nvml_driver << '|' << p.rtx_sha;
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(fnv1a(s.str())));
+  return buf;
+}
+
+std::string digest() {
+  static const std::string d = digest(hardware_profile());
+  return d;
+}
+
+std::string cpu_sku_key(const HardwareProfile& p) {
+  std::string name = p.cpu_model;
+  // Drop trademarks, the vendor word, "CPU"/"Processor", "NN-Core" and the "@ x.yGHz" suffix.
+  if (auto at = name.find('@'); at != std::string::npos) name = name.substr(0, at);
+  for (const std::string tm : {"(R)", "(r)", "(TM)", "(tm)"})
+    for (size_t pos; (pos = name.find(tm)) != std::string::npos;) name.replace(pos, tm.size(), " ");
+  std::istringstream in(name);
+  std::string w, kept;
+  while (in >> w) {
+    std::string lw = slug(w);
+    if (lw.empty() || lw == "r" || lw == "tm" || lw == "cpu" || lw == "processor" || lw == p.cpu_vendor ||
+        lw == "intel" || lw == "amd" || lw == "genuine")
+      continue;
+    if (lw.size() > 5 && lw.compare(lw.size() - 5, 5, "-core") == 0) continue;
+    kept += (kept.empty() ? "" : "-") + lw;
+  }
+  std::string s = slug(kept);
+  bool has_digit = false;
+  for (char c : s) has_digit |= std::isdigit(static_cast<unsigned char>(c)) != 0;
+  if (s.empty()) s = "unknown";
+  if (!has_digit) s += "-f" + std::to_string(p.cpu_family) + "m" + std::to_string(p.cpu_model_id);
+  const CpuFlags& f = p.flags;
+  const char* isa = (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq) ? "avx512"
+                    : (f.avx2 && f.fma)                                 ? "avx2"
+                                                                        : "scalar";
+  const std::string vendor = p.cpu_vendor.empty() ? "unknown" : slug(p.cpu_vendor);
+  return "cpu:" + vendor + "-" + s + ":" + isa;
+}
+
+std::string gpu_sku_key(const GpuInfo& g) {
+  std::string s = slug(g.name);
+  if (s.rfind("nvidia-", 0) == 0) s = s.substr(7);
+  if (s.empty()) s = "unknown";
+  return "gpu:" + g.arch() + ":" + s;
+}
+
+std::string sku_key(const std::string& backend) {
+  const HardwareProfile& p = hardware_profile();
+  if (backend == "cpu") return cpu_sku_key(p);
+  if (backend == "cuda" || backend == "gpu") {
+    if (p.gpus.empty())
+      throw_env("no CUDA device for a GPU SKU key (" + p.cuda_unavailable + ")", "sku_key(" + backend + ")",
+                "run on a machine with an NVIDIA GPU, or use backend cpu");
+    return gpu_sku_key(p.gpus.front());
+  }
+  throw_usage("unknown backend '" + backend + "'", "sku_key", "use cpu or cuda");
+}
+
+nlohmann::json identity_json() {
+  const HardwareProfile& p = hardware_profile();
+  std::string driver = p.nvml_driver;
+  if (driver.empty() && p.driver_version > 0)
+    driver = std::to_string(p.driver_version / 1000) + "." + std::to_string((p.driver_version % 1000) / 10);
+  return {{"arch", p.gpus.empty() ? cpu_sku_key(p) : gpu_sku_key(p.gpus.front())},
+          {"driver", driver},
+          {"rtx_sha", p.rtx_sha},
+          {"digest", digest()}};
+}
+
+double cpu_peak_fp32_flops(const HardwareProfile& p) {
+  const double mhz = p.max_mhz > 0 ? p.max_mhz : p.base_mhz;
+  return static_cast<double>(p.physical_cores) * p.fma_units * (p.vector_bits / 32.0) * 2.0 * mhz * 1e6;
+}
+
+}  // namespace rtx::telemetry

@@ -1,0 +1,212 @@
+// rtx-bench as a subprocess: run --json gives rtx.bench.v1, exit codes (1 regression,
+// 2 bad input naming case/field, 3 --backend cuda without a GPU), list/show, same-seed
+// checksums, and one real A/A of the smoke pack.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "rtx/core/philox.hpp"
+#include "test_util.hpp"
+
+using nlohmann::json;
+using rtx::test::run;
+
+namespace {
+
+std::string bench() { return rtx::test::tool_path("rtx-bench"); }
+std::string smoke() { return rtx::test::source_dir() + "/benchpacks/smoke.json"; }
+
+void write(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+}
+
+/// A minimal valid rtx.bench.v1 document with one case of log-normal samples.
+json fake_artifact(double center, uint64_t seed) {
+  rtx::Philox rng(seed);
+  std::vector<double> s(30);
+  for (auto& x : s) x = center * std::exp(0.02 * rng.next_normal());
+  return {{"schema", "rtx.bench.v1"},
+          {"seed", 0},
+          {"cases", {{{"id", "k/cpu.x/N=1/f32"}, {"status", "ok"}, {"samples_s", s}}}}};
+}
+
+}  // namespace
+
+TEST_CASE("rtx-bench run --json writes a valid rtx.bench.v1 artifact", "[cpu][cli]") {
+  const std::string d = rtx::test::temp_dir();
+  auto p = run(bench() + " run " + smoke() + " --json --max-time 0.2 --threads 1 --seed 5 --db " + d + "/rtx.db -o " + d + "/a.json");
+  INFO(p.err);
+  REQUIRE(p.exit_code == 0);
+  const json doc = json::parse(p.out);
+  CHECK(doc["schema"] == "rtx.bench.v1");
+  CHECK(doc["seed"] == 5);
+  CHECK(doc["hardware"].is_object());
+  REQUIRE(doc["cases"].is_array());
+  CHECK(doc["cases"].size() >= 1);
+  size_t ok = 0;
+  for (const auto& c : doc["cases"]) {
+    INFO(c["id"]);
+    if (c["status"] != "ok") {
+      CHECK(c["status"] == "skipped");
+      CHECK(c["skip_reason"].get<std::string>().size() > 0);
+      continue;
+    }
+    ++ok;
+    CHECK(c["n"].get<size_t>() == c["samples_s"].size());
+    CHECK(c["time"]["median_s"].get<double>() > 0);
+    CHECK(c["time"]["ci"]["lo_s"].get<double>() <= c["time"]["median_s"].get<double>());
+    CHECK(c["check"]["ok"] == true);
+    CHECK(c["checksum"].get<std::string>().rfind("0x", 0) == 0);
+    CHECK(c.contains("roofline"));
+  }
+  CHECK(ok >= 1);
+  // -o wrote the same document; show reads it
+  std::ifstream f(d + "/a.json");
+  CHECK(json::parse(f)["cases"].size() == doc["cases"].size());
+  // --events: one bench.result event per case
+  auto e = run(bench() + " run " + smoke() + " --max-time 0.02 --threads 1 --no-store -q --filter gelu --events " + d + "/ev.jsonl");
+  CHECK(e.exit_code == 0);
+  std::ifstream ev(d + "/ev.jsonl");
+  std::string line;
+  size_t results = 0;
+  while (std::getline(ev, line))
+    if (json::parse(line)["topic"] == "bench.result") ++results;
+  CHECK(results == 1);
+  auto s = run(bench() + " show " + d + "/a.json");
+  CHECK(s.exit_code == 0);
+  CHECK(s.out.find("median") != std::string::npos);
+
+  // same seed -> identical checksums
+  auto p2 = run(bench() + " run " + smoke() + " --json --max-time 0.05 --threads 1 --seed 5 --no-store");
+  REQUIRE(p2.exit_code == 0);
+  const json doc2 = json::parse(p2.out);
+  REQUIRE(doc2["cases"].size() == doc["cases"].size());
+  for (size_t i = 0; i < doc["cases"].size(); ++i)
+    if (doc["cases"][i]["status"] == "ok") CHECK(doc2["cases"][i]["checksum"] == doc["cases"][i]["checksum"]);
+}
+
+TEST_CASE("a pack with a bad field exits 2 naming case and field", "[cpu][cli]") {
+  const std::string d = rtx::test::temp_dir();
+  write(d + "/bad.json", R"({"schema": "rtx.benchpack.v1", "cases": [
+    {"name": "mm", "op": "matmul_forward", "shape": {"M": 64, "N": -1, "K": 64}}]})");
+  auto p = run(bench() + " run " + d + "/bad.json --no-store");
+  CHECK(p.exit_code == 2);
+  CHECK(p.err.find("case 'mm'") != std::string::npos);
+  CHECK(p.err.find("field 'shape'") != std::string::npos);
+  p = run(bench() + " list " + d + "/bad.json --json");
+  CHECK(p.exit_code == 2);
+  CHECK(json::parse(p.out)["error"]["category"] == "input");
+  write(d + "/bad2.json", R"({"schema": "rtx.benchpack.v1", "cases": [{"name": "x", "op": "gelu_forward", "shap": "N=3"}]})");
+  p = run(bench() + " run " + d + "/bad2.json --no-store");
+  CHECK(p.exit_code == 2);
+  CHECK(p.err.find("field 'shap'") != std::string::npos);
+  p = run(bench() + " run " + d + "/missing.json --no-store");
+  CHECK(p.exit_code == 2);
+  p = run(bench() + " run");  // usage
+  CHECK(p.exit_code == 2);
+}
+
+TEST_CASE("list shows unregistered ops as skipped, not as a crash", "[cpu][cli]") {
+  const std::string d = rtx::test::temp_dir();
+  write(d + "/p.json", R"({"schema": "rtx.benchpack.v1", "cases": [
+    {"name": "future", "op": "flash_attention_v3", "shape": {"B": 1}}]})");
+  auto p = run(bench() + " list " + d + "/p.json --json");
+  REQUIRE(p.exit_code == 0);
+  const json j = json::parse(p.out);
+  CHECK(j["cases"][0]["runnable"] == false);
+  CHECK(j["cases"][0]["skip_reason"].get<std::string>().find("not registered") != std::string::npos);
+  p = run(bench() + " run " + d + "/p.json --json --no-store");
+  CHECK(p.exit_code == 0);
+  CHECK(json::parse(p.out)["summary"]["skipped"] == 1);
+  p = run(bench() + " list " + d + "/p.json --strict");
+  CHECK(p.exit_code == 2);
+  CHECK(p.err.find("field 'op'") != std::string::npos);
+}
+
+TEST_CASE("compare: exit 1 on a slowdown, 0 on A/A, 2 on a non-bench file", "[cpu][cli]") {
+  const std::string d = rtx::test::temp_dir();
+  write(d + "/base.json", fake_artifact(1e-3, 1).dump());
+  write(d + "/same.json", fake_artifact(1e-3, 2).dump());
+  write(d + "/slow.json", fake_artifact(1.2e-3, 3).dump());
+  auto p = run(bench() + " compare " + d + "/base.json " + d + "/same.json");
+  CHECK(p.exit_code == 0);
+  CHECK(p.out.find("same") != std::string::npos);
+  p = run(bench() + " compare " + d + "/base.json " + d + "/slow.json --format json");
+  CHECK(p.exit_code == 1);
+  const json j = json::parse(p.out);
+  CHECK(j["cases"][0]["verdict"] == "slower");
+  CHECK(j["cases"][0]["ratio"].get<double>() == Approx(1.2).epsilon(0.03));
+  p = run(bench() + " compare " + d + "/base.json " + d + "/slow.json --threshold 30%");
+  CHECK(p.exit_code == 0);  // a 20% change is within a 30% threshold
+  // bad input
+  p = run(bench() + " compare " + d + "/base.json " + smoke());
+  CHECK(p.exit_code == 2);
+  CHECK(p.err.find("smoke.json") != std::string::npos);
+  CHECK(p.err.find("schema") != std::string::npos);
+  write(d + "/junk.json", "{not json");
+  CHECK(run(bench() + " compare " + d + "/junk.json " + d + "/base.json").exit_code == 2);
+  CHECK(run(bench() + " compare " + d + "/nope.json " + d + "/base.json").exit_code == 2);
+  json broken = fake_artifact(1e-3, 4);
+  broken["cases"][0].erase("samples_s");
+  write(d + "/broken.json", broken.dump());
+  p = run(bench() + " compare " + d + "/base.json " + d + "/broken.json");
+  CHECK(p.exit_code == 2);
+  CHECK(p.err.find("samples_s") != std::string::npos);
+  CHECK(run(bench() + " compare " + d + "/base.json " + d + "/same.json --threshold x").exit_code == 2);
+}
+
+TEST_CASE("--backend cuda without a GPU exits 3", "[cpu][cli]") {
+  if (rtx::test::have_gpu()) {  // Catch2 v2 has no SKIP(): say why and leave
+    WARN("SKIPPED: a GPU is present, the no-GPU path cannot be exercised here");
+    return;
+  }
+  auto p = run(bench() + " run " + smoke() + " --backend cuda --no-store");
+  CHECK(p.exit_code == 3);
+  CHECK(p.err.find("--backend cuda") != std::string::npos);
+}
+
+// Honesty check on real kernels. On this shared 2-core box (other builds running, load often
+// > 5) two separate processes can differ by 50% or more on microsecond kernels (frequency,
+// co-tenants, OpenMP/OpenBLAS threads stalling for scheduler quanta): between-process A/A is
+// flaky for reasons unrelated to the code, so the strict repeated A/A (>= 95% "same" at 5%)
+// runs on the synthetic op (tests/app/bench_runner_test.cpp). Here the real A/A is done
+// within ONE interleaved run: the pack lists the same kernels twice (cases a and b), the
+// interleaver spreads machine drift over both, and a vs b must be judged neither slower nor
+// faster at a generous 40% threshold. (Measured here: the a/b ratio CI is usually within
+// +-3%, but about one comparison in seven shifts by 10-25% even within one run, so 5% would
+// be flaky on this box.)
+TEST_CASE("real A/A (same kernels twice, interleaved) reports no regression", "[cpu][cli]") {
+  const std::string d = rtx::test::temp_dir();
+  write(d + "/aa.json", R"({"schema": "rtx.benchpack.v1", "cases": [
+    {"name": "a", "op": "gelu_forward", "shape": "N=65536"},
+    {"name": "b", "op": "gelu_forward", "shape": "N=65536"},
+    {"name": "a2", "op": "matmul_forward", "shape": {"M": 96, "N": 96, "K": 96}},
+    {"name": "b2", "op": "matmul_forward", "shape": {"M": 96, "N": 96, "K": 96}}]})");
+  auto p = run(bench() + " run " + d + "/aa.json --threads 1 --interleave --max-time 0.3 --min-samples 20 --seed 3 --no-store -q --json");
+  REQUIRE(p.exit_code == 0);
+  const json doc = json::parse(p.out);
+  json base = doc, fresh = doc;
+  base["cases"] = json::array();
+  fresh["cases"] = json::array();
+  for (json c : doc["cases"]) {
+    if (c["status"] != "ok") continue;  // op not registered in this build yet: skipped
+    const std::string name = c["name"], rest = c["id"].get<std::string>().substr(name.size());
+    c["id"] = (name.back() == '2' ? "k2" : "k1") + rest;
+    (name[0] == 'a' ? base : fresh)["cases"].push_back(c);
+  }
+  if (base["cases"].empty()) {  // Catch2 v2 has no SKIP(): say why and leave
+    WARN("SKIPPED: gelu_forward and matmul_forward are not registered in this build");
+    return;
+  }
+  write(d + "/a.json", base.dump());
+  write(d + "/b.json", fresh.dump());
+  p = run(bench() + " compare " + d + "/a.json " + d + "/b.json --threshold 40% --format json");
+  INFO(p.out);
+  CHECK(p.exit_code == 0);
+  const json rep = json::parse(p.out);
+  CHECK(rep["summary"]["slower"] == 0);
+  CHECK(rep["summary"]["faster"] == 0);
+}

@@ -1,0 +1,8 @@
+# matmul tests (owned by the matmul engineer) and the matmul_bench benchmark (not a ctest test).
+rtx_add_test(matmul_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/matmul_test.cpp LABELS cpu)
+
+add_executable(matmul_bench ${CMAKE_CURRENT_LIST_DIR}/matmul_bench.cpp)
+target_link_libraries(matmul_bench PRIVATE rtx::common)
+target_include_directories(matmul_bench PRIVATE ${RTX_CBLAS_INCLUDE})
+rtx_target_defaults(matmul_bench)
+set_target_properties(matmul_bench PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)

@@ -1,0 +1,136 @@
+// The generic registry walk (as ggml's test-backend-ops): every op, variant, dtype, test shape and a
+// few parameter points against the float64 reference with the op's bound, plus checksum determinism.
+// Built twice: kernels_registry_test (CPU walk) and, with RTX_REGISTRY_CUDA_WALK, kernels_registry_cuda_test.
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <string>
+
+#include "rtx/kernels/check.hpp"
+#include "rtx/kernels/registry.hpp"
+#include "test_util.hpp"
+
+using namespace rtx;
+using namespace rtx::kernels;
+
+namespace {
+
+/// The default point and up to 3 more spread over the grid (deterministic), without repeats.
+std::vector<Params> sample_params(const ParamSpace& sp) {
+  std::vector<Params> out{sp.defaults()};
+  const size_t g = sp.grid_size();
+  for (size_t k = 1; k <= 3 && g > 1; ++k) {
+    const Params p = sp.at((k * 7919 + k * g / 4) % g);
+    bool dup = false;
+    for (const auto& q : out) dup = dup || q == p;
+    if (!dup) out.push_back(p);
+  }
+  return out;
+}
+
+/// Runs every check for one variant; returns the number of (shape, params) cases run.
+[[maybe_unused]] size_t walk_variant(const OpDef& op, const Variant& v) {
+  size_t cases = 0;
+  for (DType dt : v.dtypes) {
+    for (const Shape& s : op.test_shapes) {
+      for (const Params& p : sample_params(v.space)) {
+        const std::string why = v.validate ? v.validate(s, p) : "";
+        if (!why.empty()) continue;  // a rejected point is skipped, never run
+        INFO(op.name << " " << v.name << " " << dtype_name(dt) << " " << shape_to_string(s) << " params {"
+                     << params_to_string(p) << "}");
+        auto inst = v.make(s, dt, p, 1234);
+        inst->run();
+        inst->sync();
+        const CheckResult r = inst->check();
+        INFO("max_rel_err " << r.max_rel_err << " tol " << r.tolerance << " unwritten " << r.unwritten
+                            << " nonfinite " << r.nonfinite << ": " << r.detail);
+        CHECK(r.ok);
+        CHECK(r.tolerance == op.tolerance(dt));
+        // Same seed, same params: bitwise-identical outputs (check() re-runs from the initial state).
+        auto twin = v.make(s, dt, p, 1234);
+        twin->check();
+        CHECK(inst->checksum() == twin->checksum());
+        CHECK(inst->footprint_bytes() > 0);
+        ++cases;
+      }
+    }
+  }
+  return cases;
+}
+
+}  // namespace
+
+#ifndef RTX_REGISTRY_CUDA_WALK
+TEST_CASE("registry: every op declares dims, work, shapes and a CPU variant", "[cpu]") {
+  const Registry& reg = registry();
+  std::set<std::string> expected = {"softmax_forward",    "layernorm_forward",   "layernorm_backward",
+                                    "gelu_forward",       "gelu_backward",       "residual_forward",
+                                    "encoder_forward",    "encoder_backward",    "crossentropy_forward",
+                                    "crossentropy_backward", "adamw_update",     "attention_forward",
+                                    "attention_backward", "allreduce"};
+  for (const OpDef& op : reg.ops()) {
+    INFO(op.name);
+    expected.erase(op.name);
+    size_t cpu = 0;
+    for (const auto& v : op.variants) cpu += v.backend == Backend::CPU;
+    CHECK(cpu >= 1);
+    CHECK(!op.dims.empty());
+    REQUIRE(!op.test_shapes.empty());
+    for (const Shape& s : op.test_shapes) {
+      for (const auto& d : op.dims) CHECK(s.count(d) == 1);
+      const Work w = op.work(s, DType::F32);
+      CHECK(w.flops > 0);
+      CHECK(w.bytes > 0);
+    }
+    CHECK(op.tol_f32 > 0);
+  }
+  INFO("ops missing from the registry");
+  CHECK(expected.empty());
+}
+
+TEST_CASE("registry: every CPU variant matches its float64 reference", "[cpu]") {
+  size_t total = 0;
+  for (const OpDef& op : registry().ops())
+    for (const Variant& v : op.variants)
+      if (v.backend == Backend::CPU) {
+        const size_t n = walk_variant(op, v);
+        INFO(op.name << " " << v.name << " ran no case");
+        CHECK(n > 0);
+        total += n;
+      }
+  CHECK(total > 0);
+}
+#else
+TEST_CASE("registry: every CUDA variant matches its float64 reference", "[cuda]") {
+  if (!rtx::test::have_gpu()) {  // Catch2 v2 has no SKIP(): say why and leave the test case
+    WARN("SKIPPED: no usable CUDA GPU (or built without CUDA): CUDA variants not run");
+    return;
+  }
+  size_t cases = 0;
+  for (const OpDef& op : registry().ops()) {
+    for (const Variant& v : op.variants) {
+      if (v.backend != Backend::CUDA) continue;
+      for (DType dt : v.dtypes) {
+        for (const Shape& s : op.test_shapes) {
+          for (const Params& p : sample_params(v.space)) {
+            if (v.validate && !v.validate(s, p).empty()) continue;
+            INFO(op.name << " " << v.name << " " << dtype_name(dt) << " " << shape_to_string(s) << " {"
+                         << params_to_string(p) << "}");
+            auto inst = v.make(s, dt, p, 1234);
+            inst->run();
+            inst->sync();
+            const CheckResult r = inst->check();
+            INFO("max_rel_err " << r.max_rel_err << " tol " << r.tolerance << ": " << r.detail);
+            CHECK(r.ok);
+            auto twin = v.make(s, dt, p, 1234);
+            twin->check();
+            CHECK(inst->checksum() == twin->checksum());
+            ++cases;
+          }
+        }
+      }
+    }
+  }
+  if (cases == 0) WARN("no CUDA variants are registered in this build");
+}
+#endif  // RTX_REGISTRY_CUDA_WALK

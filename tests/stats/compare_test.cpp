@@ -1,0 +1,89 @@
+// compare_samples verdicts on generated timings with known distributions (seeded Philox):
+// A/A must be "same", a 20% slowdown "slower", short or straddling data "ambiguous".
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "rtx/core/error.hpp"
+#include "rtx/core/philox.hpp"
+#include "rtx/stats/compare.hpp"
+
+using namespace rtx::stats;
+
+// Log-normal timings around `center` seconds with multiplicative noise sigma (e.g. 0.03 = 3%).
+static std::vector<double> timings(rtx::Philox& rng, size_t n, double center, double sigma) {
+  std::vector<double> v(n);
+  for (auto& x : v) x = center * std::exp(sigma * rng.next_normal());
+  return v;
+}
+
+TEST_CASE("A/A comparisons are judged same", "[cpu]") {
+  rtx::Philox rng(11);
+  int same = 0, slower = 0, faster = 0;
+  const int trials = 200;
+  for (int t = 0; t < trials; ++t) {
+    const auto a = timings(rng, 30, 1e-3, 0.03), b = timings(rng, 30, 1e-3, 0.03);
+    const Comparison c = compare_samples(a, b);
+    same += c.verdict == Verdict::Same;
+    slower += c.verdict == Verdict::Slower;
+    faster += c.verdict == Verdict::Faster;
+  }
+  CHECK(same >= 190);   // >= 95%
+  CHECK(slower <= 5);   // never more than alpha/2-ish
+  CHECK(faster <= 5);
+}
+
+TEST_CASE("a 20% slowdown is judged slower, a 20% speedup faster", "[cpu]") {
+  rtx::Philox rng(12);
+  int slower = 0, faster = 0;
+  const int trials = 200;
+  for (int t = 0; t < trials; ++t) {
+    const auto a = timings(rng, 20, 1e-3, 0.03);
+    const auto b = timings(rng, 20, 1.2e-3, 0.03);
+    const Comparison c = compare_samples(a, b);
+    slower += c.verdict == Verdict::Slower;
+    if (t == 0) {
+      CHECK(c.ratio == Approx(1.2).epsilon(0.03));
+      CHECK(c.lo < c.ratio);
+      CHECK(c.hi > c.ratio);
+      CHECK(c.p < 0.05);
+    }
+    faster += compare_samples(b, a).verdict == Verdict::Faster;
+  }
+  CHECK(slower >= 190);
+  CHECK(faster >= 190);
+}
+
+TEST_CASE("ambiguous: too few samples, or a CI straddling the threshold", "[cpu]") {
+  rtx::Philox rng(13);
+  const auto a = timings(rng, 4, 1e-3, 0.01), b = timings(rng, 4, 1.5e-3, 0.01);
+  Comparison c = compare_samples(a, b);
+  CHECK(c.verdict == Verdict::Ambiguous);
+  CHECK(c.reason.find("too few") != std::string::npos);
+  // A 5% change with 10% noise and 10 samples: the CI must straddle +5%.
+  int ambiguous = 0;
+  for (int t = 0; t < 50; ++t) {
+    const auto x = timings(rng, 10, 1e-3, 0.10), y = timings(rng, 10, 1.05e-3, 0.10);
+    ambiguous += compare_samples(x, y).verdict == Verdict::Ambiguous;
+  }
+  CHECK(ambiguous >= 40);
+  // A significant 2% change with a tight CI is within the 5% threshold: same.
+  const auto p = timings(rng, 200, 1e-3, 0.005), q = timings(rng, 200, 1.02e-3, 0.005);
+  c = compare_samples(p, q);
+  CHECK(c.p < 1e-6);
+  CHECK(c.verdict == Verdict::Same);
+  // ... and with a 1% threshold it is slower.
+  CompareOptions o;
+  o.threshold = 0.01;
+  CHECK(compare_samples(p, q, o).verdict == Verdict::Slower);
+}
+
+TEST_CASE("compare rejects bad input", "[cpu]") {
+  CHECK_THROWS_AS(compare_samples({1.0, 0.0, 1.0, 1.0, 1.0}, {1, 1, 1, 1, 1}), rtx::Error);
+  CompareOptions o;
+  o.threshold = 2;
+  CHECK_THROWS_AS(compare_samples({1, 1, 1, 1, 1}, {1, 1, 1, 1, 1}, o), rtx::Error);
+  CHECK(compare_samples({}, {1.0}).verdict == Verdict::Ambiguous);
+  CHECK(std::string(verdict_name(Verdict::Slower)) == "slower");
+}

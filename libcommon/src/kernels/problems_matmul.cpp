@@ -84,6 +84,8 @@ Problem make_matmul_forward_problem(const Shape& s, DType dt, uint64_t seed) {
     const float* w = q.inputs[1].data.data();
     const float* b = q.inputs.size() > 2 ? q.inputs[2].data.data() : nullptr;
     std::vector<double> out(M * N);
+    // Rows are independent and each sum runs in a fixed order: threads change nothing but speed.
+#pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
         double acc = b ? b[j] : 0.0;
@@ -118,21 +120,31 @@ Problem make_matmul_backward_problem(const Shape& s, DType dt, uint64_t seed) {
     const float* inp = q.inputs[1].data.data();
     const float* w = q.inputs[2].data.data();
     std::vector<double> dinp(M * K, 0.0), dweight(N * K), dbias(N);
+    // Transposed copies make every inner sum contiguous; each sum still runs in a fixed order
+    // (over n for dinp, over i for dweight/dbias), so threads change nothing but speed.
+    std::vector<float> wT(K * N), doutT(N * M), inpT(K * M);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k) wT[k * N + n] = w[n * K + k];
+    for (int64_t i = 0; i < M; ++i) {
+      for (int64_t n = 0; n < N; ++n) doutT[n * M + i] = dout[i * N + n];
+      for (int64_t k = 0; k < K; ++k) inpT[k * M + i] = inp[i * K + k];
+    }
+#pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < M; ++i)
       for (int64_t k = 0; k < K; ++k) {
         double acc = 0;
-        for (int64_t n = 0; n < N; ++n) acc += static_cast<double>(dout[i * N + n]) * w[n * K + k];
+        for (int64_t n = 0; n < N; ++n) acc += static_cast<double>(dout[i * N + n]) * wT[k * N + n];
         dinp[i * K + k] = acc;
       }
-    for (int64_t n = 0; n < N; ++n)
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
       for (int64_t k = 0; k < K; ++k) {
         double acc = q.outputs[1].init[n * K + k];
-        for (int64_t i = 0; i < M; ++i) acc += static_cast<double>(dout[i * N + n]) * inp[i * K + k];
+        for (int64_t i = 0; i < M; ++i) acc += static_cast<double>(doutT[n * M + i]) * inpT[k * M + i];
         dweight[n * K + k] = acc;
       }
-    for (int64_t n = 0; n < N; ++n) {
       double acc = q.outputs[2].init[n];
-      for (int64_t i = 0; i < M; ++i) acc += dout[i * N + n];
+      for (int64_t i = 0; i < M; ++i) acc += doutT[n * M + i];
       dbias[n] = acc;
     }
     return std::vector<std::vector<double>>{std::move(dinp), std::move(dweight), std::move(dbias)};

@@ -368,9 +368,13 @@ Problem make_attention_forward_problem(const Shape& s, DType dt, uint64_t seed) 
   p.outputs.push_back({"lse", static_cast<size_t>(d.B * d.NH * d.T), {}});
   p.reference = [d](const Problem& p) {
     const auto& qkv = in(p, 0);
-    Vec out(d.B * d.T * d.C, 0.0), lse(d.B * d.NH * d.T), P, L;
-    for (int64_t b = 0; b < d.B; ++b)
-      for (int64_t h = 0; h < d.NH; ++h) {
+    Vec out(d.B * d.T * d.C, 0.0), lse(d.B * d.NH * d.T);
+    // Each (b, h) writes its own slices of out and lse, summing in a fixed order: threads
+    // change nothing but speed.
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t bh = 0; bh < d.B * d.NH; ++bh) {
+      const int64_t b = bh / d.NH, h = bh % d.NH;
+      Vec P, L;
         ref_attention_head(qkv, d, b, h, P, L);
         for (int64_t i = 0; i < d.T; ++i) {
           lse[(b * d.NH + h) * d.T + i] = L[i];
@@ -395,9 +399,13 @@ Problem make_attention_backward_problem(const Shape& s, DType dt, uint64_t seed)
     const auto &qkv = in(p, 0), &dout = in(p, 1);
     const int64_t T = d.T, HS = d.HS, C = d.C, C3 = 3 * C;
     const double scale = 1.0 / std::sqrt(static_cast<double>(HS));
-    Vec dqkv(p.outputs[0].init.begin(), p.outputs[0].init.end()), P, L, dp(T);
-    for (int64_t b = 0; b < d.B; ++b)
-      for (int64_t h = 0; h < d.NH; ++h) {
+    Vec dqkv(p.outputs[0].init.begin(), p.outputs[0].init.end());
+    // Each (b, h) updates only head h's columns of batch b's q, k and v gradients, in a fixed
+    // order: threads change nothing but speed.
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t bh = 0; bh < d.B * d.NH; ++bh) {
+      const int64_t b = bh / d.NH, h = bh % d.NH;
+      Vec P, L, dp(T);
         ref_attention_head(qkv, d, b, h, P, L);
         for (int64_t i = 0; i < T; ++i) {
           const float* go = &dout[(b * T + i) * C + h * HS];

@@ -60,7 +60,9 @@ __global__ void layernorm_forward_kernel(float* __restrict__ out, float* __restr
   }
 }
 
-// dinp (N,C) of layernorm backward; one warp per row.
+// dinp (N,C) of layernorm backward; one warp per row. The two row reductions and the final
+// combination run in float64 (as the CPU kernel does): when rstd is large (C small, variance ~0)
+// dinp is a difference of nearly equal terms scaled by rstd, and float32 loses ~1e-5 of it.
 __global__ void layernorm_backward_dinp_kernel(float* __restrict__ dinp, const float* __restrict__ dout,
                                                const float* __restrict__ inp, const float* __restrict__ weight,
                                                const float* __restrict__ mean, const float* __restrict__ rstd, int N,
@@ -68,18 +70,22 @@ __global__ void layernorm_backward_dinp_kernel(float* __restrict__ dinp, const f
   const int row = blockIdx.x * kRowWarps + (threadIdx.x >> 5), lane = threadIdx.x & 31;
   if (row >= N) return;
   const int64_t off = static_cast<int64_t>(row) * C;
-  const float m = mean[row], rs = rstd[row];
-  float a = 0.f, b = 0.f;
+  const double m = mean[row], rs = rstd[row];
+  double a = 0.0, b = 0.0;
   for (int c = lane; c < C; c += 32) {
-    const float dn = weight[c] * dout[off + c];
+    const double dn = static_cast<double>(weight[c]) * dout[off + c];
     a += dn;
     b += dn * (inp[off + c] - m) * rs;
   }
-  const float dnorm_mean = warp_sum(a) / C, dnorm_norm_mean = warp_sum(b) / C;
+  for (int o = 16; o > 0; o >>= 1) {
+    a += __shfl_xor_sync(0xffffffffu, a, o);
+    b += __shfl_xor_sync(0xffffffffu, b, o);
+  }
+  const double dnorm_mean = a / C, dnorm_norm_mean = b / C;
   for (int c = lane; c < C; c += 32) {
-    const float norm = (inp[off + c] - m) * rs;
-    const float g = (weight[c] * dout[off + c] - dnorm_mean - norm * dnorm_norm_mean) * rs;
-    dinp[off + c] = acc ? dinp[off + c] + g : g;
+    const double norm = (inp[off + c] - m) * rs;
+    const double g = (static_cast<double>(weight[c]) * dout[off + c] - dnorm_mean - norm * dnorm_norm_mean) * rs;
+    dinp[off + c] = acc ? static_cast<float>(dinp[off + c] + g) : static_cast<float>(g);
   }
 }
 

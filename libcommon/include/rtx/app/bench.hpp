@@ -127,6 +127,11 @@ struct CaseResult {
   kernels::CheckResult check;
   size_t footprint_bytes = 0;
   double sampling_s = 0;           ///< wall time spent sampling this case
+  /// CUDA cases: SM clock (MHz, NVML) read right after each sample, in sample order; empty
+  /// on CPU or without NVML. `throttled_samples` counts samples taken while NVML reported a
+  /// slowdown reason (power cap, thermal, power brake): such a case is flagged `throttled`.
+  std::vector<uint32_t> sm_clock_mhz;
+  size_t throttled_samples = 0;
 };
 
 /// Result of run_cases: per-case results (input order) and the execution schedule (case

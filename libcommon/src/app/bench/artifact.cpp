@@ -104,6 +104,9 @@ json to_json(const RunResult& r, const ArtifactMeta& m) {
     ++ok;
     noisy += c.noisy;
     j["noisy"] = c.noisy;
+    if (!c.sm_clock_mhz.empty())
+      j["gpu_clock"] = {{"sm_mhz", c.sm_clock_mhz}, {"throttled_samples", c.throttled_samples}};
+    j["throttled"] = c.throttled_samples > 0;
     j["sampling_s"] = c.sampling_s;
     j["time"] = {{"median_s", c.median},
                  {"p10_s", c.p10},
@@ -184,6 +187,7 @@ std::string format_table(const json& a, bool color) {
     }
     std::string flag = st;
     if (c.value("noisy", false)) flag += " noisy";
+    if (c.value("throttled", false)) flag += " throttled";
     row.push_back(flag);
     rows.push_back(row);
     tint.push_back(st == "failed" ? red : (c.value("noisy", false) ? yel : ""));

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "rtx/app/bench.hpp"
+#include "rtx/telemetry/gpu_clock.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/core/philox.hpp"
 
@@ -186,6 +187,13 @@ RunResult run_cases(const std::vector<BenchCase>& cases, const kernels::Registry
     const auto t0 = Clock::now();
     for (size_t k = 0; k < limit && !L.done; ++k) {
       r.samples.push_back(sample_once(*L.inst, o.cold));
+      if (r.c.backend == Backend::CUDA) {
+        const telemetry::GpuClockSample g = telemetry::sample_gpu_clock(0);
+        if (g.valid) {
+          r.sm_clock_mhz.push_back(g.sm_mhz);
+          r.throttled_samples += g.throttled;
+        }
+      }
       const size_t n = r.samples.size();
       // Re-evaluating the CI sorts the samples: do it every sample while n is small,
       // then every n/16 samples, so the overhead stays a small fraction.

@@ -89,22 +89,38 @@ __global__ void layernorm_backward_dinp_kernel(float* __restrict__ dinp, const f
   }
 }
 
-// dweight (C), dbias (C) of layernorm backward; thread c sums rows 0..N-1 in order.
+// dweight (C), dbias (C) of layernorm backward. Block (32, 32): threadIdx.x picks one of 32
+// adjacent channels (coalesced row reads), threadIdx.y one of 32 row groups (rows y, y+32,
+// ...); the 32 partial sums per channel are then added in y order in shared memory. The
+// mapping depends only on (N, C), so results are bitwise reproducible run to run.
+constexpr int kLnParamRows = 32;
 __global__ void layernorm_backward_dparams_kernel(float* __restrict__ dweight, float* __restrict__ dbias,
                                                   const float* __restrict__ dout, const float* __restrict__ inp,
                                                   const float* __restrict__ mean, const float* __restrict__ rstd,
                                                   int N, int C, int acc) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
+  __shared__ float sw[kLnParamRows][33], sb[kLnParamRows][33];
+  const int c = blockIdx.x * 32 + threadIdx.x;
   float dw = 0.f, db = 0.f;
-  for (int n = 0; n < N; ++n) {
-    const int64_t i = static_cast<int64_t>(n) * C + c;
-    const float d = dout[i];
-    db += d;
-    dw += (inp[i] - mean[n]) * rstd[n] * d;
+  if (c < C) {
+    for (int n = threadIdx.y; n < N; n += kLnParamRows) {
+      const int64_t i = static_cast<int64_t>(n) * C + c;
+      const float d = dout[i];
+      db += d;
+      dw += (inp[i] - mean[n]) * rstd[n] * d;
+    }
   }
-  dweight[c] = acc ? dweight[c] + dw : dw;
-  dbias[c] = acc ? dbias[c] + db : db;
+  sw[threadIdx.y][threadIdx.x] = dw;
+  sb[threadIdx.y][threadIdx.x] = db;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < C) {
+    float tw = 0.f, tb = 0.f;
+    for (int y = 0; y < kLnParamRows; ++y) {
+      tw += sw[y][threadIdx.x];
+      tb += sb[y][threadIdx.x];
+    }
+    dweight[c] = acc ? dweight[c] + tw : tw;
+    dbias[c] = acc ? dbias[c] + tb : tb;
+  }
 }
 
 __global__ void gelu_forward_kernel(float* __restrict__ out, const float* __restrict__ inp, int64_t N) {
@@ -177,8 +193,8 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
   layernorm_backward_dinp_kernel<<<row_blocks(N), kRowWarps * 32, 0, as_stream(stream)>>>(dinp, dout, inp, weight,
                                                                                            mean, rstd, N, C, acc);
   RTX_CUDA_CHECK_LAUNCH();
-  layernorm_backward_dparams_kernel<<<elem_blocks(C, 128), 128, 0, as_stream(stream)>>>(dweight, dbias, dout, inp,
-                                                                                        mean, rstd, N, C, acc);
+  layernorm_backward_dparams_kernel<<<elem_blocks(C, 32), dim3(32, kLnParamRows), 0, as_stream(stream)>>>(
+      dweight, dbias, dout, inp, mean, rstd, N, C, acc);
   RTX_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,6 +1,8 @@
 // atomic_write_file / read_text_file tests: content, modes, no leftovers, and the target
 // untouched when the write fails (missing directory, directory in the way, file size limit).
 #include <catch2/catch.hpp>
+#include <sys/stat.h>
+#include <thread>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -80,13 +82,13 @@ TEST_CASE("atomic_write_file into a missing directory fails cleanly", "[cpu]") {
 
 TEST_CASE("atomic_write_file failing mid-way leaves the target untouched and no temp", "[cpu]") {
   const std::string dir = rtx::test::temp_dir();
-  SECTION("rename onto a non-empty directory fails") {
+  SECTION("a directory as the target is refused before anything is written") {
     const std::string path = dir + "/target";
     fs::create_directories(path + "/inner");
     Error e = catch_error([&] { rtx::io::atomic_write_file(path, "payload"); });
-    CHECK(e.category() == ErrorCategory::Environment);
+    CHECK(e.category() == ErrorCategory::Usage);
     CHECK(e.where() == path);
-    CHECK(std::string(e.what()).find("rename") != std::string::npos);
+    CHECK(std::string(e.what()).find("is a directory") != std::string::npos);
     CHECK(fs::is_directory(path + "/inner"));
     CHECK(entries(dir) == std::vector<std::string>{"target"});
   }
@@ -141,4 +143,25 @@ TEST_CASE("read_text_file(\"-\") and write_text_output(\"-\") use stdin/stdout",
   rtx::io::atomic_write_file(dir + "/in", "from stdin\n");
   REQUIRE(std::freopen((dir + "/in").c_str(), "r", stdin) != nullptr);
   CHECK(rtx::io::read_text_file("-") == "from stdin\n");
+}
+
+TEST_CASE("atomic_write_file follows symlinks and never replaces devices or FIFOs", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir();
+  SECTION("a symlink stays a link; its target gets the new content") {
+    rtx::io::atomic_write_file(dir + "/real.json", "old");
+    fs::create_symlink("real.json", dir + "/link.json");
+    rtx::io::atomic_write_file(dir + "/link.json", "new");
+    CHECK(fs::is_symlink(dir + "/link.json"));
+    CHECK(rtx::io::read_text_file(dir + "/real.json") == "new");
+  }
+  SECTION("a FIFO is written in place, not replaced") {
+    const std::string fifo = dir + "/pipe";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    std::string got;
+    std::thread reader([&] { got = rtx::io::read_text_file(fifo); });
+    rtx::io::atomic_write_file(fifo, "through the pipe");
+    reader.join();
+    CHECK(got == "through the pipe");
+    CHECK(fs::is_fifo(fifo));
+  }
 }

@@ -3,6 +3,10 @@
 
 #include <unistd.h>
 
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -21,6 +25,18 @@ void add_common_options(CLI::App& app, CommonOptions& o) {
   app.add_flag("-q,--quiet", o.quiet, "Only errors on stderr");
   app.add_option("--seed", o.seed, "Seed for every random stream (recorded in artifacts)");
   app.add_option("--events", o.events, "Write telemetry events as JSON Lines to FILE (or set RTX_EVENTS)");
+}
+
+/// OMP_NUM_THREADS far beyond the machine (libgomp aborts creating ~10^5 threads) is capped
+/// at 4x the logical CPUs, with a note on stderr; an unparsable value is reported too.
+static void clamp_openmp_threads(const std::string& tool) {
+  const int cpus = std::max(1, omp_get_num_procs());
+  const int want = omp_get_max_threads();
+  if (want > 4 * cpus) {
+    std::cerr << tool << ": note: OMP_NUM_THREADS asks for " << want << " threads on " << cpus
+              << " CPUs; using " << 4 * cpus << "\n";
+    omp_set_num_threads(4 * cpus);
+  }
 }
 
 int run_tool(CLI::App& app, int argc, char** argv, const CommonOptions& o, const std::function<int()>& body) {
@@ -49,7 +65,13 @@ int run_tool(CLI::App& app, int argc, char** argv, const CommonOptions& o, const
   };
   try {
     rtx::telemetry::init_from_options(o.events, o.seed);
-    return body();
+    clamp_openmp_threads(tool);
+    const int code = body();
+    // Output that could not be written (a full disk, a closed pipe) is a failure, not exit 0.
+    std::cout.flush();
+    if (!std::cout || std::fflush(stdout) != 0)
+      return report("environment", "cannot write the output to stdout (disk full or pipe closed?)", "<stdout>", "", 3);
+    return code;
   } catch (const rtx::Error& e) {
     return report(category_name(e.category()), e.what(), e.where(), e.hint(), e.exit_code());
   } catch (const std::bad_alloc&) {

@@ -58,9 +58,33 @@ bool write_all(int fd, const char* p, size_t n) {
 
 }  // namespace
 
-void atomic_write_file(const std::string& path, std::string_view bytes) {
-  if (path.empty() || path.back() == '/')
-    throw Error(ErrorCategory::Usage, "not a file path", path.empty() ? std::string("<empty path>") : path);
+void atomic_write_file(const std::string& path_in, std::string_view bytes) {
+  if (path_in.empty() || path_in.back() == '/')
+    throw Error(ErrorCategory::Usage, "not a file path", path_in.empty() ? std::string("<empty path>") : path_in);
+  // A symbolic link is followed: the file it names is replaced, the link stays a link.
+  std::string path = path_in;
+  for (int hops = 0; hops < 40; ++hops) {
+    struct stat ls {};
+    if (::lstat(path.c_str(), &ls) != 0 || !S_ISLNK(ls.st_mode)) break;
+    char buf[4096];
+    const ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
+    if (n <= 0) break;
+    const std::string target(buf, static_cast<size_t>(n));
+    path = target[0] == '/' ? target : dir_of(path) + "/" + target;
+  }
+  // Not a regular file (a device such as /dev/null, a FIFO, a socket): write into it in place;
+  // renaming over it would replace the device or pipe with a plain file.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) throw Error(ErrorCategory::Usage, "is a directory, expected a file path", path_in);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) throw_errno("cannot open", path_in, errno);
+    const bool ok = write_all(fd, bytes.data(), bytes.size());
+    const int err = errno;
+    ::close(fd);
+    if (!ok) throw_errno("cannot write", path_in, err);
+    return;
+  }
   const std::string dir = dir_of(path);
   const std::string base = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
   std::string tmp = (dir == "/" ? std::string("/") : dir + "/") + "." + base + ".tmp.XXXXXX";

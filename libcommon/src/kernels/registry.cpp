@@ -1,6 +1,9 @@
 // Registry bookkeeping, shape/param strings and parameter-space enumeration.
 #include "rtx/kernels/registry.hpp"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <sstream>
 
 #include "rtx/core/error.hpp"
@@ -80,6 +83,42 @@ Params ParamSpace::at(size_t index) const {
     index /= q.values.size();
   }
   return p;
+}
+
+std::string shape_problem(const OpDef& op, const Shape& s, DType dt, double max_bytes) {
+  auto listed = [](const std::vector<std::string>& v, const std::string& k) {
+    for (const auto& x : v)
+      if (x == k) return true;
+    return false;
+  };
+  for (const auto& d : op.dims)
+    if (!s.count(d)) return "shape has no dim " + d + " (" + op.name + " needs " + [&] {
+      std::string all;
+      for (const auto& x : op.dims) all += (all.empty() ? "" : ",") + x;
+      return all;
+    }() + ")";
+  constexpr int64_t kMaxDim = 2147483647;
+  for (const auto& [k, v] : s) {
+    const bool required = listed(op.dims, k);
+    if (!required && !listed(op.optional_dims, k)) return "dim " + k + " is not a dim of " + op.name;
+    if (v < (required ? 1 : 0)) return "dim " + k + " = " + std::to_string(v) + " must be >= " + (required ? "1" : "0");
+    if (v > kMaxDim) return "dim " + k + " = " + std::to_string(v) + " exceeds 2^31-1";
+  }
+  if (max_bytes > 0 && op.work) {
+    const double b = op.work(s, dt).bytes;
+    if (!(b <= max_bytes)) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "working set %.3g GiB exceeds the %.3g GiB limit (memory of this machine)",
+                    b / 1073741824.0, max_bytes / 1073741824.0);
+      return buf;
+    }
+  }
+  return "";
+}
+
+double host_memory_bytes() noexcept {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && size > 0 ? static_cast<double>(pages) * static_cast<double>(size) : 0.0;
 }
 
 double OpDef::tolerance(DType dt) const {

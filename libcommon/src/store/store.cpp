@@ -79,6 +79,9 @@ void check_header(const std::string& path) {
 }
 
 void check_not_foreign(Connection* c, int64_t version) {
+  if (version < 0)
+    throw Error(ErrorCategory::Input, c->path + " is not a valid rtx store (an SQLite database with user_version " +
+                                          std::to_string(version) + ", which rtx never writes): move it aside or pass --db");
   if (version != 0) return;
   const int64_t n = query_int(c, "SELECT count(*) FROM sqlite_master");
   if (n > 0)

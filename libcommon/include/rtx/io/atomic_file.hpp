@@ -11,7 +11,9 @@ namespace rtx::io {
 /// mix; after a crash the target is the old or the new content. On any error the target is
 /// untouched, the temp file is removed, and rtx::Error(Environment) is thrown naming the path
 /// and the errno text (ENOSPC reads "disk full"). A new file gets mode 0666 minus the umask
-/// or the old file's mode when replacing one.
+/// or the old file's mode when replacing one. A symbolic link is followed (its target is
+/// replaced, the link kept); a target that exists but is not a regular file (a device such as
+/// /dev/null, a FIFO) is written in place, never replaced; a directory is a Usage error.
 void atomic_write_file(const std::string& path, std::string_view bytes);
 
 /// Whole contents of `path_or_dash` ("-" reads stdin to EOF). Throws rtx::Error(Input) naming

@@ -114,6 +114,7 @@ struct OpDef {
   std::string name;               ///< e.g. "matmul_forward", "layernorm_backward"
   std::string doc;                ///< one line: what it computes, with shape letters
   std::vector<std::string> dims;  ///< required shape dims in canonical order
+  std::vector<std::string> optional_dims;  ///< keys a shape may also carry (e.g. matmul's "bias")
   std::function<Work(const Shape& s, DType dt)> work;
   double tol_f32 = 1e-5;          ///< max relative error vs float64 reference, fp32 inputs
   double tol_bf16 = 1e-2;         ///< same, bf16 inputs
@@ -124,6 +125,14 @@ struct OpDef {
   /// The op's bound for a dtype (tol_bf16 for bf16/f16, else tol_f32).
   double tolerance(DType dt) const;
 };
+
+/// Why `s` is not a valid shape for `op` ("" when it is): a required dim missing, a key the
+/// op does not know, a dim < 1 (optional dims may be 0) or > 2^31-1, or a working set
+/// (OpDef::work bytes, computed in double so products cannot overflow) above
+/// `max_bytes` (0: no memory limit). Callers turn the reason into a skip or an Input error.
+std::string shape_problem(const OpDef& op, const Shape& s, DType dt, double max_bytes = 0);
+/// Physical memory of this host in bytes (sysconf), the usual `max_bytes` for CPU cases.
+double host_memory_bytes() noexcept;
 
 /// The set of ops of this build.
 class Registry {

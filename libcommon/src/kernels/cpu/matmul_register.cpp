@@ -108,6 +108,7 @@ void register_cpu_matmul(Registry& r) {
     op.name = "matmul_forward";
     op.doc = "out (M,N) = inp (M,K) @ weight (N,K)^T + bias (N); shape key bias=0|1 (default 1)";
     op.dims = {"M", "N", "K"};
+    op.optional_dims = {"bias"};
     op.work = [](const Shape& s, DType dt) {
       const double M = s.at("M"), N = s.at("N"), K = s.at("K");
       const bool bias = !s.count("bias") || s.at("bias") != 0;

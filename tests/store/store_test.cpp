@@ -248,6 +248,17 @@ TEST_CASE("store: an SQLite file of another program is refused and untouched", "
   CHECK(slurp(path) == before);
 }
 
+TEST_CASE("store: a database with a negative user_version is refused and untouched", "[cpu]") {
+  const std::string path = rtx::test::temp_dir() + "/neg.db";
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "CREATE TABLE foo(x); PRAGMA user_version = -1;", nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  const std::string before = slurp(path);
+  expect_error([&] { Store s(path); }, ErrorCategory::Input, {path + " is not a valid rtx store", "user_version -1"});
+  CHECK(slurp(path) == before);
+}
+
 TEST_CASE("store: unwritable location gives Environment naming the path", "[cpu]") {
   const std::string dir = rtx::test::temp_dir();
   // A path under a regular file fails for every user, root included.

@@ -70,13 +70,13 @@ TEST_CASE("pack parse errors name the case and the field", "[cpu]") {
   CHECK(msg(json::array()).find("JSON object") != std::string::npos);
   json d = pack_with({spin("a")});
   d["defaults"] = {{"max_time", -1}};
-  CHECK(msg(d).find("defaults.max_time") != std::string::npos);
+  CHECK(msg(d).find("defaults/max_time") != std::string::npos);
   CHECK(msg(pack_with({spin("a")})).empty());
 }
 
 TEST_CASE("shapes: objects, strings, lists and sweeps", "[cpu]") {
   json c = {{"name", "s"}, {"op", "synth_spin"},
-            {"shapes", {{{"US", 1}, {"NOISE", 1}, {"SLOW", 0}}, "2x1x0", {{"sweep", {{"US", {3, 4}}, {"NOISE", {1, 2, 3}}, {"SLOW", 0}}}}}},
+            {"shapes", {{{"US", 1}, {"NOISE", 1}, {"SLOW", 0}}, "2x1", {{"sweep", {{"US", {3, 4}}, {"NOISE", {1, 2, 3}}, {"SLOW", 0}}}}}},
             {"dtypes", {"f32", "bf16"}}};
   const Pack p = parse_pack(pack_with({c}), "p.json");
   REQUIRE(p.cases.size() == 1);
@@ -85,7 +85,7 @@ TEST_CASE("shapes: objects, strings, lists and sweeps", "[cpu]") {
   const auto cases = expand_pack(p, reg, {});
   CHECK(cases.size() == 8 * 2);
   for (const auto& x : cases) CHECK(x.skip_reason.empty());
-  CHECK(cases[2].shape.at("US") == 2);  // "2x1x0" in dims order US,NOISE,SLOW
+  CHECK(cases[2].shape.at("US") == 2);  // "2x1" in dims order US,NOISE
   CHECK(cases[0].id == "s/cpu.spin/NOISE=1,SLOW=0,US=1/f32");
   CHECK(cases[0].params.at("P") == 1);  // the variant's default
   // filter
@@ -94,13 +94,18 @@ TEST_CASE("shapes: objects, strings, lists and sweeps", "[cpu]") {
   CHECK(expand_pack(p, reg, o).size() == 3);
   o.filter = "([";
   CHECK_THROWS_AS(expand_pack(p, reg, o), Error);
-  // a shape missing one of the op's dims is an input error naming case and field
-  c["shapes"] = {{{"US", 1}, {"NOISE", 1}}};
-  const std::string m = error_of([&] { expand_pack(parse_pack(pack_with({c}), "p.json"), reg, {}); });
-  CHECK(m.find("case 's'") != std::string::npos);
-  CHECK(m.find("shapes[0]") != std::string::npos);
-  CHECK(m.find("'SLOW'") != std::string::npos);
-  c["shapes"] = {"1x2"};
+  // a shape missing one of the op's dims is skipped with the reason; --strict: an input
+  // error naming pack, case and field
+  c["shapes"] = {{{"US", 1}, {"SLOW", 1}}};
+  const auto skipped = expand_pack(parse_pack(pack_with({c}), "p.json"), reg, {});
+  REQUIRE(skipped.size() == 2);
+  CHECK(skipped[0].skip_reason.find("no dim NOISE") != std::string::npos);
+  ExpandOptions strict;
+  strict.strict = true;
+  const std::string m = error_of([&] { expand_pack(parse_pack(pack_with({c}), "p.json"), reg, strict); });
+  CHECK(m.find("p.json: case 's': field 'shapes[0]'") != std::string::npos);
+  CHECK(m.find("NOISE") != std::string::npos);
+  c["shapes"] = {"1x2x3"};
   CHECK(error_of([&] { expand_pack(parse_pack(pack_with({c}), "p.json"), reg, {}); }).find("shapes[0]") != std::string::npos);
 }
 

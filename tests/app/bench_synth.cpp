@@ -1,8 +1,8 @@
 // A private registry for rtx-bench tests: "synth_spin", whose samples have a KNOWN
 // distribution (log-normal around US microseconds, optional slowdown), so the runner and
 // the compare verdicts can be tested without depending on this shared machine's noise.
-// Shape dims: US (median time, us), NOISE (sigma of the log-normal, in 1/1000),
-// SLOW (slowdown in %), BAD (1: check() fails). Each sample also spins ~20 us of real time
+// Shape dims: US (median time, us), NOISE (sigma of the log-normal, in 1/1000); optional
+// SLOW (slowdown in %, default 0), BAD (1: check() fails). Each sample also spins ~20 us of real time
 // so time budgets (--max-time) are exercised for real. Also "synth_cuda_only" (a CUDA
 // variant only) and "synth_picky" (a variant whose validate() rejects odd N, f32 only).
 #include <chrono>
@@ -17,21 +17,26 @@
 using namespace rtx;
 using namespace rtx::kernels;
 
-/// Count of flush_cache() calls on synthetic instances (tests read it).
+/// Count of flush_cache() and run() calls on synthetic instances (tests read them).
 int g_synth_flushes = 0;
+long g_synth_runs = 0;
 
 namespace {
 
 class SpinInstance final : public Instance {
  public:
   SpinInstance(const Shape& s, uint64_t seed) : s_(s), rng_(seed, 77) {
-    for (const char* d : {"US", "NOISE", "SLOW"})
+    for (const char* d : {"US", "NOISE"})
       if (!s.count(d)) throw_input(std::string("synth_spin needs dim ") + d, "shape");
   }
-  void run() override { spin(20e-6); }
+  void run() override {
+    ++g_synth_runs;
+    spin(20e-6);
+  }
   double timed_run() override {
     spin(20e-6);
-    const double us = static_cast<double>(s_.at("US")) * (1 + static_cast<double>(s_.at("SLOW")) / 100);
+    const double slow = s_.count("SLOW") ? static_cast<double>(s_.at("SLOW")) : 0.0;
+    const double us = static_cast<double>(s_.at("US")) * (1 + slow / 100);
     const double sigma = static_cast<double>(s_.at("NOISE")) / 1000;
     return us * 1e-6 * std::exp(sigma * rng_.next_normal());
   }
@@ -66,7 +71,8 @@ Registry synth_registry() {
     OpDef op;
     op.name = "synth_spin";
     op.doc = "synthetic op with a known time distribution";
-    op.dims = {"US", "NOISE", "SLOW"};
+    op.dims = {"US", "NOISE"};
+    op.optional_dims = {"SLOW", "BAD"};
     op.work = [](const Shape& s, DType) { return Work{1e6 * static_cast<double>(s.at("US")), 1e3 * static_cast<double>(s.at("US"))}; };
     Variant v;
     v.name = "cpu.spin";

@@ -210,3 +210,91 @@ TEST_CASE("real A/A (same kernels twice, interleaved) reports no regression", "[
   CHECK(rep["summary"]["slower"] == 0);
   CHECK(rep["summary"]["faster"] == 0);
 }
+
+TEST_CASE("bad input never crashes: skipped shapes, option ranges, -o onto the pack", "[cpu][cli]") {
+  const std::string d = rtx::test::temp_dir();
+  // softmax N=C=2^32 and a mixed pack (one good case, one N=0): skipped with the reason
+  write(d + "/sm.json", R"({"schema":"rtx.benchpack.v1","cases":[{"name":"s","op":"softmax_forward","shape":{"N":4294967296,"C":4294967296}}]})");
+  auto p = run(bench() + " run " + d + "/sm.json --no-store --json -q");
+  INFO(p.err);
+  REQUIRE(p.exit_code == 0);
+  CHECK(json::parse(p.out)["cases"][0]["skip_reason"].get<std::string>().find("exceeds 2^31-1") != std::string::npos);
+  p = run(bench() + " run " + d + "/sm.json --no-store --strict");
+  CHECK(p.exit_code == 2);
+  CHECK(p.err.find("sm.json: case 's': field 'shapes[0]'") != std::string::npos);
+  write(d + "/mixed.json", R"({"schema":"rtx.benchpack.v1","cases":[{"name":"g","op":"gelu_forward","shape":"N=64"},
+    {"name":"z","op":"gelu_forward","shape":"N=0"}]})");
+  p = run(bench() + " list " + d + "/mixed.json");
+  CHECK(p.exit_code == 0);
+  CHECK(p.out.find("1 runnable, 1 skipped") != std::string::npos);
+  CHECK(p.out.find("dim N = 0 must be >= 1") != std::string::npos);
+  p = run(bench() + " run " + d + "/mixed.json --no-store --json -q --max-time 0.01 --threads 1");
+  REQUIRE(p.exit_code == 0);
+  const json doc = json::parse(p.out);
+  CHECK(doc["summary"]["ok"] == 1);
+  CHECK(doc["summary"]["skipped"] == 1);
+  // option ranges: exit 2 naming the flag, before any work
+  for (const char* bad : {"--warmup -1", "--warmup 2000000", "--min-samples 0", "--max-samples -1", "--max-time 0",
+                          "--max-time nan", "--max-time 1e9", "--max-rel-ci 2", "--threads 100000", "--threads -1",
+                          "--min-samples 50 --max-samples 10", "--seed -1", "--seed 18446744073709551616"}) {
+    INFO(bad);
+    p = run(bench() + " run " + d + "/mixed.json --no-store -q " + bad);
+    CHECK(p.exit_code == 2);
+    const std::string flag = std::string(bad).substr(0, std::string(bad).find(' '));
+    CHECK(p.err.find(flag) != std::string::npos);
+  }
+  // --seed at the top of the range is fine, and recorded
+  p = run(bench() + " run " + d + "/mixed.json --no-store -q --json --max-time 0.01 --seed 18446744073709551615");
+  REQUIRE(p.exit_code == 0);
+  CHECK(json::parse(p.out)["seed"].get<uint64_t>() == 18446744073709551615ull);
+  // -o onto the pack itself (also through a relative path): refused, pack untouched
+  p = run("cd " + d + " && " + bench() + " run ./mixed.json --no-store -q -o " + d + "/mixed.json");
+  CHECK(p.exit_code == 2);
+  CHECK(p.err.find("is the bench pack itself") != std::string::npos);
+  std::ifstream f(d + "/mixed.json");
+  CHECK(json::parse(f)["schema"] == "rtx.benchpack.v1");
+  // a wrong type at a top-level field: Input naming the field, not an internal error
+  write(d + "/name7.json", R"({"schema":"rtx.benchpack.v1","name":7,"cases":[{"name":"g","op":"gelu_forward","shape":"N=8"}]})");
+  p = run(bench() + " list " + d + "/name7.json");
+  CHECK(p.exit_code == 2);
+  CHECK(p.err.find("name7.json: field 'name': expected a string") != std::string::npos);
+  // an unreadable pack is exit 2 (input), like a missing one
+  CHECK(run(bench() + " list /proc/self/mem").exit_code == 2);
+  // --filter: too long
+  p = run(bench() + " list " + d + "/mixed.json --filter " + std::string(1001, 'a'));
+  CHECK(p.exit_code == 2);
+  CHECK(p.err.find("--filter") != std::string::npos);
+}
+
+TEST_CASE("compare/show reject inconsistent artifacts; compare - - is a usage error", "[cpu][cli]") {
+  const std::string d = rtx::test::temp_dir();
+  write(d + "/base.json", fake_artifact(1e-3, 1).dump());
+  json dup = fake_artifact(1e-3, 2);
+  dup["cases"].push_back(dup["cases"][0]);
+  write(d + "/dup.json", dup.dump());
+  auto p = run(bench() + " compare " + d + "/base.json " + d + "/dup.json");
+  CHECK(p.exit_code == 2);
+  CHECK(p.err.find("dup.json: field '/cases/1/id': duplicate case id") != std::string::npos);
+  json empty = fake_artifact(1e-3, 3);
+  empty["cases"][0]["samples_s"] = json::array();
+  write(d + "/empty.json", empty.dump());
+  p = run(bench() + " show " + d + "/empty.json");
+  CHECK(p.exit_code == 2);
+  CHECK(p.err.find("empty.json: field '/cases/0/samples_s'") != std::string::npos);
+  json edited = fake_artifact(1e-3, 4);
+  edited["cases"][0]["time"] = {{"median_s", 1.0}};
+  write(d + "/edited.json", edited.dump());
+  p = run(bench() + " compare " + d + "/base.json " + d + "/edited.json");
+  CHECK(p.exit_code == 2);
+  CHECK(p.err.find("/cases/0/time/median_s") != std::string::npos);
+  p = run(bench() + " compare - - < " + d + "/base.json");
+  CHECK(p.exit_code == 2);
+  CHECK(p.err.find("stdin can be read only once") != std::string::npos);
+  // md escapes '|' in ids
+  json pipe = fake_artifact(1e-3, 5);
+  pipe["cases"][0]["id"] = "a|b";
+  write(d + "/pipe.json", pipe.dump());
+  p = run(bench() + " compare " + d + "/pipe.json " + d + "/pipe.json --format md");
+  CHECK(p.exit_code == 0);
+  CHECK(p.out.find("`a\\|b`") != std::string::npos);
+}

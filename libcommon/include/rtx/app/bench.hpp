@@ -38,10 +38,11 @@ struct PackCase {
   std::vector<Backend> backends;      ///< backends this case is for; empty = any
 };
 
-/// Runner settings a pack may set in its "defaults" block (CLI flags override them).
+/// Runner settings a pack may set in its "defaults" block (CLI flags override them);
+/// parse_pack checks them with runner_option_problem, the rule the CLI flags follow.
 struct PackRunDefaults {
   std::optional<double> max_time, max_rel_ci;
-  std::optional<size_t> min_samples, warmup;
+  std::optional<size_t> min_samples, max_samples, warmup;
 };
 
 /// A parsed pack.
@@ -53,11 +54,14 @@ struct Pack {
 };
 
 /// Parse a pack document. Throws rtx::Error(Input) naming `source`, the case and the field
-/// ("smoke.json: case 'mm': field 'shapes[1]': dimension 'K' is -3, must be >= 0"), for a
-/// wrong schema, unknown fields, bad types, bad dtypes/backends, negative dims, bad sweeps
-/// and duplicate case names. Format: docs/bench_packs.md.
+/// ("smoke.json: case 'mm': field 'shapes[1]': dimension \"K\" is -3, must be >= 0"), for a
+/// wrong schema, unknown fields, a wrong type at any field, bad dtypes/backends, negative
+/// dims or integers outside int64, bad sweeps, 'dtype' with 'dtypes' (or 'shape' with
+/// 'shapes'), empty names, names with control characters (< 0x20, 0x7f) or '/', duplicate
+/// case names (naming both), runner defaults out of range. Format: docs/bench_packs.md.
 Pack parse_pack(const nlohmann::json& doc, const std::string& source);
-/// Read and parse a pack file ("-" = stdin); errors as parse_pack plus unreadable/invalid JSON.
+/// Read and parse a pack file ("-" = stdin); errors as parse_pack, plus rtx::Error(Input)
+/// for a missing, unreadable (any read error) or invalid JSON file.
 Pack load_pack(const std::string& path);
 
 /// One runnable (or skipped) benchmark: a pack case at one variant, shape and dtype.
@@ -75,18 +79,36 @@ struct BenchCase {
 struct ExpandOptions {
   Backend backend = Backend::CPU;
   std::string filter;       ///< ECMAScript regex searched in each case id; "" keeps all
-  bool strict = false;      ///< unknown ops are errors instead of skips
+  bool strict = false;      ///< unknown ops and bad shapes are errors instead of skips
+  /// Working-set limit in bytes for kernels::shape_problem; nullopt: host_memory_bytes()/4.
+  std::optional<double> max_bytes;
 };
 
+/// Longest --filter pattern accepted (std::regex recursion would overflow the stack on
+/// a pattern of thousands of nested groups).
+inline constexpr size_t kMaxFilterLength = 1000;
+
 /// Expand every pack case over variants x shapes x dtypes for one backend. Invalid
-/// (op, variant, dtype, params) combinations become skipped cases carrying the reason
-/// (validate()'s text, missing backend variant, unsupported dtype, unregistered op).
-/// Throws rtx::Error(Input) naming pack, case and field for: an unknown variant of a
-/// registered op on the selected backend, a shape missing one of the op's dims or
-/// unparseable; rtx::Error(Usage) for a bad filter regex.
+/// (op, variant, shape, dtype, params) combinations become skipped cases carrying the
+/// reason (kernels::shape_problem's text against o.max_bytes, validate()'s text, missing
+/// backend variant, unsupported dtype, unregistered op). With o.strict an unregistered op
+/// or a bad shape is instead an rtx::Error(Input) naming pack, case and field. Always
+/// rtx::Error(Input) for an unknown variant of a registered op on the selected backend or
+/// an unparseable shape string; rtx::Error(Usage) for a bad or over-long filter regex.
 std::vector<BenchCase> expand_pack(const Pack& pack, const kernels::Registry& reg, const ExpandOptions& o);
 
 // ---- runner --------------------------------------------------------------------------------
+
+/// Why `value` is out of range for runner option `key` ("" when it is fine). Keys and
+/// ranges (the CLI flags and the pack's "defaults" share them): warmup integer in [0, 1e6];
+/// min_samples integer in [1, 1e7]; max_samples integer in [1, 1e9]; max_time finite in
+/// (0, 86400] s; max_rel_ci finite in (0, 1]; threads integer in [0, 4 x logical CPUs].
+/// Throws rtx::Error(Internal) for an unknown key.
+std::string runner_option_problem(const std::string& key, double value);
+
+/// Parse a --seed value: a decimal integer in [0, 2^64-1] (no sign, no exponent).
+/// Throws rtx::Error(Usage) naming --seed otherwise.
+uint64_t parse_seed(const std::string& text);
 
 /// Sampling policy (see docs/tools/rtx-bench.md "How a case is measured").
 struct RunnerOptions {
@@ -94,7 +116,7 @@ struct RunnerOptions {
   double max_time = 1.0;      ///< s of sampling per case; reaching it unconverged marks noisy
   size_t min_samples = 10;    ///< never stop converged below this many samples
   size_t max_samples = 1000;  ///< hard cap (bounds memory and compare cost)
-  size_t warmup = 2;          ///< untimed runs after the correctness check
+  size_t warmup = 2;          ///< untimed runs after the correctness check, stopped early after max_time s
   bool cold = false;          ///< flush_cache() before each sample (not timed)
   bool interleave = false;    ///< seeded round-robin over batches of samples across cases
   size_t batch = 5;           ///< samples per case per interleave round
@@ -186,7 +208,10 @@ struct ArtifactMeta {
 nlohmann::json to_json(const RunResult& r, const ArtifactMeta& meta);
 
 /// Parse and validate an rtx.bench.v1 document. Throws rtx::Error(Input) naming `source`
-/// and the field ("base.json: field '/cases/3/samples': expected array, got string").
+/// and the field ("base.json: field '/cases/3/samples': expected array, got string"): also
+/// for a status other than ok/failed/skipped, duplicate case ids, an ok case without
+/// samples, a sample that is not a finite positive number, `n` not the sample count, or a
+/// `time.median_s` that disagrees with the samples' median (relative 1e-6).
 nlohmann::json check_bench_artifact(const nlohmann::json& doc, const std::string& source);
 /// Read a file ("-" stdin) and check_bench_artifact it.
 nlohmann::json read_bench_artifact(const std::string& path);
@@ -235,11 +260,11 @@ struct RunCommand {
   std::string backend = "cpu";
   std::string filter;
   uint64_t seed = 0;
-  std::optional<double> max_rel_ci, max_time;
-  std::optional<size_t> min_samples, warmup;
-  size_t max_samples = 1000;
+  /// Runner flags as given (unset: the pack's defaults, else RunnerOptions'); checked by
+  /// runner_option_problem in run_run, rtx::Error(Usage) naming the flag.
+  std::optional<double> max_rel_ci, max_time, min_samples, max_samples, warmup;
   bool cold = false, interleave = false, pin = false, strict = false;
-  int threads = 0;
+  int threads = 0;          ///< 0: the OpenMP default
   bool json = false;        ///< artifact JSON on stdout
   bool quiet = false;
   std::string db;           ///< store path flag ("" default store)
@@ -249,8 +274,9 @@ struct RunCommand {
 };
 /// Run a pack, print the table on `err`, write the artifact (`out`, or `-o -` / --json to
 /// `out_stream`), record run + artifact in the store, publish one telemetry event (topic
-/// bench.result) per case. Returns 0, or 1 when a case failed
-/// its correctness check. Throws rtx::Error (2 input/usage, 3 environment).
+/// bench.result) per case. Returns 0, or 1 when a case failed its correctness check.
+/// Throws rtx::Error (2 input/usage: also a runner option out of range, or `out` naming
+/// the pack file itself, checked before anything runs or is written; 3 environment).
 int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out_stream, std::ostream& err);
 
 /// `rtx-bench compare BASE NEW`.
@@ -260,7 +286,8 @@ struct CompareCommand {
   std::string format = "table";
   bool json = false;        ///< same as --format json
 };
-/// Print the comparison on `out`; returns 1 when any case is slower, else 0.
+/// Print the comparison on `out`; returns 1 when any case is slower, else 0. Throws
+/// rtx::Error(Usage) when both files are "-" (stdin can be read only once).
 int run_compare(const CompareCommand& c, std::ostream& out, std::ostream& err);
 
 /// `rtx-bench list PACK`: the expanded cases with skip reasons (JSON with json=true).

@@ -2,6 +2,7 @@
 // and the human table printed by `run` and `show`.
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 #include "rtx/app/bench.hpp"
@@ -139,20 +140,52 @@ json check_bench_artifact(const json& doc, const std::string& source) {
                 {"/seed", JsonType::Integer, false},
                 {"/hardware", JsonType::Object, false}});
   const json& cases = doc["cases"];
+  auto bad = [&](const std::string& field, const std::string& what) {
+    throw_input(what, source + ": field '" + field + "'", "was the file edited by hand?");
+  };
+  std::map<std::string, size_t> ids;  // id -> index of the case that has it
   for (size_t i = 0; i < cases.size(); ++i) {
-    const json& s = cases[i]["samples_s"];
+    const json& c = cases[i];
+    const std::string at = "/cases/" + std::to_string(i);
+    const std::string id = c["id"].get<std::string>();
+    const auto [prev, fresh] = ids.emplace(id, i);
+    if (!fresh)
+      bad(at + "/id", "duplicate case id " + c["id"].dump(-1, ' ', false, json::error_handler_t::replace) + " (also /cases/" +
+                          std::to_string(prev->second) + ")");
+    const std::string status = c["status"].get<std::string>();
+    if (status != "ok" && status != "failed" && status != "skipped")
+      bad(at + "/status", "expected 'ok', 'failed' or 'skipped', got " + c["status"].dump(-1, ' ', false, json::error_handler_t::replace));
+    const json& s = c["samples_s"];
     for (size_t k = 0; k < s.size(); ++k)
-      if (!s[k].is_number() || !(s[k].get<double>() > 0))
-        throw_input(source + ": field '/cases/" + std::to_string(i) + "/samples_s/" + std::to_string(k) +
-                        "': expected a positive number of seconds, got " + s[k].dump(),
-                    source + ":/cases/" + std::to_string(i) + "/samples_s", "was the file edited by hand?");
+      if (!s[k].is_number() || !std::isfinite(s[k].get<double>()) || !(s[k].get<double>() > 0))
+        bad(at + "/samples_s/" + std::to_string(k), "expected a finite positive number of seconds, got " + s[k].dump());
+    if (c.contains("n") && (!c["n"].is_number_unsigned() || c["n"].get<uint64_t>() != s.size()))
+      bad(at + "/n", "expected the sample count " + std::to_string(s.size()) + ", got " + c["n"].dump());
+    if (status != "ok") continue;
+    if (s.empty()) bad(at + "/samples_s", "an ok case has no samples");
+    // Displays use time.median_s: it must be the samples' median (up to rounding).
+    if (c.contains("time") && c["time"].contains("median_s")) {
+      const double m = stats::median(s.get<std::vector<double>>()), t = c["time"]["median_s"].get<double>();
+      if (!(std::fabs(t - m) <= 1e-6 * m))
+        bad(at + "/time/median_s", "is " + fmt("%.17g", t) + " but the median of samples_s is " + fmt("%.17g", m));
+    }
   }
   return doc;
 }
 
 json read_bench_artifact(const std::string& path) {
-  const json doc = io::read_artifact(path, "bench", {1});
-  return check_bench_artifact(doc, path == "-" ? "<stdin>" : path);
+  const std::string src = path == "-" ? "<stdin>" : path;
+  json doc;
+  try {
+    doc = io::read_artifact(path, "bench", {1});
+  } catch (const Error& e) {
+    // An input file that cannot be read (permission denied, an I/O error) is bad input to
+    // compare/show: exit 2 like a missing file (docs/tools/rtx-bench.md).
+    if (e.category() != ErrorCategory::Environment) throw;
+    throw Error(ErrorCategory::Input, "cannot read the artifact: " + e.message(), e.where().empty() ? src : e.where(),
+                "pass a readable rtx.bench.v1 file");
+  }
+  return check_bench_artifact(doc, src);
 }
 
 std::string format_table(const json& a, bool color) {

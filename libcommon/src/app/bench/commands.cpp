@@ -1,6 +1,9 @@
 // The rtx-bench subcommands (run, compare, list, show): glue between flags, the pack
 // expander, the runner, artifacts, measured peaks and the store.
+#include <sys/stat.h>
+
 #include <ostream>
+#include <tuple>
 
 #include "rtx/app/bench.hpp"
 #include "rtx/app/doctor.hpp"
@@ -87,10 +90,42 @@ void record(store::Store& st, const RunCommand& c, const json& doc, const RunRes
   tx.commit();
 }
 
+/// `out` and `pack` are the same file (after following links and relative paths).
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa {}, sb {};
+  if (::stat(a.c_str(), &sa) != 0 || ::stat(b.c_str(), &sb) != 0) return false;
+  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/// One runner option: the flag if given (range-checked up front), else the pack default
+/// (checked by parse_pack), else `fallback`.
+template <class T>
+T option(const std::optional<double>& flag, const std::optional<T>& pack_value, T fallback) {
+  return flag ? static_cast<T>(*flag) : pack_value.value_or(fallback);
+}
+
 }  // namespace
 
 int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out_stream, std::ostream& err) {
   const Backend backend = kernels::parse_backend(c.backend);
+  if (!c.out.empty() && c.out != "-" && c.pack != "-" && same_file(c.out, c.pack))
+    throw_usage(c.out + " is the bench pack itself; refusing to overwrite it", "-o",
+                "write the artifact to another file");
+  RunnerOptions ro;
+  // Flags are checked before the pack is read, so a bad flag is reported as such.
+  for (const auto& [flag, key, name] : {std::tuple{&c.max_rel_ci, "max_rel_ci", "--max-rel-ci"},
+                                        std::tuple{&c.max_time, "max_time", "--max-time"},
+                                        std::tuple{&c.min_samples, "min_samples", "--min-samples"},
+                                        std::tuple{&c.max_samples, "max_samples", "--max-samples"},
+                                        std::tuple{&c.warmup, "warmup", "--warmup"}}) {
+    if (!*flag) continue;
+    const std::string why = runner_option_problem(key, **flag);
+    if (!why.empty()) throw_usage(why, name);
+  }
+  {
+    const std::string why = runner_option_problem("threads", c.threads);
+    if (!why.empty()) throw_usage(why, "--threads");
+  }
   if (backend == Backend::CUDA) rtx::require_cuda("--backend cuda");
   telemetry::init_from_options(c.events, c.seed);
   const Pack pack = load_pack(c.pack);
@@ -100,12 +135,15 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
   eo.strict = c.strict;
   const std::vector<BenchCase> cases = expand_pack(pack, reg, eo);
 
-  RunnerOptions ro;
-  ro.max_rel_ci = c.max_rel_ci.value_or(pack.run.max_rel_ci.value_or(ro.max_rel_ci));
-  ro.max_time = c.max_time.value_or(pack.run.max_time.value_or(ro.max_time));
-  ro.min_samples = c.min_samples.value_or(pack.run.min_samples.value_or(ro.min_samples));
-  ro.warmup = c.warmup.value_or(pack.run.warmup.value_or(ro.warmup));
-  ro.max_samples = c.max_samples;
+  ro.max_rel_ci = option(c.max_rel_ci, pack.run.max_rel_ci, ro.max_rel_ci);
+  ro.max_time = option(c.max_time, pack.run.max_time, ro.max_time);
+  ro.min_samples = option(c.min_samples, pack.run.min_samples, ro.min_samples);
+  ro.max_samples = option(c.max_samples, pack.run.max_samples, ro.max_samples);
+  ro.warmup = option(c.warmup, pack.run.warmup, ro.warmup);
+  if (ro.max_samples < ro.min_samples)
+    throw_usage("--max-samples " + std::to_string(ro.max_samples) + " is below --min-samples " + std::to_string(ro.min_samples) +
+                    " (flags or the pack's defaults)",
+                c.max_samples ? "--max-samples" : "--min-samples", "raise --max-samples or lower --min-samples");
   ro.cold = c.cold;
   ro.interleave = c.interleave;
   ro.seed = c.seed;
@@ -154,6 +192,8 @@ int run_compare(const CompareCommand& c, std::ostream& out, std::ostream& err) {
   const std::string format = c.json ? "json" : c.format;
   if (format != "table" && format != "md" && format != "csv" && format != "json")
     throw_usage("unknown format '" + format + "'", "--format", "use table, md, csv or json");
+  if (c.base == "-" && c.fresh == "-")
+    throw_usage("BASE and NEW are both '-': stdin can be read only once", "compare", "give at least one of them as a file");
   const json base = read_bench_artifact(c.base);
   const json fresh = read_bench_artifact(c.fresh);
   const CompareReport rep = compare_artifacts(base, fresh, o, c.base, c.fresh);

@@ -21,10 +21,29 @@ std::string pct(double x) {
 
 std::vector<double> samples_of(const json& c) { return c["samples_s"].get<std::vector<double>>(); }
 
+/// The displayed median: computed from the samples the verdict is judged on, so the two
+/// cannot disagree (check_bench_artifact also checks time.median_s against them).
 double median_of(const json& c) {
-  if (c.contains("time") && c["time"].contains("median_s")) return c["time"]["median_s"].get<double>();
   const auto s = samples_of(c);
   return s.empty() ? 0.0 : stats::median(s);
+}
+
+/// A markdown table cell: '|' escaped (it would end the cell), control characters shown as
+/// \xHH (a newline would end the row).
+std::string md_cell(const std::string& s) {
+  std::string o;
+  for (unsigned char ch : s) {
+    if (ch == '|') {
+      o += "\\|";
+    } else if (ch < 0x20 || ch == 0x7f) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02x", ch);
+      o += b;
+    } else {
+      o += static_cast<char>(ch);
+    }
+  }
+  return o;
 }
 
 std::string csv_quote(const std::string& s) {
@@ -175,8 +194,11 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
     for (const auto& row : r.rows) {
       auto c = cells(row);
       if (row.presence == "both" && row.cmp.verdict == stats::Verdict::Slower) c.back() = "**slower**";
-      os << "| `" << c[0] << "`";
-      for (size_t k = 1; k < c.size(); ++k) os << " | " << c[k];
+      // A code span cannot hold its own delimiter: use `` when the id has a backtick.
+      const std::string tick = c[0].find('`') == std::string::npos ? "`" : "`` ";
+      const std::string untick = tick == "`" ? "`" : " ``";
+      os << "| " << tick << md_cell(c[0]) << untick;
+      for (size_t k = 1; k < c.size(); ++k) os << " | " << md_cell(c[k]);
       os << " |\n";
     }
     os << "\n" << summary << "\n";

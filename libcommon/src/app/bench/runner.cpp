@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <memory>
@@ -67,7 +69,51 @@ void progress_line(const RunnerOptions& o, size_t done, size_t total, const Case
   std::fflush(stderr);
 }
 
+/// "integer in [lo, hi]" check for a runner option.
+std::string integer_problem(double v, double lo, double hi, const char* what) {
+  char b[160];
+  if (!std::isfinite(v) || v != std::floor(v) || v < lo || v > hi) {
+    std::snprintf(b, sizeof b, "%s must be an integer in [%.17g, %.17g], got %.17g", what, lo, hi, v);
+    return b;
+  }
+  return "";
+}
+
+/// "finite number in (0, hi]" check for a runner option.
+std::string positive_problem(double v, double hi, const char* what) {
+  char b[160];
+  if (!std::isfinite(v) || !(v > 0) || v > hi) {
+    std::snprintf(b, sizeof b, "%s must be a finite number in (0, %.17g], got %.17g", what, hi, v);
+    return b;
+  }
+  return "";
+}
+
 }  // namespace
+
+std::string runner_option_problem(const std::string& key, double v) {
+  if (key == "warmup") return integer_problem(v, 0, 1e6, "warmup (untimed runs)");
+  if (key == "min_samples") return integer_problem(v, 1, 1e7, "min_samples");
+  if (key == "max_samples") return integer_problem(v, 1, 1e9, "max_samples");
+  if (key == "max_time") return positive_problem(v, 86400, "max_time (seconds per case)");
+  if (key == "max_rel_ci") return positive_problem(v, 1, "max_rel_ci (a fraction: 0.02 is 2%)");
+  if (key == "threads") {
+    const int cpus = std::max(1, omp_get_num_procs());
+    return integer_problem(v, 0, 4.0 * cpus, "threads (0: the default; at most 4 x the logical CPUs)");
+  }
+  throw_internal("runner_option_problem: unknown option '" + key + "'");
+}
+
+uint64_t parse_seed(const std::string& text) {
+  const char* hint = "a decimal integer in [0, 18446744073709551615]";
+  if (text.empty() || text.size() > 20 || text.find_first_not_of("0123456789") != std::string::npos)
+    throw_usage("bad --seed '" + text + "'", "--seed", hint);
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  if (errno == ERANGE || *end != '\0') throw_usage("--seed " + text + " is out of range", "--seed", hint);
+  return static_cast<uint64_t>(v);
+}
 
 std::vector<size_t> interleave_order(size_t n, uint64_t seed, uint64_t round) {
   std::vector<size_t> v(n);
@@ -113,7 +159,8 @@ void annotate_roofline(CaseResult& r, const Peaks& peaks) {
 }
 
 std::pair<int, bool> configure_threads(int threads, bool pin) {
-  if (threads < 0) throw_usage("--threads " + std::to_string(threads) + " is negative", "--threads", "use 0 (all) or N >= 1");
+  const std::string why = runner_option_problem("threads", threads);
+  if (!why.empty()) throw_usage(why, "--threads", "use 0 (the default) or N >= 1");
   if (threads > 0) omp_set_num_threads(threads);
   const int n = omp_get_max_threads();
   if (!pin) return {n, false};
@@ -176,7 +223,13 @@ RunResult run_cases(const std::vector<BenchCase>& cases, const kernels::Registry
       return nullptr;
     }
     r.status = "ok";
-    for (size_t w = 0; w < o.warmup; ++w) inst->run();
+    // Warm-up is bounded by time too: a huge --warmup on a slow case must not hang.
+    const auto w0 = Clock::now();
+    for (size_t w = 0; w < o.warmup; ++w) {
+      inst->run();
+      inst->sync();  // CUDA: wait, so the clock sees the work and the queue cannot grow unbounded
+      if (seconds_since(w0) >= o.max_time) break;
+    }
     inst->sync();
     return inst;
   };

@@ -1,5 +1,7 @@
 // The public CPU ops of rtx/kernels/ops.hpp other than attention and allreduce: argument checks,
 // OpenMP split over rows/chunks, and the ISA table (ops_simd.hpp) chosen by cpu_isa_active().
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -30,6 +32,16 @@ void need_dim(int64_t v, const char* dim, const char* fn) {
 }
 void need_ptr(const void* p, const char* name, const char* fn) {
   if (!p) throw_input(std::string(fn) + ": pointer '" + name + "' is null", name, "pass an allocated buffer");
+}
+/// Whether an op writing `bytes` of output should use non-temporal stores: when the output is larger
+/// than half the last-level cache (sysconf; 32 MiB assumed when unknown) it would be evicted before any
+/// reuse, and streaming it skips the read-for-ownership of every output line (1/3 of a copy's traffic).
+bool stream_output(int64_t bytes) {
+  static const int64_t limit = [] {
+    const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return llc > 0 ? static_cast<int64_t>(llc) / 2 : int64_t{16} << 20;
+  }();
+  return bytes > limit;
 }
 int64_t chunk_or(const OpParams* p, int64_t dflt) { return (p && p->chunk > 0) ? p->chunk : dflt; }
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -63,7 +75,8 @@ void softmax_forward(float* out, const float* inp, int64_t N, int64_t C, const O
   need_ptr(out, "out", "softmax_forward");
   need_ptr(inp, "inp", "softmax_forward");
   const SimdOps& k = simd_ops();
-  for_chunks(N, chunk_or(p, 8), [&](int64_t b, int64_t e) { k.softmax_rows(out + b * C, inp + b * C, e - b, C); });
+  const bool nt = stream_output(N * C * 4);
+  for_chunks(N, chunk_or(p, 8), [&](int64_t b, int64_t e) { k.softmax_rows(out + b * C, inp + b * C, e - b, C, nt); });
 }
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
@@ -74,8 +87,9 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
                       {weight, "weight"}, {bias, "bias"}})
     need_ptr(q, n, "layernorm_forward");
   const SimdOps& k = simd_ops();
+  const bool nt = stream_output(N * C * 4);
   for_chunks(N, chunk_or(p, 8), [&](int64_t b, int64_t e) {
-    k.layernorm_rows(out + b * C, mean + b, rstd + b, inp + b * C, weight, bias, e - b, C);
+    k.layernorm_rows(out + b * C, mean + b, rstd + b, inp + b * C, weight, bias, e - b, C, nt);
   });
 }
 
@@ -137,7 +151,8 @@ void gelu_forward(float* out, const float* inp, int64_t N, const OpParams* p) {
   need_ptr(out, "out", "gelu_forward");
   need_ptr(inp, "inp", "gelu_forward");
   const SimdOps& k = simd_ops();
-  for_chunks(N, chunk_or(p, 16384), [&](int64_t b, int64_t e) { k.gelu_forward(out + b, inp + b, e - b); });
+  const bool nt = stream_output(N * 4);
+  for_chunks(N, chunk_or(p, 16384), [&](int64_t b, int64_t e) { k.gelu_forward(out + b, inp + b, e - b, nt); });
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N, const OpParams* p) {
@@ -155,7 +170,8 @@ void residual_forward(float* out, const float* inp1, const float* inp2, int64_t 
   need_ptr(inp1, "inp1", "residual_forward");
   need_ptr(inp2, "inp2", "residual_forward");
   const SimdOps& k = simd_ops();
-  for_chunks(N, chunk_or(p, 16384), [&](int64_t b, int64_t e) { k.residual(out + b, inp1 + b, inp2 + b, e - b); });
+  const bool nt = stream_output(N * 4);
+  for_chunks(N, chunk_or(p, 16384), [&](int64_t b, int64_t e) { k.residual(out + b, inp1 + b, inp2 + b, e - b, nt); });
 }
 
 void encoder_forward(float* out, const int32_t* ids, const float* wte, const float* wpe, int64_t B, int64_t T,

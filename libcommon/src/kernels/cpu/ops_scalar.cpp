@@ -17,8 +17,11 @@ typedef int32_t VI;
 inline V splat(float x) { return x; }
 inline V loadu(const float* p) { return *p; }
 inline void storeu(float* p, V v) { *p = v; }
+inline void stream(float* p, V v) { *p = v; }  // no non-temporal path: a plain store
+inline void stream_fence() {}
 inline V load_part(const float* p, int64_t n, float fill) { return n > 0 ? *p : fill; }
 inline void store_part(float* p, V v, int64_t n) { if (n > 0) *p = v; }
+inline V fma(V a, V b, V c) { return a * b + c; }  // baseline x86-64 has no FMA; two roundings
 inline V vmax(V a, V b) { return a > b ? a : b; }
 inline V vmin(V a, V b) { return a < b ? a : b; }
 inline V vsel(bool m, V a, V b) { return m ? a : b; }
@@ -29,15 +32,9 @@ inline float hsum(V a) { return a; }
 inline float hmax(V a) { return a; }
 constexpr int WD = 1;
 typedef double VD;
-typedef int64_t VDI;
 inline VD splatd(double x) { return x; }
 inline VD loadd(const float* p) { return *p; }
-inline void stored(float* p, VD v) { *p = static_cast<float>(v); }
 inline VD loadd_part(const float* p, int64_t n, float fill) { return n > 0 ? *p : fill; }
-inline void stored_part(float* p, VD v, int64_t n) { if (n > 0) *p = static_cast<float>(v); }
-inline VD vsqrtd(VD a) { return std::sqrt(a); }
-inline VD as_d(VDI a) { VD f; std::memcpy(&f, &a, sizeof f); return f; }
-inline VDI as_i64(VD a) { VDI i; std::memcpy(&i, &a, sizeof i); return i; }
 inline double hsumd(VD a) { return a; }
 }  // namespace
 }  // namespace rtx::kernels::simd_scalar

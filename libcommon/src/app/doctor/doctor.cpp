@@ -2,6 +2,8 @@
 // rtx.doctor.v1 report (JSON and flutter-doctor style text) and measured peaks for rtx-bench.
 #include "rtx/app/doctor.hpp"
 
+#include <strings.h>
+
 #include <cblas.h>
 #include <omp.h>
 #include <unistd.h>
@@ -180,7 +182,18 @@ void host_checks(std::vector<Check>& checks, const tel::HardwareProfile& hw) {
   const std::string src = omp_env && *omp_env ? std::string("OMP_NUM_THREADS=") + omp_env : "OpenMP default";
   const std::string td = std::to_string(threads) + " threads (" + src + ") on " + std::to_string(hw.physical_cores) +
                          " physical cores";
-  if (threads > hw.physical_cores)
+  bool omp_env_valid = true;
+  if (omp_env && *omp_env) {
+    // OpenMP reads a comma list of positive integers; anything else is ignored (with a libgomp
+    // message) and the default applies.
+    const std::string v = omp_env;
+    omp_env_valid = v.find_first_not_of("0123456789,") == std::string::npos && v[0] != '0' && v[0] != ',';
+  }
+  if (!omp_env_valid)
+    b.add("host.openmp", Status::Warn,
+          td + ": OMP_NUM_THREADS='" + omp_env + "' is not a positive integer, so OpenMP ignores it",
+          "export OMP_NUM_THREADS=" + std::to_string(hw.physical_cores) + " or unset it", threads, "threads");
+  else if (threads > hw.physical_cores)
     b.add("host.openmp", Status::Warn, td + ": more threads than cores (SMT siblings or oversubscription)",
           "export OMP_NUM_THREADS=" + std::to_string(hw.physical_cores) + " for stable timings", threads, "threads");
   else if (threads < hw.physical_cores)
@@ -205,7 +218,8 @@ void host_checks(std::vector<Check>& checks, const tel::HardwareProfile& hw) {
   const std::string best_core = hw.flags.avx512f ? (hw.flags.avx512_bf16 ? "Cooperlake" : "SkylakeX") : "Haswell";
   if (coretype && *coretype)
     b.add("host.blas", Status::Warn,
-          bd + "; OPENBLAS_CORETYPE=" + coretype + " forces that kernel instead of auto-detection",
+          bd + "; OPENBLAS_CORETYPE=" + coretype + " pins the kernel instead of auto-detection" +
+              (strcasecmp(coretype, core.c_str()) == 0 ? "" : " (OpenBLAS runs " + core + ": the value was not accepted as given)"),
           "unset OPENBLAS_CORETYPE unless you mean to pin the BLAS kernel", core);
   else if (sse_only && hw.flags.avx2 && hw.flags.fma)
     b.add("host.blas", Status::Warn,

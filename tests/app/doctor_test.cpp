@@ -104,7 +104,7 @@ TEST_CASE("environment knobs turn checks into informative WARNs", "[cpu]") {
   REQUIRE(blas);
   CHECK(blas->status == d::Status::Warn);
   CHECK(blas->detail.find("OPENBLAS_CORETYPE=Haswell") != std::string::npos);
-  CHECK(blas->detail.find("forces") != std::string::npos);
+  CHECK(blas->detail.find("pins the kernel") != std::string::npos);
   const d::Check* isa = find(r, "host.isa");
   REQUIRE(isa);
   CHECK(isa->status == d::Status::Warn);

@@ -3,8 +3,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <list>
+#include <mutex>
 
 #include "rtx/core/philox.hpp"
+#include "rtx/kernels/problem.hpp"
 
 namespace rtx::kernels {
 
@@ -76,6 +79,69 @@ uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h) {
     h *= 0x100000001b3ull;
   }
   return h;
+}
+
+namespace {
+
+uint64_t problem_key(const Problem& p) {
+  const char* fn = p.reference.target_type().name();
+  uint64_t h = fnv1a64(fn, std::strlen(fn));
+  const std::string shape = shape_to_string(p.shape);
+  h = fnv1a64(shape.data(), shape.size(), h);
+  const auto dt = static_cast<uint8_t>(p.dtype);
+  h = fnv1a64(&dt, 1, h);
+  for (const auto& t : p.inputs) {
+    h = fnv1a64(t.name.data(), t.name.size(), h);
+    h = fnv1a64(t.data.data(), t.data.size() * sizeof(float), h);
+  }
+  h = fnv1a64(p.ids.data(), p.ids.size() * sizeof(int32_t), h);
+  for (const auto& o : p.outputs) {
+    h = fnv1a64(o.name.data(), o.name.size(), h);
+    const uint64_t n = o.size;
+    h = fnv1a64(&n, sizeof n, h);
+    h = fnv1a64(o.init.data(), o.init.size() * sizeof(float), h);
+  }
+  return h;
+}
+
+struct RefCache {
+  std::mutex mu;
+  std::list<std::pair<uint64_t, std::shared_ptr<const Reference>>> lru;  // most recent first
+  size_t bytes = 0;
+};
+
+size_t ref_bytes(const Reference& r) {
+  size_t n = 0;
+  for (const auto& v : r) n += v.size() * sizeof(double);
+  return n;
+}
+
+}  // namespace
+
+std::shared_ptr<const Reference> reference_of(const Problem& p) {
+  static RefCache cache;
+  constexpr size_t kMaxBytes = size_t{2} << 30;
+  const uint64_t key = problem_key(p);
+  {
+    std::lock_guard<std::mutex> lk(cache.mu);
+    for (auto it = cache.lru.begin(); it != cache.lru.end(); ++it)
+      if (it->first == key) {
+        cache.lru.splice(cache.lru.begin(), cache.lru, it);
+        return it->second;
+      }
+  }
+  auto ref = std::make_shared<const Reference>(p.reference(p));  // computed outside the lock
+  const size_t b = ref_bytes(*ref);
+  std::lock_guard<std::mutex> lk(cache.mu);
+  if (b <= kMaxBytes) {
+    cache.lru.emplace_front(key, ref);
+    cache.bytes += b;
+    while (cache.bytes > kMaxBytes && cache.lru.size() > 1) {
+      cache.bytes -= ref_bytes(*cache.lru.back().second);
+      cache.lru.pop_back();
+    }
+  }
+  return ref;
 }
 
 }  // namespace rtx::kernels

@@ -44,6 +44,14 @@ struct Problem {
   std::function<std::vector<std::vector<double>>(const Problem&)> reference;
 };
 
+/// Float64 reference outputs of a problem (one vector per output, in order).
+using Reference = std::vector<std::vector<double>>;
+/// The reference of `p`, computed once per distinct problem and shared: CPU and CUDA variants
+/// of one op at one shape, dtype and seed reuse it. The key hashes the reference function's
+/// type (one per op), shape, dtype, every input byte, the integer inputs and each output's
+/// name and initial values. Recently used results are kept up to 2 GiB in all. Thread-safe.
+std::shared_ptr<const Reference> reference_of(const Problem& p);
+
 /// Makes the problem of an op for a shape/dtype/seed; throws rtx::Error(Input) on a bad shape.
 using ProblemFactory = std::function<Problem(const Shape& s, DType dt, uint64_t seed)>;
 

@@ -91,12 +91,12 @@ class CpuInstance final : public Instance {
   CheckResult check() override {
     reset_outputs();
     run_(args_);
-    if (ref_.empty()) ref_ = p_.reference(p_);
+    if (!ref_) ref_ = reference_of(p_);
     CheckResult r;
-    if (ref_.size() != p_.outputs.size()) throw_internal("reference returned wrong number of outputs");
+    if (ref_->size() != p_.outputs.size()) throw_internal("reference returned wrong number of outputs");
     for (size_t i = 0; i < p_.outputs.size(); ++i) {
-      if (ref_[i].size() != p_.outputs[i].size) throw_internal("reference size mismatch for " + p_.outputs[i].name);
-      compare(args_.out[i], ref_[i].data(), p_.outputs[i].size, p_.outputs[i].name.c_str(), r);
+      if ((*ref_)[i].size() != p_.outputs[i].size) throw_internal("reference size mismatch for " + p_.outputs[i].name);
+      compare(args_.out[i], (*ref_)[i].data(), p_.outputs[i].size, p_.outputs[i].name.c_str(), r);
     }
     finish_check(r, tol_);
     return r;
@@ -129,7 +129,7 @@ class CpuInstance final : public Instance {
   Runner run_;
   RunArgs args_;
   std::vector<std::unique_ptr<AlignedBuf>> bufs_;
-  std::vector<std::vector<double>> ref_;
+  std::shared_ptr<const Reference> ref_;
 };
 
 }  // namespace

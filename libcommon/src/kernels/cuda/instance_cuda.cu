@@ -114,12 +114,12 @@ class CudaInstance final : public Instance {
     reset_outputs();
     run_(args_);
     download();
-    if (ref_.empty()) ref_ = p_.reference(p_);
-    if (ref_.size() != p_.outputs.size()) throw_internal("reference returned wrong number of outputs");
+    if (!ref_) ref_ = reference_of(p_);
+    if (ref_->size() != p_.outputs.size()) throw_internal("reference returned wrong number of outputs");
     CheckResult r;
     for (size_t i = 0; i < p_.outputs.size(); ++i) {
-      if (ref_[i].size() != p_.outputs[i].size) throw_internal("reference size mismatch for " + p_.outputs[i].name);
-      compare(host_[i].data(), ref_[i].data(), p_.outputs[i].size, p_.outputs[i].name.c_str(), r);
+      if ((*ref_)[i].size() != p_.outputs[i].size) throw_internal("reference size mismatch for " + p_.outputs[i].name);
+      compare(host_[i].data(), (*ref_)[i].data(), p_.outputs[i].size, p_.outputs[i].name.c_str(), r);
     }
     finish_check(r, tol_);
     return r;
@@ -187,7 +187,7 @@ class CudaInstance final : public Instance {
   size_t device_bytes_ = 0;
   std::vector<float> poison_;
   std::vector<std::vector<float>> host_;
-  std::vector<std::vector<double>> ref_;
+  std::shared_ptr<const Reference> ref_;
   int flips_ = 0;
 };
 

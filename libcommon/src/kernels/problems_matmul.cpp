@@ -1,5 +1,6 @@
 // Problem factories of matmul_forward / matmul_backward: seeded inputs and the float64
 // plain-loop reference (the oracle of tests and of the tuner's correctness check).
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -83,15 +84,28 @@ Problem make_matmul_forward_problem(const Shape& s, DType dt, uint64_t seed) {
     const float* inp = q.inputs[0].data.data();
     const float* w = q.inputs[1].data.data();
     const float* b = q.inputs.size() > 2 ? q.inputs[2].data.data() : nullptr;
-    std::vector<double> out(M * N);
-    // Rows are independent and each sum runs in a fixed order: threads change nothing but speed.
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) {
-        double acc = b ? b[j] : 0.0;
-        for (int64_t k = 0; k < K; ++k) acc += static_cast<double>(inp[i * K + k]) * w[j * K + k];
-        out[i * N + j] = acc;
+    // out[i][j] = bias[j] + sum_{k=0..K-1} inp[i][k] * w[j][k], each sum in ascending k, in
+    // float64. Loop order (row block, k, j) with w transposed keeps that order per element while
+    // the j loop runs over contiguous memory (vectorisable); threads take row blocks.
+    std::vector<double> wT(static_cast<size_t>(K) * N);
+    for (int64_t j = 0; j < N; ++j)
+      for (int64_t k = 0; k < K; ++k) wT[k * N + j] = w[j * K + k];
+    std::vector<double> out(static_cast<size_t>(M) * N);
+    constexpr int64_t IB = 8;
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t i0 = 0; i0 < M; i0 += IB) {
+      const int64_t i1 = std::min(M, i0 + IB);
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t j = 0; j < N; ++j) out[i * N + j] = b ? b[j] : 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double* wk = &wT[k * N];
+        for (int64_t i = i0; i < i1; ++i) {
+          const double a = inp[i * K + k];
+          double* o = &out[i * N];
+          for (int64_t j = 0; j < N; ++j) o[j] += a * wk[j];
+        }
       }
+    }
     return std::vector<std::vector<double>>{std::move(out)};
   };
   return p;
@@ -119,34 +133,40 @@ Problem make_matmul_backward_problem(const Shape& s, DType dt, uint64_t seed) {
     const float* dout = q.inputs[0].data.data();
     const float* inp = q.inputs[1].data.data();
     const float* w = q.inputs[2].data.data();
-    std::vector<double> dinp(M * K, 0.0), dweight(N * K), dbias(N);
-    // Transposed copies make every inner sum contiguous; each sum still runs in a fixed order
-    // (over n for dinp, over i for dweight/dbias), so threads change nothing but speed.
-    std::vector<float> wT(K * N), doutT(N * M), inpT(K * M);
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t k = 0; k < K; ++k) wT[k * N + n] = w[n * K + k];
-    for (int64_t i = 0; i < M; ++i) {
-      for (int64_t n = 0; n < N; ++n) doutT[n * M + i] = dout[i * N + n];
-      for (int64_t k = 0; k < K; ++k) inpT[k * M + i] = inp[i * K + k];
+    // In float64, each sum in a fixed ascending order (over n for dinp, over i for dweight and
+    // dbias, starting from the accumulated init); loops ordered so the innermost runs over
+    // contiguous memory, threads take independent row blocks: threads change only speed.
+    std::vector<double> dinp(static_cast<size_t>(M) * K, 0.0), dweight(static_cast<size_t>(N) * K), dbias(N);
+    constexpr int64_t IB = 8;
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t i0 = 0; i0 < M; i0 += IB) {  // dinp[i][k] = sum_n dout[i][n] * w[n][k]
+      const int64_t i1 = std::min(M, i0 + IB);
+      for (int64_t n = 0; n < N; ++n) {
+        const float* wn = &w[n * K];
+        for (int64_t i = i0; i < i1; ++i) {
+          const double d = dout[i * N + n];
+          double* o = &dinp[i * K];
+          for (int64_t k = 0; k < K; ++k) o[k] += d * wn[k];
+        }
+      }
     }
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t n0 = 0; n0 < N; n0 += IB) {  // dweight[n][k] = init + sum_i dout[i][n] * inp[i][k]
+      const int64_t n1 = std::min(N, n0 + IB);
+      for (int64_t n = n0; n < n1; ++n)
+        for (int64_t k = 0; k < K; ++k) dweight[n * K + k] = q.outputs[1].init[n * K + k];
+      for (int64_t i = 0; i < M; ++i) {
+        const float* xi = &inp[i * K];
+        for (int64_t n = n0; n < n1; ++n) {
+          const double d = dout[i * N + n];
+          double* o = &dweight[n * K];
+          for (int64_t k = 0; k < K; ++k) o[k] += d * xi[k];
+        }
+      }
+    }
+    for (int64_t n = 0; n < N; ++n) dbias[n] = q.outputs[2].init[n];  // dbias[n] = init + sum_i dout[i][n]
     for (int64_t i = 0; i < M; ++i)
-      for (int64_t k = 0; k < K; ++k) {
-        double acc = 0;
-        for (int64_t n = 0; n < N; ++n) acc += static_cast<double>(dout[i * N + n]) * wT[k * N + n];
-        dinp[i * K + k] = acc;
-      }
-#pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < N; ++n) {
-      for (int64_t k = 0; k < K; ++k) {
-        double acc = q.outputs[1].init[n * K + k];
-        for (int64_t i = 0; i < M; ++i) acc += static_cast<double>(doutT[n * M + i]) * inpT[k * M + i];
-        dweight[n * K + k] = acc;
-      }
-      double acc = q.outputs[2].init[n];
-      for (int64_t i = 0; i < M; ++i) acc += doutT[n * M + i];
-      dbias[n] = acc;
-    }
+      for (int64_t n = 0; n < N; ++n) dbias[n] += dout[i * N + n];
     return std::vector<std::vector<double>>{std::move(dinp), std::move(dweight), std::move(dbias)};
   };
   return p;

@@ -26,10 +26,12 @@ int main(int argc, char** argv) {
     opts.args.assign(argv, argv + argc);
     opts.progress = !common.quiet && !common.json && rtx::cli::stderr_is_tty();
     const auto report = rtx::app::doctor::run(opts);
-    if (common.json)
-      std::cout << report.to_json().dump(2) << std::endl;
-    else if (!common.quiet)
+    if (common.json) {
+      std::cout << report.to_json().dump(2) << std::endl;  // machine output on stdout
+      if (!common.quiet) std::cerr << report.render_text(rtx::cli::use_color());  // human text on stderr
+    } else if (!common.quiet) {
       std::cout << report.render_text(rtx::cli::use_color());
+    }
     return report.exit_code();
   });
 }

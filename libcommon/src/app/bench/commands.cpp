@@ -5,6 +5,9 @@
 #include <ostream>
 #include <tuple>
 
+#include <chrono>
+#include <ctime>
+#include <cstdio>
 #include "rtx/app/bench.hpp"
 #include "rtx/app/doctor.hpp"
 #include "rtx/cli/cli.hpp"
@@ -47,17 +50,34 @@ Peaks peaks_for(store::Store* st, Backend b) {
 }
 
 /// Record the run, its artifact and one bench_results row per case in ONE transaction.
-void record(store::Store& st, const RunCommand& c, const json& doc, const RunResult& r, bool failed, const std::string& sku) {
+/// Current UTC time as "YYYY-MM-DDTHH:MM:SS.mmmZ" (the store's timestamp format).
+std::string utc_now_iso() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+  return buf;
+}
+
+/// `started_at` is the UTC time the run began (the row itself is written at the end, so a killed
+/// run leaves no partial rows).
+void record(store::Store& st, const RunCommand& c, const json& doc, const RunResult& r, bool failed, const std::string& sku,
+            const std::string& started_at) {
   store::Transaction tx(st);
   auto& run = st.prepare(
-      "INSERT INTO runs (tool, args_json, seed, git_sha, hw_sku, hw_json, status, finished_at) "
-      "VALUES ('rtx-bench', ?1, ?2, ?3, ?4, ?5, ?6, strftime('%Y-%m-%dT%H:%M:%fZ','now'))");
+      "INSERT INTO runs (tool, args_json, seed, git_sha, hw_sku, hw_json, status, started_at, finished_at) "
+      "VALUES ('rtx-bench', ?1, ?2, ?3, ?4, ?5, ?6, ?7, strftime('%Y-%m-%dT%H:%M:%fZ','now'))");
   run.bind(1, json(c.argv).dump())
       .bind(2, static_cast<int64_t>(c.seed))
       .bind(3, rtx::git_sha())
       .bind(4, sku)
       .bind(5, doc["hardware"].dump())
-      .bind(6, failed ? "fail" : "ok");
+      .bind(6, failed ? "fail" : "ok")
+      .bind(7, started_at);
   run.run();
   const int64_t run_id = st.last_insert_rowid();
   auto& art = st.prepare("INSERT INTO artifacts (run_id, kind, schema, json) VALUES (?1, 'bench', ?2, ?3)");
@@ -165,6 +185,7 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
   meta.peaks = peaks_for(st.get(), backend);
   meta.hardware = telemetry::to_json(telemetry::hardware_profile());
 
+  const std::string started_at = utc_now_iso();
   RunResult r = run_cases(cases, reg, ro);
   bool failed = false;
   for (CaseResult& x : r.cases) {
@@ -181,7 +202,7 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
   if (!c.quiet) err << format_table(doc, cli::use_color());
   if (c.out == "-" || c.json) out_stream << doc.dump(2) << std::endl;
   if (!c.out.empty() && c.out != "-") io::write_artifact(c.out, doc);
-  if (st) record(*st, c, doc, r, failed, telemetry::sku_key(kernels::backend_name(backend)));
+  if (st) record(*st, c, doc, r, failed, telemetry::sku_key(kernels::backend_name(backend)), started_at);
   if (failed && !c.quiet) err << "rtx-bench: a case failed its correctness check (exit 1)\n";
   return failed ? 1 : 0;
 }

@@ -1,6 +1,7 @@
 // CUDA row and element-wise ops (f32): softmax, layernorm forward/backward, GELU forward/
 // backward, residual, AdamW. Row ops use one warp per row with shuffle reductions; channel
-// reductions (dweight, dbias) use one thread per channel summing rows in order (deterministic).
+// reductions (dweight, dbias) use 32x32-thread blocks, 32 channels by 32 row groups, added in a
+// fixed order (deterministic: no atomics).
 #include <cmath>
 
 #include "cuda_common.cuh"

@@ -10,7 +10,7 @@ namespace rtx_bench {
 
 Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common, int argc, char** argv) {
   auto c = std::make_shared<rtx::app::bench::RunCommand>();
-  auto num = std::make_shared<std::array<double, 5>>();
+  auto num = std::make_shared<std::array<double, 6>>();
   s.add_option("pack", c->pack, "Bench pack (rtx.benchpack.v1 JSON, - for stdin)")->required();
   s.add_option("-o,--output", c->out, "Write the artifact to FILE (- for stdout)");
   s.add_option("--backend", c->backend, "cpu or cuda")->capture_default_str();
@@ -20,6 +20,7 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common, int argc, char*
   auto* ms = s.add_option("--min-samples", (*num)[2], "Fewest samples per case (default 10)");
   auto* wu = s.add_option("--warmup", (*num)[3], "Untimed runs per case before sampling (default 2)");
   auto* mx = s.add_option("--max-samples", (*num)[4], "Most samples per case (default 1000)");
+  auto* rd = s.add_option("--rounds", (*num)[5], "Run the pack in this many fresh processes and merge them (1..50, default 1)");
   s.add_flag("--cold", c->cold, "Flush caches before every sample (not timed)");
   s.add_flag("--interleave", c->interleave, "Sample cases in seeded random round-robin batches to spread machine drift");
   s.add_option("--threads", c->threads, "OpenMP threads (0: the runtime's default)");
@@ -27,13 +28,14 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common, int argc, char*
   s.add_flag("--strict", c->strict, "Unknown ops in the pack are errors, not skips");
   s.add_flag("--no-store", c->no_store, "Do not record the run in the store");
   CLI::App* parent = s.get_parent();
-  return [c, num, rel, mt, ms, wu, mx, parent, &common, argc, argv]() {
+  return [c, num, rel, mt, ms, wu, mx, rd, parent, &common, argc, argv]() {
     // Ranges are checked in libcommon (run_run), shared with the pack's defaults.
     if (rel->count()) c->max_rel_ci = (*num)[0];
     if (mt->count()) c->max_time = (*num)[1];
     if (ms->count()) c->min_samples = (*num)[2];
     if (wu->count()) c->warmup = (*num)[3];
     if (mx->count()) c->max_samples = (*num)[4];
+    if (rd->count()) c->rounds = (*num)[5];
     // CLI11 reads --seed with strtoull, which wraps "-1" to 2^64-1: re-read the raw text.
     c->seed = common.seed;
     if (const CLI::Option* seed = parent ? parent->get_option_no_throw("--seed") : nullptr)

@@ -43,6 +43,7 @@ struct PackCase {
 struct PackRunDefaults {
   std::optional<double> max_time, max_rel_ci;
   std::optional<size_t> min_samples, max_samples, warmup;
+  std::optional<size_t> rounds;  ///< processes per run (`run --rounds`), [1, 50]
 };
 
 /// A parsed pack.
@@ -102,7 +103,7 @@ std::vector<BenchCase> expand_pack(const Pack& pack, const kernels::Registry& re
 /// Why `value` is out of range for runner option `key` ("" when it is fine). Keys and
 /// ranges (the CLI flags and the pack's "defaults" share them): warmup integer in [0, 1e6];
 /// min_samples integer in [1, 1e7]; max_samples integer in [1, 1e9]; max_time finite in
-/// (0, 86400] s; max_rel_ci finite in (0, 1]; threads integer in [0, 4 x logical CPUs].
+/// (0, 86400] s; max_rel_ci finite in (0, 1]; rounds integer in [1, 50]; threads integer in [0, 4 x logical CPUs].
 /// Throws rtx::Error(Internal) for an unknown key.
 std::string runner_option_problem(const std::string& key, double value);
 
@@ -154,6 +155,9 @@ struct CaseResult {
   /// slowdown reason (power cap, thermal, power brake): such a case is flagged `throttled`.
   std::vector<uint32_t> sm_clock_mhz;
   size_t throttled_samples = 0;
+  /// `run --rounds R`: the median of each round's samples (one per child process), in
+  /// round order; empty for a single-process run (the artifact then omits round_medians_s).
+  std::vector<double> round_medians;
 };
 
 /// Result of run_cases: per-case results (input order) and the execution schedule (case
@@ -201,6 +205,7 @@ struct ArtifactMeta {
   int threads = 0;
   bool pinned = false;
   Peaks peaks;
+  size_t rounds = 1;        ///< processes merged (written as options.rounds only when > 1)
   nlohmann::json hardware = nlohmann::json::object();  ///< hardware profile
 };
 
@@ -222,6 +227,19 @@ std::string format_table(const nlohmann::json& artifact, bool color = false);
 /// "1.23 ms" / "456 us" / "12.3 ns" / "2.5 s".
 std::string format_seconds(double s);
 
+/// Merge the artifacts of R rounds of the same pack (one child process each, `run --rounds`)
+/// into one result: per case (matched by id, in the first round's order) the concatenated
+/// samples, round_medians (the median of each round's samples), summary statistics
+/// recomputed on all samples, noisy if any round was noisy, status "failed" if any round
+/// failed, sampling_s summed. Roofline fields are left for annotate_roofline. Throws
+/// rtx::Error(Input) naming the round when `rounds` is empty or the rounds' case ids differ.
+RunResult merge_rounds(const std::vector<nlohmann::json>& rounds);
+
+/// Most rounds `run --rounds` accepts.
+inline constexpr size_t kMaxRounds = 50;
+/// Fewest rounds on both sides for compare to judge a case on its round medians.
+inline constexpr size_t kMinRoundsForBasis = 3;
+
 // ---- compare ---------------------------------------------------------------------------------
 
 /// One row of a comparison.
@@ -230,6 +248,9 @@ struct CompareRow {
   std::string presence;     ///< "both", "base only", "new only", "not judged"
   std::string note;         ///< why not judged (status of either side)
   double base_median = 0, new_median = 0;  ///< s
+  /// "rounds": judged on round_medians_s (both sides have >= kMinRoundsForBasis rounds:
+  /// between-process variance included); "samples": on the raw samples_s.
+  std::string basis = "samples";
   stats::Comparison cmp;
 };
 
@@ -241,7 +262,9 @@ struct CompareReport {
   size_t same = 0, faster = 0, slower = 0, ambiguous = 0, unmatched = 0;
 };
 
-/// Compare two checked bench artifacts case by case (matched by id).
+/// Compare two checked bench artifacts case by case (matched by id). A case whose two sides
+/// both carry round_medians_s with >= kMinRoundsForBasis rounds is judged on the round
+/// medians (o.min_samples lowered to kMinRoundsForBasis), otherwise on the raw samples.
 CompareReport compare_artifacts(const nlohmann::json& base, const nlohmann::json& fresh, const stats::CompareOptions& o,
                                 const std::string& base_source = "base", const std::string& new_source = "new");
 /// Render a report: "table" (aligned text), "md" (GitHub markdown), "csv", "json".
@@ -263,6 +286,11 @@ struct RunCommand {
   /// Runner flags as given (unset: the pack's defaults, else RunnerOptions'); checked by
   /// runner_option_problem in run_run, rtx::Error(Usage) naming the flag.
   std::optional<double> max_rel_ci, max_time, min_samples, max_samples, warmup;
+  /// --rounds R (unset: the pack's default, else 1): with R > 1 the run re-executes this
+  /// program (/proc/self/exe) R times with `--rounds 1 --no-store -q -o TMP` and merges the
+  /// R artifacts (merge_rounds). Range [1, 50], rtx::Error(Usage) naming --rounds.
+  std::optional<double> rounds;
+  std::string self_exe = "/proc/self/exe";  ///< program the rounds re-execute (the rtx-bench binary)
   bool cold = false, interleave = false, pin = false, strict = false;
   int threads = 0;          ///< 0: the OpenMP default
   bool json = false;        ///< artifact JSON on stdout

@@ -1,5 +1,6 @@
 // The rtx.bench.v1 artifact: writing results, reading them back with field-named errors,
 // and the human table printed by `run` and `show`.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -62,6 +63,7 @@ json to_json(const RunResult& r, const ArtifactMeta& m) {
                     {"interleave", m.runner.interleave},
                     {"threads", m.threads},
                     {"pinned", m.pinned}};
+  if (m.rounds > 1) doc["options"]["rounds"] = m.rounds;
   json peaks = {{"source", m.peaks.source}};
   if (m.peaks.flops > 0) peaks["flops_per_s"] = m.peaks.flops;
   if (m.peaks.bytes_per_s > 0) peaks["bytes_per_s"] = m.peaks.bytes_per_s;
@@ -82,6 +84,7 @@ json to_json(const RunResult& r, const ArtifactMeta& m) {
     j["stop_reason"] = c.stop_reason;
     j["n"] = c.samples.size();
     j["samples_s"] = c.samples;
+    if (!c.round_medians.empty()) j["round_medians_s"] = c.round_medians;
     if (c.status == "skipped") {
       ++skipped;
       j["skip_reason"] = c.c.skip_reason;
@@ -161,6 +164,13 @@ json check_bench_artifact(const json& doc, const std::string& source) {
         bad(at + "/samples_s/" + std::to_string(k), "expected a finite positive number of seconds, got " + s[k].dump());
     if (c.contains("n") && (!c["n"].is_number_unsigned() || c["n"].get<uint64_t>() != s.size()))
       bad(at + "/n", "expected the sample count " + std::to_string(s.size()) + ", got " + c["n"].dump());
+    if (c.contains("round_medians_s")) {
+      const json& rm = c["round_medians_s"];
+      if (!rm.is_array()) bad(at + "/round_medians_s", "expected array, got " + std::string(rm.type_name()));
+      for (size_t k = 0; k < rm.size(); ++k)
+        if (!rm[k].is_number() || !std::isfinite(rm[k].get<double>()) || !(rm[k].get<double>() > 0))
+          bad(at + "/round_medians_s/" + std::to_string(k), "expected a finite positive number of seconds, got " + rm[k].dump());
+    }
     if (status != "ok") continue;
     if (s.empty()) bad(at + "/samples_s", "an ok case has no samples");
     // Displays use time.median_s: it must be the samples' median (up to rounding).
@@ -171,6 +181,99 @@ json check_bench_artifact(const json& doc, const std::string& source) {
     }
   }
   return doc;
+}
+
+namespace {
+
+/// A case of a (checked) round artifact back as a CaseResult (statistics left to the merge).
+CaseResult case_from_json(const json& j) {
+  CaseResult r;
+  r.c.id = j["id"].get<std::string>();
+  r.c.name = j.value("name", std::string());
+  r.c.op = j.value("op", std::string());
+  r.c.variant = j.value("variant", std::string());
+  r.c.backend = kernels::parse_backend(j.value("backend", std::string("cpu")));
+  if (j.contains("shape")) r.c.shape = j["shape"].get<Shape>();
+  r.c.dtype = parse_dtype(j.value("dtype", std::string("f32")));
+  if (j.contains("params")) r.c.params = j["params"].get<Params>();
+  r.c.skip_reason = j.value("skip_reason", std::string());
+  r.status = j["status"].get<std::string>();
+  r.stop_reason = j.value("stop_reason", std::string());
+  r.samples = j["samples_s"].get<std::vector<double>>();
+  r.noisy = j.value("noisy", false);
+  r.sampling_s = j.value("sampling_s", 0.0);
+  if (j.contains("work")) {
+    r.work.flops = j["work"].value("flops", 0.0);
+    r.work.bytes = j["work"].value("bytes", 0.0);
+  }
+  if (j.contains("checksum")) r.checksum = std::stoull(j["checksum"].get<std::string>(), nullptr, 16);
+  r.footprint_bytes = j.value("footprint_bytes", size_t{0});
+  if (j.contains("check")) {
+    const json& k = j["check"];
+    r.check.ok = k.value("ok", false);
+    r.check.max_rel_err = k.value("max_rel_err", 0.0);
+    r.check.tolerance = k.value("tolerance", 0.0);
+    r.check.unwritten = k.value("unwritten", r.check.unwritten);
+    r.check.nonfinite = k.value("nonfinite", r.check.nonfinite);
+    r.check.detail = k.value("detail", std::string());
+  }
+  if (j.contains("gpu_clock")) {
+    r.sm_clock_mhz = j["gpu_clock"].value("sm_mhz", std::vector<uint32_t>{});
+    r.throttled_samples = j["gpu_clock"].value("throttled_samples", size_t{0});
+  }
+  return r;
+}
+
+}  // namespace
+
+RunResult merge_rounds(const std::vector<json>& rounds) {
+  if (rounds.empty()) throw_input("no round artifacts to merge", "run --rounds", "report this: the run produced no rounds");
+  RunResult out;
+  for (const auto& c : rounds[0]["cases"]) out.cases.push_back(case_from_json(c));
+  for (CaseResult& r : out.cases)
+    if (r.status != "skipped" && !r.samples.empty()) r.round_medians.push_back(stats::median(r.samples));
+  for (size_t k = 1; k < rounds.size(); ++k) {
+    const json& cases = rounds[k]["cases"];
+    const std::string where = "run --rounds: round " + std::to_string(k + 1);
+    if (cases.size() != out.cases.size())
+      throw_input("has " + std::to_string(cases.size()) + " cases, round 1 has " + std::to_string(out.cases.size()), where,
+                  "do not edit the pack while a multi-round run is in progress");
+    for (size_t i = 0; i < cases.size(); ++i) {
+      CaseResult x = case_from_json(cases[i]);
+      CaseResult& r = out.cases[i];
+      if (x.c.id != r.c.id)
+        throw_input("case " + std::to_string(i) + " is '" + x.c.id + "', round 1 has '" + r.c.id + "'", where,
+                    "do not edit the pack while a multi-round run is in progress");
+      if (x.status == "failed" && r.status != "failed") {
+        r.status = "failed";
+        r.check = x.check;
+        r.stop_reason = x.stop_reason;
+      }
+      if (x.status == "skipped") continue;
+      if (!x.samples.empty()) r.round_medians.push_back(stats::median(x.samples));
+      r.samples.insert(r.samples.end(), x.samples.begin(), x.samples.end());
+      r.noisy = r.noisy || x.noisy;
+      r.sampling_s += x.sampling_s;
+      r.throttled_samples += x.throttled_samples;
+      r.sm_clock_mhz.insert(r.sm_clock_mhz.end(), x.sm_clock_mhz.begin(), x.sm_clock_mhz.end());
+      if (r.stop_reason != x.stop_reason && r.status == "ok") r.stop_reason = "mixed";
+    }
+  }
+  for (CaseResult& r : out.cases) {
+    if (r.status != "ok" || r.samples.empty()) continue;
+    // The same statistics as the runner's (runner.cpp summarize), over all rounds' samples.
+    r.median = stats::median(r.samples);
+    r.p10 = stats::percentile(r.samples, 0.10);
+    r.p90 = stats::percentile(r.samples, 0.90);
+    r.mad = stats::mad(r.samples);
+    r.ci = stats::median_ci(r.samples);
+    r.rel_ci = r.median > 0 ? std::max(r.median - r.ci.lo, r.ci.hi - r.median) / r.median : 0;
+    if (r.median > 0) {
+      r.flops_per_s = r.work.flops / r.median;
+      r.bytes_per_s = r.work.bytes / r.median;
+    }
+  }
+  return out;
 }
 
 json read_bench_artifact(const std::string& path) {

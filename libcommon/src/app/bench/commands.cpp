@@ -1,6 +1,15 @@
 // The rtx-bench subcommands (run, compare, list, show): glue between flags, the pack
 // expander, the runner, artifacts, measured peaks and the store.
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include <ostream>
 #include <tuple>
@@ -124,6 +133,120 @@ T option(const std::optional<double>& flag, const std::optional<T>& pack_value, 
   return flag ? static_cast<T>(*flag) : pack_value.value_or(fallback);
 }
 
+/// The child command line of one round: argv without --rounds, -o/--output, --json,
+/// -q/--quiet, --no-store and --events (each with its value), plus
+/// `--rounds 1 --no-store -q -o OUT`.
+std::vector<std::string> round_args(const std::vector<std::string>& argv, const std::string& out) {
+  std::vector<std::string> a;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& x = argv[i];
+    if (i > 0) {
+      if (x == "--rounds" || x == "-o" || x == "--output" || x == "--events") {
+        ++i;  // and its value
+        continue;
+      }
+      if (x.rfind("--rounds=", 0) == 0 || x.rfind("--output=", 0) == 0 || x.rfind("--events=", 0) == 0 ||
+          (x.size() > 2 && x.rfind("-o", 0) == 0) || x == "--json" || x == "-q" || x == "--quiet" || x == "--no-store")
+        continue;
+    }
+    a.push_back(x);
+  }
+  for (const char* extra : {"--rounds", "1", "--no-store", "-q", "-o"}) a.emplace_back(extra);
+  a.push_back(out);
+  return a;
+}
+
+std::string read_text(const std::string& path, size_t limit = 4000) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream os;
+  os << f.rdbuf();
+  std::string t = os.str();
+  if (t.size() > limit) t = "..." + t.substr(t.size() - limit);
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+  return t;
+}
+
+/// A temporary directory removed (with the round files in it) on scope exit.
+struct TempDir {
+  std::string path;
+  std::vector<std::string> files;
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string templ = std::string(base && *base ? base : "/tmp") + "/rtx-bench-rounds.XXXXXX";
+    std::vector<char> buf(templ.begin(), templ.end());
+    buf.push_back('\0');
+    if (!::mkdtemp(buf.data()))
+      throw Error(ErrorCategory::Environment, std::string("cannot create a temporary directory: ") + std::strerror(errno), templ,
+                  "set TMPDIR to a writable directory");
+    path = buf.data();
+  }
+  std::string file(const std::string& name) {
+    files.push_back(path + "/" + name);
+    return files.back();
+  }
+  ~TempDir() {
+    for (const auto& f : files) ::unlink(f.c_str());
+    ::rmdir(path.c_str());
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
+/// Run `rounds` rounds of this command as child processes (fork + execv of c.self_exe, one
+/// after another) and return their artifacts. A child exiting 0 or 1 (a failed check: its
+/// artifact records it) is read; any other exit, a signal or a missing artifact throws
+/// rtx::Error with the child's stderr (Usage/Input for exit 2, Environment for 3, else
+/// Internal), so the run exits as the child did.
+std::vector<json> run_rounds(const RunCommand& c, size_t rounds, std::ostream& err) {
+  if (c.argv.empty())
+    throw_internal("run --rounds: RunCommand.argv is empty; the rounds need the command line to re-execute");
+  TempDir dir;
+  std::vector<json> docs;
+  for (size_t k = 0; k < rounds; ++k) {
+    const std::string tag = "round-" + std::to_string(k + 1);
+    const std::string out = dir.file(tag + ".json"), errf = dir.file(tag + ".err");
+    const std::vector<std::string> args = round_args(c.argv, out);
+    std::vector<char*> cargv;
+    for (const auto& a : args) cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+    const pid_t pid = ::fork();
+    if (pid < 0)
+      throw Error(ErrorCategory::Environment, std::string("fork failed: ") + std::strerror(errno), "run --rounds",
+                  "lower --rounds or free process slots");
+    if (pid == 0) {
+      // Child: stderr to the round's file, stdout and stdin to /dev/null; no telemetry events.
+      const int fe = ::open(errf.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      const int fn = ::open("/dev/null", O_RDWR);
+      if (fe >= 0) ::dup2(fe, 2);
+      if (fn >= 0) {
+        ::dup2(fn, 1);
+        ::dup2(fn, 0);
+      }
+      ::unsetenv("RTX_EVENTS");
+      ::execv(c.self_exe.c_str(), cargv.data());
+      const char* msg = "rtx-bench: cannot execute the round child\n";
+      if (::write(2, msg, std::strlen(msg)) < 0) ::_exit(127);
+      ::_exit(127);
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0)
+      if (errno != EINTR)
+        throw Error(ErrorCategory::Environment, std::string("waitpid failed: ") + std::strerror(errno), "run --rounds");
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (code != 0 && code != 1) {
+      const std::string how = WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                                                  : "exited with status " + std::to_string(code);
+      const ErrorCategory cat = code == 2 ? ErrorCategory::Input : code == 3 ? ErrorCategory::Environment : ErrorCategory::Internal;
+      throw Error(cat, "round " + std::to_string(k + 1) + "/" + std::to_string(rounds) + " " + how + "; its stderr:\n" + read_text(errf),
+                  "run --rounds", "run it again with --rounds 1 to see the failure directly");
+    }
+    docs.push_back(read_bench_artifact(out));
+    if (!c.quiet && cli::stderr_is_tty()) err << "\rrtx-bench: round " << k + 1 << "/" << rounds << " done" << std::flush;
+  }
+  if (!c.quiet && cli::stderr_is_tty()) err << "\n";
+  return docs;
+}
+
 }  // namespace
 
 int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out_stream, std::ostream& err) {
@@ -146,6 +269,10 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
     const std::string why = runner_option_problem("threads", c.threads);
     if (!why.empty()) throw_usage(why, "--threads");
   }
+  if (c.rounds) {
+    const std::string why = runner_option_problem("rounds", *c.rounds);
+    if (!why.empty()) throw_usage(why, "--rounds");
+  }
   if (backend == Backend::CUDA) rtx::require_cuda("--backend cuda");
   telemetry::init_from_options(c.events, c.seed);
   const Pack pack = load_pack(c.pack);
@@ -160,6 +287,10 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
   ro.min_samples = option(c.min_samples, pack.run.min_samples, ro.min_samples);
   ro.max_samples = option(c.max_samples, pack.run.max_samples, ro.max_samples);
   ro.warmup = option(c.warmup, pack.run.warmup, ro.warmup);
+  const size_t rounds = option(c.rounds, pack.run.rounds, size_t{1});
+  if (rounds > 1 && c.pack == "-")
+    throw_usage("--rounds " + std::to_string(rounds) + " re-reads the pack in each round, but the pack is stdin", "--rounds",
+                "save the pack to a file, or use --rounds 1");
   if (ro.max_samples < ro.min_samples)
     throw_usage("--max-samples " + std::to_string(ro.max_samples) + " is below --min-samples " + std::to_string(ro.min_samples) +
                     " (flags or the pack's defaults)",
@@ -183,10 +314,11 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
   meta.threads = threads;
   meta.pinned = pinned;
   meta.peaks = peaks_for(st.get(), backend);
+  meta.rounds = rounds;
   meta.hardware = telemetry::to_json(telemetry::hardware_profile());
 
   const std::string started_at = utc_now_iso();
-  RunResult r = run_cases(cases, reg, ro);
+  RunResult r = rounds > 1 ? merge_rounds(run_rounds(c, rounds, err)) : run_cases(cases, reg, ro);
   bool failed = false;
   for (CaseResult& x : r.cases) {
     annotate_roofline(x, meta.peaks);

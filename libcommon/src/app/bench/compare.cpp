@@ -1,5 +1,6 @@
 // `rtx-bench compare`: match two rtx.bench.v1 artifacts by case id, judge each pair with
 // stats::compare_samples, and print the report as a table, markdown, CSV or JSON.
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <map>
@@ -107,7 +108,22 @@ CompareReport compare_artifacts(const json& base, const json& fresh, const stats
     row.presence = "both";
     row.base_median = median_of(b);
     row.new_median = median_of(n);
-    row.cmp = stats::compare_samples(samples_of(b), samples_of(n), o);
+    // Rounds in fresh processes carry the between-process variance that one process's
+    // samples lack (asv's approach): judge on the round medians when both sides have enough.
+    const size_t rb = b.contains("round_medians_s") ? b["round_medians_s"].size() : 0;
+    const size_t rn = n.contains("round_medians_s") ? n["round_medians_s"].size() : 0;
+    if (rb >= kMinRoundsForBasis && rn >= kMinRoundsForBasis) {
+      stats::CompareOptions ro = o;
+      ro.min_samples = std::min(o.min_samples, kMinRoundsForBasis);
+      row.basis = "rounds";
+      const auto mb = b["round_medians_s"].get<std::vector<double>>(), mn = n["round_medians_s"].get<std::vector<double>>();
+      // Shown medians follow the basis: the median of the round medians.
+      row.base_median = stats::median(mb);
+      row.new_median = stats::median(mn);
+      row.cmp = stats::compare_samples(mb, mn, ro);
+    } else {
+      row.cmp = stats::compare_samples(samples_of(b), samples_of(n), o);
+    }
     switch (row.cmp.verdict) {
       case stats::Verdict::Same: ++rep.same; break;
       case stats::Verdict::Faster: ++rep.faster; break;
@@ -134,7 +150,8 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
     return row.presence == "both" ? std::string(stats::verdict_name(row.cmp.verdict)) : row.presence;
   };
   auto cells = [&](const CompareRow& row) -> std::vector<std::string> {
-    if (row.presence != "both") return {row.id, "-", "-", "-", "-", "-", verdict(row) + (row.note.empty() ? "" : " (" + row.note + ")")};
+    if (row.presence != "both")
+      return {row.id, "-", "-", "-", "-", "-", "-", verdict(row) + (row.note.empty() ? "" : " (" + row.note + ")")};
     char p[32];
     std::snprintf(p, sizeof p, "%.3g", row.cmp.p);
     return {row.id,
@@ -143,9 +160,10 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
             pct(row.cmp.ratio - 1),
             "[" + pct(row.cmp.lo - 1) + ", " + pct(row.cmp.hi - 1) + "]",
             p,
+            row.basis,
             verdict(row)};
   };
-  const std::vector<std::string> head{"case", "base", "new", "change", "95% CI", "p", "verdict"};
+  const std::vector<std::string> head{"case", "base", "new", "change", "95% CI", "p", "basis", "verdict"};
   char summary[256];
   std::snprintf(summary, sizeof summary, "%zu slower, %zu faster, %zu same, %zu ambiguous, %zu not compared (threshold %.1f%%)",
                 r.slower, r.faster, r.same, r.ambiguous, r.unmatched, 100 * r.threshold);
@@ -169,6 +187,7 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
         x["n_base"] = row.cmp.n_base;
         x["n_new"] = row.cmp.n_new;
         x["reason"] = row.cmp.reason;
+        x["basis"] = row.basis;
       } else if (!row.note.empty()) {
         x["note"] = row.note;
       }
@@ -177,20 +196,20 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
     j["cases"] = rows;
     os << j.dump(2) << "\n";
   } else if (format == "csv") {
-    os << "case,base_median_s,new_median_s,ratio,ratio_lo,ratio_hi,p,verdict\n";
+    os << "case,base_median_s,new_median_s,ratio,ratio_lo,ratio_hi,p,basis,verdict\n";
     for (const auto& row : r.rows) {
       os << csv_quote(row.id) << ",";
       if (row.presence == "both")
         os << row.base_median << "," << row.new_median << "," << row.cmp.ratio << "," << row.cmp.lo << "," << row.cmp.hi << ","
-           << row.cmp.p << ",";
+           << row.cmp.p << "," << row.basis << ",";
       else
-        os << ",,,,,,";
+        os << ",,,,,,,";
       os << csv_quote(verdict(row)) << "\n";
     }
   } else if (format == "md") {
     os << "| " << head[0];
     for (size_t k = 1; k < head.size(); ++k) os << " | " << head[k];
-    os << " |\n|---|---:|---:|---:|---|---:|---|\n";
+    os << " |\n|---|---:|---:|---:|---|---:|---|---|\n";
     for (const auto& row : r.rows) {
       auto c = cells(row);
       if (row.presence == "both" && row.cmp.verdict == stats::Verdict::Slower) c.back() = "**slower**";

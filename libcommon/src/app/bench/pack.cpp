@@ -174,7 +174,7 @@ std::vector<json> parse_shapes(const json& c, const std::string& src, const std:
 
 const std::set<std::string> kCaseKeys{"name", "op", "variant", "shape", "shapes", "dtype", "dtypes", "params", "backend", "doc"};
 const std::set<std::string> kDefaultKeys{"variant", "dtype",       "dtypes",      "params",     "backend",
-                                         "max_time", "max_rel_ci", "min_samples", "max_samples", "warmup"};
+                                         "max_time", "max_rel_ci", "min_samples", "max_samples", "warmup", "rounds"};
 const std::set<std::string> kTopKeys{"schema", "name", "description", "defaults", "cases"};
 
 std::string join(const std::set<std::string>& s) {
@@ -240,6 +240,7 @@ Pack parse_pack_checked(const json& doc, const std::string& src) {
   if (auto v = num("min_samples")) p.run.min_samples = static_cast<size_t>(*v);
   if (auto v = num("max_samples")) p.run.max_samples = static_cast<size_t>(*v);
   if (auto v = num("warmup")) p.run.warmup = static_cast<size_t>(*v);
+  if (auto v = num("rounds")) p.run.rounds = static_cast<size_t>(*v);
   if (p.run.min_samples && p.run.max_samples && *p.run.max_samples < *p.run.min_samples)
     fail(src, "", "defaults/max_samples",
          std::to_string(*p.run.max_samples) + " is below defaults/min_samples " + std::to_string(*p.run.min_samples));

@@ -96,6 +96,7 @@ std::string runner_option_problem(const std::string& key, double v) {
   if (key == "min_samples") return integer_problem(v, 1, 1e7, "min_samples");
   if (key == "max_samples") return integer_problem(v, 1, 1e9, "max_samples");
   if (key == "max_time") return positive_problem(v, 86400, "max_time (seconds per case)");
+  if (key == "rounds") return integer_problem(v, 1, static_cast<double>(kMaxRounds), "rounds (processes per run)");
   if (key == "max_rel_ci") return positive_problem(v, 1, "max_rel_ci (a fraction: 0.02 is 2%)");
   if (key == "threads") {
     const int cpus = std::max(1, omp_get_num_procs());

@@ -162,7 +162,8 @@ TEST_CASE("rtx-bench run --rounds 3 merges three processes; compare uses the rou
   p = run(tool() + " run " + tiny_pack(d, R"(, "rounds": 2)") + " --max-time 0.05 --threads 1 --no-store -q -o " + d + "/two.json");
   INFO(p.err);
   REQUIRE(p.exit_code == 0);
-  for (const auto& c : read(d + "/two.json")["cases"]) CHECK(c["round_medians_s"].size() == 2);
+  const json two = read(d + "/two.json");  // keep the document alive while iterating it
+  for (const auto& c : two["cases"]) CHECK(c["round_medians_s"].size() == 2);
 }
 
 TEST_CASE("bad --rounds values are usage errors (exit 2)", "[cpu][cli]") {

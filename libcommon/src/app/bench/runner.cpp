@@ -274,31 +274,27 @@ RunResult run_cases(const std::vector<BenchCase>& cases, const kernels::Registry
     }
   };
 
+  // Make case i's instance; false when the case is skipped or failed its check (counted done).
+  auto make_live = [&](size_t i, Live& L) {
+    if (!cases[i].skip_reason.empty()) return false;
+    L.index = i;
+    L.inst = prepare(i);
+    if (!L.inst) ++finished;
+    return static_cast<bool>(L.inst);
+  };
+
   if (!o.interleave) {
     for (size_t i = 0; i < cases.size(); ++i) {
-      if (!cases[i].skip_reason.empty()) continue;
       Live L;
-      L.index = i;
-      L.inst = prepare(i);
-      if (!L.inst) {
-        ++finished;
-        continue;
-      }
+      if (!make_live(i, L)) continue;
       out.schedule.push_back(i);
       sample(L, o.max_samples);
     }
   } else {
     std::vector<Live> live;
     for (size_t i = 0; i < cases.size(); ++i) {
-      if (!cases[i].skip_reason.empty()) continue;
       Live L;
-      L.index = i;
-      L.inst = prepare(i);
-      if (!L.inst) {
-        ++finished;
-        continue;
-      }
-      live.push_back(std::move(L));
+      if (make_live(i, L)) live.push_back(std::move(L));
     }
     for (uint64_t round = 0; !live.empty(); ++round) {
       for (size_t k : interleave_order(live.size(), o.seed, round)) {

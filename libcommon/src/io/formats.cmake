@@ -1,0 +1,1 @@
+# io: safetensors and GGUF readers/writers.

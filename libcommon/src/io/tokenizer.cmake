@@ -1,0 +1,1 @@
+# io: tokenizers (char, GPT-2 BPE) and token datasets.

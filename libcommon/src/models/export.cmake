@@ -1,0 +1,1 @@
+# models: GGUF export of GPT-2.

@@ -1,0 +1,1 @@
+# models: gpt2 sources.

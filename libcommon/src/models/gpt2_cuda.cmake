@@ -1,0 +1,1 @@
+# models: gpt2_cuda sources.

@@ -1,0 +1,1 @@
+# tests: gpt2_cuda.

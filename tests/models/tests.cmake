@@ -1,0 +1,6 @@
+# tests for models: GPT-2 parity with PyTorch, CUDA vs CPU, KV-cache inference, training loop.
+include(${CMAKE_CURRENT_LIST_DIR}/gpt2.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/gpt2_cuda.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/infer.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/train.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/export.cmake)

@@ -1,4 +1,5 @@
-// atomic_write_file (temp + fsync + rename + directory fsync), read_text_file, write_text_output.
+// atomic_write_file (temp + fsync + rename + directory fsync), its streaming form AtomicFileWriter,
+// read_text_file, write_text_output.
 #include "rtx/io/atomic_file.hpp"
 
 #include <fcntl.h>
@@ -56,12 +57,8 @@ bool write_all(int fd, const char* p, size_t n) {
   return true;
 }
 
-}  // namespace
-
-void atomic_write_file(const std::string& path_in, std::string_view bytes) {
-  if (path_in.empty() || path_in.back() == '/')
-    throw Error(ErrorCategory::Usage, "not a file path", path_in.empty() ? std::string("<empty path>") : path_in);
-  // A symbolic link is followed: the file it names is replaced, the link stays a link.
+// The file a chain of symbolic links ends at (at most 40 hops); `path` itself when not a link.
+std::string follow_links(const std::string& path_in) {
   std::string path = path_in;
   for (int hops = 0; hops < 40; ++hops) {
     struct stat ls {};
@@ -72,6 +69,30 @@ void atomic_write_file(const std::string& path_in, std::string_view bytes) {
     const std::string target(buf, static_cast<size_t>(n));
     path = target[0] == '/' ? target : dir_of(path) + "/" + target;
   }
+  return path;
+}
+
+bool pwrite_all(int fd, const char* p, size_t n, off_t off) {
+  while (n > 0) {
+    const ssize_t w = ::pwrite(fd, p, n, off);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+    off += w;
+  }
+  return true;
+}
+
+}  // namespace
+
+void atomic_write_file(const std::string& path_in, std::string_view bytes) {
+  if (path_in.empty() || path_in.back() == '/')
+    throw Error(ErrorCategory::Usage, "not a file path", path_in.empty() ? std::string("<empty path>") : path_in);
+  // A symbolic link is followed: the file it names is replaced, the link stays a link.
+  const std::string path = follow_links(path_in);
   // Not a regular file (a device such as /dev/null, a FIFO, a socket): write into it in place;
   // renaming over it would replace the device or pipe with a plain file.
   struct stat st {};
@@ -161,6 +182,88 @@ void write_text_output(const std::string& path_or_dash, std::string_view bytes) 
   std::cout.flush();  // keep ordering with anything already written through iostreams
   const size_t n = std::fwrite(bytes.data(), 1, bytes.size(), stdout);
   if (n != bytes.size() || std::fflush(stdout) != 0) throw_errno("cannot write", "<stdout>", errno);
+}
+
+// ---- AtomicFileWriter ----------------------------------------------------------------------
+
+AtomicFileWriter::AtomicFileWriter(const std::string& path_in) : path_(path_in) {
+  if (path_in.empty() || path_in.back() == '/')
+    throw Error(ErrorCategory::Usage, "not a file path", path_in.empty() ? std::string("<empty path>") : path_in);
+  target_ = follow_links(path_in);
+  struct stat st {};
+  if (::stat(target_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) throw Error(ErrorCategory::Usage, "is a directory, expected a file path", path_in);
+    fd_ = ::open(target_.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd_ < 0) throw_errno("cannot open", path_in, errno);
+    in_place_ = true;
+    return;
+  }
+  dir_ = dir_of(target_);
+  const auto slash = target_.rfind('/');
+  const std::string base = target_.substr(slash == std::string::npos ? 0 : slash + 1);
+  tmp_ = (dir_ == "/" ? std::string("/") : dir_ + "/") + "." + base + ".tmp.XXXXXX";
+  fd_ = ::mkstemp(tmp_.data());
+  if (fd_ < 0) throw_errno("cannot create a temporary file in " + dir_, path_in, errno);
+  struct stat old {};
+  const mode_t mode = ::stat(target_.c_str(), &old) == 0 ? (old.st_mode & 07777) : (0666 & ~current_umask());
+  if (::fchmod(fd_, mode) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
+    fd_ = -1;
+    throw_errno("cannot set file mode", path_in, err);
+  }
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_ && !in_place_ && !tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+void AtomicFileWriter::write(const void* data, size_t n) {
+  if (committed_ || fd_ < 0) throw Error(ErrorCategory::Usage, "write after commit", path_);
+  if (!write_all(fd_, static_cast<const char*>(data), n)) throw_errno("cannot write", path_, errno);
+  written_ += n;
+}
+
+void AtomicFileWriter::write_at(uint64_t offset, const void* data, size_t n) {
+  if (committed_ || fd_ < 0) throw Error(ErrorCategory::Usage, "write_at after commit", path_);
+  if (in_place_) throw Error(ErrorCategory::Usage, "cannot patch bytes of a non-regular file written in place", path_);
+  if (offset > written_ || n > written_ - offset)
+    throw Error(ErrorCategory::Usage,
+                "write_at range [" + std::to_string(offset) + ", +" + std::to_string(n) + ") is past the " +
+                    std::to_string(written_) + " bytes written",
+                path_);
+  if (!pwrite_all(fd_, static_cast<const char*>(data), n, static_cast<off_t>(offset)))
+    throw_errno("cannot write", path_, errno);
+}
+
+void AtomicFileWriter::commit() {
+  if (committed_ || fd_ < 0) throw Error(ErrorCategory::Usage, "commit called twice", path_);
+  int err = 0;
+  std::string step;
+  if (!in_place_ && ::fsync(fd_) != 0) err = errno, step = "cannot fsync";
+  if (::close(fd_) != 0 && err == 0) err = errno, step = "cannot close";
+  fd_ = -1;
+  if (in_place_) {
+    committed_ = true;
+    if (err != 0) throw_errno(step, path_, err);
+    return;
+  }
+  if (err == 0 && ::rename(tmp_.c_str(), target_.c_str()) != 0) err = errno, step = "cannot rename the temporary file over it";
+  if (err != 0) {
+    ::unlink(tmp_.c_str());
+    committed_ = true;  // nothing left to clean up
+    throw_errno(step, path_, err);
+  }
+  committed_ = true;
+  const int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    const int rc = ::fsync(dfd);
+    const int derr = errno;
+    ::close(dfd);
+    if (rc != 0 && derr != EINVAL && derr != EROFS) throw_errno("cannot fsync directory " + dir_, path_, derr);
+  }
 }
 
 }  // namespace rtx::io

@@ -1,6 +1,8 @@
 // Crash-safe file output and plain file input: atomic_write_file (temp + fsync + rename)
 // and read_text_file ("-" = stdin). No JSON here; see rtx/io/artifact.hpp.
 #pragma once
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -24,5 +26,41 @@ std::string read_text_file(const std::string& path_or_dash);
 /// Write `bytes` to stdout when `path_or_dash` is "-" (flushed; a failed write throws
 /// rtx::Error(Environment)), else atomic_write_file(path, bytes).
 void write_text_output(const std::string& path_or_dash, std::string_view bytes);
+
+/// Streams a large file into place atomically (the chunked form of atomic_write_file, for
+/// checkpoints and model files too big to build in memory). The constructor creates a temp
+/// file ".<name>.tmp.XXXXXX" in the target's directory; write() appends; write_at() patches
+/// bytes already written (e.g. a checksum in a header); commit() fsyncs, renames the temp file
+/// over the target and fsyncs the directory. Destroying the writer without commit() (an
+/// exception on the way, a caller that gives up) removes the temp file and leaves the target
+/// as it was. Symbolic links, modes and non-regular targets (/dev/null, a FIFO: written in
+/// place, no temp file) behave as in atomic_write_file. Errors: rtx::Error(Environment) naming
+/// the path and the errno text; a directory as target is Error(Usage). Not thread-safe.
+class AtomicFileWriter {
+ public:
+  explicit AtomicFileWriter(const std::string& path);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  /// Append `n` bytes.
+  void write(const void* data, size_t n);
+  void write(std::string_view bytes) { write(bytes.data(), bytes.size()); }
+  /// Overwrite `n` bytes at `offset`; offset + n must not exceed bytes_written() (else Usage).
+  /// Not available for non-regular targets written in place (Usage).
+  void write_at(uint64_t offset, const void* data, size_t n);
+  /// Bytes appended so far.
+  uint64_t bytes_written() const { return written_; }
+  /// Make the file durable and visible under its name. Calling it twice is a Usage error.
+  void commit();
+  /// The path given to the constructor.
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_, target_, tmp_, dir_;
+  int fd_ = -1;
+  bool in_place_ = false, committed_ = false;
+  uint64_t written_ = 0;
+};
 
 }  // namespace rtx::io

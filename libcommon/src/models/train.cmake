@@ -1,1 +1,5 @@
-# models: train sources.
+# models: the training loop and checkpoints.
+list(APPEND RTX_COMMON_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/train.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/checkpoint.cpp
+)

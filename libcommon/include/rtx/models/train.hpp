@@ -1,0 +1,94 @@
+// GPT-2 training run: the run configuration (nanoGPT's train.py knobs), the learning-rate
+// schedule, the training loop with evaluation, JSON Lines logging and checkpoints, and resume.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "rtx/models/gpt2.hpp"
+
+namespace rtx::models {
+
+/// Everything a run needs besides the data. Defaults are nanoGPT's shakespeare-char config
+/// (config/train_shakespeare_char.py over train.py's defaults).
+struct TrainConfig {
+  Gpt2Config model = Gpt2Config::preset("shakespeare-char");
+  std::string preset = "shakespeare-char";  ///< informational ("" when a config file set the model)
+  int steps = 5000;            ///< optimizer steps (nanoGPT max_iters)
+  int batch = 64;              ///< sequences per micro-batch (B)
+  int seq_len = 0;             ///< tokens per sequence (T); 0 = model.block_size
+  int grad_accum = 1;          ///< micro-batches per optimizer step (K)
+  float lr = 1e-3f;            ///< peak learning rate
+  float min_lr = 1e-4f;        ///< floor after cosine decay
+  int warmup_steps = 100;      ///< linear warm-up steps
+  int lr_decay_steps = 0;      ///< cosine decay ends here; 0 = steps
+  AdamWConfig adamw{1e-3f, 0.9f, 0.99f, 1e-8f, 0.1f, 1.0f};  ///< lr field unused (schedule)
+  int eval_interval = 250;     ///< evaluate every N steps (and at step 0 and at the end)
+  int eval_iters = 200;        ///< batches averaged per split per evaluation
+  int ckpt_interval = 0;       ///< also checkpoint every N steps; 0 = at evaluations only
+  uint64_t seed = 1337;
+  Backend backend = Backend::Cpu;
+  Gpt2KernelParams kernels{};
+
+  /// T actually used: seq_len or model.block_size.
+  int T() const { return seq_len > 0 ? seq_len : model.block_size; }
+  /// Throws Error(Usage) naming the field for a value out of range (steps < 1, batch < 1,
+  /// seq_len > block_size, lr <= 0, min_lr > lr, warmup > decay steps, betas outside [0,1), ...).
+  void validate() const;
+  /// The run configuration as JSON (all fields; the model under "model").
+  nlohmann::json to_json() const;
+  /// Overlay the keys present in `j` onto *this (unknown keys -> Error(Usage) naming the key and
+  /// `where`). Accepts the shape to_json() writes; "preset": NAME sets the model from a preset.
+  void apply_json(const nlohmann::json& j, const std::string& where);
+};
+
+/// nanoGPT's get_lr: step < warmup: lr (step+1)/(warmup+1); step > decay_end: min_lr; otherwise
+/// cosine from lr to min_lr: min_lr + 0.5 (1 + cos(pi r)) (lr - min_lr), r = (step-warmup)/(decay_end-warmup).
+/// `step` is 0-based.
+float lr_at(const TrainConfig& c, int step);
+
+/// One line of the training log.
+struct StepRecord {
+  int step = 0;                ///< 0-based optimizer step just taken
+  double loss = 0;             ///< mean training loss over the K micro-batches
+  double lr = 0;
+  double grad_norm = 0;        ///< before clipping
+  double ms = 0;               ///< wall time of the step
+  double tokens_per_s = 0;     ///< B*T*K / step time
+  size_t memory_bytes = 0;     ///< Gpt2::memory().total()
+};
+/// One evaluation: mean loss over eval_iters batches of each split.
+struct EvalRecord {
+  int step = 0;
+  double train_loss = 0, val_loss = 0;
+  double ms = 0;
+};
+
+/// Observer of a run (all optional).
+struct TrainCallbacks {
+  std::function<void(const StepRecord&)> on_step;
+  std::function<void(const EvalRecord&)> on_eval;
+  std::function<void(const std::string& path, int step)> on_checkpoint;
+};
+
+/// What a finished run reports.
+struct TrainResult {
+  int steps_done = 0;
+  double final_train_loss = 0, final_val_loss = 0, best_val_loss = 0;
+  double wall_s = 0;
+  double mean_tokens_per_s = 0;  ///< over steps after the first (warm)
+  std::string checkpoint;        ///< path of the last checkpoint written ("" if none)
+};
+
+/// Train on the dataset at `data_dir` (rtx::io::Dataset). When `out_dir` is non-empty, writes
+/// `out_dir`/ckpt.safetensors at each evaluation and every ckpt_interval steps (atomically) and
+/// appends the log to `out_dir`/log.jsonl. `resume_from` (a checkpoint path, or "") continues a
+/// run: model, optimizer moments, step and RNG state are restored and the remaining steps are
+/// bit-for-bit those of an uninterrupted run (CPU). Throws Error(Input) on a dataset whose vocab
+/// exceeds the model's, or a checkpoint that does not match the config.
+TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std::string& out_dir,
+                  const std::string& resume_from, const TrainCallbacks& cb = {});
+
+}  // namespace rtx::models

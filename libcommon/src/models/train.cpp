@@ -1,0 +1,342 @@
+// The GPT-2 training loop (nanoGPT train.py's structure): schedule, micro-batches with gradient
+// accumulation, AdamW, periodic evaluation, JSON Lines log, checkpoints, resume.
+#include "rtx/models/train.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <vector>
+
+#include "rtx/core/error.hpp"
+#include "rtx/io/dataset.hpp"
+#include "rtx/models/checkpoint.hpp"
+#include "rtx/telemetry/bus.hpp"
+
+namespace rtx::models {
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+/// Seed of the evaluation batch stream: distinct from the training stream's seed.
+uint64_t eval_seed(uint64_t seed) { return seed ^ 0x9E3779B97F4A7C15ull; }
+
+double now_s() {
+  using clk = std::chrono::steady_clock;
+  return std::chrono::duration<double>(clk::now().time_since_epoch()).count();
+}
+
+template <class T>
+void get_field(const nlohmann::json& j, const char* key, T& out, const std::string& where) {
+  if (!j.contains(key)) return;
+  try {
+    out = j.at(key).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw_usage(std::string("field '") + key + "' has the wrong type (" + j.at(key).type_name() + ")", where);
+  }
+}
+
+}  // namespace
+
+void TrainConfig::validate() const {
+  model.validate();
+  auto bad = [](const std::string& field, const std::string& why) {
+    throw_usage(field + " " + why, "run config");
+  };
+  if (steps < 1) bad("steps", "must be >= 1 (got " + std::to_string(steps) + ")");
+  if (batch < 1) bad("batch", "must be >= 1 (got " + std::to_string(batch) + ")");
+  if (grad_accum < 1) bad("grad_accum", "must be >= 1 (got " + std::to_string(grad_accum) + ")");
+  if (seq_len < 0 || seq_len > model.block_size)
+    bad("seq_len", "must be in [1, block_size=" + std::to_string(model.block_size) + "] or 0 (got " +
+                       std::to_string(seq_len) + ")");
+  if (!(lr > 0) || !std::isfinite(lr)) bad("lr", "must be a positive number");
+  if (!(min_lr >= 0) || min_lr > lr) bad("min_lr", "must be in [0, lr]");
+  if (warmup_steps < 0) bad("warmup_steps", "must be >= 0");
+  if (lr_decay_steps < 0) bad("lr_decay_steps", "must be >= 0");
+  if (!(adamw.beta1 >= 0 && adamw.beta1 < 1)) bad("beta1", "must be in [0, 1)");
+  if (!(adamw.beta2 >= 0 && adamw.beta2 < 1)) bad("beta2", "must be in [0, 1)");
+  if (!(adamw.eps > 0)) bad("eps", "must be > 0");
+  if (!(adamw.weight_decay >= 0) || !std::isfinite(adamw.weight_decay)) bad("weight_decay", "must be >= 0");
+  if (!(adamw.grad_clip >= 0) || !std::isfinite(adamw.grad_clip)) bad("grad_clip", "must be >= 0 (0 = off)");
+  if (eval_interval < 1) bad("eval_interval", "must be >= 1");
+  if (eval_iters < 0) bad("eval_iters", "must be >= 0 (0 = no evaluation)");
+  if (ckpt_interval < 0) bad("ckpt_interval", "must be >= 0");
+}
+
+nlohmann::json TrainConfig::to_json() const {
+  return {{"model", model.to_json()},
+          {"preset", preset},
+          {"steps", steps},
+          {"batch", batch},
+          {"seq_len", T()},
+          {"grad_accum", grad_accum},
+          {"lr", lr},
+          {"min_lr", min_lr},
+          {"warmup_steps", warmup_steps},
+          {"lr_decay_steps", lr_decay_steps > 0 ? lr_decay_steps : steps},
+          {"beta1", adamw.beta1},
+          {"beta2", adamw.beta2},
+          {"eps", adamw.eps},
+          {"weight_decay", adamw.weight_decay},
+          {"grad_clip", adamw.grad_clip},
+          {"eval_interval", eval_interval},
+          {"eval_iters", eval_iters},
+          {"ckpt_interval", ckpt_interval},
+          {"seed", seed},
+          {"backend", backend == Backend::Cuda ? "cuda" : "cpu"}};
+}
+
+void TrainConfig::apply_json(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) throw_usage("run config must be a JSON object", where);
+  static const char* known[] = {"model", "preset", "steps", "batch", "seq_len", "grad_accum", "lr", "min_lr",
+                                "warmup_steps", "lr_decay_steps", "beta1", "beta2", "eps", "weight_decay",
+                                "grad_clip", "eval_interval", "eval_iters", "ckpt_interval", "seed", "backend",
+                                "schema"};
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    bool ok = false;
+    for (const char* k : known) ok = ok || it.key() == k;
+    if (!ok)
+      throw_usage("unknown key '" + it.key() + "' in run config", where,
+                  "known keys: model, preset, steps, batch, seq_len, grad_accum, lr, min_lr, warmup_steps, "
+                  "lr_decay_steps, beta1, beta2, eps, weight_decay, grad_clip, eval_interval, eval_iters, "
+                  "ckpt_interval, seed, backend");
+  }
+  if (j.contains("preset")) {
+    get_field(j, "preset", preset, where);
+    if (!preset.empty()) model = Gpt2Config::preset(preset);
+  }
+  if (j.contains("model")) {
+    model = Gpt2Config::from_json(j.at("model"), where + ": model");
+    if (!j.contains("preset")) preset.clear();
+  }
+  get_field(j, "steps", steps, where);
+  get_field(j, "batch", batch, where);
+  get_field(j, "seq_len", seq_len, where);
+  get_field(j, "grad_accum", grad_accum, where);
+  get_field(j, "lr", lr, where);
+  get_field(j, "min_lr", min_lr, where);
+  get_field(j, "warmup_steps", warmup_steps, where);
+  get_field(j, "lr_decay_steps", lr_decay_steps, where);
+  get_field(j, "beta1", adamw.beta1, where);
+  get_field(j, "beta2", adamw.beta2, where);
+  get_field(j, "eps", adamw.eps, where);
+  get_field(j, "weight_decay", adamw.weight_decay, where);
+  get_field(j, "grad_clip", adamw.grad_clip, where);
+  get_field(j, "eval_interval", eval_interval, where);
+  get_field(j, "eval_iters", eval_iters, where);
+  get_field(j, "ckpt_interval", ckpt_interval, where);
+  get_field(j, "seed", seed, where);
+  if (j.contains("backend")) {
+    std::string b;
+    get_field(j, "backend", b, where);
+    if (b == "cpu")
+      backend = Backend::Cpu;
+    else if (b == "cuda")
+      backend = Backend::Cuda;
+    else
+      throw_usage("backend must be \"cpu\" or \"cuda\" (got \"" + b + "\")", where);
+  }
+}
+
+float lr_at(const TrainConfig& c, int step) {
+  const int decay_end = c.lr_decay_steps > 0 ? c.lr_decay_steps : c.steps;
+  if (step < c.warmup_steps)
+    return static_cast<float>(static_cast<double>(c.lr) * (step + 1) / (c.warmup_steps + 1));
+  if (step > decay_end) return c.min_lr;
+  if (decay_end == c.warmup_steps) return c.min_lr;
+  const double r = static_cast<double>(step - c.warmup_steps) / (decay_end - c.warmup_steps);
+  const double coeff = 0.5 * (1.0 + std::cos(kPi * r));
+  return static_cast<float>(c.min_lr + coeff * (static_cast<double>(c.lr) - c.min_lr));
+}
+
+namespace {
+
+/// Mean loss over `iters` batches of one split; batches drawn from the eval stream at `step`.
+double estimate_loss(Gpt2& model, const io::Dataset& ds, bool val, const TrainConfig& c, int step,
+                     std::vector<int32_t>& ids, std::vector<int32_t>& tgt) {
+  double sum = 0;
+  const int T = c.T();
+  for (int i = 0; i < c.eval_iters; ++i) {
+    const uint64_t subseq = (static_cast<uint64_t>(step) * 2 + (val ? 1 : 0)) * static_cast<uint64_t>(c.eval_iters) + i;
+    ds.sample_batch(val, c.batch, T, eval_seed(c.seed), subseq, ids.data(), tgt.data());
+    sum += model.forward(ids.data(), tgt.data(), c.batch, T);
+  }
+  return c.eval_iters > 0 ? sum / c.eval_iters : std::numeric_limits<double>::quiet_NaN();
+}
+
+/// Appends JSON lines to a file, flushed per line (a crash loses at most the line being written).
+class JsonlLog {
+ public:
+  explicit JsonlLog(const std::string& path) : path_(path) {
+    if (path.empty()) return;
+    f_ = std::fopen(path.c_str(), "a");
+    if (!f_) throw_env("cannot open the training log for appending", path);
+  }
+  ~JsonlLog() {
+    if (f_) std::fclose(f_);
+  }
+  JsonlLog(const JsonlLog&) = delete;
+  JsonlLog& operator=(const JsonlLog&) = delete;
+  void write(const nlohmann::json& j) {
+    if (!f_) return;
+    const std::string s = j.dump() + "\n";
+    if (std::fwrite(s.data(), 1, s.size(), f_) != s.size() || std::fflush(f_) != 0)
+      throw_env("write to the training log failed (disk full?)", path_);
+  }
+
+ private:
+  std::string path_;
+  std::FILE* f_ = nullptr;
+};
+
+}  // namespace
+
+TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std::string& out_dir,
+                  const std::string& resume_from, const TrainCallbacks& cb) {
+  cfg.validate();
+  io::Dataset ds(data_dir);
+  if (ds.vocab_size() > cfg.model.vocab_size)
+    throw_input("the dataset's vocabulary (" + std::to_string(ds.vocab_size()) +
+                    " tokens) is larger than the model's vocab_size (" + std::to_string(cfg.model.vocab_size) + ")",
+                data_dir + "/meta.json", "use a model config whose vocab_size covers the tokenizer");
+  const int B = cfg.batch, T = cfg.T(), K = cfg.grad_accum;
+  if (ds.tokens(false) < T + 1 || (cfg.eval_iters > 0 && ds.tokens(true) < T + 1))
+    throw_input("a split has fewer than seq_len+1 = " + std::to_string(T + 1) + " tokens", data_dir,
+                "use a smaller --seq-len or more data");
+
+  Gpt2 model(cfg.model, B, T, cfg.backend, cfg.kernels);
+  int start_step = 0;
+  double best_val = std::numeric_limits<double>::infinity();
+  if (!resume_from.empty()) {
+    Checkpoint ck = load_checkpoint(resume_from, true);
+    if (!(ck.model == cfg.model))
+      throw_input("the checkpoint's model config " + ck.model.to_json().dump() + " differs from the run's " +
+                      cfg.model.to_json().dump(),
+                  resume_from);
+    if (ck.m.empty()) throw_input("the checkpoint has no optimizer state; cannot resume", resume_from);
+    if (ck.seed != cfg.seed)
+      throw_input("the checkpoint was written by a run with seed " + std::to_string(ck.seed) + ", not " +
+                      std::to_string(cfg.seed),
+                  resume_from, "pass --seed " + std::to_string(ck.seed) + " to continue that run");
+    model.set_params(ck.params.data());
+    model.set_moments(ck.m.data(), ck.v.data());
+    start_step = ck.step;
+    if (ck.best_val_loss > 0) best_val = ck.best_val_loss;
+  } else {
+    model.init_weights(cfg.seed);
+  }
+
+  std::string ckpt_path, log_path;
+  if (!out_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(out_dir, ec);
+    if (ec) throw_env("cannot create the output directory: " + ec.message(), out_dir);
+    ckpt_path = (std::filesystem::path(out_dir) / "ckpt.safetensors").string();
+    log_path = (std::filesystem::path(out_dir) / "log.jsonl").string();
+  }
+  JsonlLog log(log_path);
+  if (start_step == 0) log.write({{"event", "start"}, {"config", cfg.to_json()}, {"num_params", model.num_params()}});
+  else log.write({{"event", "resume"}, {"step", start_step}, {"from", resume_from}});
+
+  TrainResult res;
+  std::vector<int32_t> ids(static_cast<size_t>(B) * T), tgt(ids.size());
+  std::vector<float> host_params, host_m, host_v;
+  const nlohmann::json tok_json = ds.tokenizer().to_json();
+
+  auto save = [&](int steps_done) {
+    if (ckpt_path.empty()) return;
+    Checkpoint ck;
+    ck.model = cfg.model;
+    ck.run_config = cfg.to_json();
+    ck.tokenizer = tok_json;
+    ck.step = steps_done;
+    ck.seed = cfg.seed;
+    ck.best_val_loss = std::isfinite(best_val) ? best_val : 0;
+    ck.params.resize(model.num_params());
+    ck.m.resize(model.num_params());
+    ck.v.resize(model.num_params());
+    model.get_params(ck.params.data());
+    model.get_moments(ck.m.data(), ck.v.data());
+    save_checkpoint(ckpt_path, ck);
+    res.checkpoint = ckpt_path;
+    if (cb.on_checkpoint) cb.on_checkpoint(ckpt_path, steps_done);
+  };
+  auto evaluate = [&](int step) {
+    if (cfg.eval_iters <= 0) return;
+    const double t0 = now_s();
+    EvalRecord e;
+    e.step = step;
+    e.train_loss = estimate_loss(model, ds, false, cfg, step, ids, tgt);
+    e.val_loss = estimate_loss(model, ds, true, cfg, step, ids, tgt);
+    e.ms = (now_s() - t0) * 1e3;
+    res.final_train_loss = e.train_loss;
+    res.final_val_loss = e.val_loss;
+    if (e.val_loss < best_val) best_val = e.val_loss;
+    log.write({{"event", "eval"}, {"step", e.step}, {"train_loss", e.train_loss}, {"val_loss", e.val_loss}, {"ms", e.ms}});
+    if (cb.on_eval) cb.on_eval(e);
+  };
+
+  const double t_run = now_s();
+  double warm_tokens = 0, warm_s = 0;
+  for (int step = start_step; step < cfg.steps; ++step) {
+    if (step % cfg.eval_interval == 0 && step != start_step) {
+      evaluate(step);
+      save(step);
+    } else if (step == 0) {
+      evaluate(0);
+    }
+    telemetry::ScopedSpan span("train.step");
+    const double t0 = now_s();
+    const float lr = lr_at(cfg, step);
+    model.zero_grad();
+    double loss_sum = 0;
+    for (int k = 0; k < K; ++k) {
+      ds.sample_batch(false, B, T, cfg.seed, static_cast<uint64_t>(step) * K + k, ids.data(), tgt.data());
+      loss_sum += model.forward(ids.data(), tgt.data(), B, T);
+      model.backward(1.0f / static_cast<float>(K));
+    }
+    const double gnorm = model.step(step + 1, lr, cfg.adamw);
+    const double dt = now_s() - t0;
+    StepRecord r;
+    r.step = step;
+    r.loss = loss_sum / K;
+    r.lr = lr;
+    r.grad_norm = gnorm;
+    r.ms = dt * 1e3;
+    r.tokens_per_s = static_cast<double>(B) * T * K / dt;
+    r.memory_bytes = model.memory().total();
+    if (!std::isfinite(r.loss))
+      throw_input("training diverged: loss is " + std::to_string(r.loss) + " at step " + std::to_string(step),
+                  "step " + std::to_string(step), "lower --lr or enable --grad-clip");
+    if (step > start_step) {
+      warm_tokens += static_cast<double>(B) * T * K;
+      warm_s += dt;
+    }
+    log.write({{"event", "step"},
+               {"step", r.step},
+               {"loss", r.loss},
+               {"lr", r.lr},
+               {"grad_norm", r.grad_norm},
+               {"ms", r.ms},
+               {"tokens_per_s", r.tokens_per_s},
+               {"memory_bytes", r.memory_bytes}});
+    if (cb.on_step) cb.on_step(r);
+    res.steps_done = step + 1;
+    if (cfg.ckpt_interval > 0 && (step + 1) % cfg.ckpt_interval == 0 && (step + 1) % cfg.eval_interval != 0 &&
+        step + 1 < cfg.steps)
+      save(step + 1);
+  }
+  if (res.steps_done == 0) res.steps_done = start_step;
+  evaluate(cfg.steps);
+  save(cfg.steps);
+  res.wall_s = now_s() - t_run;
+  res.best_val_loss = std::isfinite(best_val) ? best_val : 0;
+  res.mean_tokens_per_s = warm_s > 0 ? warm_tokens / warm_s : 0;
+  log.write({{"event", "end"}, {"steps", res.steps_done}, {"wall_s", res.wall_s}, {"val_loss", res.final_val_loss},
+             {"tokens_per_s", res.mean_tokens_per_s}});
+  return res;
+}
+
+}  // namespace rtx::models

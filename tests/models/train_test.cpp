@@ -1,0 +1,262 @@
+// Tests of the training loop: LR schedule against a float64 transcription of nanoGPT's get_lr,
+// run-to-run determinism, bit-exact resume, checkpoints (round trip, corruption), learning on
+// real text (tiny-shakespeare), config validation.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "rtx/core/error.hpp"
+#include "rtx/io/dataset.hpp"
+#include "rtx/models/checkpoint.hpp"
+#include "rtx/models/train.hpp"
+#include "test_util.hpp"
+
+using namespace rtx::models;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// A char dataset of all of tiny-shakespeare, prepared once per process.
+const std::string& shakespeare_dir() {
+  static const std::string dir = [] {
+    const std::string d = rtx::test::temp_dir() + "/shk";
+    rtx::io::prepare_dataset(rtx::test::data_dir() + "/tinyshakespeare/input.txt", "char", "", d);
+    return d;
+  }();
+  return dir;
+}
+
+/// A small, fast run: 2 layers, 32 channels, block 32, batch 4.
+TrainConfig tiny_config(int steps) {
+  TrainConfig c;
+  c.model = Gpt2Config{2, 2, 32, 32, 65};
+  c.preset.clear();
+  c.steps = steps;
+  c.batch = 4;
+  c.lr = 3e-3f;
+  c.min_lr = 3e-4f;
+  c.warmup_steps = 5;
+  c.eval_interval = 10;
+  c.eval_iters = 3;
+  c.seed = 42;
+  return c;
+}
+
+struct Recorded {
+  std::vector<double> loss, gnorm, val;
+};
+TrainCallbacks recorder(Recorded& r) {
+  TrainCallbacks cb;
+  cb.on_step = [&r](const StepRecord& s) {
+    r.loss.push_back(s.loss);
+    r.gnorm.push_back(s.grad_norm);
+  };
+  cb.on_eval = [&r](const EvalRecord& e) { r.val.push_back(e.val_loss); };
+  return cb;
+}
+
+/// nanoGPT train.py get_lr, transcribed in float64.
+double nanogpt_lr(int it, double lr, double min_lr, int warmup, int decay) {
+  if (it < warmup) return lr * (it + 1) / (warmup + 1);
+  if (it > decay) return min_lr;
+  const double ratio = static_cast<double>(it - warmup) / (decay - warmup);
+  const double coeff = 0.5 * (1.0 + std::cos(M_PI * ratio));
+  return min_lr + coeff * (lr - min_lr);
+}
+
+std::string read_bytes(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+void write_bytes(const std::string& p, const std::string& b) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f.write(b.data(), static_cast<std::streamsize>(b.size()));
+}
+
+}  // namespace
+
+TEST_CASE("lr_at follows nanoGPT's warm-up and cosine schedule", "[cpu]") {
+  TrainConfig c;
+  c.steps = 2000;
+  c.lr = 1e-3f;
+  c.min_lr = 1e-4f;
+  c.warmup_steps = 100;
+  for (int it : {0, 1, 50, 99, 100, 101, 500, 1000, 1999, 2000, 2001, 5000}) {
+    const double want = nanogpt_lr(it, 1e-3f, 1e-4f, 100, 2000);
+    CHECK(std::fabs(lr_at(c, it) - want) <= 1e-6 * want);
+  }
+  CHECK(lr_at(c, 100) == Approx(1e-3).epsilon(1e-6));  // the peak right after warm-up
+  c.lr_decay_steps = 1000;  // decay ends before the run does: min_lr afterwards
+  CHECK(lr_at(c, 1500) == Approx(1e-4).epsilon(1e-6));
+  CHECK(lr_at(c, 550) == Approx(nanogpt_lr(550, 1e-3f, 1e-4f, 100, 1000)).epsilon(1e-6));
+}
+
+TEST_CASE("run config validation names the field", "[cpu]") {
+  TrainConfig c = tiny_config(10);
+  c.validate();
+  auto expect_bad = [](TrainConfig x, const char* field) {
+    try {
+      x.validate();
+      FAIL("no error for " << field);
+    } catch (const rtx::Error& e) {
+      CHECK(e.category() == rtx::ErrorCategory::Usage);
+      CHECK(std::string(e.what()).find(field) != std::string::npos);
+    }
+  };
+  TrainConfig x = c;
+  x.steps = 0;
+  expect_bad(x, "steps");
+  x = c;
+  x.batch = -1;
+  expect_bad(x, "batch");
+  x = c;
+  x.seq_len = 33;
+  expect_bad(x, "seq_len");
+  x = c;
+  x.lr = -1;
+  expect_bad(x, "lr");
+  x = c;
+  x.min_lr = 1;
+  expect_bad(x, "min_lr");
+  x = c;
+  x.adamw.beta2 = 1.0f;
+  expect_bad(x, "beta2");
+  x = c;
+  x.grad_accum = 0;
+  expect_bad(x, "grad_accum");
+
+  TrainConfig j;
+  CHECK_THROWS_AS(j.apply_json({{"stepz", 3}}, "cfg.json"), rtx::Error);
+  CHECK_THROWS_AS(j.apply_json({{"steps", "three"}}, "cfg.json"), rtx::Error);
+  CHECK_THROWS_AS(j.apply_json({{"backend", "tpu"}}, "cfg.json"), rtx::Error);
+  j.apply_json({{"preset", "shakespeare-char-cpu"}, {"steps", 7}, {"beta2", 0.99}}, "cfg.json");
+  CHECK(j.model.n_layer == 4);
+  CHECK(j.model.n_embd == 128);
+  CHECK(j.steps == 7);
+  // to_json -> apply_json round trip
+  TrainConfig k;
+  k.apply_json(j.to_json(), "roundtrip");
+  CHECK(k.to_json() == j.to_json());
+}
+
+TEST_CASE("training is deterministic and learns tiny-shakespeare", "[cpu]") {
+  const TrainConfig c = tiny_config(40);
+  Recorded a, b;
+  const TrainResult ra = train(c, shakespeare_dir(), "", "", recorder(a));
+  train(c, shakespeare_dir(), "", "", recorder(b));
+  REQUIRE(a.loss.size() == 40);
+  CHECK(a.loss == b.loss);  // bitwise
+  CHECK(a.gnorm == b.gnorm);
+  CHECK(a.val == b.val);
+  // Uniform over 65 chars is ln 65 = 4.17; 40 steps must get clearly below (character
+  // frequencies alone give about 3.3).
+  CHECK(a.loss.front() > 3.9);
+  CHECK(ra.final_val_loss < 3.4);
+  CHECK(ra.steps_done == 40);
+  // A different seed gives a different run.
+  TrainConfig c2 = c;
+  c2.seed = 43;
+  Recorded d;
+  train(c2, shakespeare_dir(), "", "", recorder(d));
+  CHECK(d.loss != a.loss);
+}
+
+TEST_CASE("resume continues bit-for-bit the uninterrupted run", "[cpu]") {
+  const std::string base = rtx::test::temp_dir();
+  TrainConfig full = tiny_config(20);
+  full.lr_decay_steps = 20;
+  Recorded whole;
+  train(full, shakespeare_dir(), base + "/whole", "", recorder(whole));
+
+  TrainConfig first = full;
+  first.steps = 12;  // same schedule (lr_decay_steps fixed), stopped early
+  Recorded part1, part2;
+  train(first, shakespeare_dir(), base + "/split", "", recorder(part1));
+  const Checkpoint ck = load_checkpoint(base + "/split/ckpt.safetensors");
+  CHECK(ck.step == 12);
+  CHECK(ck.seed == 42);
+  CHECK(ck.m.size() == gpt2_num_params(full.model));
+  train(full, shakespeare_dir(), base + "/split", base + "/split/ckpt.safetensors", recorder(part2));
+  REQUIRE(part1.loss.size() == 12);
+  REQUIRE(part2.loss.size() == 8);
+  std::vector<double> joined = part1.loss;
+  joined.insert(joined.end(), part2.loss.begin(), part2.loss.end());
+  CHECK(joined == whole.loss);  // bitwise
+  // The final checkpoints hold identical weights.
+  const Checkpoint a = load_checkpoint(base + "/whole/ckpt.safetensors");
+  const Checkpoint b = load_checkpoint(base + "/split/ckpt.safetensors");
+  CHECK(a.params == b.params);
+  CHECK(a.m == b.m);
+  CHECK(a.v == b.v);
+  CHECK(b.step == 20);
+
+  // Resuming with another seed or another model is refused with the reason.
+  TrainConfig other_seed = full;
+  other_seed.seed = 7;
+  CHECK_THROWS_WITH(train(other_seed, shakespeare_dir(), "", base + "/split/ckpt.safetensors"),
+                    Catch::Contains("seed"));
+  TrainConfig other_model = full;
+  other_model.model.n_embd = 16;
+  CHECK_THROWS_WITH(train(other_model, shakespeare_dir(), "", base + "/split/ckpt.safetensors"),
+                    Catch::Contains("model config"));
+}
+
+TEST_CASE("checkpoints round-trip and corrupt ones are refused", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir();
+  Checkpoint ck;
+  ck.model = Gpt2Config{1, 1, 8, 7, 11};
+  const size_t n = gpt2_num_params(ck.model);
+  for (size_t i = 0; i < n; ++i) {
+    ck.params.push_back(0.001f * static_cast<float>(i) - 0.5f);
+    ck.m.push_back(static_cast<float>(i % 13));
+    ck.v.push_back(static_cast<float>(i % 7) * 1e-3f);
+  }
+  ck.step = 123;
+  ck.seed = 99;
+  ck.best_val_loss = 1.5;
+  ck.run_config = {{"steps", 200}};
+  ck.tokenizer = {{"kind", "char"}};
+  const std::string p = dir + "/ck.safetensors";
+  save_checkpoint(p, ck);
+  const Checkpoint r = load_checkpoint(p);
+  CHECK(r.model == ck.model);
+  CHECK(r.params == ck.params);
+  CHECK(r.m == ck.m);
+  CHECK(r.v == ck.v);
+  CHECK(r.step == 123);
+  CHECK(r.seed == 99);
+  CHECK(r.best_val_loss == 1.5);
+  CHECK(r.run_config == ck.run_config);
+  CHECK(r.tokenizer == ck.tokenizer);
+  const Checkpoint w = load_checkpoint(p, false);
+  CHECK(w.m.empty());
+  CHECK(w.params == ck.params);
+
+  // Wrong sizes are refused before anything is written.
+  Checkpoint bad = ck;
+  bad.params.pop_back();
+  CHECK_THROWS_AS(save_checkpoint(dir + "/bad.safetensors", bad), rtx::Error);
+  CHECK_FALSE(fs::exists(dir + "/bad.safetensors"));
+
+  const std::string good = read_bytes(p);
+  auto expect_refused = [&](const std::string& bytes, const char* what) {
+    const std::string q = dir + "/corrupt.safetensors";
+    write_bytes(q, bytes);
+    try {
+      load_checkpoint(q);
+      FAIL("accepted a corrupt checkpoint: " << what);
+    } catch (const rtx::Error& e) {
+      CHECK(e.category() == rtx::ErrorCategory::Input);
+      CHECK(std::string(e.what()).find("corrupt.safetensors") != std::string::npos);
+    }
+  };
+  for (size_t cut : {size_t(0), size_t(5), size_t(100), good.size() / 2, good.size() - 1})
+    expect_refused(good.substr(0, cut), "truncated");
+  std::string flipped = good;
+  flipped[flipped.size() - 10] ^= 0x40;  // inside the data section: the checksum catches it
+  expect_refused(flipped, "bit flip");
+  CHECK_THROWS_AS(load_checkpoint(dir + "/missing.safetensors"), rtx::Error);
+}

@@ -1,0 +1,165 @@
+// `rtx-train run`: build the run configuration (preset, then --config FILE, then flags), train,
+// show progress (a status line on a TTY, periodic lines otherwise) and print the result.
+#include <omp.h>
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "rtx/core/error.hpp"
+#include "rtx/io/atomic_file.hpp"
+#include "rtx/models/train.hpp"
+
+namespace rtx_train {
+
+namespace {
+
+struct RunArgs {
+  std::string config_file, preset, data, out, resume, backend = "cpu", matmul = "blocked";
+  int threads = 0, log_interval = 0;
+  // Values of flags that override the config; applied only when given.
+  int steps = 0, batch = 0, seq_len = 0, grad_accum = 0, warmup = 0, decay = 0, eval_interval = 0, eval_iters = 0,
+      ckpt_interval = 0;
+  float lr = 0, min_lr = 0, wd = 0, beta1 = 0, beta2 = 0, clip = 0;
+};
+
+std::string human_tokens(double x) {
+  char buf[32];
+  if (x >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.2fM", x / 1e6);
+  else if (x >= 1e3)
+    std::snprintf(buf, sizeof buf, "%.1fk", x / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f", x);
+  return buf;
+}
+
+}  // namespace
+
+Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
+  auto a = std::make_shared<RunArgs>();
+  s.add_option("--config", a->config_file, "Run config JSON (keys as in the log's start record; flags override)");
+  s.add_option("--preset", a->preset, "Model preset (rtx-train presets); default shakespeare-char");
+  s.add_option("--data", a->data, "Dataset directory written by `rtx-train prepare`")->required();
+  s.add_option("--out", a->out, "Directory for ckpt.safetensors and log.jsonl (none: no checkpoint, no log)");
+  s.add_option("--resume", a->resume, "Continue the run saved in this checkpoint (same config and seed)");
+  auto* o_steps = s.add_option("--steps", a->steps, "Optimizer steps (default 5000)");
+  auto* o_batch = s.add_option("--batch", a->batch, "Sequences per micro-batch (default 64)");
+  auto* o_seq = s.add_option("--seq-len", a->seq_len, "Tokens per sequence (default: block_size)");
+  auto* o_acc = s.add_option("--grad-accum", a->grad_accum, "Micro-batches per step (default 1)");
+  auto* o_lr = s.add_option("--lr", a->lr, "Peak learning rate (default 1e-3)");
+  auto* o_minlr = s.add_option("--min-lr", a->min_lr, "Final learning rate of the cosine decay (default 1e-4)");
+  auto* o_warm = s.add_option("--warmup", a->warmup, "Linear warm-up steps (default 100)");
+  auto* o_decay = s.add_option("--lr-decay-steps", a->decay, "Step where the cosine decay ends (default: --steps)");
+  auto* o_wd = s.add_option("--weight-decay", a->wd, "AdamW decoupled weight decay on 2-D tensors (default 0.1)");
+  auto* o_b1 = s.add_option("--beta1", a->beta1, "AdamW beta1 (default 0.9)");
+  auto* o_b2 = s.add_option("--beta2", a->beta2, "AdamW beta2 (default 0.99)");
+  auto* o_clip = s.add_option("--grad-clip", a->clip, "Clip the global gradient norm to this (0 = off; default 1)");
+  auto* o_ei = s.add_option("--eval-interval", a->eval_interval, "Evaluate every N steps (default 250)");
+  auto* o_eit = s.add_option("--eval-iters", a->eval_iters, "Batches per split per evaluation (default 200)");
+  auto* o_ck = s.add_option("--ckpt-interval", a->ckpt_interval, "Also checkpoint every N steps (default: at evals)");
+  s.add_option("--backend", a->backend, "cpu or cuda")->capture_default_str();
+  s.add_option("--matmul", a->matmul, "CPU matmul: blocked (own AVX-512/AVX2 GEMM) or blas (OpenBLAS)")
+      ->capture_default_str();
+  s.add_option("--threads", a->threads, "OpenMP threads (0: the runtime's default)");
+  s.add_option("--log-interval", a->log_interval, "Without a TTY, print a line every N steps (default steps/20)");
+
+  return [=, &common, &s]() {
+    rtx::models::TrainConfig c;
+    if (!a->preset.empty()) {
+      c.model = rtx::models::Gpt2Config::preset(a->preset);
+      c.preset = a->preset;
+    }
+    if (!a->config_file.empty()) {
+      const std::string text = rtx::io::read_text_file(a->config_file);
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(text);
+      } catch (const nlohmann::json::parse_error& e) {
+        rtx::throw_input(std::string("not valid JSON: ") + e.what(), a->config_file);
+      }
+      c.apply_json(j, a->config_file);
+      if (!a->preset.empty() && (j.contains("model") || j.contains("preset")))
+        rtx::throw_usage("--preset and a model in --config both set the model; give one", "--preset");
+    }
+    if (o_steps->count()) c.steps = a->steps;
+    if (o_batch->count()) c.batch = a->batch;
+    if (o_seq->count()) c.seq_len = a->seq_len;
+    if (o_acc->count()) c.grad_accum = a->grad_accum;
+    if (o_lr->count()) c.lr = a->lr;
+    if (o_minlr->count()) c.min_lr = a->min_lr;
+    if (o_warm->count()) c.warmup_steps = a->warmup;
+    if (o_decay->count()) c.lr_decay_steps = a->decay;
+    if (o_wd->count()) c.adamw.weight_decay = a->wd;
+    if (o_b1->count()) c.adamw.beta1 = a->beta1;
+    if (o_b2->count()) c.adamw.beta2 = a->beta2;
+    if (o_clip->count()) c.adamw.grad_clip = a->clip;
+    if (o_ei->count()) c.eval_interval = a->eval_interval;
+    if (o_eit->count()) c.eval_iters = a->eval_iters;
+    if (o_ck->count()) c.ckpt_interval = a->ckpt_interval;
+    if (seed_given(s)) c.seed = common.seed;
+    if (a->backend == "cpu")
+      c.backend = rtx::models::Backend::Cpu;
+    else if (a->backend == "cuda")
+      c.backend = rtx::models::Backend::Cuda;
+    else
+      rtx::throw_usage("--backend must be cpu or cuda (got '" + a->backend + "')", "--backend");
+    if (a->matmul == "blocked")
+      c.kernels.matmul.impl = rtx::kernels::MatmulImpl::Blocked;
+    else if (a->matmul == "blas")
+      c.kernels.matmul.impl = rtx::kernels::MatmulImpl::Blas;
+    else
+      rtx::throw_usage("--matmul must be blocked or blas (got '" + a->matmul + "')", "--matmul");
+    if (a->threads < 0) rtx::throw_usage("--threads must be >= 0", "--threads");
+    if (a->threads > 0) omp_set_num_threads(a->threads);
+    if (a->log_interval < 0) rtx::throw_usage("--log-interval must be >= 0", "--log-interval");
+    c.validate();
+
+    const bool tty = rtx::cli::stderr_is_tty() && !common.quiet;
+    const int log_every = a->log_interval > 0 ? a->log_interval : std::max(1, c.steps / 20);
+    rtx::models::TrainCallbacks cb;
+    if (!common.quiet) {
+      std::fprintf(stderr, "rtx-train: %s, %d layers, %d heads, %d channels, vocab %d; batch %d x %d x %d, %d steps, %s\n",
+                   c.preset.empty() ? "custom model" : c.preset.c_str(), c.model.n_layer, c.model.n_head,
+                   c.model.n_embd, c.model.vocab_size, c.batch, c.T(), c.grad_accum, c.steps, a->backend.c_str());
+      cb.on_step = [=](const rtx::models::StepRecord& r) {
+        if (tty) {
+          std::fprintf(stderr, "\rstep %d/%d  loss %.4f  lr %.2e  norm %.3f  %.1f ms  %s tok/s   ", r.step + 1, c.steps,
+                       r.loss, r.lr, r.grad_norm, r.ms, human_tokens(r.tokens_per_s).c_str());
+          std::fflush(stderr);
+        } else if ((r.step + 1) % log_every == 0 || r.step == 0) {
+          std::fprintf(stderr, "step %d/%d  loss %.4f  lr %.2e  norm %.3f  %.1f ms  %s tok/s\n", r.step + 1, c.steps,
+                       r.loss, r.lr, r.grad_norm, r.ms, human_tokens(r.tokens_per_s).c_str());
+        }
+      };
+      cb.on_eval = [=](const rtx::models::EvalRecord& e) {
+        std::fprintf(stderr, "%seval at step %d: train loss %.4f, val loss %.4f (%.1f s)\n", tty ? "\r\033[K" : "",
+                     e.step, e.train_loss, e.val_loss, e.ms / 1e3);
+      };
+    }
+    const rtx::models::TrainResult r = rtx::models::train(c, a->data, a->out, a->resume, cb);
+    if (common.json) {
+      std::cout << nlohmann::json{{"steps", r.steps_done},
+                                  {"final_train_loss", r.final_train_loss},
+                                  {"final_val_loss", r.final_val_loss},
+                                  {"best_val_loss", r.best_val_loss},
+                                  {"wall_s", r.wall_s},
+                                  {"tokens_per_s", r.mean_tokens_per_s},
+                                  {"checkpoint", r.checkpoint},
+                                  {"config", c.to_json()}}
+                       .dump(2)
+                << "\n";
+    } else if (!common.quiet) {
+      std::fprintf(stderr, "%sdone: %d steps in %.1f s, %s tok/s, val loss %.4f (best %.4f)%s%s\n", tty ? "\r\033[K" : "",
+                   r.steps_done, r.wall_s, human_tokens(r.mean_tokens_per_s).c_str(), r.final_val_loss,
+                   r.best_val_loss, r.checkpoint.empty() ? "" : ", checkpoint ", r.checkpoint.c_str());
+    }
+    return 0;
+  };
+}
+
+}  // namespace rtx_train

@@ -1,0 +1,123 @@
+// `rtx-train sample` (KV-cache generation from a checkpoint) and `rtx-train export` (GGUF).
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "rtx/core/error.hpp"
+#include "rtx/io/tokenizer.hpp"
+#include "rtx/models/checkpoint.hpp"
+#include "rtx/models/export.hpp"
+#include "rtx/models/infer.hpp"
+
+namespace rtx_train {
+
+namespace {
+
+struct SampleArgs {
+  std::string ckpt, prompt = "\n";
+  int max_tokens = 256;
+  float temperature = 0.8f, top_p = 1.0f;
+  int top_k = 200;
+};
+
+std::unique_ptr<rtx::io::Tokenizer> checkpoint_tokenizer(const rtx::models::Checkpoint& ck, const std::string& path) {
+  if (ck.tokenizer.is_null())
+    rtx::throw_input("the checkpoint carries no tokenizer (__metadata__.tokenizer)", path);
+  return rtx::io::tokenizer_from_json(ck.tokenizer, path + ": __metadata__.tokenizer");
+}
+
+}  // namespace
+
+Body add_sample(CLI::App& s, const rtx::cli::CommonOptions& common) {
+  auto a = std::make_shared<SampleArgs>();
+  s.add_option("--ckpt", a->ckpt, "Checkpoint (ckpt.safetensors written by rtx-train run)")->required();
+  s.add_option("--prompt", a->prompt, "Prompt text (default: a newline)")->capture_default_str();
+  s.add_option("--max-tokens", a->max_tokens, "Tokens to generate")->capture_default_str();
+  s.add_option("--temperature", a->temperature, "Softmax temperature; 0 = greedy")->capture_default_str();
+  s.add_option("--top-k", a->top_k, "Keep the k most likely tokens; 0 = all")->capture_default_str();
+  s.add_option("--top-p", a->top_p, "Nucleus sampling mass in (0, 1]; 1 = off")->capture_default_str();
+  return [a, &common, &s]() {
+    if (a->max_tokens < 0) rtx::throw_usage("--max-tokens must be >= 0", "--max-tokens");
+    const rtx::models::Checkpoint ck = rtx::models::load_checkpoint(a->ckpt, false);
+    const auto tok = checkpoint_tokenizer(ck, a->ckpt);
+    std::vector<int32_t> prompt = tok->encode(a->prompt);
+    if (prompt.empty()) {
+      if (tok->eot_id() < 0) rtx::throw_usage("--prompt is empty and the tokenizer has no end-of-text token", "--prompt");
+      prompt.push_back(tok->eot_id());
+    }
+    if (static_cast<int>(prompt.size()) > ck.model.block_size)
+      rtx::throw_usage("the prompt is " + std::to_string(prompt.size()) + " tokens; the model's context is " +
+                           std::to_string(ck.model.block_size),
+                       "--prompt");
+    rtx::models::SamplerConfig sc;
+    sc.temperature = a->temperature;
+    sc.top_k = a->top_k;
+    sc.top_p = a->top_p;
+    sc.seed = seed_given(s) ? common.seed : 1337;
+    rtx::models::Sampler sampler(sc);
+    rtx::models::Gpt2Decoder dec(ck.model, ck.params.data());
+    const bool stream = !common.json;
+    if (stream) {
+      std::fwrite(a->prompt.data(), 1, a->prompt.size(), stdout);
+      std::fflush(stdout);
+    }
+    const rtx::models::GenerateResult r = rtx::models::generate(
+        dec, prompt, a->max_tokens, sampler, tok->eot_id(), [&](int32_t id) {
+          if (stream) {
+            const std::string piece = tok->token_bytes(id);
+            std::fwrite(piece.data(), 1, piece.size(), stdout);
+            std::fflush(stdout);
+          }
+          return true;
+        });
+    const std::string text = tok->decode(r.tokens);
+    if (common.json) {
+      std::cout << nlohmann::json{{"prompt", a->prompt},
+                                  {"completion", text},
+                                  {"prompt_tokens", r.prompt_tokens},
+                                  {"completion_tokens", r.tokens.size()},
+                                  {"stop", rtx::models::stop_reason_name(r.stop)},
+                                  {"prefill_s", r.prefill_s},
+                                  {"decode_tokens_per_s", r.decode_tokens_per_s()},
+                                  {"seed", sc.seed}}
+                       .dump(2)
+                << "\n";
+    } else {
+      std::fputs("\n", stdout);
+      std::fflush(stdout);
+      if (!common.quiet)
+        std::fprintf(stderr, "%zu tokens (%s), prefill %.1f ms, decode %.1f tokens/s\n", r.tokens.size(),
+                     rtx::models::stop_reason_name(r.stop), r.prefill_s * 1e3, r.decode_tokens_per_s());
+    }
+    return 0;
+  };
+}
+
+Body add_export(CLI::App& s, const rtx::cli::CommonOptions& common) {
+  auto ckpt = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  auto format = std::make_shared<std::string>("gguf");
+  s.add_option("--ckpt", *ckpt, "Checkpoint to export")->required();
+  s.add_option("--format", *format, "Output format (gguf)")->capture_default_str();
+  s.add_option("-o,--output", *out, "Output file")->required();
+  return [=, &common]() {
+    if (*format != "gguf") rtx::throw_usage("--format must be gguf (got '" + *format + "')", "--format");
+    const rtx::models::Checkpoint ck = rtx::models::load_checkpoint(*ckpt, false);
+    const auto tok = checkpoint_tokenizer(ck, *ckpt);
+    rtx::models::export_gpt2_gguf(ck.model, ck.params.data(), ck.params.size(), *tok, *out);
+    if (common.json)
+      std::cout << nlohmann::json{{"output", *out}, {"format", "gguf"}, {"architecture", "gpt2"},
+                                  {"params", ck.params.size()}, {"step", ck.step}}
+                       .dump(2)
+                << "\n";
+    else if (!common.quiet)
+      std::fprintf(stderr, "wrote %s (GGUF v3, architecture gpt2, %zu parameters, step %d)\n", out->c_str(),
+                   ck.params.size(), ck.step);
+    return 0;
+  };
+}
+
+}  // namespace rtx_train

@@ -1,0 +1,21 @@
+// rtx-train subcommand wiring: each add_* declares one subcommand's flags and returns the
+// function that runs it (the work is in libcommon: rtx::io datasets, rtx::models).
+#pragma once
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+#include "rtx/cli/cli.hpp"
+
+namespace rtx_train {
+using Body = std::function<int()>;
+Body add_prepare(CLI::App& app, const rtx::cli::CommonOptions& common);
+Body add_run(CLI::App& app, const rtx::cli::CommonOptions& common);
+Body add_sample(CLI::App& app, const rtx::cli::CommonOptions& common);
+Body add_export(CLI::App& app, const rtx::cli::CommonOptions& common);
+Body add_presets(CLI::App& app, const rtx::cli::CommonOptions& common);
+/// $RTX_DATA or ../shared/data (the shared data folder).
+std::string data_root();
+/// True when --seed was given on the command line (the tool's default seed applies otherwise).
+bool seed_given(const CLI::App& sub);
+}  // namespace rtx_train

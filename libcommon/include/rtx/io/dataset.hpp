@@ -29,6 +29,15 @@ struct PrepareResult {
 PrepareResult prepare_dataset(const std::string& input, const std::string& tokenizer_kind,
                               const std::string& gpt2_dir, const std::string& out_dir);
 
+/// Offset of batch row `row`: uniform in [0, range), unbiased (Lemire, "Fast random integer
+/// generation in an interval", ACM TOMACS 2019). Word j of the row's stream is
+/// philox_u32(seed, subseq, (j << 32) | row). range <= 2^32: x = word 0, 1, ... (one per try),
+/// m = x * range (64-bit), accept when low32(m) >= (2^32 - range) mod range, result high32(m).
+/// range > 2^32: x = word(2k) << 32 | word(2k+1), m = x * range (128-bit), accept when
+/// low64(m) >= (2^64 - range) mod range, result high64(m). Throws Error(Usage) for range 0 or
+/// row >= 2^32.
+uint64_t sample_offset(uint64_t seed, uint64_t subseq, uint64_t row, uint64_t range);
+
 /// An opened dataset directory: both splits memory-mapped, the tokenizer rebuilt from meta.json.
 class Dataset {
  public:
@@ -46,9 +55,11 @@ class Dataset {
   /// Random batch as nanoGPT's get_batch: B offsets i_b uniform in [0, n - T - 1] (n = tokens of
   /// the split), ids[b,t] = tok[i_b + t], targets[b,t] = tok[i_b + t + 1]. Offsets drawn from
   /// rtx::philox_u32(seed, subseq, b) reduced without modulo bias (Lemire's method on 32 bits
-  /// extended to the 64-bit range when needed); stateless, so a (seed, subseq) pair gives the
-  /// same batch on every run (subseq = the caller's batch counter). Throws Error(Input) when the
-  /// split has fewer than T + 1 tokens.
+  /// extended to the 64-bit range when needed): i_b = sample_offset(seed, subseq, b, n - T);
+  /// stateless, so a (seed, subseq) pair gives the same batch on every run (subseq = the
+  /// caller's batch counter). ids and targets: (B,T) row-major int32, caller-allocated.
+  /// Throws Error(Input) when the split has fewer than T + 1 tokens, Error(Usage) for B < 1,
+  /// T < 1 or null pointers.
   void sample_batch(bool val, int B, int T, uint64_t seed, uint64_t subseq, int32_t* ids, int32_t* targets) const;
 
  private:

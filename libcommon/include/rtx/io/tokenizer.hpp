@@ -11,7 +11,8 @@
 
 namespace rtx::io {
 
-/// Text <-> token ids. Implementations are immutable after construction (thread-safe reads).
+/// Text <-> token ids. Implementations are immutable after construction: every method is safe
+/// to call from several threads at once (the GPT-2 word cache is guarded internally).
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
@@ -43,8 +44,12 @@ std::unique_ptr<Tokenizer> make_char_tokenizer_from_text(std::string_view text);
 /// GPT-2 BPE from `dir`/encoder.json and `dir`/vocab.bpe (OpenAI's files). Encoding: the
 /// GPT-2 pre-tokenizer regex ('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|
 /// \s+(?!\S)|\s+), bytes mapped through bytes_to_unicode, then BPE merges by rank.
-/// "<|endoftext|>" in the text is encoded as ordinary text (as tiktoken's encode_ordinary).
-/// Throws Error(Input) naming the file (and line/key) when a file is missing or malformed.
+/// \p{L} = general categories Lu Ll Lt Lm Lo, \p{N} = Nd Nl No, \s = Unicode White_Space (as
+/// Python's `regex` module and tiktoken); classes come from ICU. Invalid UTF-8 input is an
+/// Error(Input) naming the byte offset. "<|endoftext|>" in the text is encoded as ordinary text
+/// (as tiktoken's encode_ordinary). Throws Error(Input) naming the file (and line/key) when a
+/// file is missing or malformed (not a bytes_to_unicode key, ids not 0..N-1, a merge whose parts
+/// or result are not in the encoder).
 std::unique_ptr<Tokenizer> load_gpt2_tokenizer(const std::string& dir);
 
 /// Rebuild a tokenizer from Tokenizer::to_json() output. Error(Input) on a bad document.

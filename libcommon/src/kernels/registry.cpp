@@ -182,6 +182,7 @@ const Registry& registry() {
 #ifdef RTX_HAVE_CUDA
     register_cuda_kernels(x);
 #endif
+    register_model_ops(x);
     return x;
   }();
   return r;

@@ -162,6 +162,9 @@ void set_param_lookup(ParamLookup f);
 /// Parameters a kernel runs with: the installed lookup's answer, else the variant's defaults.
 Params resolve_params(const OpDef& op, const Variant& v, const Shape& s, DType dt);
 
+/// Register the model-level macro ops (today "gpt2_train_step": a whole GPT-2 training step),
+/// defined by the models module (models/train_step_op.cpp).
+void register_model_ops(Registry& r);
 /// Register every CPU op and variant (kernels/cpu/*.cpp).
 void register_cpu_kernels(Registry& r);
 #ifdef RTX_HAVE_CUDA

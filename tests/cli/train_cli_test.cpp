@@ -1,0 +1,149 @@
+// rtx-train as a subprocess: prepare -> run -> resume -> sample -> export on tiny-shakespeare
+// with a tiny model; --json outputs; exit codes for bad flags, bad data and corrupt checkpoints.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "rtx/io/gguf.hpp"
+#include "test_util.hpp"
+
+using rtx::test::run;
+using rtx::test::tool_path;
+
+namespace {
+
+std::string train() { return tool_path("rtx-train"); }
+std::string shk_input() { return rtx::test::data_dir() + "/tinyshakespeare/input.txt"; }
+
+void write_file(const std::string& p, const std::string& s) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f << s;
+}
+
+std::vector<nlohmann::json> read_jsonl(const std::string& p) {
+  std::ifstream f(p);
+  std::vector<nlohmann::json> out;
+  std::string line;
+  while (std::getline(f, line)) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+/// A prepared char dataset (once per process).
+const std::string& dataset() {
+  static const std::string dir = [] {
+    const std::string d = rtx::test::temp_dir() + "/data";
+    const auto p = run(train() + " prepare --tokenizer char " + shk_input() + " -o " + d + " --json");
+    INFO(p.err);
+    REQUIRE(p.exit_code == 0);
+    const auto j = nlohmann::json::parse(p.out);
+    CHECK(j["vocab_size"] == 65);
+    CHECK(j["train_tokens"] == 1003854);
+    CHECK(j["val_tokens"] == 111540);
+    return d;
+  }();
+  return dir;
+}
+
+const char* kTinyCfg = R"({"model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 32, "vocab_size": 65},
+  "batch": 4, "lr": 3e-3, "min_lr": 3e-4, "warmup_steps": 3, "eval_interval": 10, "eval_iters": 2})";
+
+}  // namespace
+
+TEST_CASE("rtx-train run, resume, sample and export end to end", "[cpu][cli]") {
+  const std::string dir = rtx::test::temp_dir();
+  write_file(dir + "/cfg.json", kTinyCfg);
+  const std::string base = train() + " run --data " + dataset() + " --config " + dir + "/cfg.json --threads 2";
+
+  const auto full = run(base + " --steps 16 --lr-decay-steps 16 --out " + dir + "/full --json");
+  INFO(full.err);
+  REQUIRE(full.exit_code == 0);
+  const auto r = nlohmann::json::parse(full.out);
+  CHECK(r["steps"] == 16);
+  CHECK(r["final_val_loss"].get<double>() < 4.0);
+  CHECK(r["tokens_per_s"].get<double>() > 0);
+  CHECK(r["config"]["model"]["n_embd"] == 32);
+
+  // The same run in two processes: 10 steps, then --resume to 16.
+  REQUIRE(run(base + " --steps 10 --lr-decay-steps 16 --out " + dir + "/split -q").exit_code == 0);
+  const auto res = run(base + " --steps 16 --lr-decay-steps 16 --out " + dir + "/split --resume " + dir +
+                       "/split/ckpt.safetensors -q");
+  INFO(res.err);
+  REQUIRE(res.exit_code == 0);
+  std::vector<double> a, b;
+  for (const auto& j : read_jsonl(dir + "/full/log.jsonl"))
+    if (j["event"] == "step") a.push_back(j["loss"].get<double>());
+  for (const auto& j : read_jsonl(dir + "/split/log.jsonl"))
+    if (j["event"] == "step") b.push_back(j["loss"].get<double>());
+  REQUIRE(a.size() == 16);
+  CHECK(a == b);  // bitwise, through the JSON text (17 significant digits)
+  const auto log = read_jsonl(dir + "/full/log.jsonl");
+  CHECK(log.front()["event"] == "start");
+  CHECK(log.back()["event"] == "end");
+  for (const char* k : {"loss", "lr", "grad_norm", "ms", "tokens_per_s", "memory_bytes"}) CHECK(log[2].contains(k));
+
+  // Greedy sampling is deterministic and uses the checkpoint's tokenizer.
+  const std::string ck = dir + "/full/ckpt.safetensors";
+  const auto s1 = run(train() + " sample --ckpt " + ck + " --prompt ROMEO: --max-tokens 20 --temperature 0 --json");
+  const auto s2 = run(train() + " sample --ckpt " + ck + " --prompt ROMEO: --max-tokens 20 --temperature 0 --json");
+  INFO(s1.err);
+  REQUIRE(s1.exit_code == 0);
+  const auto j1 = nlohmann::json::parse(s1.out), j2 = nlohmann::json::parse(s2.out);
+  CHECK(j1["completion"] == j2["completion"]);
+  CHECK(j1["prompt_tokens"] == 6);
+  CHECK(j1["completion_tokens"] == 20);
+  // Streaming text mode prints the prompt then the completion.
+  const auto st = run(train() + " sample --ckpt " + ck + " --prompt ROMEO: --max-tokens 20 --temperature 0 -q");
+  CHECK(st.out == "ROMEO:" + j1["completion"].get<std::string>() + "\n");
+  // A prompt character outside the vocabulary is an input error naming it.
+  const auto badp = run(train() + " sample --ckpt " + ck + " --prompt 'caf\xc3\xa9'");
+  CHECK(badp.exit_code == 2);
+
+  // Export reads back as GGUF gpt2 with every tensor.
+  const auto ex = run(train() + " export --ckpt " + ck + " --format gguf -o " + dir + "/m.gguf --json");
+  INFO(ex.err);
+  REQUIRE(ex.exit_code == 0);
+  const rtx::io::GgufFile g = rtx::io::GgufFile::open(dir + "/m.gguf");
+  CHECK(g.get("general.architecture").as_string() == "gpt2");
+  CHECK(g.tensors().size() == 2 + 2 * 12 + 2);
+}
+
+TEST_CASE("rtx-train bad input exits 2 with a message", "[cpu][cli]") {
+  const std::string dir = rtx::test::temp_dir();
+  auto expect = [](const rtx::test::Proc& p, int code, const std::string& needle) {
+    INFO(p.err);
+    CHECK(p.exit_code == code);
+    CHECK(p.err.find(needle) != std::string::npos);
+  };
+  expect(run(train() + " run --data " + dir + "/nope --steps 1"), 2, "nope");
+  expect(run(train() + " run --data " + dataset() + " --preset gpt5"), 2, "gpt5");
+  expect(run(train() + " run --data " + dataset() + " --matmul fast"), 2, "--matmul");
+  expect(run(train() + " run --data " + dataset() + " --steps 0"), 2, "steps");
+  write_file(dir + "/bad.json", R"({"stepz": 3})");
+  expect(run(train() + " run --data " + dataset() + " --config " + dir + "/bad.json"), 2, "stepz");
+  write_file(dir + "/notjson.json", "{steps: 3");
+  expect(run(train() + " run --data " + dataset() + " --config " + dir + "/notjson.json"), 2, "notjson.json");
+  // A model whose vocabulary is smaller than the dataset's.
+  write_file(dir + "/small.json",
+             R"({"model": {"n_layer": 1, "n_head": 1, "n_embd": 8, "block_size": 8, "vocab_size": 10}, "steps": 1})");
+  expect(run(train() + " run --data " + dataset() + " --config " + dir + "/small.json"), 2, "vocab");
+  expect(run(train() + " prepare --tokenizer bpe " + shk_input() + " -o " + dir + "/x"), 2, "--tokenizer");
+  expect(run(train() + " prepare " + dir + "/missing.txt -o " + dir + "/x"), 2, "missing.txt");
+  // Corrupt checkpoints are refused by sample, export and --resume.
+  write_file(dir + "/junk.safetensors", std::string(64, 'x'));
+  expect(run(train() + " sample --ckpt " + dir + "/junk.safetensors"), 2, "junk.safetensors");
+  expect(run(train() + " export --ckpt " + dir + "/junk.safetensors -o " + dir + "/o.gguf"), 2, "junk.safetensors");
+  expect(run(train() + " run --data " + dataset() + " --resume " + dir + "/junk.safetensors"), 2,
+         "junk.safetensors");
+  std::ifstream none(dir + "/o.gguf");
+  CHECK_FALSE(none.good());  // nothing half-written
+  expect(run(train() + " export --ckpt " + dir + "/junk.safetensors --format onnx -o " + dir + "/o.onnx"), 2,
+         "--format");
+  if (!rtx::test::have_gpu()) {
+    const auto p = run(train() + " run --data " + dataset() + " --backend cuda --steps 1");
+    CHECK(p.exit_code == 3);
+  }
+}

@@ -31,6 +31,37 @@ class Gpt2Backend {
   virtual Gpt2Memory memory() const = 0;
 };
 
+/// The activation plan of one B x T batch (llm.c's ActivationTensors, leaner): element counts
+/// (floats) of each buffer forward and backward use. L = n_layer, C = n_embd, NH = n_head,
+/// V = vocab_size, BT = B*T. Per-layer tensors hold all L layers, layer l at l * (per-layer size).
+/// `proj` is shared scratch: the attention/MLP projection output before its residual add
+/// (forward) and the (BT,C) input gradient of a matmul (backward).
+struct Gpt2ActSizes {
+  size_t encoded = 0;                 ///< (BT,C) token + position embedding
+  size_t ln1 = 0, ln1_stat = 0;       ///< (L,BT,C); mean and rstd (L,BT) each
+  size_t qkv = 0;                     ///< (L,BT,3C)
+  size_t atty = 0;                    ///< (L,BT,C) attention output (kept for the backward)
+  size_t att_lse = 0;                 ///< (L,B,NH,T) logsumexp of each score row
+  size_t residual2 = 0;               ///< (L,BT,C)
+  size_t ln2 = 0, ln2_stat = 0;       ///< (L,BT,C); mean and rstd (L,BT) each
+  size_t fch = 0, fch_gelu = 0;       ///< (L,BT,4C) each
+  size_t residual3 = 0;               ///< (L,BT,C)
+  size_t lnf = 0, lnf_stat = 0;       ///< (BT,C); mean and rstd (BT) each
+  size_t logits = 0;                  ///< (BT,V)
+  size_t losses = 0;                  ///< (BT)
+  size_t proj = 0;                    ///< (BT,C) scratch
+  size_t dresidual = 0;               ///< (BT,C) gradient flowing down the residual stream
+  size_t dqkv = 0;                    ///< (BT,3C)
+  size_t dfch_gelu = 0, dfch = 0;     ///< (BT,4C) each
+  size_t dlogits = 0;                 ///< (BT,V)
+  /// Sum of all the fields above (with each *_stat counted twice: mean and rstd).
+  size_t total_floats() const;
+  /// Token buffers (ids and targets of the batch, int32) in bytes: 2 * BT * 4.
+  size_t token_bytes = 0;
+};
+/// The plan for a B x T batch of `cfg` (no validation).
+Gpt2ActSizes gpt2_act_sizes(const Gpt2Config& cfg, int B, int T);
+
 /// CPU backend (gpt2_cpu.cpp).
 std::unique_ptr<Gpt2Backend> make_gpt2_cpu(const Gpt2Config& cfg, const std::vector<ParamTensor>& layout,
                                            int max_B, int max_T, const Gpt2KernelParams& kp);

@@ -118,9 +118,11 @@ class Gpt2 {
 
   /// GPT-2 init (nanoGPT's _init_weights): Linear and embedding weights ~ N(0, 0.02), each
   /// block's c_proj weights ~ N(0, 0.02/sqrt(2 n_layer)), biases 0, LayerNorm weight 1 bias 0.
-  /// Normals from rtx::Philox(seed, subseq = tensor index in the layout). Zeroes m and v.
+  /// Normals from rtx::Philox(seed, subseq = tensor index in the layout). Zeroes m, v and the
+  /// gradients.
   void init_weights(uint64_t seed);
-  /// Copy all parameters in (host pointer, num_params() floats, layout order).
+  /// Copy all parameters in (host pointer, num_params() floats, layout order). Host-pointer
+  /// accessors throw Error(Input) for a null pointer.
   void set_params(const float* host);
   /// Copy all parameters out (host pointer, num_params() floats).
   void get_params(float* host) const;
@@ -133,17 +135,24 @@ class Gpt2 {
   /// returns the mean cross-entropy loss; with targets == nullptr returns NaN and only the
   /// logits are computed. Throws Error(Input) on B > max_B, T > max_T, or an id out of range.
   float forward(const int32_t* ids, const int32_t* targets, int B, int T);
-  /// Logits (B,T,V) of the last forward, copied to host.
+  /// Logits (B,T,V) of the last forward, copied to host (B*T*V floats). Error(Usage) before any
+  /// forward.
   void get_logits(float* host) const;
   /// Set all gradients to zero.
   void zero_grad();
   /// Backward of the last forward (which must have had targets), ACCUMULATING into the
   /// gradients with d(loss)/d(loss) = loss_scale (use 1/K for K accumulation steps).
+  /// Error(Usage) when the last forward had no targets (or none ran); may be called again on
+  /// the same forward (it adds the same gradient again).
   void backward(float loss_scale = 1.0f);
   /// Global L2 norm of all gradients (float64 accumulation).
   double grad_norm() const;
   /// One AdamW update with bias correction for 1-based step `t`, learning rate `lr` (the
-  /// schedule is the caller's), clipping per `opt.grad_clip`. Returns the pre-clip grad norm.
+  /// schedule is the caller's), clipping per `opt.grad_clip` (the stored gradients are scaled,
+  /// as torch's clip_grad_norm_ does). Returns the pre-clip grad norm. Error(Input) for t < 1, a
+  /// negative or non-finite lr, betas outside [0,1), eps <= 0, negative weight_decay/grad_clip.
+  /// A non-finite gradient norm skips the update (parameters and moments untouched) and is
+  /// returned, so the caller can stop or lower the learning rate.
   double step(int t, float lr, const AdamWConfig& opt);
 
  private:

@@ -1,0 +1,83 @@
+// gpt2_bench: CPU training-step timing of rtx's GPT-2 (forward + backward + AdamW), the number
+// compared with PyTorch eager (tests/reference/gpt2_torch_bench.py). Not a test; prints one line.
+// Usage: gpt2_bench [preset=shakespeare-char-cpu] [B=12] [T=block] [steps=30] [blocked|blas]
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <omp.h>
+
+#include "rtx/core/error.hpp"
+#include "rtx/kernels/check.hpp"
+#include "rtx/models/gpt2.hpp"
+
+using namespace rtx::models;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+/// CPU time of the whole process (all threads), ms: less sensitive than wall time to a busy machine.
+double cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::string preset = argc > 1 ? argv[1] : "shakespeare-char-cpu";
+    const Gpt2Config cfg = Gpt2Config::preset(preset);
+    const int B = argc > 2 ? std::atoi(argv[2]) : 12;
+    const int T = argc > 3 ? std::atoi(argv[3]) : cfg.block_size;
+    const int steps = argc > 4 ? std::atoi(argv[4]) : 30;
+    const std::string impl = argc > 5 ? argv[5] : "blocked";
+    Gpt2KernelParams kp;
+    kp.matmul.impl = impl == "blas" ? rtx::kernels::MatmulImpl::Blas : rtx::kernels::MatmulImpl::Blocked;
+    Gpt2 m(cfg, B, T, Backend::Cpu, kp);
+    m.init_weights(1337);
+    const size_t n = static_cast<size_t>(B) * T;
+    std::vector<int32_t> ids(n * (steps + 3)), tg(ids.size());
+    rtx::kernels::fill_ids(ids.data(), ids.size(), 1, 0, cfg.vocab_size);
+    rtx::kernels::fill_ids(tg.data(), tg.size(), 1, 1, cfg.vocab_size);
+    std::vector<double> total, fwd, bwd, opt, cpu;
+    float loss = 0;
+    for (int s = 0; s < steps + 3; ++s) {  // 3 warm-up steps
+      const double c0 = cpu_ms();
+      const auto t0 = Clock::now();
+      m.zero_grad();
+      loss = m.forward(ids.data() + s * n, tg.data() + s * n, B, T);
+      const auto t1 = Clock::now();
+      m.backward();
+      const auto t2 = Clock::now();
+      m.step(s + 1, 1e-3f, AdamWConfig{});
+      const auto t3 = Clock::now();
+      const double c1 = cpu_ms();
+      if (s < 3) continue;
+      cpu.push_back(c1 - c0);
+      auto ms = [](Clock::time_point a, Clock::time_point b) {
+        return std::chrono::duration<double, std::milli>(b - a).count();
+      };
+      total.push_back(ms(t0, t3));
+      fwd.push_back(ms(t0, t1));
+      bwd.push_back(ms(t1, t2));
+      opt.push_back(ms(t2, t3));
+    }
+    auto med = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    const double ms = med(total);
+    std::printf("gpt2_bench %s B=%d T=%d threads=%d matmul=%s: %.2f ms/step (fwd %.2f, bwd %.2f, adamw %.2f ms), "
+                "%.0f tokens/s, min %.2f ms, cpu time %.2f ms/step, last loss %.4f\n",
+                preset.c_str(), B, T, omp_get_max_threads(), impl.c_str(), ms, med(fwd), med(bwd), med(opt),
+                1000.0 * static_cast<double>(n) / ms, *std::min_element(total.begin(), total.end()), med(cpu), loss);
+    return 0;
+  } catch (const rtx::Error& e) {
+    std::fprintf(stderr, "gpt2_bench: %s\n", e.what());
+    return e.exit_code();
+  }
+}

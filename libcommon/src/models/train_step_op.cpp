@@ -50,6 +50,8 @@ class TrainStepInstance final : public Instance {
     if (it != p.end()) kp.matmul.impl = it->second == 1 ? MatmulImpl::Blas : MatmulImpl::Blocked;
     model_ = std::make_unique<Gpt2>(cfg_, B_, T_, backend, kp);
     model_->init_weights(seed);
+    init_.resize(model_->num_params());
+    model_->get_params(init_.data());
     ids_.resize(static_cast<size_t>(B_) * T_);
     tgt_.resize(ids_.size());
     Philox rng(seed, 1);
@@ -67,12 +69,16 @@ class TrainStepInstance final : public Instance {
   }
 
   CheckResult check() override {
-    // Reference: the loss of the same batch at the same weights through the KV-cache decoder
-    // (an independent forward: naive attention, one position at a time), summed in float64.
-    std::vector<float> w(model_->num_params());
-    model_->get_params(w.data());
+    // From the initial state (weights as made, zero moments, step 1), so check() gives the same
+    // output however many run() calls came before. Reference: the loss of the same batch at the
+    // same weights through the KV-cache decoder (an independent forward: naive attention, one
+    // position at a time), summed in float64.
+    model_->set_params(init_.data());
+    const std::vector<float> zeros(init_.size(), 0.0f);
+    model_->set_moments(zeros.data(), zeros.data());
+    t_ = 0;
     run();
-    models::Gpt2Decoder dec(cfg_, w.data());
+    models::Gpt2Decoder dec(cfg_, init_.data());
     const int V = cfg_.vocab_size;
     double ref = 0;
     for (int b = 0; b < B_; ++b) {
@@ -102,7 +108,7 @@ class TrainStepInstance final : public Instance {
   }
 
   uint64_t checksum() override { return fnv1a64(&loss_, sizeof loss_); }
-  size_t footprint_bytes() const override { return model_->memory().total(); }
+  size_t footprint_bytes() const override { return model_->memory().total() + init_.size() * sizeof(float); }
 
   double timed_run() override {
     const auto t0 = std::chrono::steady_clock::now();
@@ -121,6 +127,7 @@ class TrainStepInstance final : public Instance {
   int B_, T_;
   std::unique_ptr<Gpt2> model_;
   std::vector<int32_t> ids_, tgt_;
+  std::vector<float> init_;  // the weights as made (check() restarts from them)
   models::AdamWConfig opt_{};
   int t_ = 0;
   float loss_ = 0;

@@ -1,0 +1,1 @@
+# app/tune: rtx-tune command logic.

@@ -1,0 +1,1 @@
+# tune: search strategies, trial records, profiles, run-time parameter lookup.

@@ -97,16 +97,20 @@ TEST_CASE("export_gpt2_gguf (char tokenizer) reads back with names, ggml shapes 
   CHECK(f.get("gpt2.attention.head_count").type == rtx::io::GgufType::U32);
   CHECK(f.get("gpt2.attention.layer_norm_epsilon").type == rtx::io::GgufType::F32);
   CHECK(f.get("gpt2.attention.layer_norm_epsilon").as_f64() == static_cast<double>(1e-5f));
-  CHECK(f.get("tokenizer.ggml.model").as_string() == "gpt2");
-  CHECK(f.get("tokenizer.ggml.pre").as_string() == "gpt-2");
+  // No merges: llama.cpp's "rwkv" vocabulary (greedy longest match, no default BOS/EOS), not
+  // its "gpt2" BPE, whose default BOS/EOS id 11 would end generation on a real character.
+  CHECK(f.get("tokenizer.ggml.model").as_string() == "rwkv");
+  CHECK(f.find("tokenizer.ggml.pre") == nullptr);
+  CHECK(f.find("tokenizer.ggml.merges") == nullptr);
   CHECK(f.get("tokenizer.ggml.add_bos_token").as_bool() == false);
   CHECK(f.find("tokenizer.ggml.bos_token_id") == nullptr);  // the char tokenizer has no end-of-text
-  CHECK(f.get("tokenizer.ggml.merges").as_strings().empty());
+  CHECK(f.find("tokenizer.ggml.eos_token_id") == nullptr);
 
-  // Sorted code points: '\t' '\n' ' ' '!' 'd' 'e' 'h' 'l' 'n' 'o' 'q' 'r' 't' 'w'.
+  // Sorted code points: '\t' '\n' ' ' '!' 'd' 'e' 'h' 'l' 'n' 'o' 'q' 'r' 't' 'w', escaped as
+  // llama.cpp's llama_unescape_rwkv_token reads them.
   const auto toks = f.get("tokenizer.ggml.tokens").as_strings();
-  const std::vector<std::string> want_toks = {"\xc4\x89", "\xc4\x8a", "\xc4\xa0", "!", "d", "e", "h",
-                                              "l",        "n",        "o",        "q", "r", "t", "w"};
+  const std::vector<std::string> want_toks = {"\\t", "\\n", " ", "!", "d", "e", "h",
+                                              "l",   "n",   "o", "q", "r", "t", "w"};
   CHECK(toks == want_toks);
   const auto& types = f.get("tokenizer.ggml.token_type").array;
   REQUIRE(types.size() == toks.size());
@@ -142,6 +146,24 @@ TEST_CASE("export_gpt2_gguf (char tokenizer) reads back with names, ggml shapes 
   CHECK(f.tensor("blk.0.ffn_up.bias").ne == std::vector<uint64_t>{32});
 }
 
+TEST_CASE("export_gpt2_gguf (char tokenizer): rwkv escapes and padding rows", "[cpu]") {
+  // Backslash, CR, a control byte, DEL, 2- and 3-byte UTF-8 characters, and 2 padding rows.
+  const auto tok = rtx::io::make_char_tokenizer_from_text("a\\\r\x01\x7f\xc3\xa9\xe6\x97\xa5");
+  REQUIRE(tok->vocab_size() == 7);
+  const Gpt2Config cfg = tiny_config(9);
+  const auto params = pattern(gpt2_num_params(cfg));
+  const std::string path = rtx::test::temp_dir() + "/esc.gguf";
+  export_gpt2_gguf(cfg, params.data(), params.size(), *tok, path);
+  const GgufFile f = GgufFile::open(path);
+  CHECK(f.get("tokenizer.ggml.model").as_string() == "rwkv");
+  CHECK(f.get("tokenizer.ggml.tokens").as_strings() ==
+        std::vector<std::string>{"\\x01", "\\r", "\\\\", "a", "\\x7f", "\xc3\xa9", "\xe6\x97\xa5",
+                                 "\\xff[PAD7]", "\\xff[PAD8]"});
+  std::vector<int64_t> types;
+  for (const auto& t : f.get("tokenizer.ggml.token_type").array) types.push_back(t.as_i64());
+  CHECK(types == std::vector<int64_t>{1, 1, 1, 1, 1, 1, 1, 5, 5});
+}
+
 namespace {
 // A stand-in byte-level tokenizer with an end-of-text token, independent of the BPE loader.
 class FakeBpe : public rtx::io::Tokenizer {
@@ -151,11 +173,12 @@ class FakeBpe : public rtx::io::Tokenizer {
   std::vector<int32_t> encode(std::string_view) const override { return {}; }
   std::string decode(const std::vector<int32_t>&) const override { return {}; }
   std::string token_bytes(int32_t id) const override { return pieces_.at(static_cast<size_t>(id)); }
-  int32_t eot_id() const override { return 4; }
+  int32_t eot_id() const override { return eot_; }
   nlohmann::json to_json() const override {
     return {{"kind", "gpt2"}, {"encoder", nlohmann::json::object()}, {"merges", {"\xc4\xa0 t", {"h", "e"}}}};
   }
   std::vector<std::string> pieces_ = {"h", "e", " t", "he", "<|endoftext|>"};
+  int32_t eot_ = 4;
 };
 }  // namespace
 
@@ -190,6 +213,10 @@ TEST_CASE("export_gpt2_gguf: end-of-text, merges and a padded vocabulary", "[cpu
     FakeBpe dup;
     dup.pieces_[1] = "h";
     CHECK(catch_error([&] { export_gpt2_gguf(cfg, params.data(), params.size(), dup, path); }).category() ==
+          ErrorCategory::Input);
+    FakeBpe no_eot;  // llama.cpp's BPE would take id 11 as end-of-generation
+    no_eot.eot_ = -1;
+    CHECK(catch_error([&] { export_gpt2_gguf(cfg, params.data(), params.size(), no_eot, path); }).category() ==
           ErrorCategory::Input);
   }
 }

@@ -1,5 +1,6 @@
 // export_gpt2_gguf: GPT-2 parameters + tokenizer -> GGUF "gpt2" for llama.cpp. Names and keys
 // follow llama.cpp's gpt2 loader and convert_hf_to_gguf.py GPT2Model; no inference here.
+// Checked against llama.cpp (tokens, logits, greedy text) by bench/llamacpp_parity.sh.
 #include "rtx/models/export.hpp"
 
 #include <set>
@@ -29,6 +30,32 @@ std::string utf8(uint32_t cp) {
 }
 
 bool printable_byte(unsigned b) { return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF); }
+
+// A token's bytes in the escaped form llama.cpp's "rwkv" vocabulary unescapes
+// (llama-vocab.cpp llama_unescape_rwkv_token): \\, \n, \t, \r, \xNN (lower-case hex) for the
+// other control bytes; every other byte (UTF-8 included) as is.
+std::string rwkv_escape(const std::string& bytes) {
+  static const char hex[] = "0123456789abcdef";
+  std::string s;
+  for (unsigned char b : bytes) {
+    if (b == '\\') {
+      s += "\\\\";
+    } else if (b == '\n') {
+      s += "\\n";
+    } else if (b == '\t') {
+      s += "\\t";
+    } else if (b == '\r') {
+      s += "\\r";
+    } else if (b < 0x20 || b == 0x7F) {
+      s += "\\x";
+      s += hex[b >> 4];
+      s += hex[b & 0xF];
+    } else {
+      s += static_cast<char>(b);
+    }
+  }
+  return s;
+}
 
 }  // namespace
 
@@ -81,28 +108,6 @@ void export_gpt2_gguf(const Gpt2Config& cfg, const float* params, size_t n_param
                     std::to_string(tv),
                 path, "export with the tokenizer the model was trained with");
 
-  // Vocabulary: token bytes through bytes_to_unicode; padding rows get "[PAD<id>]".
-  std::vector<std::string> tokens;
-  std::vector<int32_t> types;
-  tokens.reserve(static_cast<size_t>(cfg.vocab_size));
-  std::string b2u[256];
-  for (int b = 0; b < 256; ++b) b2u[b] = gpt2_byte_to_unicode(static_cast<unsigned char>(b));
-  const int32_t eot = tok.eot_id();
-  std::set<std::string> seen;
-  for (int id = 0; id < cfg.vocab_size; ++id) {
-    std::string s;
-    if (id < tv) {
-      for (unsigned char b : tok.token_bytes(id)) s += b2u[b];
-      types.push_back(id == eot ? 3 : 1);  // CONTROL : NORMAL
-    } else {
-      s = "[PAD" + std::to_string(id) + "]";
-      types.push_back(5);  // UNUSED
-    }
-    if (!seen.insert(s).second)
-      throw Error(ErrorCategory::Input, "token " + std::to_string(id) + " repeats an earlier token's text", path,
-                  "llama.cpp needs distinct token strings");
-    tokens.push_back(std::move(s));
-  }
   std::vector<std::string> merges;
   const nlohmann::json tj = tok.to_json();
   if (tj.contains("merges")) {
@@ -116,6 +121,44 @@ void export_gpt2_gguf(const Gpt2Config& cfg, const float* params, size_t n_param
       }
     }
   }
+  const int32_t eot = tok.eot_id();
+  // Without merges (the char tokenizer) every token is one character: llama.cpp's "rwkv"
+  // vocabulary (greedy longest match over the tokens' bytes) then encodes exactly as we do and,
+  // unlike its "gpt2" BPE, has no default BOS/EOS. The BPE defaults both to id 11
+  // (llama-vocab.cpp), which would make a real character (';' in tiny-shakespeare) end
+  // generation, and a key cannot unset it.
+  const bool rwkv = merges.empty();
+  if (!rwkv && eot < 0)
+    throw Error(ErrorCategory::Input, "a BPE tokenizer without an end-of-text token", path,
+                "llama.cpp's gpt2 vocabulary would take token 11 as end-of-generation; add an end-of-text token");
+
+  // Vocabulary: gpt2: token bytes through bytes_to_unicode, padding rows "[PAD<id>]"; rwkv: token
+  // bytes escaped, padding rows led by byte 0xFF, which valid UTF-8 text never contains.
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
+  tokens.reserve(static_cast<size_t>(cfg.vocab_size));
+  std::string b2u[256];
+  for (int b = 0; b < 256; ++b) b2u[b] = gpt2_byte_to_unicode(static_cast<unsigned char>(b));
+  std::set<std::string> seen;
+  for (int id = 0; id < cfg.vocab_size; ++id) {
+    std::string s;
+    if (id < tv) {
+      const std::string bytes = tok.token_bytes(id);
+      if (rwkv) {
+        s = rwkv_escape(bytes);
+      } else {
+        for (unsigned char b : bytes) s += b2u[b];
+      }
+      types.push_back(id == eot ? 3 : 1);  // CONTROL : NORMAL
+    } else {
+      s = (rwkv ? "\\xff[PAD" : "[PAD") + std::to_string(id) + "]";
+      types.push_back(5);  // UNUSED
+    }
+    if (!seen.insert(s).second)
+      throw Error(ErrorCategory::Input, "token " + std::to_string(id) + " repeats an earlier token's text", path,
+                  "llama.cpp needs distinct token strings");
+    tokens.push_back(std::move(s));
+  }
 
   const uint32_t C = static_cast<uint32_t>(cfg.n_embd);
   io::GgufWriter w;
@@ -128,11 +171,11 @@ void export_gpt2_gguf(const Gpt2Config& cfg, const float* params, size_t n_param
   w.add("gpt2.block_count", io::GgufValue::u32(static_cast<uint32_t>(cfg.n_layer)));
   w.add("gpt2.attention.head_count", io::GgufValue::u32(static_cast<uint32_t>(cfg.n_head)));
   w.add("gpt2.attention.layer_norm_epsilon", io::GgufValue::f32(1e-5f));
-  w.add("tokenizer.ggml.model", io::GgufValue::string("gpt2"));
-  w.add("tokenizer.ggml.pre", io::GgufValue::string("gpt-2"));
+  w.add("tokenizer.ggml.model", io::GgufValue::string(rwkv ? "rwkv" : "gpt2"));
+  if (!rwkv) w.add("tokenizer.ggml.pre", io::GgufValue::string("gpt-2"));
   w.add("tokenizer.ggml.tokens", io::GgufValue::string_array(tokens));
   w.add("tokenizer.ggml.token_type", io::GgufValue::i32_array(types));
-  w.add("tokenizer.ggml.merges", io::GgufValue::string_array(merges));
+  if (!rwkv) w.add("tokenizer.ggml.merges", io::GgufValue::string_array(merges));
   if (eot >= 0) {
     w.add("tokenizer.ggml.bos_token_id", io::GgufValue::u32(static_cast<uint32_t>(eot)));
     w.add("tokenizer.ggml.eos_token_id", io::GgufValue::u32(static_cast<uint32_t>(eot)));

@@ -39,15 +39,22 @@ std::string gpt2_byte_to_unicode(unsigned char b);
 /// token_embd.weight when absent. Metadata: general.architecture "gpt2", general.name,
 /// general.file_type; gpt2.context_length (block_size), embedding_length, feed_forward_length
 /// (4C), block_count, attention.head_count (u32), attention.layer_norm_epsilon (f32 1e-5);
-/// tokenizer.ggml.model "gpt2", .pre "gpt-2", .tokens (each token's bytes mapped through
-/// bytes_to_unicode: the char tokenizer's characters become what llama.cpp's byte-level BPE
-/// looks up), .token_type (1 normal, 3 control for the end-of-text token, 5 unused for padding),
-/// .merges (the tokenizer's, "a b"; empty for the char tokenizer), .bos/.eos_token_id (the
-/// end-of-text id when the tokenizer has one), .add_bos_token false. When cfg.vocab_size exceeds
-/// the tokenizer's (a padded vocabulary), tokens "[PAD<id>]" fill the rest.
+/// tokenizer.ggml.token_type (1 normal, 3 control for the end-of-text token, 5 unused for
+/// padding), .bos/.eos_token_id (the end-of-text id when the tokenizer has one), .add_bos_token
+/// false, and by tokenizer:
+/// - with merges (GPT-2 BPE): .model "gpt2", .pre "gpt-2", .merges ("a b"), .tokens (each token's
+///   bytes mapped through bytes_to_unicode); padding rows "[PAD<id>]".
+/// - without merges (the char tokenizer): .model "rwkv" (llama.cpp's greedy longest match over
+///   token bytes, exact for one-character tokens), .tokens (bytes escaped as llama.cpp's
+///   llama_unescape_rwkv_token reads them: \\, \n, \t, \r, \xNN for other control bytes);
+///   padding rows "\xff[PAD<id>]" (byte 0xFF: no UTF-8 text matches them). Not "gpt2": llama.cpp's
+///   BPE defaults BOS/EOS to id 11 when the file names none, so a real character would end
+///   generation. Needs llama.cpp with the rwkv vocabulary (2024-09 or later).
+/// When cfg.vocab_size exceeds the tokenizer's (a padded vocabulary), padding rows fill the rest.
 ///
 /// Errors: Error(Usage) when n_params does not match the config or cfg.vocab_size is smaller
-/// than tok.vocab_size(); Error(Input) for an invalid config; Error(Environment) on I/O failure
+/// than tok.vocab_size(); Error(Input) for an invalid config, repeated token text, or a tokenizer
+/// with merges but no end-of-text token; Error(Environment) on I/O failure
 /// (the target is then untouched).
 void export_gpt2_gguf(const Gpt2Config& cfg, const float* params, size_t n_params, const io::Tokenizer& tok,
                       const std::string& path, const GgufExportOptions& opt = {});

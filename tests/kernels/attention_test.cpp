@@ -1,6 +1,7 @@
 // Tests of causal attention: flash vs naive vs the float64 reference on odd T and odd tiles, the
 // lse output, backward with and without the forward's out/lse, accumulation, ISA paths, bad tiles.
 #include <catch2/catch.hpp>
+#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -60,6 +61,53 @@ TEST_CASE("attention: every ISA path of flash matches the reference", "[cpu]") {
       CHECK(r.ok);
     }
   }
+}
+
+TEST_CASE("attention: odd T and head sizes on every ISA path match the float64 reference", "[cpu]") {
+  // HS 1, 3, 20 leave partial vectors (and no full 16x16 transpose block), 80 is 5 AVX-512 / 10 AVX2
+  // vectors; T 1, 7, 127 and tiles that are not multiples of the register blocks.
+  IsaGuard guard;
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    set_cpu_isa(isa);
+    if (cpu_isa_active() != isa) continue;
+    for (const char* name : {"attention_forward", "attention_backward"}) {
+      const Variant& v = registry().variant(name, "cpu.flash");
+      for (int64_t T : {1, 7, 127})
+        for (int64_t HS : {1, 3, 20, 32, 64, 80})
+          for (Params p : {Params{{"Br", 64}, {"Bc", 64}}, Params{{"Br", 13}, {"Bc", 9}}, Params{{"Br", 16}, {"Bc", 128}}}) {
+            const Shape s{{"B", 2}, {"T", T}, {"NH", 2}, {"HS", HS}};
+            INFO(isa_name(isa) << " " << name << " " << shape_to_string(s) << " " << params_to_string(p));
+            const CheckResult r = v.make(s, DType::F32, p, 11)->check();
+            INFO("max_rel_err " << r.max_rel_err << ": " << r.detail);
+            CHECK(r.ok);
+          }
+    }
+  }
+}
+
+TEST_CASE("attention: flash output and gradient are bitwise the same for 1 and 2 threads", "[cpu]") {
+  const int64_t B = 3, T = 77, NH = 2, HS = 24, C = NH * HS;
+  const auto qkv = uniform(B * T * 3 * C, 4), dout = uniform(B * T * C, 5);
+  AttentionParams p;
+  p.Br = 32;
+  p.Bc = 16;
+  const int saved = omp_get_max_threads();
+  std::vector<float> out[2], lse[2], dq[2];
+  for (int k = 0; k < 2; ++k) {
+    omp_set_num_threads(k + 1);
+    out[k].assign(B * T * C, 0.f);
+    lse[k].assign(B * NH * T, 0.f);
+    dq[k].assign(B * T * 3 * C, 0.f);
+    attention_forward(out[k].data(), qkv.data(), B, T, NH, HS, &p, lse[k].data());
+    attention_backward(dq[k].data(), dout.data(), qkv.data(), B, T, NH, HS, &p, out[k].data(), lse[k].data());
+  }
+  omp_set_num_threads(saved);
+  CHECK(std::memcmp(out[0].data(), out[1].data(), out[0].size() * 4) == 0);
+  CHECK(std::memcmp(lse[0].data(), lse[1].data(), lse[0].size() * 4) == 0);
+  CHECK(std::memcmp(dq[0].data(), dq[1].data(), dq[0].size() * 4) == 0);
+  double norm = 0;
+  for (float x : dq[0]) norm += std::fabs(x);
+  CHECK(norm > 1.0);
 }
 
 TEST_CASE("attention: single token attends to itself; flash agrees with naive", "[cpu]") {

@@ -1,11 +1,15 @@
 # CPU op sources other than matmul (owned by the ops engineer): the per-ISA bodies of the
-# bandwidth-bound ops, their dispatch, attention, allreduce, registration and problem factories.
+# bandwidth-bound ops, their dispatch, attention (entry points + per-ISA flash kernels of attention_simd.inc),
+# allreduce, registration and problem factories.
 list(APPEND RTX_COMMON_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/ops_scalar.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ops_avx2.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ops_avx512.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ops_cpu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/attention_cpu.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/attention_scalar.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/attention_avx2.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/attention_avx512.cpp
   ${CMAKE_CURRENT_LIST_DIR}/allreduce_cpu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ops_register.cpp
   ${CMAKE_CURRENT_LIST_DIR}/../problems_ops.cpp

@@ -1,0 +1,40 @@
+// KernelObjective: evaluates one configuration of a registry variant by making the instance,
+// checking it against the float64 reference first, then timing it with rtx-bench's sampling
+// statistics (median, 95% median CI stop rule) and aborting early when clearly slower.
+#pragma once
+#include <cstdint>
+
+#include "rtx/core/dtype.hpp"
+#include "rtx/kernels/registry.hpp"
+#include "rtx/tune/search.hpp"
+
+namespace rtx::tune {
+
+/// Measures configurations of `variant` of `op` at one shape and dtype. For each evaluate():
+///  1. variant.validate(shape, p) non-empty -> Skip with that reason (nothing made or run);
+///  2. variant.make(shape, dtype, p, seed); an rtx::Error(Input) from make -> Skip with its text;
+///  3. run once, check() against the reference: not ok -> Fail "wrong output: max_rel_err X >
+///     tolerance Y (detail)" (never timed, never a winner);
+///  4. `warmup` untimed runs, then timed_run() samples until app::bench::converged (b.min_samples,
+///     b.max_rel_ci), b.max_samples, or b.max_time s once at least b.min_samples are taken (the
+///     time cap never leaves fewer, so the record is complete for RecordingObjective's resume);
+///     after b.abort_after samples, when b.abort_above > 0 and their median exceeds it, stop
+///     with aborted = true.
+/// Median in s (stats::median). rtx::Error(Environment) from make (no GPU) propagates.
+/// The op and variant must outlive the objective.
+class KernelObjective : public Objective {
+ public:
+  KernelObjective(const kernels::OpDef& op, const kernels::Variant& variant, kernels::Shape shape, DType dtype,
+                  uint64_t seed, size_t warmup = 1);
+  Evaluation evaluate(const Params& p, const EvalBudget& b) override;
+
+ private:
+  const kernels::OpDef& op_;
+  const kernels::Variant& variant_;
+  kernels::Shape shape_;
+  DType dtype_;
+  uint64_t seed_;
+  size_t warmup_;
+};
+
+}  // namespace rtx::tune

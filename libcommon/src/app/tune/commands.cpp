@@ -1,0 +1,339 @@
+// The rtx-tune subcommands (run, show, export, import): glue between flags, the registry, the
+// search driver, the store's trials and profiles, and the rtx.profile.v1 artifact.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <ostream>
+#include <set>
+
+#include "rtx/app/bench.hpp"
+#include "rtx/app/tune.hpp"
+#include "rtx/core/build_info.hpp"
+#include "rtx/core/error.hpp"
+#include "rtx/io/artifact.hpp"
+#include "rtx/store/store.hpp"
+#include "rtx/telemetry/hwprofile.hpp"
+#include "rtx/tune/lookup.hpp"
+#include "rtx/tune/measure.hpp"
+
+namespace rtx::app::tune {
+
+using nlohmann::json;
+using namespace rtx::tune;
+
+const kernels::Variant& default_tunable_variant(const kernels::OpDef& op, kernels::Backend backend) {
+  for (const auto& v : op.variants)
+    if (v.backend == backend && v.space.grid_size() > 1) return v;
+  throw_input("op '" + op.name + "' has no tunable variant on " + kernels::backend_name(backend), "--op",
+              "pick an op whose variant declares a parameter space (rtx-bench list shows them)");
+}
+
+namespace {
+
+/// One thing to tune.
+struct Job {
+  const kernels::OpDef* op = nullptr;
+  const kernels::Variant* variant = nullptr;
+  TuneKey key;
+};
+
+std::vector<Job> resolve_jobs(const RunCommand& c, kernels::Backend backend, const std::string& sku, std::ostream& err) {
+  const kernels::Registry& reg = kernels::registry();
+  std::vector<Job> jobs;
+  auto add = [&](const kernels::OpDef& op, const kernels::Variant& v, const kernels::Shape& s, DType dt) {
+    Job j;
+    j.op = &op;
+    j.variant = &v;
+    j.key = TuneKey{op.name, v.name, s, dt, backend, sku};
+    for (const Job& x : jobs)
+      if (x.key.str() == j.key.str()) return;
+    jobs.push_back(std::move(j));
+  };
+  if (!c.pack.empty()) {
+    const bench::Pack pack = bench::load_pack(c.pack);
+    bench::ExpandOptions eo;
+    eo.backend = backend;
+    for (const bench::BenchCase& bc : bench::expand_pack(pack, reg, eo)) {
+      if (!bc.skip_reason.empty()) continue;
+      const kernels::Variant& v = reg.variant(bc.op, bc.variant);
+      if (v.space.grid_size() <= 1) {
+        if (!c.quiet) err << "rtx-tune: " << bc.id << ": variant has no parameters to tune; skipped\n";
+        continue;
+      }
+      add(reg.op(bc.op), v, bc.shape, bc.dtype);
+    }
+    if (jobs.empty()) throw_input(c.pack + ": no runnable case with a tunable variant on " + c.backend, c.pack);
+    return jobs;
+  }
+  const kernels::OpDef& op = reg.op(c.op);
+  const kernels::Shape shape = kernels::parse_shape(c.shape, op.dims);
+  const DType dt = parse_dtype(c.dtype);
+  if (std::string why = kernels::shape_problem(op, shape, dt, kernels::host_memory_bytes() / 4); !why.empty())
+    throw_input("--shape " + c.shape + ": " + why, "--shape");
+  const kernels::Variant& v = c.variant.empty() ? default_tunable_variant(op, backend) : reg.variant(op.name, c.variant);
+  if (v.backend != backend)
+    throw_usage("variant '" + v.name + "' runs on " + kernels::backend_name(v.backend) + ", not " + c.backend, "--variant",
+                "pass --backend " + std::string(kernels::backend_name(v.backend)));
+  bool dtype_ok = false;
+  for (DType x : v.dtypes) dtype_ok = dtype_ok || x == dt;
+  if (!dtype_ok) throw_input("variant '" + v.name + "' does not support dtype " + c.dtype, "--dtype");
+  add(op, v, shape, dt);
+  return jobs;
+}
+
+std::string fmt_s(double s) { return s > 0 ? bench::format_seconds(s) : "-"; }
+
+/// Progress line on stderr: key i/n, trials, best so far, estimated time left.
+struct Progress {
+  bool on = false;
+  size_t job = 0, jobs = 0;
+  Budget budget;
+  size_t grid = 0;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  void update(const Trial& t, size_t evals) const {
+    if (!on) return;
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double eta = -1;
+    if (budget.seconds > 0) eta = std::max(0.0, budget.seconds - el);
+    if (budget.evals && evals) eta = el / static_cast<double>(evals) * static_cast<double>(budget.evals - std::min(evals, budget.evals));
+    else if (!budget.evals && budget.seconds <= 0 && evals)
+      eta = el / static_cast<double>(evals) * static_cast<double>(grid > evals ? grid - evals : 0);
+    std::fprintf(stderr, "\r\033[K[key %zu/%zu] trials %zu%s  best %s  ETA %s", job, jobs, evals,
+                 budget.evals ? ("/" + std::to_string(budget.evals)).c_str() : "", fmt_s(t.best_so_far).c_str(),
+                 eta < 0 ? "?" : bench::format_seconds(eta).c_str());
+    std::fflush(stderr);
+  }
+};
+
+}  // namespace
+
+int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
+  if (c.pack.empty() == c.op.empty())
+    throw_usage(c.pack.empty() ? "nothing to tune" : "--pack and --op are exclusive", "--pack/--op",
+                "pass --pack PACK, or --op NAME --shape M=..,N=..,K=..");
+  if (!c.op.empty() && c.shape.empty()) throw_usage("--op needs --shape", "--shape", "e.g. --shape M=64,N=64,K=64");
+  const Budget budget = parse_budget(c.budget);
+  {
+    const auto names = strategy_names();
+    if (std::find(names.begin(), names.end(), c.strategy) == names.end())
+      throw_usage("unknown strategy '" + c.strategy + "'", "--strategy", "one of: grid, random, halving, tpe");
+  }
+  if (c.min_samples < 1 || c.max_samples < c.min_samples)
+    throw_usage("need 1 <= --min-samples <= --max-samples", "--min-samples");
+  if (!(c.max_time > 0) || !std::isfinite(c.max_time)) throw_usage("--max-time must be > 0 s", "--max-time");
+  if (!(c.abort_ratio == 0 || c.abort_ratio > 1)) throw_usage("--abort-ratio must be 0 (off) or > 1", "--abort-ratio");
+  const kernels::Backend backend = kernels::parse_backend(c.backend);
+  const std::string sku = telemetry::sku_key(c.backend);
+  const std::vector<Job> jobs = resolve_jobs(c, backend, sku, err);
+
+  store::Store st(store::resolve_db_path(c.db));
+  const json hw = telemetry::to_json(telemetry::hardware_profile());
+  int64_t run_id = 0;
+  if (!c.replay) run_id = st.begin_run("rtx-tune", json(c.argv).dump(), c.seed, rtx::git_sha(), sku, hw.dump());
+
+  json doc = {{"schema", kTuneRunSchema}, {"hardware", hw},         {"strategy", c.strategy},
+              {"seed", c.seed},           {"budget", c.budget},     {"replay", c.replay},
+              {"keys", json::array()}};
+  bool all_found = true;
+  try {
+    for (size_t ji = 0; ji < jobs.size(); ++ji) {
+      const Job& j = jobs[ji];
+      const Space space = variant_space(*j.variant, j.key.shape);
+      TrialStore trials(st, j.key);
+      SearchOptions so;
+      so.strategy = c.strategy;
+      so.strategy_options.seed = c.seed;
+      so.budget = budget;
+      so.eval.min_samples = c.min_samples;
+      so.eval.max_samples = c.max_samples;
+      so.eval.max_time = c.max_time;
+      so.abort_ratio = c.abort_ratio;
+      so.first = space.index_of(space.defaults());
+      Progress prog;
+      prog.on = c.progress && !c.quiet;
+      prog.job = ji + 1;
+      prog.jobs = jobs.size();
+      prog.budget = budget;
+      prog.grid = space.size();
+      so.on_trial = [&prog](const Trial& t, size_t evals) { prog.update(t, evals); };
+
+      SearchResult r;
+      if (c.replay) {
+        std::vector<TrialRecord> rec = trials.all();
+        if (rec.empty())
+          throw_input("no recorded trials for " + j.key.str(), "--replay", "run rtx-tune run without --replay first");
+        ReplayObjective obj(std::move(rec));
+        r = search(space, obj, so);
+      } else {
+        KernelObjective kernel(*j.op, *j.variant, j.key.shape, j.key.dtype, c.seed);
+        RecordingObjective obj(kernel, trials, run_id);
+        r = search(space, obj, so);
+      }
+      if (prog.on) std::fprintf(stderr, "\r\033[K");
+
+      std::optional<Params> best_params, default_params;
+      double best_median = 0, default_median = 0;
+      if (r.best) {
+        best_params = r.trials[*r.best].params;
+        best_median = r.trials[*r.best].eval.median;
+      }
+      if (so.first)
+        for (const Trial& t : r.trials)
+          if (t.index == *so.first && t.eval.status == Evaluation::Status::Ok && !t.eval.aborted) {
+            default_params = t.params;
+            default_median = t.eval.median;
+          }
+      int64_t version = 0;
+      if (best_params && !c.replay) {
+        json under = measured_under(sku);
+        under["result"] = {{"median_s", best_median},
+                           {"default_median_s", default_median > 0 ? json(default_median) : json(nullptr)},
+                           {"strategy", c.strategy},
+                           {"seed", c.seed},
+                           {"evaluations", r.evaluations}};
+        version = save_profile(st, j.key.str(), *best_params, under, run_id);
+      }
+      if (!best_params) all_found = false;
+      const double speedup = (best_median > 0 && default_median > 0) ? default_median / best_median : 0;
+      json k = {{"key", j.key.str()},
+                {"op", j.key.op},
+                {"variant", j.key.variant},
+                {"shape", j.key.shape},
+                {"dtype", dtype_name(j.key.dtype)},
+                {"backend", c.backend},
+                {"sku", sku},
+                {"evaluations", r.evaluations},
+                {"measured", r.measured},
+                {"reused", r.evaluations - r.measured},
+                {"skipped", r.skipped},
+                {"failed", r.failed},
+                {"aborted", r.aborted},
+                {"seconds", r.seconds},
+                {"stop_reason", r.stop_reason},
+                {"best", best_params ? json{{"params", *best_params}, {"median_s", best_median}} : json(nullptr)},
+                {"default", default_params ? json{{"params", *default_params}, {"median_s", default_median}} : json(nullptr)},
+                {"speedup_vs_default", speedup > 0 ? json(speedup) : json(nullptr)},
+                {"profile_version", version > 0 ? json(version) : json(nullptr)},
+                {"curve", r.curve}};
+      doc["keys"].push_back(k);
+      if (!c.quiet) {
+        char line[512];
+        std::snprintf(line, sizeof line, "%s: %s  best %s %s  default %s%s  %zu evals (%zu measured, %zu reused), %zu skipped, %zu failed, %zu aborted%s\n",
+                      j.key.str().c_str(), c.replay ? "[replay]" : "",
+                      best_params ? kernels::params_to_string(*best_params).c_str() : "(none passed)", fmt_s(best_median).c_str(),
+                      fmt_s(default_median).c_str(), speedup > 0 ? (" (" + std::to_string(speedup).substr(0, 4) + "x)").c_str() : "",
+                      r.evaluations, r.measured, r.evaluations - r.measured, r.skipped, r.failed, r.aborted,
+                      version > 0 ? (", profile v" + std::to_string(version)).c_str() : "");
+        err << line;
+      }
+    }
+  } catch (...) {
+    if (run_id) st.finish_run(run_id, "error");
+    throw;
+  }
+  if (run_id) st.finish_run(run_id, all_found ? "ok" : "fail");
+  if (c.json) out << doc.dump(2) << "\n";
+  return all_found ? 0 : 1;
+}
+
+int run_show(const ShowCommand& c, std::ostream& out, std::ostream& err) {
+  store::Store st(store::resolve_db_path(c.db));
+  const std::vector<ProfileEntry> cur = current_profiles(st);
+  json doc = {{"db", st.path()}, {"profiles", json::array()}};
+  for (const ProfileEntry& e : cur) {
+    json m = e.measured_under.contains("result") ? e.measured_under["result"] : json::object();
+    doc["profiles"].push_back({{"key", e.key},
+                               {"version", e.version},
+                               {"versions", profile_versions(st, e.key).size()},
+                               {"params", e.params},
+                               {"median_s", m.value("median_s", json(nullptr))},
+                               {"default_median_s", m.value("default_median_s", json(nullptr))},
+                               {"measured_under", e.measured_under},
+                               {"created_at", e.created_at}});
+  }
+  if (c.stats) {
+    json trials = json::array();
+    auto& q = st.prepare(
+        "SELECT op, variant, shape, dtype, backend, sku, SUM(status = 'ok'), SUM(status = 'skip'), SUM(status = 'fail'), "
+        "MIN(CASE WHEN status = 'ok' THEN median_s END) FROM tuning_trials GROUP BY op, variant, shape, dtype, backend, sku "
+        "ORDER BY op, variant, shape");
+    while (q.step())
+      trials.push_back({{"op", q.column_text(0)},
+                        {"variant", q.column_text(1)},
+                        {"shape", json::parse(q.column_text(2))},
+                        {"dtype", q.column_text(3)},
+                        {"backend", q.column_text(4)},
+                        {"sku", q.column_text(5)},
+                        {"ok", q.column_int64(6)},
+                        {"skip", q.column_int64(7)},
+                        {"fail", q.column_int64(8)},
+                        {"best_median_s", q.column_opt_double(9) ? json(*q.column_opt_double(9)) : json(nullptr)}});
+    q.reset();
+    // Resolve every tuned key through the run-time lookup, as kernels would.
+    ProfileLookup lookup(st);
+    for (const ProfileEntry& e : cur) {
+      const TuneKey k = TuneKey::parse(e.key);
+      (void)lookup(k.op, k.variant, k.shape, k.dtype);
+    }
+    json stale = json::array();
+    for (const auto& [key, why] : lookup.stale()) stale.push_back({{"key", key}, {"reason", why}});
+    lookup.publish_stats();
+    doc["stats"] = {{"trials", trials}, {"lookup", lookup.stats_json()}, {"stale", stale}};
+  }
+  if (c.json) {
+    out << doc.dump(2) << "\n";
+    return 0;
+  }
+  if (cur.empty()) err << "no tuned profiles in " << st.path() << " (run rtx-tune run first)\n";
+  for (const auto& p : doc["profiles"]) {
+    out << p["key"].get<std::string>() << "  v" << p["version"].get<int64_t>() << "/" << p["versions"].get<size_t>() << "  "
+        << kernels::params_to_string(p["params"].get<Params>());
+    if (p["median_s"].is_number()) out << "  " << bench::format_seconds(p["median_s"].get<double>());
+    if (p["default_median_s"].is_number())
+      out << " (default " << bench::format_seconds(p["default_median_s"].get<double>()) << ")";
+    out << "\n";
+  }
+  if (c.stats) {
+    const json& s = doc["stats"];
+    out << "trials:\n";
+    for (const auto& t : s["trials"])
+      out << "  " << t["op"].get<std::string>() << " " << t["variant"].get<std::string>() << " "
+          << kernels::shape_to_string(t["shape"].get<kernels::Shape>()) << " " << t["dtype"].get<std::string>() << ": "
+          << t["ok"] << " ok, " << t["skip"] << " skipped, " << t["fail"] << " failed\n";
+    const json& l = s["lookup"];
+    out << "lookup: " << l["entries"] << " entries, " << l["exact"] << " exact, " << l["nearest"] << " nearest, "
+        << l["miss"] << " miss, " << l["stale"] << " stale, " << l["invalid"] << " invalid\n";
+    for (const auto& x : s["stale"])
+      out << "  stale: " << x["key"].get<std::string>() << ": " << x["reason"].get<std::string>() << "\n";
+  }
+  return 0;
+}
+
+int run_export(const ExportCommand& c, std::ostream& out, std::ostream& err) {
+  store::Store st(store::resolve_db_path(c.db));
+  const json doc = export_profiles(st);
+  if (c.out == "-") {
+    out << doc.dump(2) << "\n";
+  } else {
+    io::write_artifact(c.out, doc);
+    if (c.json) out << json{{"written", c.out}, {"entries", doc["entries"].size()}}.dump(2) << "\n";
+  }
+  err << "exported " << doc["entries"].size() << " profile entries" << (c.out == "-" ? "" : " to " + c.out) << "\n";
+  return 0;
+}
+
+int run_import(const ImportCommand& c, std::ostream& out, std::ostream& err) {
+  const json doc = io::read_artifact(c.file, "profile", {1});
+  store::Store st(store::resolve_db_path(c.db));
+  const ImportResult r = import_profiles(st, doc, c.file == "-" ? "<stdin>" : c.file, c.force);
+  for (const auto& s : r.foreign_skus) err << "rtx-tune: warning: imported entries for another SKU '" << s << "' (--force)\n";
+  if (c.json)
+    out << json{{"imported", r.imported}, {"unchanged", r.unchanged}, {"foreign_skus", r.foreign_skus}}.dump(2) << "\n";
+  else
+    err << "imported " << r.imported << " entries (" << r.unchanged << " unchanged)\n";
+  return 0;
+}
+
+}  // namespace rtx::app::tune

@@ -1,0 +1,135 @@
+// rtx-tune as a subprocess: run --json (rtx.tune.v1) on a tiny matmul, resume and replay
+// through the store, show --stats, export/import (rtx.profile.v1, SKU refusal), exit codes.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "test_util.hpp"
+
+using nlohmann::json;
+using rtx::test::run;
+
+namespace {
+
+std::string tune() { return rtx::test::tool_path("rtx-tune"); }
+
+const char* kTiny = " run --op matmul_forward --shape M=64,N=64,K=64 --strategy random --budget 5evals --seed 3"
+                    " --min-samples 3 --max-samples 8 --max-time 0.02";
+
+json parse_out(const rtx::test::Proc& p) {
+  INFO("stdout: " << p.out << "\nstderr: " << p.err);
+  REQUIRE_NOTHROW(json::parse(p.out));
+  return json::parse(p.out);
+}
+
+}  // namespace
+
+TEST_CASE("rtx-tune run/show/export/import end to end", "[cpu][cli]") {
+  const std::string d = rtx::test::temp_dir();
+  const std::string db = " --db " + d + "/rtx.db";
+  auto p = run(tune() + kTiny + " --json" + db);
+  INFO(p.err);
+  REQUIRE(p.exit_code == 0);
+  json doc = parse_out(p);
+  CHECK(doc["schema"] == "rtx.tune.v1");
+  CHECK(doc["hardware"].is_object());
+  REQUIRE(doc["keys"].size() == 1);
+  json k = doc["keys"][0];
+  CHECK(k["variant"] == "cpu.blocked");
+  CHECK(k["evaluations"] == 5);
+  CHECK(k["measured"] == 5);
+  CHECK(k["failed"] == 0);
+  CHECK(k["best"]["median_s"].get<double>() > 0);
+  CHECK(k["default"]["params"] == json{{"KC", 0}, {"MC", 0}, {"MR", 0}, {"NC", 0}, {"NR", 0}});
+  CHECK(k["best"]["median_s"].get<double>() <= k["default"]["median_s"].get<double>());
+  CHECK(k["profile_version"] == 1);
+  CHECK(k["curve"].size() == 5);
+
+  // Same command again: everything comes from the store.
+  p = run(tune() + kTiny + " --json" + db);
+  REQUIRE(p.exit_code == 0);
+  k = parse_out(p)["keys"][0];
+  CHECK(k["measured"] == 0);
+  CHECK(k["reused"] == 5);
+  CHECK(k["profile_version"] == 1);
+
+  // Replay with another strategy: nothing measured, nothing written.
+  p = run(tune() + " run --op matmul_forward --shape 64x64x64 --strategy tpe --budget 50 --replay --json" + db);
+  REQUIRE(p.exit_code == 0);
+  k = parse_out(p)["keys"][0];
+  CHECK(k["measured"] == 0);
+  CHECK(k["profile_version"].is_null());
+  CHECK(k["evaluations"].get<int>() <= 5);
+
+  p = run(tune() + " show --stats --json" + db);
+  REQUIRE(p.exit_code == 0);
+  doc = parse_out(p);
+  REQUIRE(doc["profiles"].size() == 1);
+  CHECK(doc["profiles"][0]["version"] == 1);
+  CHECK(doc["stats"]["trials"][0]["ok"] == 5);
+  CHECK(doc["stats"]["lookup"]["exact"] == 1);
+  p = run(tune() + " show --stats" + db);
+  CHECK(p.exit_code == 0);
+  CHECK(p.out.find("1 exact") != std::string::npos);
+
+  const std::string file = d + "/profile.json";
+  p = run(tune() + " export -o " + file + db);
+  REQUIRE(p.exit_code == 0);
+  std::ifstream in(file);
+  json prof = json::parse(in);
+  CHECK(prof["schema"] == "rtx.profile.v1");
+  REQUIRE(prof["entries"].size() == 1);
+
+  const std::string db2 = " --db " + d + "/other.db";
+  p = run(tune() + " import " + file + " --json" + db2);
+  REQUIRE(p.exit_code == 0);
+  CHECK(parse_out(p)["imported"] == 1);
+
+  // The same profile claiming another SKU: refused (exit 2) unless --force.
+  json foreign = prof;
+  std::string key = foreign["entries"][0]["key"];
+  key = key.substr(0, key.rfind('|') + 1) + "cpu:elsewhere-9999:avx512";
+  foreign["entries"][0]["key"] = key;
+  const std::string ffile = d + "/foreign.json";
+  std::ofstream(ffile) << foreign.dump();
+  const std::string db3 = " --db " + d + "/third.db";
+  p = run(tune() + " import " + ffile + db3);
+  CHECK(p.exit_code == 2);
+  CHECK(p.err.find("--force") != std::string::npos);
+  p = run(tune() + " show --json" + db3);
+  CHECK(parse_out(p)["profiles"].empty());
+  p = run(tune() + " import " + ffile + " --force" + db3);
+  CHECK(p.exit_code == 0);
+}
+
+TEST_CASE("rtx-tune exit codes on bad input", "[cpu][cli]") {
+  const std::string db = " --db " + rtx::test::temp_dir() + "/rtx.db";
+  struct Bad {
+    const char* args;
+    int code;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {" run", 2},
+           {" run --op matmul_forward", 2},
+           {" run --op matmul_forward --shape M=8,N=8,K=8 --strategy annealing", 2},
+           {" run --op matmul_forward --shape M=8,N=8,K=8 --budget lots", 2},
+           {" run --op no_such_op --shape M=8", 2},
+           {" run --op matmul_forward --shape M=8,N=8,K=-1", 2},
+           {" run --op matmul_forward --shape M=8,N=8,K=8 --variant cpu.nope", 2},
+           {" run --pack x.json --op matmul_forward --shape M=8,N=8,K=8", 2},
+           {" run --op matmul_forward --shape M=8,N=8,K=8 --replay", 2},  // nothing recorded
+           {" import /nonexistent.json", 2},
+           {" export", 2},
+           {" frobnicate", 2},
+       }) {
+    INFO(b.args);
+    const auto p = run(tune() + b.args + db);
+    CHECK(p.exit_code == b.code);
+    CHECK_FALSE(p.err.empty());
+  }
+  const auto p = run(tune() + " run --op matmul_forward --shape M=8,N=8,K=8 --strategy annealing --json" + db);
+  CHECK(p.exit_code == 2);
+  CHECK(parse_out(p).contains("error"));
+  CHECK(run(tune() + " --help").exit_code == 0);
+}

@@ -102,6 +102,18 @@ TEST_CASE("rtx-train run, resume, sample and export end to end", "[cpu][cli]") {
   const auto badp = run(train() + " sample --ckpt " + ck + " --prompt 'caf\xc3\xa9'");
   CHECK(badp.exit_code == 2);
 
+  // Export never overwrites its own input.
+  const auto self = run(train() + " export --ckpt " + ck + " -o " + ck);
+  CHECK(self.exit_code == 2);
+  CHECK(rtx::test::run(train() + " sample --ckpt " + ck + " --max-tokens 1 -q").exit_code == 0);
+  // Resuming at the end of the run, or on another dataset's tokenizer, is refused.
+  CHECK(run(base + " --steps 16 --lr-decay-steps 16 --resume " + ck).exit_code == 2);
+  write_file(dir + "/other.txt", "abcdefghij klmnopqrstuvwxyz\n" + std::string(200, 'q') + "\nABCDEFGHIJKLMNOPQRSTUVWXYZ .,;:!?\n");
+  REQUIRE(run(train() + " prepare --tokenizer char " + dir + "/other.txt -o " + dir + "/other -q").exit_code == 0);
+  const auto wrongtok = run(train() + " run --data " + dir + "/other --config " + dir + "/cfg.json --seq-len 8 --steps 20 --resume " + ck);
+  CHECK(wrongtok.exit_code == 2);
+  CHECK(wrongtok.err.find("tokenizer") != std::string::npos);
+
   // Export reads back as GGUF gpt2 with every tensor.
   const auto ex = run(train() + " export --ckpt " + ck + " --format gguf -o " + dir + "/m.gguf --json");
   INFO(ex.err);
@@ -109,6 +121,22 @@ TEST_CASE("rtx-train run, resume, sample and export end to end", "[cpu][cli]") {
   const rtx::io::GgufFile g = rtx::io::GgufFile::open(dir + "/m.gguf");
   CHECK(g.get("general.architecture").as_string() == "gpt2");
   CHECK(g.tensors().size() == 2 + 2 * 12 + 2);
+}
+
+TEST_CASE("rtx-train run stops on SIGINT with a checkpoint and exit 130", "[cpu][cli]") {
+  const std::string dir = rtx::test::temp_dir();
+  write_file(dir + "/cfg.json", kTinyCfg);
+  // The run would take minutes; SIGINT after a second stops it after the current step.
+  const auto p = run("timeout --preserve-status -s INT 1 " + train() + " run --data " + dataset() + " --config " + dir +
+                     "/cfg.json --steps 1000000 --eval-iters 0 --out " + dir + "/r --json");
+  INFO(p.err);
+  CHECK(p.exit_code == 130);
+  const auto j = nlohmann::json::parse(p.out);
+  CHECK(j["interrupted"] == true);
+  CHECK(j["final_val_loss"].is_null());
+  CHECK(j["steps"].get<int>() >= 1);
+  const auto s = run(train() + " sample --ckpt " + dir + "/r/ckpt.safetensors --max-tokens 3 -q");
+  CHECK(s.exit_code == 0);
 }
 
 TEST_CASE("rtx-train bad input exits 2 with a message", "[cpu][cli]") {
@@ -142,6 +170,18 @@ TEST_CASE("rtx-train bad input exits 2 with a message", "[cpu][cli]") {
   CHECK_FALSE(none.good());  // nothing half-written
   expect(run(train() + " export --ckpt " + dir + "/junk.safetensors --format onnx -o " + dir + "/o.onnx"), 2,
          "--format");
+  // Found by the break-it review: each of these used to crash, wrap or be accepted silently.
+  expect(run(train() + " run --data " + dataset() + " --threads 100000"), 2, "--threads");
+  write_file(dir + "/huge.json", R"({"lr": 1e400})");
+  expect(run(train() + " run --data " + dataset() + " --config " + dir + "/huge.json"), 2, "huge.json");
+  write_file(dir + "/wrap.json", R"({"steps": 4294967299})");
+  expect(run(train() + " run --data " + dataset() + " --config " + dir + "/wrap.json"), 2, "steps");
+  write_file(dir + "/frac.json", R"({"batch": 3.5})");
+  expect(run(train() + " run --data " + dataset() + " --config " + dir + "/frac.json"), 2, "batch");
+  write_file(dir + "/extra.json", R"({"model": {"n_layer": 1, "n_head": 1, "n_embd": 8, "block_size": 8,
+      "vocab_size": 65, "dropout": 0.1}})");
+  expect(run(train() + " run --data " + dataset() + " --config " + dir + "/extra.json"), 2, "dropout");
+  expect(run(train() + " run --data " + dataset() + " --seed -1 --steps 1"), 2, "seed");
   if (!rtx::test::have_gpu()) {
     const auto p = run(train() + " run --data " + dataset() + " --backend cuda --steps 1");
     CHECK(p.exit_code == 3);

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -62,7 +63,7 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
   auto* o_ei = s.add_option("--eval-interval", a->eval_interval, "Evaluate every N steps (default 250)");
   auto* o_eit = s.add_option("--eval-iters", a->eval_iters, "Batches per split per evaluation (default 200)");
   auto* o_ck = s.add_option("--ckpt-interval", a->ckpt_interval, "Also checkpoint every N steps (default: at evals)");
-  s.add_option("--backend", a->backend, "cpu or cuda")->capture_default_str();
+  auto* o_backend = s.add_option("--backend", a->backend, "cpu or cuda (default: the config's, else cpu)");
   s.add_option("--matmul", a->matmul, "CPU matmul: blocked (own AVX-512/AVX2 GEMM) or blas (OpenBLAS)")
       ->capture_default_str();
   s.add_option("--threads", a->threads, "OpenMP threads (0: the runtime's default)");
@@ -79,7 +80,7 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
       nlohmann::json j;
       try {
         j = nlohmann::json::parse(text);
-      } catch (const nlohmann::json::parse_error& e) {
+      } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e400
         rtx::throw_input(std::string("not valid JSON: ") + e.what(), a->config_file);
       }
       c.apply_json(j, a->config_file);
@@ -101,20 +102,26 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
     if (o_ei->count()) c.eval_interval = a->eval_interval;
     if (o_eit->count()) c.eval_iters = a->eval_iters;
     if (o_ck->count()) c.ckpt_interval = a->ckpt_interval;
-    if (seed_given(s)) c.seed = common.seed;
-    if (a->backend == "cpu")
-      c.backend = rtx::models::Backend::Cpu;
-    else if (a->backend == "cuda")
-      c.backend = rtx::models::Backend::Cuda;
-    else
-      rtx::throw_usage("--backend must be cpu or cuda (got '" + a->backend + "')", "--backend");
+    if (seed_given(s)) c.seed = parsed_seed(s, common.seed);
+    if (o_backend->count()) {  // else the config's (default cpu)
+      if (a->backend == "cpu")
+        c.backend = rtx::models::Backend::Cpu;
+      else if (a->backend == "cuda")
+        c.backend = rtx::models::Backend::Cuda;
+      else
+        rtx::throw_usage("--backend must be cpu or cuda (got '" + a->backend + "')", "--backend");
+    }
     if (a->matmul == "blocked")
       c.kernels.matmul.impl = rtx::kernels::MatmulImpl::Blocked;
     else if (a->matmul == "blas")
       c.kernels.matmul.impl = rtx::kernels::MatmulImpl::Blas;
     else
       rtx::throw_usage("--matmul must be blocked or blas (got '" + a->matmul + "')", "--matmul");
-    if (a->threads < 0) rtx::throw_usage("--threads must be >= 0", "--threads");
+    const int max_threads = 4 * std::max(1, omp_get_num_procs());
+    if (a->threads < 0 || a->threads > max_threads)
+      rtx::throw_usage("--threads must be in [0, " + std::to_string(max_threads) + "] (4x the CPUs; got " +
+                           std::to_string(a->threads) + ")",
+                       "--threads");
     if (a->threads > 0) omp_set_num_threads(a->threads);
     if (a->log_interval < 0) rtx::throw_usage("--log-interval must be >= 0", "--log-interval");
     c.validate();
@@ -128,11 +135,11 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
                    c.model.n_embd, c.model.vocab_size, c.batch, c.T(), c.grad_accum, c.steps, a->backend.c_str());
       cb.on_step = [=](const rtx::models::StepRecord& r) {
         if (tty) {
-          std::fprintf(stderr, "\rstep %d/%d  loss %.4f  lr %.2e  norm %.3f  %.1f ms  %s tok/s   ", r.step + 1, c.steps,
+          std::fprintf(stderr, "\rstep %d/%d  loss %.4f  lr %.2e  norm %.3f  %.1f ms  %s tok/s   ", r.step, c.steps,
                        r.loss, r.lr, r.grad_norm, r.ms, human_tokens(r.tokens_per_s).c_str());
           std::fflush(stderr);
-        } else if ((r.step + 1) % log_every == 0 || r.step == 0) {
-          std::fprintf(stderr, "step %d/%d  loss %.4f  lr %.2e  norm %.3f  %.1f ms  %s tok/s\n", r.step + 1, c.steps,
+        } else if (r.step % log_every == 0 || r.step == 1) {
+          std::fprintf(stderr, "step %d/%d  loss %.4f  lr %.2e  norm %.3f  %.1f ms  %s tok/s\n", r.step, c.steps,
                        r.loss, r.lr, r.grad_norm, r.ms, human_tokens(r.tokens_per_s).c_str());
         }
       };
@@ -141,24 +148,44 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
                      e.step, e.train_loss, e.val_loss, e.ms / 1e3);
       };
     }
+    // Ctrl-C / SIGTERM: finish the current step, write the checkpoint, exit 130.
+    static volatile std::sig_atomic_t stop = 0;
+    stop = 0;
+    auto on_signal = [](int) { stop = 1; };
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    cb.should_stop = [] { return stop != 0; };
     const rtx::models::TrainResult r = rtx::models::train(c, a->data, a->out, a->resume, cb);
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+    const bool evaluated = c.eval_iters > 0;  // else no loss was estimated: null, not 0
+    if (r.interrupted && !common.quiet)
+      std::fprintf(stderr, "%sinterrupted after step %d%s%s\n", tty ? "\r\033[K" : "", r.steps_done,
+                   r.checkpoint.empty() ? "" : "; checkpoint ", r.checkpoint.c_str());
     if (common.json) {
       std::cout << nlohmann::json{{"steps", r.steps_done},
-                                  {"final_train_loss", r.final_train_loss},
-                                  {"final_val_loss", r.final_val_loss},
-                                  {"best_val_loss", r.best_val_loss},
+                                  {"interrupted", r.interrupted},
+                                  {"final_train_loss", evaluated ? nlohmann::json(r.final_train_loss) : nlohmann::json()},
+                                  {"final_val_loss", evaluated ? nlohmann::json(r.final_val_loss) : nlohmann::json()},
+                                  {"best_val_loss", evaluated ? nlohmann::json(r.best_val_loss) : nlohmann::json()},
                                   {"wall_s", r.wall_s},
                                   {"tokens_per_s", r.mean_tokens_per_s},
                                   {"checkpoint", r.checkpoint},
                                   {"config", c.to_json()}}
                        .dump(2)
                 << "\n";
-    } else if (!common.quiet) {
-      std::fprintf(stderr, "%sdone: %d steps in %.1f s, %s tok/s, val loss %.4f (best %.4f)%s%s\n", tty ? "\r\033[K" : "",
-                   r.steps_done, r.wall_s, human_tokens(r.mean_tokens_per_s).c_str(), r.final_val_loss,
-                   r.best_val_loss, r.checkpoint.empty() ? "" : ", checkpoint ", r.checkpoint.c_str());
+    } else if (!common.quiet && !r.interrupted) {
+      std::string losses = "no evaluation (--eval-iters 0)";
+      if (evaluated) {
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "val loss %.4f (best %.4f)", r.final_val_loss, r.best_val_loss);
+        losses = buf;
+      }
+      std::fprintf(stderr, "%sdone: %d steps in %.1f s, %s tok/s, %s%s%s\n", tty ? "\r\033[K" : "", r.steps_done,
+                   r.wall_s, human_tokens(r.mean_tokens_per_s).c_str(), losses.c_str(),
+                   r.checkpoint.empty() ? "" : ", checkpoint ", r.checkpoint.c_str());
     }
-    return 0;
+    return r.interrupted ? 130 : 0;
   };
 }
 

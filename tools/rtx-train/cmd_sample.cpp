@@ -1,5 +1,7 @@
 // `rtx-train sample` (KV-cache generation from a checkpoint) and `rtx-train export` (GGUF).
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -15,6 +17,12 @@
 namespace rtx_train {
 
 namespace {
+
+/// Write to stdout, flushed; a failed write (disk full, closed stdout) is an Environment error.
+void put_out(const std::string& s) {
+  if ((!s.empty() && std::fwrite(s.data(), 1, s.size(), stdout) != s.size()) || std::fflush(stdout) != 0)
+    rtx::throw_env("writing the generated text to stdout failed", "stdout");
+}
 
 struct SampleArgs {
   std::string ckpt, prompt = "\n";
@@ -34,7 +42,7 @@ std::unique_ptr<rtx::io::Tokenizer> checkpoint_tokenizer(const rtx::models::Chec
 Body add_sample(CLI::App& s, const rtx::cli::CommonOptions& common) {
   auto a = std::make_shared<SampleArgs>();
   s.add_option("--ckpt", a->ckpt, "Checkpoint (ckpt.safetensors written by rtx-train run)")->required();
-  s.add_option("--prompt", a->prompt, "Prompt text (default: a newline)")->capture_default_str();
+  s.add_option("--prompt", a->prompt, "Prompt text (default: a newline)");
   s.add_option("--max-tokens", a->max_tokens, "Tokens to generate")->capture_default_str();
   s.add_option("--temperature", a->temperature, "Softmax temperature; 0 = greedy")->capture_default_str();
   s.add_option("--top-k", a->top_k, "Keep the k most likely tokens; 0 = all")->capture_default_str();
@@ -56,23 +64,38 @@ Body add_sample(CLI::App& s, const rtx::cli::CommonOptions& common) {
     sc.temperature = a->temperature;
     sc.top_k = a->top_k;
     sc.top_p = a->top_p;
-    sc.seed = seed_given(s) ? common.seed : 1337;
+    sc.vocab_limit = tok->vocab_size();  // a model wider than its tokenizer: never emit padding ids
+    sc.seed = seed_given(s) ? parsed_seed(s, common.seed) : 1337;
     rtx::models::Sampler sampler(sc);
     rtx::models::Gpt2Decoder dec(ck.model, ck.params.data());
     const bool stream = !common.json;
-    if (stream) {
-      std::fwrite(a->prompt.data(), 1, a->prompt.size(), stdout);
-      std::fflush(stdout);
+    if (stream) put_out(a->prompt);
+    auto on_token = [&](int32_t id) {
+      if (stream) put_out(tok->token_bytes(id));
+      return true;
+    };
+    // Generate; when the context fills up, keep its last half as the new prompt and go on
+    // (nanoGPT crops to the last block_size tokens; with a KV cache and learned positions we
+    // re-prefill a half window so the cost stays amortised).
+    rtx::models::GenerateResult r;
+    r.prompt_tokens = static_cast<int>(prompt.size());
+    std::vector<int32_t> window = prompt;
+    int remaining = a->max_tokens;
+    for (;;) {
+      const rtx::models::GenerateResult part =
+          rtx::models::generate(dec, window, remaining, sampler, tok->eot_id(), on_token);
+      r.tokens.insert(r.tokens.end(), part.tokens.begin(), part.tokens.end());
+      r.stop = part.stop;
+      r.decode_steps += part.decode_steps;
+      r.decode_s += part.decode_s;
+      if (r.prefill_s == 0) r.prefill_s = part.prefill_s;
+      else r.decode_s += part.prefill_s;  // re-prefills of the window count as decode time
+      remaining -= static_cast<int>(part.tokens.size());
+      if (part.stop != rtx::models::StopReason::ContextFull || remaining <= 0) break;
+      window.insert(window.end(), part.tokens.begin(), part.tokens.end());
+      const size_t keep = static_cast<size_t>(std::max(1, ck.model.block_size / 2));
+      window.erase(window.begin(), window.end() - static_cast<std::ptrdiff_t>(std::min(keep, window.size())));
     }
-    const rtx::models::GenerateResult r = rtx::models::generate(
-        dec, prompt, a->max_tokens, sampler, tok->eot_id(), [&](int32_t id) {
-          if (stream) {
-            const std::string piece = tok->token_bytes(id);
-            std::fwrite(piece.data(), 1, piece.size(), stdout);
-            std::fflush(stdout);
-          }
-          return true;
-        });
     const std::string text = tok->decode(r.tokens);
     if (common.json) {
       std::cout << nlohmann::json{{"prompt", a->prompt},
@@ -86,8 +109,7 @@ Body add_sample(CLI::App& s, const rtx::cli::CommonOptions& common) {
                        .dump(2)
                 << "\n";
     } else {
-      std::fputs("\n", stdout);
-      std::fflush(stdout);
+      put_out("\n");
       if (!common.quiet)
         std::fprintf(stderr, "%zu tokens (%s), prefill %.1f ms, decode %.1f tokens/s\n", r.tokens.size(),
                      rtx::models::stop_reason_name(r.stop), r.prefill_s * 1e3, r.decode_tokens_per_s());
@@ -105,6 +127,10 @@ Body add_export(CLI::App& s, const rtx::cli::CommonOptions& common) {
   s.add_option("-o,--output", *out, "Output file")->required();
   return [=, &common]() {
     if (*format != "gguf") rtx::throw_usage("--format must be gguf (got '" + *format + "')", "--format");
+    std::error_code ec;
+    if (std::filesystem::exists(*out, ec) && std::filesystem::equivalent(*ckpt, *out, ec))
+      rtx::throw_usage("-o names the checkpoint itself; exporting would overwrite it", *out,
+                       "give another output file, e.g. model.gguf");
     const rtx::models::Checkpoint ck = rtx::models::load_checkpoint(*ckpt, false);
     const auto tok = checkpoint_tokenizer(ck, *ckpt);
     rtx::models::export_gpt2_gguf(ck.model, ck.params.data(), ck.params.size(), *tok, *out);

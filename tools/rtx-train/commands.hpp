@@ -2,6 +2,7 @@
 // function that runs it (the work is in libcommon: rtx::io datasets, rtx::models).
 #pragma once
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -18,4 +19,6 @@ Body add_presets(CLI::App& app, const rtx::cli::CommonOptions& common);
 std::string data_root();
 /// True when --seed was given on the command line (the tool's default seed applies otherwise).
 bool seed_given(const CLI::App& sub);
+/// The --seed value as typed (CLI11 wraps "-1" to 2^64-1; this refuses it), else `fallback`.
+uint64_t parsed_seed(const CLI::App& sub, uint64_t fallback);
 }  // namespace rtx_train

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "rtx/app/bench.hpp"
 
 namespace rtx_train {
 
@@ -16,6 +17,15 @@ bool seed_given(const CLI::App& sub) {
   const CLI::App* parent = sub.get_parent();
   const CLI::Option* o = parent ? parent->get_option_no_throw("--seed") : nullptr;
   return o && o->count() > 0;
+}
+
+uint64_t parsed_seed(const CLI::App& sub, uint64_t fallback) {
+  const CLI::App* parent = sub.get_parent();
+  const CLI::Option* o = parent ? parent->get_option_no_throw("--seed") : nullptr;
+  uint64_t v = fallback;
+  if (o)
+    for (const std::string& text : o->results()) v = rtx::app::bench::parse_seed(text);
+  return v;
 }
 
 }  // namespace rtx_train

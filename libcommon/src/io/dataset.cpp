@@ -93,7 +93,14 @@ PrepareResult prepare_dataset(const std::string& input, const std::string& token
   const std::string src_path = input == "-" ? std::string("-") : fs::absolute(input).lexically_normal().string();
   meta["source"] = {{"path", src_path}, {"bytes", static_cast<int64_t>(text.size())}, {"sha256", sha256_hex(text)}};
 
-  // The splits first, meta.json last: a directory with a meta.json has complete splits.
+  // Remove an old meta.json first, write the splits, meta.json last: a directory with a
+  // meta.json has complete, matching splits (a failure in between leaves no meta.json, and
+  // Dataset refuses the directory instead of pairing new splits with old metadata).
+  {
+    std::error_code ec;
+    std::filesystem::remove(out_dir + "/meta.json", ec);
+    if (ec) throw_env("cannot remove the old meta.json: " + ec.message(), out_dir + "/meta.json");
+  }
   atomic_write_file(out_dir + "/train.bin", to_uint16_le(train));
   atomic_write_file(out_dir + "/val.bin", to_uint16_le(val));
   write_artifact(out_dir + "/meta.json", meta);

@@ -126,6 +126,11 @@ Checkpoint load_checkpoint(const std::string& path, bool with_optimizer) {
   }
   for (float x : ck.params)
     if (!std::isfinite(x)) throw_input("checkpoint weights contain NaN or Inf", path);
+  for (const std::vector<float>* mv : {&ck.m, &ck.v})
+    for (float x : *mv)
+      if (!std::isfinite(x)) throw_input("checkpoint AdamW moments contain NaN or Inf", path);
+  for (float x : ck.v)
+    if (x < 0) throw_input("checkpoint AdamW second moment (optim.v.*) has a negative value", path);
   return ck;
 }
 

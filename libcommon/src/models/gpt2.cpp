@@ -89,23 +89,28 @@ Gpt2Config Gpt2Config::from_json(const nlohmann::json& j, const std::string& whe
                                                  {"n_embd", &c.n_embd},
                                                  {"block_size", &c.block_size},
                                                  {"vocab_size", &c.vocab_size}};
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    bool known = false;
+    for (const auto& f : fields) known = known || it.key() == f.first;
+    if (!known)
+      throw_input("unknown field '" + it.key() + "' in the GPT-2 config", at,
+                  "the fields are n_layer, n_head, n_embd, block_size, vocab_size");
+  }
   for (const auto& [name, dst] : fields) {
-    const std::string field = where.empty() ? std::string(name) : where + ": " + name;
     auto it = j.find(name);
-    if (it == j.end()) throw_input(at + ": missing field '" + name + "'", field, "add the integer field");
+    if (it == j.end()) throw_input(std::string("missing field '") + name + "'", at, "add the integer field");
     if (!it->is_number_integer())
-      throw_input(at + ": field '" + std::string(name) + "' must be an integer, got " + it->dump(), field,
+      throw_input(std::string("field '") + name + "' must be an integer, got " + it->dump(), at,
                   "write a positive integer");
-    const auto v = it->get<int64_t>();
-    if (v <= 0 || v > INT_MAX)
-      throw_input(at + ": field '" + std::string(name) + "' = " + std::to_string(v) + " is out of range", field,
+    if (it->is_number_unsigned() ? it->get<uint64_t>() > static_cast<uint64_t>(INT_MAX) : it->get<int64_t>() <= 0)
+      throw_input(std::string("field '") + name + "' = " + it->dump() + " is out of range", at,
                   "write a positive 32-bit integer");
-    *dst = static_cast<int>(v);
+    *dst = static_cast<int>(it->get<int64_t>());
   }
   try {
     c.validate();
   } catch (const Error& e) {
-    throw_input(at + ": " + e.message(), e.where(), e.hint());
+    throw_input(e.message(), at, e.hint());
   }
   return c;
 }

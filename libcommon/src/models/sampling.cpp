@@ -37,6 +37,8 @@ Sampler::Sampler(const SamplerConfig& cfg) : cfg_(cfg), rng_(cfg.seed, 0, 0) {
   if (!(std::isfinite(cfg.temperature) && cfg.temperature >= 0.0f))
     throw_input("sampler: temperature = " + std::to_string(cfg.temperature) + " must be a finite value >= 0",
                 "temperature", "use 0 for greedy decoding, 1 for the model's distribution");
+  if (cfg.vocab_limit < 0)
+    throw_input("sampler: vocab_limit = " + std::to_string(cfg.vocab_limit) + " must be >= 0", "vocab_limit");
   if (cfg.top_k < 0)
     throw_input("sampler: top_k = " + std::to_string(cfg.top_k) + " must be >= 0", "top_k", "use 0 to disable top-k");
   if (!(cfg.top_p > 0.0f && cfg.top_p <= 1.0f))
@@ -80,6 +82,7 @@ void Sampler::candidates(const float* logits, int V, std::vector<int32_t>& ids, 
 
 int32_t Sampler::sample(const float* logits, int V) {
   check_logits(logits, V, "Sampler::sample");
+  if (cfg_.vocab_limit > 0 && cfg_.vocab_limit < V) V = cfg_.vocab_limit;
   if (cfg_.temperature == 0.0f) return argmax(logits, V);
   candidates(logits, V, ids_, w_);
   double total = 0;
@@ -99,6 +102,7 @@ int32_t Sampler::sample(const float* logits, int V) {
 std::vector<double> Sampler::distribution(const float* logits, int V) const {
   check_logits(logits, V, "Sampler::distribution");
   std::vector<double> p(V, 0.0);
+  if (cfg_.vocab_limit > 0 && cfg_.vocab_limit < V) V = cfg_.vocab_limit;
   if (cfg_.temperature == 0.0f) {
     p[argmax(logits, V)] = 1.0;
     return p;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <filesystem>
 #include <limits>
 #include <vector>
@@ -28,14 +29,40 @@ double now_s() {
   return std::chrono::duration<double>(clk::now().time_since_epoch()).count();
 }
 
-template <class T>
-void get_field(const nlohmann::json& j, const char* key, T& out, const std::string& where) {
+[[noreturn]] void bad_type(const char* key, const char* want, const nlohmann::json& v, const std::string& where) {
+  throw_usage(std::string("field '") + key + "' must be " + want + " (got " + v.dump() + ")", where);
+}
+
+/// Strictly typed reads: an int field takes a JSON integer within int range (no wrap, no
+/// truncation of 3.5, no booleans), a float field any finite JSON number, the seed a
+/// non-negative integer, a string field a string.
+void get_field(const nlohmann::json& j, const char* key, int& out, const std::string& where) {
   if (!j.contains(key)) return;
-  try {
-    out = j.at(key).get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw_usage(std::string("field '") + key + "' has the wrong type (" + j.at(key).type_name() + ")", where);
-  }
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_integer()) bad_type(key, "an integer", v, where);
+  if (v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(INT32_MAX)
+                             : (v.get<int64_t>() < INT32_MIN || v.get<int64_t>() > INT32_MAX))
+    bad_type(key, "an integer in 32-bit range", v, where);
+  out = static_cast<int>(v.get<int64_t>());
+}
+void get_field(const nlohmann::json& j, const char* key, float& out, const std::string& where) {
+  if (!j.contains(key)) return;
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number()) bad_type(key, "a number", v, where);
+  out = v.get<float>();
+  if (!std::isfinite(out)) bad_type(key, "a finite number in float range", v, where);
+}
+void get_field(const nlohmann::json& j, const char* key, uint64_t& out, const std::string& where) {
+  if (!j.contains(key)) return;
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_unsigned()) bad_type(key, "a non-negative integer", v, where);
+  out = v.get<uint64_t>();
+}
+void get_field(const nlohmann::json& j, const char* key, std::string& out, const std::string& where) {
+  if (!j.contains(key)) return;
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_string()) bad_type(key, "a string", v, where);
+  out = v.get<std::string>();
 }
 
 }  // namespace
@@ -103,6 +130,9 @@ void TrainConfig::apply_json(const nlohmann::json& j, const std::string& where) 
                   "lr_decay_steps, beta1, beta2, eps, weight_decay, grad_clip, eval_interval, eval_iters, "
                   "ckpt_interval, seed, backend");
   }
+  if (j.contains("preset") && j.contains("model") && j.at("preset").is_string() && !j.at("preset").get<std::string>().empty() &&
+      !(Gpt2Config::preset(j.at("preset").get<std::string>()) == Gpt2Config::from_json(j.at("model"), where + ": model")))
+    throw_usage("\"preset\" and \"model\" describe different models; give one of them", where);
   if (j.contains("preset")) {
     get_field(j, "preset", preset, where);
     if (!preset.empty()) model = Gpt2Config::preset(preset);
@@ -220,6 +250,14 @@ TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std
       throw_input("the checkpoint was written by a run with seed " + std::to_string(ck.seed) + ", not " +
                       std::to_string(cfg.seed),
                   resume_from, "pass --seed " + std::to_string(ck.seed) + " to continue that run");
+    if (ck.tokenizer.is_null() || ck.tokenizer != ds.tokenizer().to_json())
+      throw_input(std::string("the checkpoint's tokenizer ") + (ck.tokenizer.is_null() ? "is missing" : "differs from") +
+                      " the dataset's (" + data_dir + "/meta.json): token ids would mean different text",
+                  resume_from, "resume on the dataset the run was started with");
+    if (ck.step >= cfg.steps)
+      throw_usage("the checkpoint is at step " + std::to_string(ck.step) + ", not before --steps " +
+                      std::to_string(cfg.steps) + ": nothing to train",
+                  resume_from, "raise --steps to continue training");
     model.set_params(ck.params.data());
     model.set_moments(ck.m.data(), ck.v.data());
     start_step = ck.step;
@@ -234,11 +272,15 @@ TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std
     std::filesystem::create_directories(out_dir, ec);
     if (ec) throw_env("cannot create the output directory: " + ec.message(), out_dir);
     ckpt_path = (std::filesystem::path(out_dir) / "ckpt.safetensors").string();
+    // Temp files of an earlier process killed while writing its checkpoint (the atomic writer
+    // names them .ckpt.safetensors.tmp.XXXXXX beside the target): the run owns --out, remove them.
+    for (const auto& e : std::filesystem::directory_iterator(out_dir, ec))
+      if (e.path().filename().string().rfind(".ckpt.safetensors.tmp.", 0) == 0) std::filesystem::remove(e.path(), ec);
     log_path = (std::filesystem::path(out_dir) / "log.jsonl").string();
   }
   JsonlLog log(log_path);
   if (start_step == 0) log.write({{"event", "start"}, {"config", cfg.to_json()}, {"num_params", model.num_params()}});
-  else log.write({{"event", "resume"}, {"step", start_step}, {"from", resume_from}});
+  else log.write({{"event", "resume"}, {"step", start_step}, {"from", resume_from}, {"config", cfg.to_json()}});
 
   TrainResult res;
   std::vector<int32_t> ids(static_cast<size_t>(B) * T), tgt(ids.size());
@@ -300,7 +342,7 @@ TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std
     const double gnorm = model.step(step + 1, lr, cfg.adamw);
     const double dt = now_s() - t0;
     StepRecord r;
-    r.step = step;
+    r.step = step + 1;
     r.loss = loss_sum / K;
     r.lr = lr;
     r.grad_norm = gnorm;
@@ -324,17 +366,24 @@ TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std
                {"memory_bytes", r.memory_bytes}});
     if (cb.on_step) cb.on_step(r);
     res.steps_done = step + 1;
+    if (cb.should_stop && cb.should_stop() && step + 1 < cfg.steps) {
+      save(step + 1);
+      res.interrupted = true;
+      break;
+    }
     if (cfg.ckpt_interval > 0 && (step + 1) % cfg.ckpt_interval == 0 && (step + 1) % cfg.eval_interval != 0 &&
         step + 1 < cfg.steps)
       save(step + 1);
   }
   if (res.steps_done == 0) res.steps_done = start_step;
-  evaluate(cfg.steps);
-  save(cfg.steps);
+  if (!res.interrupted) {
+    evaluate(cfg.steps);
+    save(cfg.steps);
+  }
   res.wall_s = now_s() - t_run;
   res.best_val_loss = std::isfinite(best_val) ? best_val : 0;
   res.mean_tokens_per_s = warm_s > 0 ? warm_tokens / warm_s : 0;
-  log.write({{"event", "end"}, {"steps", res.steps_done}, {"wall_s", res.wall_s}, {"val_loss", res.final_val_loss},
+  log.write({{"event", res.interrupted ? "interrupted" : "end"}, {"steps", res.steps_done}, {"wall_s", res.wall_s}, {"val_loss", res.final_val_loss},
              {"tokens_per_s", res.mean_tokens_per_s}});
   return res;
 }

@@ -91,6 +91,9 @@ struct SamplerConfig {
   int top_k = 0;
   float top_p = 1.0f;
   uint64_t seed = 0;
+  /// Draw only ids < vocab_limit (0 = all V): the rows a padded vocabulary adds beyond the
+  /// tokenizer's tokens are never sampled (greedy argmax included). Error(Input) when < 0.
+  int vocab_limit = 0;
 };
 
 /// Draws token ids from logits. Order of filters (as HF transformers' warpers): divide by the

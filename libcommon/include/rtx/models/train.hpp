@@ -51,7 +51,7 @@ float lr_at(const TrainConfig& c, int step);
 
 /// One line of the training log.
 struct StepRecord {
-  int step = 0;                ///< 0-based optimizer step just taken
+  int step = 0;                ///< optimizer steps completed, this one included (1-based)
   double loss = 0;             ///< mean training loss over the K micro-batches
   double lr = 0;
   double grad_norm = 0;        ///< before clipping
@@ -71,6 +71,8 @@ struct TrainCallbacks {
   std::function<void(const StepRecord&)> on_step;
   std::function<void(const EvalRecord&)> on_eval;
   std::function<void(const std::string& path, int step)> on_checkpoint;
+  /// Polled after each step: true stops the run there, after writing a checkpoint (Ctrl-C).
+  std::function<bool()> should_stop;
 };
 
 /// What a finished run reports.
@@ -80,14 +82,17 @@ struct TrainResult {
   double wall_s = 0;
   double mean_tokens_per_s = 0;  ///< over steps after the first (warm)
   std::string checkpoint;        ///< path of the last checkpoint written ("" if none)
+  bool interrupted = false;      ///< stopped early by should_stop (checkpoint written when out_dir set)
 };
 
 /// Train on the dataset at `data_dir` (rtx::io::Dataset). When `out_dir` is non-empty, writes
 /// `out_dir`/ckpt.safetensors at each evaluation and every ckpt_interval steps (atomically) and
 /// appends the log to `out_dir`/log.jsonl. `resume_from` (a checkpoint path, or "") continues a
 /// run: model, optimizer moments, step and RNG state are restored and the remaining steps are
-/// bit-for-bit those of an uninterrupted run (CPU). Throws Error(Input) on a dataset whose vocab
-/// exceeds the model's, or a checkpoint that does not match the config.
+/// bit-for-bit those of an uninterrupted run (CPU). Stale checkpoint temp files in `out_dir` (from a
+/// killed process) are removed at start. Throws Error(Input) on a dataset whose vocab exceeds the
+/// model's, a checkpoint whose model config, seed or tokenizer differs from the run's, and
+/// Error(Usage) when the checkpoint is already at or past cfg.steps.
 TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std::string& out_dir,
                   const std::string& resume_from, const TrainCallbacks& cb = {});
 

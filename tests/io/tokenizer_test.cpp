@@ -322,3 +322,21 @@ TEST_CASE("char: code points, not bytes, sorted by value; errors name character 
   const auto t2 = rtx::io::tokenizer_from_json(j);
   CHECK(t2->encode(text) == t->encode(text));
 }
+
+TEST_CASE("gpt2: a truncated vocab.bpe is refused (merge count vs encoder size)", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir();
+  std::filesystem::copy_file(gpt2_dir() + "/encoder.json", dir + "/encoder.json");
+  std::ifstream in(gpt2_dir() + "/vocab.bpe");
+  std::ofstream out(dir + "/vocab.bpe");
+  std::string line;
+  for (int i = 0; i < 1000 && std::getline(in, line); ++i) out << line << "\n";
+  out.close();
+  try {
+    rtx::io::load_gpt2_tokenizer(dir);
+    FAIL("a vocab.bpe cut at 1000 lines was accepted");
+  } catch (const rtx::Error& e) {
+    CHECK(e.category() == rtx::ErrorCategory::Input);
+    CHECK(std::string(e.what()).find("999 merges") != std::string::npos);
+    CHECK(std::string(e.what()).find("need 50000") != std::string::npos);
+  }
+}

@@ -376,7 +376,23 @@ std::unique_ptr<Tokenizer> load_gpt2_tokenizer(const std::string& dir) {
     if (first_merge_line == 0) first_merge_line = line_no;
     merges.push_back(std::move(line));
   }
-  return detail::make_gpt2_tokenizer(encoder, merges, enc_path, bpe_path, first_merge_line);
+  auto tok = detail::make_gpt2_tokenizer(encoder, merges, enc_path, bpe_path, first_merge_line);  // validates lines
+  // Byte-level BPE: every token is one of the 256 byte tokens, a special token ("<|...|>") or
+  // the result of exactly one merge. A count that disagrees means a truncated or foreign file.
+  if (encoder.is_object()) {
+    size_t special = 0;
+    for (auto it = encoder.begin(); it != encoder.end(); ++it) {
+      const std::string& k = it.key();
+      if (k.size() > 4 && k.rfind("<|", 0) == 0 && k.compare(k.size() - 2, 2, "|>") == 0) ++special;
+    }
+    const size_t need = encoder.size() >= 256 + special ? encoder.size() - 256 - special : 0;
+    if (merges.size() != need)
+      throw Error(ErrorCategory::Input,
+                  "has " + std::to_string(merges.size()) + " merges; encoder.json's " + std::to_string(encoder.size()) +
+                      " tokens (256 bytes + " + std::to_string(special) + " special) need " + std::to_string(need),
+                  bpe_path, "the file is truncated or belongs to another tokenizer");
+  }
+  return tok;
 }
 
 }  // namespace rtx::io

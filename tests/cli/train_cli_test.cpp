@@ -182,6 +182,13 @@ TEST_CASE("rtx-train bad input exits 2 with a message", "[cpu][cli]") {
       "vocab_size": 65, "dropout": 0.1}})");
   expect(run(train() + " run --data " + dataset() + " --config " + dir + "/extra.json"), 2, "dropout");
   expect(run(train() + " run --data " + dataset() + " --seed -1 --steps 1"), 2, "seed");
+  // Under --json, a command-line error is also a JSON document on stdout.
+  const auto pj = run(train() + " --json run --data " + dataset() + " --steps abc");
+  CHECK(pj.exit_code == 2);
+  nlohmann::json ej;
+  REQUIRE_NOTHROW(ej = nlohmann::json::parse(pj.out));
+  CHECK(ej["error"]["category"] == "usage");
+  CHECK(ej["error"]["exit_code"] == 2);
   if (!rtx::test::have_gpu()) {
     const auto p = run(train() + " run --data " + dataset() + " --backend cuda --steps 1");
     CHECK(p.exit_code == 3);

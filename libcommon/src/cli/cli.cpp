@@ -51,6 +51,15 @@ int run_tool(CLI::App& app, int argc, char** argv, const CommonOptions& o, const
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << tool << ": error: " << e.what() << "\n" << "Run with --help for usage.\n";
+    // Under --json a machine reads stdout: give it the error too (the flag may not have been
+    // parsed yet when parsing failed, so look for it in argv).
+    bool json = o.json;
+    for (int i = 1; i < argc && !json; ++i) json = std::string(argv[i]) == "--json";
+    if (json)
+      std::cout << nlohmann::json{{"error", {{"category", "usage"}, {"message", e.what()}, {"where", "command line"},
+                                             {"hint", "run with --help for usage"}, {"exit_code", 2}}}}
+                       .dump(2)
+                << std::endl;
     return 2;
   }
   auto report = [&](const char* category, const std::string& msg, const std::string& where,

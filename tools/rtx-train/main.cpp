@@ -34,32 +34,18 @@ int main(int argc, char** argv) {
   CLI::App app{"rtx-train: GPT-2 trained on real text (CPU and CUDA)", "rtx-train"};
   rtx::cli::CommonOptions common;
   rtx::cli::add_common_options(app, common);
-  app.require_subcommand(1);
-  app.fallthrough();
-  struct Sub {
-    CLI::App* app;
-    rtx_train::Body body;
-  };
-  std::vector<Sub> subs;
-  auto add = [&](const char* name, const char* help, auto adder) {
-    CLI::App* s = app.add_subcommand(name, help);
-    subs.push_back({s, adder(*s)});
-  };
-  add("prepare", "Tokenize a text file into train.bin/val.bin/meta.json (90/10 split)",
+  rtx::cli::Subcommands subs(app);
+  subs.add("prepare", "Tokenize a text file into train.bin/val.bin/meta.json (90/10 split)",
       [&](CLI::App& s) { return rtx_train::add_prepare(s, common); });
-  add("run", "Train GPT-2 on a prepared dataset (AdamW, warm-up + cosine LR, eval, checkpoints)",
+  subs.add("run", "Train GPT-2 on a prepared dataset (AdamW, warm-up + cosine LR, eval, checkpoints)",
       [&](CLI::App& s) { return rtx_train::add_run(s, common); });
-  add("sample", "Generate text from a checkpoint (KV cache; temperature, top-k, top-p)",
+  subs.add("sample", "Generate text from a checkpoint (KV cache; temperature, top-k, top-p)",
       [&](CLI::App& s) { return rtx_train::add_sample(s, common); });
-  add("export", "Export a checkpoint as GGUF (architecture gpt2, with its tokenizer)",
+  subs.add("export", "Export a checkpoint as GGUF (architecture gpt2, with its tokenizer)",
       [&](CLI::App& s) { return rtx_train::add_export(s, common); });
-  add("presets", "List the model presets", [&](CLI::App& s) { return rtx_train::add_presets(s, common); });
+  subs.add("presets", "List the model presets", [&](CLI::App& s) { return rtx_train::add_presets(s, common); });
   app.footer("Data: RTX_DATA (default ../shared/data) holds tinyshakespeare/ and gpt2_tokenizer/.\n"
              "Exit codes: 0 ok; 2 usage or input error (bad flag, corrupt checkpoint, bad dataset);\n"
              "3 environment missing (e.g. --backend cuda without a GPU, disk full); 4 internal error.");
-  return rtx::cli::run_tool(app, argc, argv, common, [&]() -> int {
-    for (auto& s : subs)
-      if (s.app->parsed()) return s.body();
-    return 2;
-  });
+  return rtx::cli::run_tool(app, argc, argv, common, [&]() { return subs.run(); });
 }

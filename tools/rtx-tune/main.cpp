@@ -8,30 +8,16 @@ int main(int argc, char** argv) {
   CLI::App app{"rtx-tune: auto-tune kernel parameters into per-hardware profiles", "rtx-tune"};
   rtx::cli::CommonOptions common;
   rtx::cli::add_common_options(app, common);
-  app.require_subcommand(1);
-  app.fallthrough();
-  struct Sub {
-    CLI::App* app;
-    rtx_tune::Body body;
-  };
-  std::vector<Sub> subs;
-  auto add = [&](const char* name, const char* help, auto adder) {
-    CLI::App* s = app.add_subcommand(name, help);
-    subs.push_back({s, adder(*s)});
-  };
-  add("run", "Search the parameter space of an op (or every case of a bench pack) and record the best as a profile",
+  rtx::cli::Subcommands subs(app);
+  subs.add("run", "Search the parameter space of an op (or every case of a bench pack) and record the best as a profile",
       [&](CLI::App& s) { return rtx_tune::add_run(s, common, argc, argv); });
-  add("show", "List the current tuned profiles (--stats: trial counts and lookup outcomes)",
+  subs.add("show", "List the current tuned profiles (--stats: trial counts and lookup outcomes)",
       [&](CLI::App& s) { return rtx_tune::add_show(s, common); });
-  add("export", "Write the current profiles as an rtx.profile.v1 artifact",
+  subs.add("export", "Write the current profiles as an rtx.profile.v1 artifact",
       [&](CLI::App& s) { return rtx_tune::add_export(s, common); });
-  add("import", "Import an rtx.profile.v1 artifact (all or nothing; another SKU needs --force)",
+  subs.add("import", "Import an rtx.profile.v1 artifact (all or nothing; another SKU needs --force)",
       [&](CLI::App& s) { return rtx_tune::add_import(s, common); });
   app.footer("Exit codes: 0 ok; 1 no configuration passed its correctness check for some key; 2 usage or input\n"
              "error (also an import for another SKU without --force); 3 environment missing; 4 internal error.");
-  return rtx::cli::run_tool(app, argc, argv, common, [&]() -> int {
-    for (auto& s : subs)
-      if (s.app->parsed()) return s.body();
-    return 2;
-  });
+  return rtx::cli::run_tool(app, argc, argv, common, [&]() { return subs.run(); });
 }

@@ -90,6 +90,22 @@ int run_tool(CLI::App& app, int argc, char** argv, const CommonOptions& o, const
   }
 }
 
+Subcommands::Subcommands(CLI::App& app) : app_(app) {
+  app_.require_subcommand(1);
+  app_.fallthrough();
+}
+
+void Subcommands::add(const char* name, const char* help, const std::function<Body(CLI::App&)>& adder) {
+  CLI::App* s = app_.add_subcommand(name, help);
+  subs_.emplace_back(s, adder(*s));
+}
+
+int Subcommands::run() const {
+  for (const auto& [app, body] : subs_)
+    if (app->parsed()) return body();
+  return 2;
+}
+
 bool stderr_is_tty() { return ::isatty(STDERR_FILENO) == 1; }
 
 bool use_color() {

@@ -49,7 +49,8 @@ bool checked_bytes(const std::vector<int64_t>& shape, size_t elem, uint64_t* out
   return true;
 }
 
-std::string sha_placeholder() { return std::string(64, '0'); }
+/// 64 hex zeros: the fixed-width slot the streamed SHA-256 is patched into once the data is written.
+std::string zero_digest_hex() { return std::string(64, '0'); }
 
 }  // namespace
 
@@ -88,7 +89,7 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsSou
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   nlohmann::ordered_json meta = nlohmann::ordered_json::object();
   for (const auto& [k, v] : metadata) meta[k] = v;
-  meta[kSafetensorsSha256Key] = sha_placeholder();
+  meta[kSafetensorsSha256Key] = zero_digest_hex();
   header["__metadata__"] = meta;
 
   std::set<std::string> names;
@@ -113,9 +114,9 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsSou
   }
 
   std::string hdr = header.dump();
-  const std::string needle = std::string("\"") + kSafetensorsSha256Key + "\":\"" + sha_placeholder() + "\"";
+  const std::string needle = std::string("\"") + kSafetensorsSha256Key + "\":\"" + zero_digest_hex() + "\"";
   const size_t at = hdr.find(needle);
-  RTX_CHECK(at != std::string::npos, "checksum placeholder missing from the header");
+  RTX_CHECK(at != std::string::npos, "checksum slot missing from the header");
   const size_t sha_pos = 8 + at + needle.size() - 65;  // first hex digit
   hdr.append((8 - hdr.size() % 8) % 8, ' ');
   uint8_t len[8];

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace rtx::cli {
 
@@ -27,6 +29,21 @@ void add_common_options(CLI::App& app, CommonOptions& o);
 /// sets the run seed (rtx::telemetry::init_from_options). Errors go to stderr as "rtx-x: error: ..." and, under --json,
 /// also as {"error": {...}} on stdout.
 int run_tool(CLI::App& app, int argc, char** argv, const CommonOptions& o, const std::function<int()>& body);
+
+/// A tool's subcommands (rtx-bench run/compare, rtx-train prepare/run/...): exactly one is
+/// required; each `adder` declares its subcommand's flags and returns the body that runs it.
+class Subcommands {
+ public:
+  using Body = std::function<int()>;
+  explicit Subcommands(CLI::App& app);
+  void add(const char* name, const char* help, const std::function<Body(CLI::App&)>& adder);
+  /// Run the body of the subcommand that was parsed (call inside run_tool's body); 2 if none.
+  int run() const;
+
+ private:
+  CLI::App& app_;
+  std::vector<std::pair<CLI::App*, Body>> subs_;
+};
 
 /// True when stderr is a terminal (progress displays only then).
 bool stderr_is_tty();

@@ -13,7 +13,12 @@
 // depends only on KC, not on the thread count or the other tile sizes).
 #pragma once
 #include <cstdint>
+#include <cstddef>
 #include <string>
+#include <vector>
+
+#include <cstdlib>
+#include <memory>
 
 #include "rtx/kernels/cpu_features.hpp"
 #include "rtx/kernels/registry.hpp"
@@ -61,5 +66,45 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
 /// Backward, bf16 inputs (dout, inp, weight as bf16 bits), f32 gradients; as the f32 overload.
 void matmul_backward(float* dinp, float* dweight, float* dbias, const uint16_t* dout, const uint16_t* inp,
                      const uint16_t* weight, int M, int N, int K, const MatmulParams* p = nullptr);
+
+/// A weight (N,K) f32 packed once, for inference: the blocked GEMM's B panels (KC x NR, for
+/// every KC block and NR panel) are built at construction, so forward calls pack only the
+/// activations, and small M (decode, M = 1..16) runs a direct loop over the panels. Output is
+/// bitwise identical to matmul_forward() with the same params (same KC, same micro-kernel
+/// reduction order), for every M: a row's result never depends on the other rows.
+class PackedMatmulWeight {
+ public:
+  PackedMatmulWeight() = default;
+  /// Packs `weight` (N,K) row-major (torch.nn.Linear layout). `p` nullptr: active ISA
+  /// defaults. Error(Input) on N,K <= 0, null weight, invalid params or the BLAS impl.
+  PackedMatmulWeight(const float* weight, int N, int K, const MatmulParams* p = nullptr);
+  int N() const { return N_; }
+  int K() const { return K_; }
+  /// Bytes held (the packed panels).
+  size_t bytes() const { return size_ * sizeof(float); }
+  bool empty() const { return N_ == 0; }
+  /// Resolved parameters the weight was packed with.
+  const MatmulParams& params() const { return prm_; }
+  /// Packed panels: for KC block b (k0 = b*KC, kc rows), NR panel q: kc*NR floats at
+  /// panel_offset(b, q), element (k, j) at k*NR + j (columns past N zero).
+  const float* panels() const { return packed_.get(); }
+  size_t panel_offset(int kblock, int panel) const;
+
+ private:
+  int N_ = 0, K_ = 0;
+  MatmulParams prm_{};
+  Isa isa_ = Isa::Scalar;
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> packed_;  // 64-byte aligned
+  size_t size_ = 0;
+  friend void matmul_forward_packed(float*, const float*, const PackedMatmulWeight&, const float*, int);
+};
+
+/// out (M,N) = inp (M,K) @ W^T + bias (N) with a packed W; bias may be nullptr. Bitwise equal
+/// to matmul_forward(out, inp, W, bias, M, N, K, &W.params()). Error(Input) on M <= 0 or an
+/// empty weight.
+void matmul_forward_packed(float* out, const float* inp, const PackedMatmulWeight& w, const float* bias, int M);
 
 }  // namespace rtx::kernels

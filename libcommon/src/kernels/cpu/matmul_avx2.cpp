@@ -72,6 +72,8 @@ constexpr MicroKernel fit() {
 template <int NV>
 MicroKernel by_rows(int MR) {
   switch (MR) {
+    case 1: return fit<1, NV>();
+    case 2: return fit<2, NV>();
     case 4: return fit<4, NV>();
     case 6: return fit<6, NV>();
     case 8: return fit<8, NV>();

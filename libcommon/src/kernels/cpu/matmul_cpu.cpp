@@ -61,7 +61,7 @@ std::string matmul_params_invalid(const MatmulParams& in, Isa isa) {
                                            : matmul_detail::avx2_micro_kernel(p.MR, p.NR);
   if (!k)
     return "no " + std::string(isa_name(isa)) + " micro-kernel for MR=" + s(p.MR) + " x NR=" + s(p.NR) +
-           " (MR in 4,6,8,12,14; NR 1..4 vectors)";
+           " (MR in 1,2,4,6,8,12,14; NR 1..4 vectors)";
   return "";
 }
 
@@ -410,6 +410,146 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
 void matmul_backward(float* dinp, float* dweight, float* dbias, const uint16_t* dout, const uint16_t* inp,
                      const uint16_t* weight, int M, int N, int K, const MatmulParams* p) {
   backward_impl(dinp, dweight, dbias, dout, inp, weight, M, N, K, p);
+}
+
+// ---- packed weights (inference) --------------------------------------------------------------
+
+namespace {
+
+/// The vector micro-kernel for MR x NR on `isa`, or nullptr (scalar path).
+MicroKernel micro_kernel_for(Isa isa, int MR, int NR) {
+  if (isa == Isa::Avx512) return matmul_detail::avx512_micro_kernel(MR, NR);
+  if (isa == Isa::Avx2) return matmul_detail::avx2_micro_kernel(MR, NR);
+  return nullptr;
+}
+
+/// Row-group heights for a packed forward: full MR groups, then the smallest compiled height
+/// that covers the remaining rows (1, 2, 4, or MR). Every height gives the same per-element
+/// reduction order (one FMA chain over k per KC block), so the grouping never changes results.
+int group_rows(int left, int MR, Isa isa, int NR) {
+  if (left >= MR) return MR;
+  for (int r : {1, 2, 4, 6, 8, 12})
+    if (r >= left && r < MR && (isa == Isa::Scalar || micro_kernel_for(isa, r, NR))) return r;
+  return MR;
+}
+
+}  // namespace
+
+PackedMatmulWeight::PackedMatmulWeight(const float* weight, int N, int K, const MatmulParams* p) {
+  check_dims("PackedMatmulWeight", 1, N, K);
+  if (!weight) throw_input("PackedMatmulWeight: null weight pointer", "weight");
+  isa_ = cpu_isa_active();
+  prm_ = resolve_checked("PackedMatmulWeight", p, isa_);
+  if (prm_.impl == MatmulImpl::Blas)
+    throw_input("PackedMatmulWeight: the BLAS implementation has no packed form", "MatmulParams.impl",
+                "use the blocked implementation");
+  N_ = N;
+  K_ = K;
+  const int NR = prm_.NR;
+  const int64_t npanels = (N + NR - 1) / NR;
+  size_ = static_cast<size_t>(npanels) * NR * K;
+  const size_t bytes = ((size_ * sizeof(float) + 63) / 64) * 64;
+  packed_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+  if (!packed_) throw std::bad_alloc();
+  const View<float> bt{weight, K, 1};
+  const int KC = static_cast<int>(std::min<int64_t>(prm_.KC, K));
+  const int64_t nkb = (K + KC - 1) / KC;
+#pragma omp parallel for schedule(static) if (!omp_in_parallel() && size_ > (1u << 16))
+  for (int64_t b = 0; b < nkb; ++b) {
+    const int64_t k0 = b * KC;
+    const int kc = static_cast<int>(std::min<int64_t>(KC, K - k0));
+    for (int64_t q = 0; q < npanels; ++q) {
+      const int cols = static_cast<int>(std::min<int64_t>(NR, N - q * NR));
+      pack_panels(bt, q * NR, cols, k0, kc, NR, packed_.get() + panel_offset(static_cast<int>(b), static_cast<int>(q)),
+                  isa_);
+    }
+  }
+}
+
+size_t PackedMatmulWeight::panel_offset(int kblock, int panel) const {
+  const int64_t KC = std::min<int64_t>(prm_.KC, K_);
+  const int64_t npanels = (N_ + prm_.NR - 1) / prm_.NR;
+  const int64_t k0 = kblock * KC;
+  const int64_t kc = std::min<int64_t>(KC, K_ - k0);
+  return static_cast<size_t>(k0 * npanels * prm_.NR + panel * kc * prm_.NR);
+}
+
+void matmul_forward_packed(float* out, const float* inp, const PackedMatmulWeight& w, const float* bias, int M) {
+  if (w.empty()) throw_input("matmul_forward_packed: the weight is empty (default-constructed)", "weight");
+  check_dims("matmul_forward_packed", M, w.N_, w.K_);
+  if (!out || !inp) throw_input("matmul_forward_packed: null out/inp pointer", "matmul_forward_packed");
+  const Isa isa = w.isa_;
+  const MatmulParams& prm = w.prm_;
+  const int N = w.N_, K = w.K_, NR = prm.NR, MR = prm.MR;
+  const int KC = std::min(prm.KC, K);
+  const int nkb = (K + KC - 1) / KC;
+  const int npanels = (N + NR - 1) / NR;
+  // Row groups (start, height) and the packed A: per group, per KC block, kc x height floats.
+  struct Group {
+    int r0, rows, R;
+    size_t off;
+  };
+  static thread_local std::vector<Group> groups;
+  groups.clear();
+  size_t apack_size = 0;
+  for (int r0 = 0; r0 < M;) {
+    const int R = group_rows(M - r0, MR, isa, NR);
+    const int rows = std::min(R, M - r0);
+    groups.push_back({r0, rows, R, apack_size});
+    apack_size += static_cast<size_t>(R) * K;
+    r0 += rows;
+  }
+  static thread_local Scratch a_scratch;
+  float* apack = a_scratch.get(apack_size);
+  const View<float> av{inp, K, 1};
+  for (const Group& g : groups)
+    for (int b = 0; b < nkb; ++b) {
+      const int k0 = b * KC, kc = std::min(KC, K - k0);
+      pack_panels(av, g.r0, g.rows, k0, kc, g.R, apack + g.off + static_cast<size_t>(k0) * g.R, isa);
+    }
+  int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (2.0 * M * N * K < kParallelMinFlops) nt = 1;
+  nt = std::min(nt, npanels);
+  const float* panels = w.packed_.get();
+  auto run = [&](int q0, int q1) {
+    alignas(64) float tile[matmul_detail::kMatmulMaxMR * matmul_detail::kMatmulMaxNR];
+    for (const Group& g : groups) {
+      const MicroKernel uk = micro_kernel_for(isa, g.R, NR);
+      for (int q = q0; q < q1; ++q) {
+        const int j0 = q * NR, ncols = std::min(NR, N - j0);
+        float* cp = out + static_cast<int64_t>(g.r0) * N + j0;
+        for (int b = 0; b < nkb; ++b) {
+          const int k0 = b * KC, kc = std::min(KC, K - k0);
+          const bool acc = b > 0;
+          const float* bb = (!acc && bias) ? bias + j0 : nullptr;
+          const float* ap = apack + g.off + static_cast<size_t>(k0) * g.R;
+          const float* bp = panels + w.panel_offset(b, q);
+          if (g.rows == g.R && ncols == NR) {
+            if (uk) uk(kc, ap, bp, cp, N, acc, bb);
+            else scalar_micro_kernel(g.R, NR, kc, ap, bp, cp, N, acc, bb);
+          } else {
+            if (uk) uk(kc, ap, bp, tile, NR, false, nullptr);
+            else scalar_micro_kernel(g.R, NR, kc, ap, bp, tile, NR, false, nullptr);
+            for (int i = 0; i < g.rows; ++i)
+              for (int j = 0; j < ncols; ++j) {
+                float& o = cp[static_cast<int64_t>(i) * N + j];
+                const float v = tile[i * NR + j];
+                o = acc ? o + v : (bb ? bb[j] + v : v);
+              }
+          }
+        }
+      }
+    }
+  };
+  if (nt <= 1) {
+    run(0, npanels);
+    return;
+  }
+#pragma omp parallel num_threads(nt)
+  {
+    const int t = omp_get_thread_num(), n = omp_get_num_threads();
+    run(npanels * t / n, npanels * (t + 1) / n);
+  }
 }
 
 }  // namespace rtx::kernels

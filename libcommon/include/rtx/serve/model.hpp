@@ -1,0 +1,117 @@
+// The serving model interface of rtx-serve: a model that runs one batched forward over many
+// sequences whose keys and values live in a paged KV cache (vLLM's PagedAttention, Kwon et al.
+// 2023, "Efficient Memory Management for Large Language Model Serving with PagedAttention").
+// Implementations: GPT-2 (gpt2_serve.cpp) and Llama (models/llama.cpp); load_model() picks one.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rtx/io/tokenizer.hpp"
+
+namespace rtx::serve {
+
+/// What a server needs to know about a loaded model.
+struct ModelInfo {
+  std::string arch;       ///< "gpt2" or "llama"
+  std::string name;       ///< general.name, else the file name without extension
+  std::string path;       ///< the file it was loaded from
+  int vocab = 0;          ///< V: logits per row (may exceed the tokenizer's tokens when padded)
+  int context = 0;        ///< the most positions one sequence may hold
+  int n_layer = 0;        ///< KV cache geometry: layers,
+  int n_kv_head = 0;      ///< key/value heads (< query heads under grouped-query attention),
+  int head_dim = 0;       ///< and floats per head
+  int32_t bos = -1;       ///< begin-of-sequence id prepended to prompts, -1 = none
+  int32_t eos = -1;       ///< end-of-sequence id that ends generation, -1 = none
+  size_t param_bytes = 0; ///< bytes of weights held in memory (after packing)
+};
+
+/// A pool of fixed-size KV blocks. One block holds `block_tokens` positions of keys and values
+/// for every layer: per layer K and V each (n_kv_head, block_tokens, head_dim) f32. A sequence
+/// owns a block table (block ids in position order): position p lives in block
+/// table[p / block_tokens], slot p % block_tokens. Allocation is O(1) (a free list). Not
+/// thread-safe: the scheduler thread alone allocates and frees.
+class KvCache {
+ public:
+  /// Error(Input) naming the argument when a size is < 1 or the pool's bytes overflow size_t.
+  KvCache(int n_layer, int n_kv_head, int head_dim, int block_tokens, int n_blocks);
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
+  /// A free block id, or -1 when the pool is exhausted.
+  int alloc();
+  /// Returns `block` to the pool. Error(Internal) on an id out of range or already free.
+  void free(int block);
+  int block_tokens() const { return block_tokens_; }
+  int total_blocks() const { return n_blocks_; }
+  int free_blocks() const { return static_cast<int>(free_.size()); }
+  int used_blocks() const { return n_blocks_ - free_blocks(); }
+  /// Blocks needed to hold `positions` positions.
+  int blocks_for(int positions) const { return (positions + block_tokens_ - 1) / block_tokens_; }
+  /// Keys of `layer` in `block`: (n_kv_head, block_tokens, head_dim) f32, head-major.
+  float* k(int layer, int block) { return data_.get() + offset(layer, block, 0); }
+  /// Values of `layer` in `block`: same layout as k().
+  float* v(int layer, int block) { return data_.get() + offset(layer, block, 1); }
+  const float* k(int layer, int block) const { return data_.get() + offset(layer, block, 0); }
+  const float* v(int layer, int block) const { return data_.get() + offset(layer, block, 1); }
+  int n_layer() const { return n_layer_; }
+  int n_kv_head() const { return n_kv_head_; }
+  int head_dim() const { return head_dim_; }
+  /// Bytes of the pool (all blocks).
+  size_t bytes() const { return n_elems_ * sizeof(float); }
+
+ private:
+  size_t offset(int layer, int block, int kv) const {
+    return ((static_cast<size_t>(block) * n_layer_ + layer) * 2 + kv) * block_floats_;
+  }
+  int n_layer_, n_kv_head_, head_dim_, block_tokens_, n_blocks_;
+  size_t block_floats_ = 0;  // floats of one (layer, block, K or V) slab
+  size_t n_elems_ = 0;
+  std::unique_ptr<float[]> data_;
+  std::vector<int> free_;
+  std::vector<unsigned char> is_free_;
+};
+
+/// One sequence's part of a batched forward: `n` new tokens at positions [pos, pos + n).
+struct SeqBatch {
+  const int32_t* tokens = nullptr;  ///< n ids in [0, V)
+  int n = 0;                        ///< >= 1
+  int pos = 0;                      ///< positions already in the cache for this sequence
+  const int32_t* blocks = nullptr;  ///< block table covering positions [0, pos + n)
+  int n_blocks = 0;
+  bool want_logits = false;         ///< return the logits of the last of the n tokens
+};
+
+/// A model served by rtx-serve. forward() is called from one thread at a time; it may use
+/// OpenMP inside.
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelInfo& info() const = 0;
+  /// The model's own tokenizer (from the GGUF metadata or the checkpoint).
+  virtual const io::Tokenizer& tokenizer() const = 0;
+  /// Runs the tokens of every sequence in `batch` through the model (all sequences' rows in one
+  /// matmul per projection), writes their keys and values into `kv` at their positions, and
+  /// writes the logits (V floats) of each sequence with want_logits, in batch order, into
+  /// `logits` (rows = number of sequences with want_logits; may be null when none).
+  /// Batch invariance: a sequence's logits are bitwise identical whatever else is in the batch
+  /// and however its tokens were split across calls (every reduction runs in an order fixed by
+  /// the sequence alone). Error(Input) when a token id is out of range, n < 1, pos + n >
+  /// context, or the block table is too short; the cache is then unchanged for that sequence.
+  virtual void forward(const std::vector<SeqBatch>& batch, KvCache& kv, float* logits) = 0;
+};
+
+/// Options of load_model().
+struct LoadOptions {
+  /// Threads for forward() (OpenMP); 0 = OpenMP's default.
+  int threads = 0;
+};
+
+/// Loads a model for serving by its contents: a GGUF file (v1 to v3; architecture "gpt2" or
+/// "llama"; f32 or f16 tensors) or an rtx safetensors checkpoint (rtx.checkpoint.v1, GPT-2).
+/// Error(Input) naming the file and what is wrong (missing tensor, wrong shape, unsupported
+/// architecture or tensor type).
+std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& opt = {});
+
+}  // namespace rtx::serve

@@ -1,0 +1,1 @@
+# serve: the load generator of rtx-serve bench (HTTP client, SSE, TTFT/TPOT/ITL statistics).

@@ -1,0 +1,1 @@
+# tests for models: Llama forward and tokenizer on the stories260k GGUF.

@@ -1,0 +1,1 @@
+# tests for serve: KV cache, serving models, scheduler, HTTP server.

@@ -1,0 +1,1 @@
+# tests for serve: the load generator.

@@ -1,0 +1,1 @@
+# tests for serve: text handling and the OpenAI protocol.

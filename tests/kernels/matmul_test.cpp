@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -258,4 +259,56 @@ TEST_CASE("matmul API: plain pointers, null params, no bias, errors", "[cpu][mat
   bad.MR = 6;
   float out[6];
   CHECK_THROWS_AS(matmul_forward(out, inp, w, nullptr, 2, 3, 4, &bad), rtx::Error);
+}
+
+TEST_CASE("matmul packed weight: bitwise equal to matmul_forward for every M, and rows independent of M", "[cpu][matmul]") {
+  IsaGuard guard;
+  for (Isa isa : kIsas) {
+    if (static_cast<int>(isa) > static_cast<int>(cpu_isa_supported())) continue;
+    set_cpu_isa(isa);
+    for (int threads : {1, 2}) {
+      omp_set_num_threads(threads);
+      // K past one KC block and not a multiple of it; N not a multiple of NR.
+      for (auto [N, K] : {std::pair{7, 5}, std::pair{127, 129}, std::pair{1000, 777}}) {
+        MatmulParams p;
+        p.KC = 128;
+        std::vector<float> w(static_cast<size_t>(N) * K), bias(N);
+        for (size_t i = 0; i < w.size(); ++i) w[i] = std::sin(0.37 * static_cast<double>(i)) * 0.5f;
+        for (int j = 0; j < N; ++j) bias[j] = 0.01f * static_cast<float>(j % 13) - 0.05f;
+        const PackedMatmulWeight pw(w.data(), N, K, &p);
+        REQUIRE(pw.N() == N);
+        REQUIRE(pw.K() == K);
+        const int Mmax = 19;
+        std::vector<float> x(static_cast<size_t>(Mmax) * K);
+        for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.11 * static_cast<double>(i));
+        // float64 reference of row 0 (with bias), tolerance of the matmul class.
+        std::vector<float> one(N, NAN);
+        matmul_forward_packed(one.data(), x.data(), pw, bias.data(), 1);
+        for (int j = 0; j < N; ++j) {
+          double ref = bias[j];
+          for (int k = 0; k < K; ++k) ref += static_cast<double>(x[k]) * w[static_cast<size_t>(j) * K + k];
+          REQUIRE(std::fabs(one[j] - ref) <= 1e-4 * (1 + std::fabs(ref)));
+        }
+        for (int M : {1, 2, 3, 7, 15, 19}) {
+          std::vector<float> got(static_cast<size_t>(M) * N, NAN), want(static_cast<size_t>(M) * N, NAN);
+          const float* b = (M % 2) ? bias.data() : nullptr;
+          matmul_forward_packed(got.data(), x.data(), pw, b, M);
+          matmul_forward(want.data(), x.data(), w.data(), b, M, N, K, &p);
+          INFO("isa " << isa_name(isa) << " threads " << threads << " N " << N << " K " << K << " M " << M);
+          REQUIRE(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+          // Row 0 is the same bits whatever M is (batch invariance of the serving engine).
+          if (b) REQUIRE(std::memcmp(got.data(), one.data(), N * sizeof(float)) == 0);
+        }
+      }
+    }
+  }
+  const float w1 = 1.f;
+  CHECK_THROWS_AS(PackedMatmulWeight(&w1, 0, 1), rtx::Error);
+  CHECK_THROWS_AS(PackedMatmulWeight(nullptr, 1, 1), rtx::Error);
+  MatmulParams blas;
+  blas.impl = MatmulImpl::Blas;
+  CHECK_THROWS_AS(PackedMatmulWeight(&w1, 1, 1, &blas), rtx::Error);
+  float out = 0;
+  CHECK_THROWS_AS(matmul_forward_packed(&out, &w1, PackedMatmulWeight(), nullptr, 1), rtx::Error);
+  CHECK_THROWS_AS(matmul_forward_packed(&out, &w1, PackedMatmulWeight(&w1, 1, 1), nullptr, 0), rtx::Error);
 }

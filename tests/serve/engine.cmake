@@ -1,1 +1,2 @@
 # tests for serve: KV cache, serving models, scheduler, HTTP server.
+rtx_add_test(serve_engine_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_test.cpp LABELS cpu)

@@ -1,4 +1,8 @@
-# serve: paged KV cache, serving models (GPT-2 here, Llama in models/llama), model loading.
+# serve: paged KV cache and attention, serving models (GPT-2 here, Llama in models/llama), model loading.
 list(APPEND RTX_COMMON_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/kv_cache.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/attention.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/gpt2_serve.cpp
 )
+list(APPEND RTX_COMMON_SOURCES ${CMAKE_CURRENT_LIST_DIR}/scheduler.cpp)
+list(APPEND RTX_COMMON_SOURCES ${CMAKE_CURRENT_LIST_DIR}/load_model.cpp)

@@ -489,8 +489,8 @@ void matmul_forward_packed(float* out, const float* inp, const PackedMatmulWeigh
     int r0, rows, R;
     size_t off;
   };
-  static thread_local std::vector<Group> groups;
-  groups.clear();
+  std::vector<Group> groups;  // local: OpenMP workers below read the caller's list
+  groups.reserve(static_cast<size_t>(M / MR + 2));
   size_t apack_size = 0;
   for (int r0 = 0; r0 < M;) {
     const int R = group_rows(M - r0, MR, isa, NR);

@@ -1,0 +1,176 @@
+// rtx-serve's scheduler: continuous (iteration-level) batching over a serving model (Yu et al.
+// 2022, "Orca"), with chunked prefill under a per-step token budget (Agrawal et al. 2024,
+// "Sarathi-Serve"), a paged KV cache (vLLM), a bounded queue with two priority lanes, request
+// timeouts and cancellation. One thread runs the steps; callers submit from any thread.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "rtx/models/infer.hpp"
+#include "rtx/serve/model.hpp"
+
+namespace rtx::serve {
+
+/// The knobs rtx-tune and rtx-evolve may change (and --flags of rtx-serve).
+struct SchedulerConfig {
+  int max_batch = 32;          ///< most sequences running at once
+  int token_budget = 512;      ///< most rows (prompt + decode tokens) in one forward step
+  int prefill_chunk = 256;     ///< most prompt tokens of one sequence in one step
+  double batch_window_ms = 0;  ///< when idle, wait this long after an arrival for more to batch
+  int kv_block_tokens = 16;    ///< positions per KV block
+  int kv_blocks = 0;           ///< blocks in the pool; 0 = max_batch full contexts
+  int max_queue = 256;         ///< waiting requests beyond which submit() refuses (HTTP 429)
+  double request_timeout_s = 600;    ///< a request running longer ends with finish "timeout"
+  double interactive_target_ms = 500;  ///< TTFT target of the interactive lane (SLO accounting)
+  double batch_target_ms = 10000;      ///< TTFT target of the batch lane
+  /// Error(Input) naming the first out-of-range knob.
+  void validate() const;
+  /// {"max_batch":..,...}; from_json reads the same keys (missing keys keep defaults; unknown
+  /// keys and wrong types are Error(Input) naming them).
+  nlohmann::json to_json() const;
+  static SchedulerConfig from_json(const nlohmann::json& j, const std::string& where = {});
+};
+
+/// Priority lanes: interactive requests are admitted and prefilled before batch ones.
+enum class Lane { Interactive = 0, Batch = 1 };
+const char* lane_name(Lane l);
+
+/// Why a request ended. Stop: EOS token or the caller's on_token returned false (stop string);
+/// Length: max_tokens or the context; Cancelled: cancel() or shutdown; Timeout; Error.
+enum class Finish { None, Stop, Length, Cancelled, Timeout, Error };
+/// OpenAI's finish_reason strings where they exist ("stop", "length"), else "cancelled",
+/// "timeout", "error".
+const char* finish_name(Finish f);
+
+/// One generation request (token ids in and out; text is the caller's business).
+struct GenRequest {
+  std::vector<int32_t> prompt;      ///< >= 1 ids (BOS included if the model wants it)
+  int max_tokens = 16;              ///< >= 0 new tokens (0: prefill only)
+  models::SamplerConfig sampling;   ///< temperature 0 = greedy
+  bool ignore_eos = false;          ///< keep generating past EOS (benchmarks)
+  int top_logprobs = -1;            ///< -1 none; k >= 0: the chosen token's logprob and the k best
+  Lane lane = Lane::Interactive;
+};
+
+/// What the scheduler reports for each generated token, and once at the end.
+struct TokenEvent {
+  int32_t token = -1;       ///< -1 on the final event when no token comes with it
+  float logprob = 0;        ///< log-softmax of the raw logits (temperature 1) at `token`
+  std::vector<std::pair<int32_t, float>> top;  ///< the top_logprobs best (id, logprob), best first
+  Finish finish = Finish::None;                ///< set on the last event only
+  std::string error;                           ///< when finish == Error
+};
+
+/// Called on the scheduler thread for every token and for the final event (finish != None).
+/// Return false to end the request after this token (finish Stop): a stop string matched.
+/// Must be quick (it runs inside the step loop) and must not call back into the scheduler.
+using EventFn = std::function<bool(const TokenEvent&)>;
+
+/// Per-request timings (steady clock seconds since submit), for metrics and tests.
+struct RequestTimes {
+  double queued_s = 0;  ///< submit -> first scheduled
+  double ttft_s = -1;   ///< submit -> first token
+  double e2e_s = -1;    ///< submit -> finish
+  int prompt_tokens = 0, output_tokens = 0;
+};
+
+/// A submitted request; cancel() through the scheduler.
+struct Request;
+using RequestHandle = std::shared_ptr<Request>;
+
+/// A fixed-bucket histogram (Prometheus semantics: cumulative buckets, sum, count). Thread-safe.
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+  void observe(double v);
+  /// Prometheus text lines for metric `name` with extra labels `labels` ("" or `a="b"`).
+  std::string prometheus(const std::string& name, const std::string& labels) const;
+  uint64_t count() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<double> ub_;
+  std::vector<uint64_t> counts_;
+  double sum_ = 0;
+  uint64_t n_ = 0;
+};
+
+/// A consistent snapshot of the scheduler's state and counters.
+struct SchedulerStats {
+  int queued = 0, running = 0;
+  int kv_blocks_used = 0, kv_blocks_total = 0;
+  size_t kv_bytes = 0;
+  int last_batch_seqs = 0, last_batch_rows = 0;
+  uint64_t steps = 0, requests_finished = 0, requests_rejected = 0;
+  uint64_t prompt_tokens = 0, output_tokens = 0;
+  uint64_t finished_by[6] = {};  ///< indexed by Finish
+  uint64_t lane_requests[2] = {}, lane_within_target[2] = {};  ///< TTFT SLO attainment per lane
+};
+
+/// The engine loop. Admission reserves the KV blocks for prompt + max_tokens up front (capped
+/// at the context), so a running sequence never waits for memory and nothing is preempted;
+/// a request whose reservation exceeds the whole pool is refused by submit().
+class Scheduler {
+ public:
+  /// Takes `model` by reference (it must outlive the scheduler); starts the step thread.
+  /// Error(Input) for an invalid config.
+  Scheduler(Model& model, const SchedulerConfig& cfg);
+  ~Scheduler();  ///< shutdown(0) then join
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  /// Why a request cannot be submitted.
+  enum class Refusal { None, QueueFull, TooLong, ShuttingDown, BadRequest };
+  /// Queues `req`; `on_event` gets its tokens. Returns the handle, or nullptr with `why` set:
+  /// QueueFull (max_queue waiting: answer 429), TooLong (prompt + 1 > context, or the
+  /// reservation exceeds the pool), ShuttingDown, BadRequest (empty prompt, id out of range,
+  /// max_tokens < 0, bad sampling settings; `detail` says which).
+  RequestHandle submit(GenRequest req, EventFn on_event, Refusal* why = nullptr, std::string* detail = nullptr);
+  /// Ends the request at the next step (finish Cancelled) and frees its KV blocks; no-op when
+  /// it already finished.
+  void cancel(const RequestHandle& r);
+  /// Timings of a request (complete once its final event was delivered).
+  RequestTimes times(const RequestHandle& r) const;
+  /// Stop admitting; let running and queued requests finish until `deadline_s` from now, then
+  /// cancel the rest; returns when none is left. Idempotent.
+  void shutdown(double deadline_s);
+  SchedulerStats stats() const;
+  const SchedulerConfig& config() const { return cfg_; }
+  Model& model() { return model_; }
+  const Histogram& ttft() const { return ttft_; }
+  const Histogram& tpot() const { return tpot_; }
+  const Histogram& itl() const { return itl_; }
+
+ private:
+  void loop();
+  void step(std::vector<RequestHandle>& running);
+  void finish(const RequestHandle& r, Finish f, const std::string& error = {});
+
+  Model& model_;
+  SchedulerConfig cfg_;
+  KvCache kv_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<RequestHandle> queue_[2];  // per lane
+  std::vector<RequestHandle> running_;
+  bool stopping_ = false, stop_now_ = false;
+  std::chrono::steady_clock::time_point drain_deadline_{};
+  SchedulerStats stats_;
+  Histogram ttft_, tpot_, itl_;
+  std::vector<float> logits_;
+  std::thread thread_;
+};
+
+}  // namespace rtx::serve

@@ -1,0 +1,318 @@
+// GPT-2 serving model (rtx/serve/gpt2_serve.hpp): packed weights, batched forward over a
+// paged KV cache, loading from GGUF or an rtx checkpoint.
+#include "rtx/serve/gpt2_serve.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "rtx/core/error.hpp"
+#include "rtx/kernels/matmul.hpp"
+#include "rtx/kernels/ops.hpp"
+#include "rtx/models/checkpoint.hpp"
+#include "rtx/models/export.hpp"
+#include "rtx/serve/attention.hpp"
+
+namespace rtx::serve {
+
+namespace {
+
+using models::Gpt2Config;
+
+/// Checks every sequence of a batch before anything is written (so a failed call changes
+/// nothing); returns the total row count.
+int check_batch(const std::vector<SeqBatch>& batch, const KvCache& kv, const ModelInfo& info) {
+  long rows = 0;
+  for (size_t s = 0; s < batch.size(); ++s) {
+    const SeqBatch& b = batch[s];
+    const std::string where = "forward: sequence " + std::to_string(s);
+    if (b.n < 1 || !b.tokens) throw_input(where + ": n = " + std::to_string(b.n) + " new tokens (need >= 1)", "n");
+    if (b.pos < 0 || b.pos + static_cast<long>(b.n) > info.context)
+      throw_input(where + ": positions [" + std::to_string(b.pos) + ", " + std::to_string(b.pos + b.n) +
+                      ") exceed the context of " + std::to_string(info.context),
+                  "pos", "shorten the prompt or max_tokens");
+    if (!b.blocks || b.n_blocks < kv.blocks_for(b.pos + b.n))
+      throw_input(where + ": the block table holds " + std::to_string(b.n_blocks) + " blocks, " +
+                      std::to_string(kv.blocks_for(b.pos + b.n)) + " are needed",
+                  "blocks");
+    for (int i = 0; i < b.n_blocks; ++i)
+      if (b.blocks[i] < 0 || b.blocks[i] >= kv.total_blocks())
+        throw_input(where + ": block id " + std::to_string(b.blocks[i]) + " outside the pool", "blocks");
+    for (int i = 0; i < b.n; ++i)
+      if (b.tokens[i] < 0 || b.tokens[i] >= info.vocab)
+        throw_input(where + ": token id " + std::to_string(b.tokens[i]) + " at index " + std::to_string(i) +
+                        " is outside [0, " + std::to_string(info.vocab) + ")",
+                    "tokens");
+    rows += b.n;
+  }
+  if (rows > (1 << 24)) throw_input("forward: batch of " + std::to_string(rows) + " rows is too large", "batch");
+  if (kv.n_layer() != info.n_layer || kv.n_kv_head() != info.n_kv_head || kv.head_dim() != info.head_dim)
+    throw_input("forward: the KV cache geometry does not match the model", "kv");
+  return static_cast<int>(rows);
+}
+
+class Gpt2Serve final : public Model {
+ public:
+  Gpt2Serve(const Gpt2Config& cfg, std::vector<float> params, std::unique_ptr<io::Tokenizer> tok, ModelInfo base,
+            const LoadOptions& opt)
+      : cfg_(cfg), params_(std::move(params)), tok_(std::move(tok)), info_(std::move(base)), threads_(opt.threads) {
+    cfg_.validate();
+    if (params_.size() != models::gpt2_num_params(cfg_))
+      throw_input("GPT-2 model: " + std::to_string(params_.size()) + " parameters, the config needs " +
+                      std::to_string(models::gpt2_num_params(cfg_)),
+                  info_.path);
+    if (!tok_) throw_input("GPT-2 model: no tokenizer", info_.path);
+    if (tok_->vocab_size() > cfg_.vocab_size)
+      throw_input("GPT-2 model: the tokenizer has " + std::to_string(tok_->vocab_size()) +
+                      " tokens, the model's vocabulary " + std::to_string(cfg_.vocab_size),
+                  info_.path);
+    const int C = cfg_.n_embd;
+    for (const auto& t : models::gpt2_param_layout(cfg_)) off_[t.name] = t.offset;
+    layers_.resize(cfg_.n_layer);
+    size_t packed = 0;
+    for (int l = 0; l < cfg_.n_layer; ++l) {
+      const std::string h = "h." + std::to_string(l) + ".";
+      Layer& L = layers_[l];
+      L.qkv = kernels::PackedMatmulWeight(p(h + "attn.c_attn.weight"), 3 * C, C);
+      L.proj = kernels::PackedMatmulWeight(p(h + "attn.c_proj.weight"), C, C);
+      L.fc = kernels::PackedMatmulWeight(p(h + "mlp.c_fc.weight"), 4 * C, C);
+      L.fcproj = kernels::PackedMatmulWeight(p(h + "mlp.c_proj.weight"), C, 4 * C);
+      packed += L.qkv.bytes() + L.proj.bytes() + L.fc.bytes() + L.fcproj.bytes();
+    }
+    head_ = kernels::PackedMatmulWeight(p("wte"), cfg_.vocab_size, C);
+    packed += head_.bytes();
+    info_.arch = "gpt2";
+    info_.vocab = cfg_.vocab_size;
+    info_.context = cfg_.block_size;
+    info_.n_layer = cfg_.n_layer;
+    info_.n_kv_head = cfg_.n_head;
+    info_.head_dim = C / cfg_.n_head;
+    info_.bos = -1;
+    info_.eos = tok_->eot_id();
+    // The flat parameters stay (embeddings, norms, biases are read from them) beside the packed matrices.
+    info_.param_bytes = packed + params_.size() * sizeof(float);
+  }
+
+  const ModelInfo& info() const override { return info_; }
+  const io::Tokenizer& tokenizer() const override { return *tok_; }
+
+  void forward(const std::vector<SeqBatch>& batch, KvCache& kv, float* logits) override {
+    const int R = check_batch(batch, kv, info_);
+    const int C = cfg_.n_embd, NH = cfg_.n_head, HS = C / NH, Tm = cfg_.block_size;
+    const int saved_threads = omp_get_max_threads();
+    if (threads_ > 0) omp_set_num_threads(threads_);
+    struct Restore {
+      int n;
+      ~Restore() { omp_set_num_threads(n); }
+    } restore{saved_threads};
+    // Row metadata: sequence and position of every row.
+    row_seq_.resize(R);
+    row_pos_.resize(R);
+    ids_.resize(R);
+    for (int s = 0, r = 0; s < static_cast<int>(batch.size()); ++s)
+      for (int i = 0; i < batch[s].n; ++i, ++r) {
+        row_seq_[r] = s;
+        row_pos_[r] = batch[s].pos + i;
+        ids_[r] = batch[s].tokens[i];
+      }
+    x_.resize(static_cast<size_t>(R) * C);
+    ln_.resize(x_.size());
+    mean_.resize(R);
+    rstd_.resize(R);
+    qkv_.resize(static_cast<size_t>(R) * 3 * C);
+    att_.resize(x_.size());
+    proj_.resize(x_.size());
+    fc_.resize(static_cast<size_t>(R) * 4 * C);
+    fcg_.resize(fc_.size());
+    const int nthreads = std::max(1, omp_get_max_threads());
+    scores_.resize(static_cast<size_t>(nthreads) * Tm);
+    const float* wte = p("wte");
+    const float* wpe = p("wpe");
+    for (int r = 0; r < R; ++r) {
+      const float* te = wte + static_cast<size_t>(ids_[r]) * C;
+      const float* pe = wpe + static_cast<size_t>(row_pos_[r]) * C;
+      float* xr = x_.data() + static_cast<size_t>(r) * C;
+      for (int c = 0; c < C; ++c) xr[c] = te[c] + pe[c];
+    }
+    const float scale = 1.f / std::sqrt(static_cast<float>(HS));
+    for (int l = 0; l < cfg_.n_layer; ++l) {
+      const std::string h = "h." + std::to_string(l) + ".";
+      const Layer& L = layers_[l];
+      kernels::layernorm_forward(ln_.data(), mean_.data(), rstd_.data(), x_.data(), p(h + "ln_1.weight"),
+                                 p(h + "ln_1.bias"), R, C);
+      kernels::matmul_forward_packed(qkv_.data(), ln_.data(), L.qkv, p(h + "attn.c_attn.bias"), R);
+      for (int r = 0; r < R; ++r) {
+        const float* q = qkv_.data() + static_cast<size_t>(r) * 3 * C;
+        kv_store(kv, l, batch[row_seq_[r]].blocks, row_pos_[r], q + C, q + 2 * C);
+      }
+#pragma omp parallel for schedule(dynamic, 1) if (static_cast<long>(R) * NH > 1)
+      for (long u = 0; u < static_cast<long>(R) * NH; ++u) {
+        const int r = static_cast<int>(u / NH), hd = static_cast<int>(u % NH);
+        float* scratch = scores_.data() + static_cast<size_t>(omp_get_thread_num()) * Tm;
+        const float* q = qkv_.data() + static_cast<size_t>(r) * 3 * C + static_cast<size_t>(hd) * HS;
+        paged_attention(att_.data() + static_cast<size_t>(r) * C + static_cast<size_t>(hd) * HS, q, row_pos_[r] + 1, kv,
+                        l, hd, batch[row_seq_[r]].blocks, scale, scratch);
+      }
+      kernels::matmul_forward_packed(proj_.data(), att_.data(), L.proj, p(h + "attn.c_proj.bias"), R);
+      kernels::residual_forward(x_.data(), x_.data(), proj_.data(), static_cast<int64_t>(R) * C);
+      kernels::layernorm_forward(ln_.data(), mean_.data(), rstd_.data(), x_.data(), p(h + "ln_2.weight"),
+                                 p(h + "ln_2.bias"), R, C);
+      kernels::matmul_forward_packed(fc_.data(), ln_.data(), L.fc, p(h + "mlp.c_fc.bias"), R);
+      kernels::gelu_forward(fcg_.data(), fc_.data(), static_cast<int64_t>(R) * 4 * C);
+      kernels::matmul_forward_packed(proj_.data(), fcg_.data(), L.fcproj, p(h + "mlp.c_proj.bias"), R);
+      kernels::residual_forward(x_.data(), x_.data(), proj_.data(), static_cast<int64_t>(R) * C);
+    }
+    // Final norm and the tied head, only for the rows whose logits are wanted.
+    int W = 0;
+    for (int s = 0, r = 0; s < static_cast<int>(batch.size()); r += batch[s].n, ++s)
+      if (batch[s].want_logits) {
+        std::memcpy(ln_.data() + static_cast<size_t>(W) * C, x_.data() + static_cast<size_t>(r + batch[s].n - 1) * C,
+                    sizeof(float) * C);
+        ++W;
+      }
+    if (W == 0) return;
+    if (!logits) throw_input("forward: logits requested but the output pointer is null", "logits");
+    kernels::layernorm_forward(proj_.data(), mean_.data(), rstd_.data(), ln_.data(), p("ln_f.weight"), p("ln_f.bias"),
+                               W, C);
+    kernels::matmul_forward_packed(logits, proj_.data(), head_, nullptr, W);
+  }
+
+ private:
+  struct Layer {
+    kernels::PackedMatmulWeight qkv, proj, fc, fcproj;
+  };
+  const float* p(const std::string& name) const { return params_.data() + off_.at(name); }
+
+  Gpt2Config cfg_;
+  std::vector<float> params_;
+  std::unique_ptr<io::Tokenizer> tok_;
+  ModelInfo info_;
+  int threads_ = 0;
+  std::map<std::string, size_t> off_;
+  std::vector<Layer> layers_;
+  kernels::PackedMatmulWeight head_;
+  // Scratch for one forward (R rows).
+  std::vector<int> row_seq_, row_pos_;
+  std::vector<int32_t> ids_;
+  std::vector<float> x_, ln_, mean_, rstd_, qkv_, att_, proj_, fc_, fcg_, scores_;
+};
+
+/// llama.cpp's llama_unescape_rwkv_token: \\ \n \t \r \xNN escapes in a token's text.
+std::string unescape_rwkv(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '\\' || i + 1 >= s.size()) {
+      out += s[i];
+      continue;
+    }
+    const char c = s[++i];
+    if (c == 'n') out += '\n';
+    else if (c == 't') out += '\t';
+    else if (c == 'r') out += '\r';
+    else if (c == 'x' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+             std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out += static_cast<char>(std::strtol(s.substr(i + 1, 2).c_str(), nullptr, 16));
+      i += 2;
+    } else out += c;
+  }
+  return out;
+}
+
+std::unique_ptr<io::Tokenizer> gguf_tokenizer(const io::GgufFile& f) {
+  const std::string model = f.get("tokenizer.ggml.model").as_string("tokenizer.ggml.model");
+  const std::vector<std::string> tokens = f.get("tokenizer.ggml.tokens").as_strings("tokenizer.ggml.tokens");
+  std::vector<int64_t> types(tokens.size(), 1);
+  if (const auto* t = f.find("tokenizer.ggml.token_type"))
+    for (size_t i = 0; i < t->array.size() && i < types.size(); ++i) types[i] = t->array[i].as_i64("token_type");
+  // Padding rows (type 5, unused) are past the tokenizer's own vocabulary.
+  size_t n = tokens.size();
+  while (n > 0 && types[n - 1] == 5) --n;
+  if (model == "gpt2") {
+    nlohmann::json enc = nlohmann::json::object();
+    for (size_t i = 0; i < n; ++i) enc[tokens[i]] = static_cast<int64_t>(i);
+    nlohmann::json j = {{"kind", "gpt2"}, {"encoder", enc},
+                        {"merges", f.get("tokenizer.ggml.merges").as_strings("tokenizer.ggml.merges")}};
+    return io::tokenizer_from_json(j, f.path() + ": tokenizer.ggml.*");
+  }
+  if (model == "rwkv") {
+    nlohmann::json chars = nlohmann::json::array();
+    for (size_t i = 0; i < n; ++i) chars.push_back(unescape_rwkv(tokens[i]));
+    return io::tokenizer_from_json({{"kind", "char"}, {"chars", chars}}, f.path() + ": tokenizer.ggml.tokens");
+  }
+  throw_input(f.path() + ": tokenizer.ggml.model \"" + model + "\" is not supported for gpt2 (gpt2 or rwkv)",
+              "tokenizer.ggml.model");
+}
+
+}  // namespace
+
+std::unique_ptr<Model> make_gpt2_model(const models::Gpt2Config& cfg, std::vector<float> params,
+                                       std::unique_ptr<io::Tokenizer> tok, ModelInfo base, const LoadOptions& opt) {
+  return std::make_unique<Gpt2Serve>(cfg, std::move(params), std::move(tok), std::move(base), opt);
+}
+
+std::unique_ptr<Model> load_gpt2_gguf(const io::GgufFile& f, const LoadOptions& opt) {
+  const auto u = [&](const char* key) {
+    const uint64_t v = f.get(key).as_u64(key);
+    if (v < 1 || v > (1u << 30)) throw_input(f.path() + ": " + key + " = " + std::to_string(v) + " is out of range", key);
+    return static_cast<int>(v);
+  };
+  Gpt2Config cfg;
+  cfg.n_layer = u("gpt2.block_count");
+  cfg.n_head = u("gpt2.attention.head_count");
+  cfg.n_embd = u("gpt2.embedding_length");
+  cfg.block_size = u("gpt2.context_length");
+  const auto& te = f.tensor("token_embd.weight");
+  if (te.ne.size() != 2 || te.ne[0] != static_cast<uint64_t>(cfg.n_embd))
+    throw_input(f.path() + ": token_embd.weight must be (vocab, " + std::to_string(cfg.n_embd) + ")", "token_embd.weight");
+  cfg.vocab_size = static_cast<int>(te.ne[1]);
+  if (const auto* ff = f.find("gpt2.feed_forward_length"); ff && ff->as_u64("gpt2.feed_forward_length") != 4u * cfg.n_embd)
+    throw_input(f.path() + ": gpt2.feed_forward_length must be 4 x embedding_length for this model",
+                "gpt2.feed_forward_length");
+  cfg.validate();
+  std::vector<float> params(models::gpt2_num_params(cfg));
+  for (const auto& t : models::gpt2_param_layout(cfg)) {
+    const std::string name = models::gpt2_gguf_tensor_name(t.name);
+    const auto& info = f.tensor(name);
+    // ggml extents are the reverse of the row-major shape.
+    std::vector<uint64_t> want(t.shape.rbegin(), t.shape.rend());
+    if (info.ne != want) {
+      std::string got, exp;
+      for (auto v : info.ne) got += (got.empty() ? "" : ",") + std::to_string(v);
+      for (auto v : want) exp += (exp.empty() ? "" : ",") + std::to_string(v);
+      throw_input(f.path() + ": tensor " + name + " has ne [" + got + "], expected [" + exp + "]", name);
+    }
+    const std::vector<float> v = f.tensor_f32(name);
+    std::copy(v.begin(), v.end(), params.begin() + static_cast<std::ptrdiff_t>(t.offset));
+  }
+  if (f.find_tensor("output.weight")) {
+    const std::vector<float> out = f.tensor_f32("output.weight");
+    if (out.size() != static_cast<size_t>(cfg.vocab_size) * cfg.n_embd ||
+        !std::equal(out.begin(), out.end(), params.begin()))
+      throw_input(f.path() + ": output.weight differs from token_embd.weight (an untied head is not supported "
+                  "for gpt2)", "output.weight");
+  }
+  ModelInfo base;
+  base.path = f.path();
+  if (const auto* n = f.find("general.name")) base.name = n->as_string("general.name");
+  if (base.name.empty()) base.name = std::filesystem::path(f.path()).stem().string();
+  return make_gpt2_model(cfg, std::move(params), gguf_tokenizer(f), std::move(base), opt);
+}
+
+std::unique_ptr<Model> load_gpt2_checkpoint(const std::string& path, const LoadOptions& opt) {
+  models::Checkpoint ck = models::load_checkpoint(path, false);
+  if (ck.tokenizer.is_null())
+    throw_input(path + ": the checkpoint holds no tokenizer (written before rtx-train stored one?)", "tokenizer");
+  ModelInfo base;
+  base.path = path;
+  base.name = std::filesystem::path(path).stem().string();
+  return make_gpt2_model(ck.model, std::move(ck.params), io::tokenizer_from_json(ck.tokenizer, path), std::move(base),
+                         opt);
+}
+
+}  // namespace rtx::serve

@@ -1,0 +1,463 @@
+// The continuous-batching scheduler of rtx-serve (rtx/serve/scheduler.hpp).
+#include "rtx/serve/scheduler.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "rtx/core/error.hpp"
+
+namespace rtx::serve {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+}  // namespace
+
+// ---- config ------------------------------------------------------------------------------
+
+void SchedulerConfig::validate() const {
+  const auto need = [](bool ok, const char* what, const std::string& rule) {
+    if (!ok) throw_input(std::string("scheduler: ") + what + " " + rule, what);
+  };
+  need(max_batch >= 1 && max_batch <= 4096, "max_batch", "must be in [1, 4096]");
+  need(token_budget >= max_batch && token_budget <= (1 << 20), "token_budget",
+       "must be >= max_batch (every running sequence decodes each step) and <= 2^20");
+  need(prefill_chunk >= 1 && prefill_chunk <= token_budget, "prefill_chunk", "must be in [1, token_budget]");
+  need(std::isfinite(batch_window_ms) && batch_window_ms >= 0 && batch_window_ms <= 10000, "batch_window_ms",
+       "must be in [0, 10000]");
+  need(kv_block_tokens >= 1 && kv_block_tokens <= 4096, "kv_block_tokens", "must be in [1, 4096]");
+  need(kv_blocks >= 0 && kv_blocks <= (1 << 24), "kv_blocks", "must be in [0, 2^24] (0 = max_batch full contexts)");
+  need(max_queue >= 0 && max_queue <= (1 << 20), "max_queue", "must be in [0, 2^20]");
+  need(std::isfinite(request_timeout_s) && request_timeout_s > 0, "request_timeout_s", "must be > 0");
+  need(std::isfinite(interactive_target_ms) && interactive_target_ms > 0, "interactive_target_ms", "must be > 0");
+  need(std::isfinite(batch_target_ms) && batch_target_ms > 0, "batch_target_ms", "must be > 0");
+}
+
+nlohmann::json SchedulerConfig::to_json() const {
+  return {{"max_batch", max_batch},         {"token_budget", token_budget},
+          {"prefill_chunk", prefill_chunk}, {"batch_window_ms", batch_window_ms},
+          {"kv_block_tokens", kv_block_tokens}, {"kv_blocks", kv_blocks},
+          {"max_queue", max_queue},         {"request_timeout_s", request_timeout_s},
+          {"interactive_target_ms", interactive_target_ms}, {"batch_target_ms", batch_target_ms}};
+}
+
+SchedulerConfig SchedulerConfig::from_json(const nlohmann::json& j, const std::string& where) {
+  const std::string at = where.empty() ? "scheduler config" : where;
+  if (!j.is_object()) throw_input(at + ": expected a JSON object", at);
+  SchedulerConfig c;
+  for (const auto& [k, v] : j.items()) {
+    const auto as_int = [&](int& dst) {
+      if (!v.is_number_integer() || v.get<int64_t>() < std::numeric_limits<int>::min() ||
+          v.get<int64_t>() > std::numeric_limits<int>::max())
+        throw_input(at + ": \"" + k + "\" must be an integer", k);
+      dst = v.get<int>();
+    };
+    const auto as_num = [&](double& dst) {
+      if (!v.is_number()) throw_input(at + ": \"" + k + "\" must be a number", k);
+      dst = v.get<double>();
+    };
+    if (k == "max_batch") as_int(c.max_batch);
+    else if (k == "token_budget") as_int(c.token_budget);
+    else if (k == "prefill_chunk") as_int(c.prefill_chunk);
+    else if (k == "batch_window_ms") as_num(c.batch_window_ms);
+    else if (k == "kv_block_tokens") as_int(c.kv_block_tokens);
+    else if (k == "kv_blocks") as_int(c.kv_blocks);
+    else if (k == "max_queue") as_int(c.max_queue);
+    else if (k == "request_timeout_s") as_num(c.request_timeout_s);
+    else if (k == "interactive_target_ms") as_num(c.interactive_target_ms);
+    else if (k == "batch_target_ms") as_num(c.batch_target_ms);
+    else throw_input(at + ": unknown key \"" + k + "\"", k, "see SchedulerConfig in rtx/serve/scheduler.hpp");
+  }
+  c.validate();
+  return c;
+}
+
+const char* lane_name(Lane l) { return l == Lane::Interactive ? "interactive" : "batch"; }
+
+const char* finish_name(Finish f) {
+  switch (f) {
+    case Finish::Stop: return "stop";
+    case Finish::Length: return "length";
+    case Finish::Cancelled: return "cancelled";
+    case Finish::Timeout: return "timeout";
+    case Finish::Error: return "error";
+    case Finish::None: break;
+  }
+  return "none";
+}
+
+// ---- histogram ---------------------------------------------------------------------------
+
+Histogram::Histogram(std::vector<double> ub) : ub_(std::move(ub)), counts_(ub_.size() + 1, 0) {}
+
+void Histogram::observe(double v) {
+  std::lock_guard<std::mutex> g(mu_);
+  size_t i = 0;
+  while (i < ub_.size() && v > ub_[i]) ++i;
+  ++counts_[i];
+  sum_ += v;
+  ++n_;
+}
+
+uint64_t Histogram::count() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return n_;
+}
+
+std::string Histogram::prometheus(const std::string& name, const std::string& labels) const {
+  std::lock_guard<std::mutex> g(mu_);
+  std::ostringstream o;
+  o.precision(9);
+  const std::string sep = labels.empty() ? "" : ",";
+  uint64_t cum = 0;
+  for (size_t i = 0; i < ub_.size(); ++i) {
+    cum += counts_[i];
+    o << name << "_bucket{" << labels << sep << "le=\"" << ub_[i] << "\"} " << cum << "\n";
+  }
+  cum += counts_.back();
+  o << name << "_bucket{" << labels << sep << "le=\"+Inf\"} " << cum << "\n";
+  const std::string lb = labels.empty() ? "" : "{" + labels + "}";
+  o << name << "_sum" << lb << " " << sum_ << "\n" << name << "_count" << lb << " " << n_ << "\n";
+  return o.str();
+}
+
+namespace {
+std::vector<double> latency_buckets() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 2.5, 5, 10, 20, 40};
+}
+}  // namespace
+
+// ---- requests ----------------------------------------------------------------------------
+
+struct Request {
+  Request(GenRequest r, EventFn f) : req(std::move(r)), on_event(std::move(f)), sampler(req.sampling) {}
+  GenRequest req;
+  EventFn on_event;
+  models::Sampler sampler;
+  std::vector<int32_t> blocks;
+  int reserve = 0;        // blocks reserved at admission
+  int pos = 0;            // positions in the cache
+  int prompt_done = 0;    // prompt tokens prefilled
+  int generated = 0;
+  int32_t next = -1;      // sampled token to feed next step
+  std::atomic<bool> cancel{false};
+  bool done = false;
+  Clock::time_point t_submit, t_last;
+  RequestTimes times;
+};
+
+// ---- scheduler ---------------------------------------------------------------------------
+
+namespace {
+int pool_blocks(const SchedulerConfig& c, const ModelInfo& m) {
+  c.validate();
+  if (c.kv_blocks > 0) return c.kv_blocks;
+  const int per_seq = (m.context + c.kv_block_tokens - 1) / c.kv_block_tokens;
+  return std::max(1, per_seq * c.max_batch);
+}
+}  // namespace
+
+Scheduler::Scheduler(Model& model, const SchedulerConfig& cfg)
+    : model_(model),
+      cfg_(cfg),
+      kv_(model.info().n_layer, model.info().n_kv_head, model.info().head_dim, cfg.kv_block_tokens,
+          pool_blocks(cfg, model.info())),
+      ttft_(latency_buckets()),
+      tpot_(latency_buckets()),
+      itl_(latency_buckets()) {
+  stats_.kv_blocks_total = kv_.total_blocks();
+  stats_.kv_bytes = kv_.bytes();
+  thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() {
+  shutdown(0);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop_now_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+RequestHandle Scheduler::submit(GenRequest req, EventFn on_event, Refusal* why, std::string* detail) {
+  const auto refuse = [&](Refusal r, const std::string& d) -> RequestHandle {
+    if (why) *why = r;
+    if (detail) *detail = d;
+    std::lock_guard<std::mutex> g(mu_);
+    ++stats_.requests_rejected;
+    return nullptr;
+  };
+  if (why) *why = Refusal::None;
+  const ModelInfo& mi = model_.info();
+  if (req.prompt.empty()) return refuse(Refusal::BadRequest, "the prompt has no tokens");
+  for (size_t i = 0; i < req.prompt.size(); ++i)
+    if (req.prompt[i] < 0 || req.prompt[i] >= mi.vocab)
+      return refuse(Refusal::BadRequest, "prompt token " + std::to_string(req.prompt[i]) + " at index " +
+                                             std::to_string(i) + " is outside the vocabulary [0, " +
+                                             std::to_string(mi.vocab) + ")");
+  if (req.max_tokens < 0) return refuse(Refusal::BadRequest, "max_tokens must be >= 0");
+  if (static_cast<long>(req.prompt.size()) + (req.max_tokens > 0 ? 1 : 0) > mi.context)
+    return refuse(Refusal::TooLong, "the prompt has " + std::to_string(req.prompt.size()) +
+                                        " tokens; the model's context is " + std::to_string(mi.context));
+  try {
+    models::Sampler check(req.sampling);
+  } catch (const Error& e) {
+    return refuse(Refusal::BadRequest, e.what());
+  }
+  const long want = std::min<long>(static_cast<long>(req.prompt.size()) + req.max_tokens, mi.context);
+  const int reserve = kv_.blocks_for(static_cast<int>(want));
+  if (reserve > kv_.total_blocks())
+    return refuse(Refusal::TooLong, "prompt + max_tokens needs " + std::to_string(reserve) +
+                                        " KV blocks; the pool has " + std::to_string(kv_.total_blocks()));
+  auto r = std::make_shared<Request>(std::move(req), std::move(on_event));
+  r->reserve = reserve;
+  r->t_submit = Clock::now();
+  r->times.prompt_tokens = static_cast<int>(r->req.prompt.size());
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (stopping_) {
+      ++stats_.requests_rejected;
+      if (why) *why = Refusal::ShuttingDown;
+      if (detail) *detail = "the server is shutting down";
+      return nullptr;
+    }
+    const size_t waiting = queue_[0].size() + queue_[1].size();
+    if (waiting >= static_cast<size_t>(cfg_.max_queue)) {
+      ++stats_.requests_rejected;
+      if (why) *why = Refusal::QueueFull;
+      if (detail) *detail = "the queue holds " + std::to_string(waiting) + " requests (max_queue)";
+      return nullptr;
+    }
+    queue_[static_cast<int>(r->req.lane)].push_back(r);
+  }
+  cv_.notify_all();
+  return r;
+}
+
+void Scheduler::cancel(const RequestHandle& r) {
+  if (!r) return;
+  r->cancel.store(true);
+  cv_.notify_all();
+}
+
+RequestTimes Scheduler::times(const RequestHandle& r) const {
+  std::lock_guard<std::mutex> g(mu_);
+  return r ? r->times : RequestTimes{};
+}
+
+SchedulerStats Scheduler::stats() const {
+  std::lock_guard<std::mutex> g(mu_);
+  SchedulerStats s = stats_;
+  s.queued = static_cast<int>(queue_[0].size() + queue_[1].size());
+  s.running = static_cast<int>(running_.size());
+  return s;
+}
+
+void Scheduler::shutdown(double deadline_s) {
+  std::unique_lock<std::mutex> lk(mu_);
+  const auto dl = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                                     std::max(0.0, std::isfinite(deadline_s) ? deadline_s : 0.0)));
+  if (!stopping_ || dl < drain_deadline_) drain_deadline_ = dl;
+  stopping_ = true;
+  cv_.notify_all();
+  cv_.wait(lk, [&] { return queue_[0].empty() && queue_[1].empty() && running_.empty(); });
+}
+
+// Called with mu_ NOT held, on the loop thread.
+void Scheduler::finish(const RequestHandle& r, Finish f, const std::string& error) {
+  if (r->done) return;
+  const auto now = Clock::now();
+  TokenEvent ev;
+  ev.finish = f;
+  ev.error = error;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    r->done = true;
+    for (int b : r->blocks) kv_.free(b);
+    r->blocks.clear();
+    r->times.e2e_s = seconds(r->t_submit, now);
+    ++stats_.requests_finished;
+    ++stats_.finished_by[static_cast<int>(f)];
+    running_.erase(std::remove(running_.begin(), running_.end(), r), running_.end());
+    for (auto& q : queue_) q.erase(std::remove(q.begin(), q.end(), r), q.end());
+    stats_.kv_blocks_used = kv_.used_blocks();
+  }
+  if (r->times.output_tokens > 1 && r->times.ttft_s >= 0)
+    tpot_.observe((r->times.e2e_s - r->times.ttft_s) / (r->times.output_tokens - 1));
+  if (r->on_event) r->on_event(ev);
+  cv_.notify_all();
+}
+
+void Scheduler::loop() {
+  std::vector<RequestHandle> expired;
+  for (;;) {
+    std::vector<RequestHandle> running;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      const auto has_work = [&] {
+        if (stop_now_ || !running_.empty() || !queue_[0].empty() || !queue_[1].empty()) return true;
+        return false;
+      };
+      cv_.wait(lk, has_work);
+      if (stop_now_ && running_.empty() && queue_[0].empty() && queue_[1].empty()) return;
+      // Batch window: when idle, let more requests arrive before the first step.
+      if (running_.empty() && cfg_.batch_window_ms > 0 && !stopping_) {
+        cv_.wait_for(lk, std::chrono::duration<double, std::milli>(cfg_.batch_window_ms), [&] {
+          return stop_now_ || stopping_ ||
+                 queue_[0].size() + queue_[1].size() >= static_cast<size_t>(cfg_.max_batch);
+        });
+      }
+      // Expired, cancelled, or past the drain deadline.
+      const auto now = Clock::now();
+      const bool drain_over = stopping_ && now >= drain_deadline_;
+      expired.clear();
+      for (auto* list : {&running_}) {
+        for (const auto& r : *list)
+          if (r->cancel.load() || drain_over || seconds(r->t_submit, now) > cfg_.request_timeout_s) expired.push_back(r);
+      }
+      for (auto& q : queue_)
+        for (const auto& r : q)
+          if (r->cancel.load() || drain_over || seconds(r->t_submit, now) > cfg_.request_timeout_s) expired.push_back(r);
+      // Admission: interactive lane first; FIFO within a lane; a head that does not fit blocks
+      // its lane and the lanes below it (no starvation of large requests).
+      int free_blocks = kv_.free_blocks();
+      for (int lane = 0; lane < 2; ++lane) {
+        bool blocked = false;
+        while (!queue_[lane].empty() && static_cast<int>(running_.size()) < cfg_.max_batch) {
+          const RequestHandle r = queue_[lane].front();
+          if (std::find(expired.begin(), expired.end(), r) != expired.end()) break;
+          if (r->reserve > free_blocks) {
+            blocked = true;
+            break;
+          }
+          free_blocks -= r->reserve;
+          queue_[lane].pop_front();
+          for (int i = 0; i < r->reserve; ++i) r->blocks.push_back(kv_.alloc());
+          r->times.queued_s = seconds(r->t_submit, now);
+          running_.push_back(r);
+        }
+        if (blocked) break;
+      }
+      stats_.kv_blocks_used = kv_.used_blocks();
+      running = running_;
+    }
+    for (const auto& r : expired) {
+      const auto now = Clock::now();
+      Finish f = Finish::Cancelled;
+      if (!r->cancel.load() && seconds(r->t_submit, now) > cfg_.request_timeout_s) f = Finish::Timeout;
+      finish(r, f);
+    }
+    running.erase(std::remove_if(running.begin(), running.end(), [](const RequestHandle& r) { return r->done; }),
+                  running.end());
+    if (!running.empty()) step(running);
+  }
+}
+
+void Scheduler::step(std::vector<RequestHandle>& running) {
+  const ModelInfo& mi = model_.info();
+  // Decode rows first (one per sequence past its prompt), then prompt chunks, interactive first.
+  std::stable_sort(running.begin(), running.end(), [](const RequestHandle& a, const RequestHandle& b) {
+    return static_cast<int>(a->req.lane) < static_cast<int>(b->req.lane);
+  });
+  std::vector<SeqBatch> batch;
+  std::vector<RequestHandle> who;
+  int budget = cfg_.token_budget;
+  for (const auto& r : running) {
+    if (r->prompt_done < static_cast<int>(r->req.prompt.size()) || budget < 1) continue;
+    batch.push_back({&r->next, 1, r->pos, r->blocks.data(), static_cast<int>(r->blocks.size()), true});
+    who.push_back(r);
+    --budget;
+  }
+  for (const auto& r : running) {
+    const int left = static_cast<int>(r->req.prompt.size()) - r->prompt_done;
+    if (left <= 0 || budget < 1) continue;
+    const int n = std::min({left, cfg_.prefill_chunk, budget});
+    batch.push_back({r->req.prompt.data() + r->prompt_done, n, r->pos, r->blocks.data(),
+                     static_cast<int>(r->blocks.size()), n == left});
+    who.push_back(r);
+    budget -= n;
+  }
+  if (batch.empty()) return;
+  int wanted = 0, rows = 0;
+  for (const auto& b : batch) {
+    wanted += b.want_logits;
+    rows += b.n;
+  }
+  logits_.resize(static_cast<size_t>(std::max(wanted, 1)) * mi.vocab);
+  try {
+    model_.forward(batch, kv_, logits_.data());
+  } catch (const std::exception& e) {
+    for (const auto& r : who) finish(r, Finish::Error, e.what());
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    ++stats_.steps;
+    stats_.last_batch_seqs = static_cast<int>(batch.size());
+    stats_.last_batch_rows = rows;
+  }
+  int row = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const RequestHandle& r = who[i];
+    const SeqBatch& b = batch[i];
+    const bool was_prefill = r->prompt_done < static_cast<int>(r->req.prompt.size());
+    r->pos += b.n;
+    if (was_prefill) r->prompt_done += b.n;
+    if (!b.want_logits) continue;
+    const float* lg = logits_.data() + static_cast<size_t>(row++) * mi.vocab;
+    if (r->req.max_tokens == 0) {
+      finish(r, Finish::Length);
+      continue;
+    }
+    const int32_t tok = r->sampler.sample(lg, mi.vocab);
+    const auto now = Clock::now();
+    if (tok == mi.eos && !r->req.ignore_eos) {
+      finish(r, Finish::Stop);
+      continue;
+    }
+    TokenEvent ev;
+    ev.token = tok;
+    if (r->req.top_logprobs >= 0) {
+      // log-softmax of the raw logits in float64.
+      double mx = -INFINITY;
+      for (int v = 0; v < mi.vocab; ++v) mx = std::max(mx, static_cast<double>(lg[v]));
+      double z = 0;
+      for (int v = 0; v < mi.vocab; ++v) z += std::exp(static_cast<double>(lg[v]) - mx);
+      const double lz = mx + std::log(z);
+      ev.logprob = static_cast<float>(lg[tok] - lz);
+      const int k = std::min(r->req.top_logprobs, mi.vocab);
+      std::vector<int32_t> ids(mi.vocab);
+      for (int v = 0; v < mi.vocab; ++v) ids[v] = v;
+      std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                        [&](int32_t a, int32_t c) { return lg[a] > lg[c] || (lg[a] == lg[c] && a < c); });
+      for (int j = 0; j < k; ++j) ev.top.emplace_back(ids[j], static_cast<float>(lg[ids[j]] - lz));
+    }
+    ++r->generated;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      ++stats_.output_tokens;
+      if (r->generated == 1) {
+        r->times.ttft_s = seconds(r->t_submit, now);
+        stats_.prompt_tokens += r->req.prompt.size();
+        const int lane = static_cast<int>(r->req.lane);
+        ++stats_.lane_requests[lane];
+        const double target = (lane == 0 ? cfg_.interactive_target_ms : cfg_.batch_target_ms) / 1000.0;
+        if (r->times.ttft_s <= target) ++stats_.lane_within_target[lane];
+      }
+      r->times.output_tokens = r->generated;
+    }
+    if (r->generated == 1) ttft_.observe(r->times.ttft_s);
+    else itl_.observe(seconds(r->t_last, now));
+    r->t_last = now;
+    const bool go_on = r->on_event ? r->on_event(ev) : true;
+    if (!go_on) finish(r, Finish::Stop);
+    else if (r->generated >= r->req.max_tokens || r->pos + 1 > mi.context) finish(r, Finish::Length);
+    else r->next = tok;
+  }
+}
+
+}  // namespace rtx::serve

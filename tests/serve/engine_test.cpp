@@ -1,0 +1,251 @@
+// Tests of rtx-serve's engine: the paged KV cache, the GPT-2 serving model against a float64
+// forward, batch invariance (bitwise), bad input, loading from GGUF and checkpoints.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <vector>
+
+#include "models/gpt2_ref.hpp"
+#include "rtx/core/error.hpp"
+#include "rtx/io/tokenizer.hpp"
+#include "rtx/models/export.hpp"
+#include "rtx/serve/gpt2_serve.hpp"
+#include "rtx/serve/model.hpp"
+#include "test_util.hpp"
+
+using namespace rtx;
+using namespace rtx::serve;
+using rtx::test::make_cfg;
+using rtx::test::random_ids;
+using rtx::test::random_params;
+using rtx::test::reference_logits;
+using rtx::test::rel_err;
+
+namespace {
+
+/// A char tokenizer with exactly V symbols (printable ASCII from '!').
+std::unique_ptr<io::Tokenizer> char_tok(int V) {
+  std::string text;
+  for (int i = 0; i < V; ++i) text += static_cast<char>('!' + i);
+  return io::make_char_tokenizer_from_text(text);
+}
+
+std::unique_ptr<Model> tiny_model(const models::Gpt2Config& c, uint64_t seed, int threads = 0) {
+  LoadOptions o;
+  o.threads = threads;
+  return make_gpt2_model(c, random_params(c, seed), char_tok(c.vocab_size), ModelInfo{}, o);
+}
+
+/// A sequence in flight: its tokens, block table and logits history.
+struct Seq {
+  std::vector<int32_t> ids;
+  std::vector<int32_t> blocks;
+  int pos = 0;
+};
+
+/// Make sure `s` has blocks for `positions` positions.
+void reserve(KvCache& kv, Seq& s, int positions) {
+  while (static_cast<int>(s.blocks.size()) < kv.blocks_for(positions)) {
+    const int b = kv.alloc();
+    REQUIRE(b >= 0);
+    s.blocks.push_back(b);
+  }
+}
+
+/// Runs `s.ids` through `m` in chunks of the given sizes (the rest one by one), alone, and
+/// returns the logits after each call.
+std::vector<std::vector<float>> run_alone(Model& m, KvCache& kv, Seq s, const std::vector<int>& chunks) {
+  std::vector<std::vector<float>> out;
+  size_t i = 0, c = 0;
+  const int V = m.info().vocab;
+  while (i < s.ids.size()) {
+    const int n = c < chunks.size() ? chunks[c++] : 1;
+    reserve(kv, s, s.pos + n);
+    SeqBatch b{s.ids.data() + i, n, s.pos, s.blocks.data(), static_cast<int>(s.blocks.size()), true};
+    std::vector<float> lg(V);
+    m.forward({b}, kv, lg.data());
+    out.push_back(lg);
+    s.pos += n;
+    i += n;
+  }
+  for (int b : s.blocks) kv.free(b);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("kv cache: blocks are handed out once, freed once, and counted", "[cpu][serve]") {
+  KvCache kv(2, 3, 5, 4, 3);
+  CHECK(kv.total_blocks() == 3);
+  CHECK(kv.blocks_for(0) == 0);
+  CHECK(kv.blocks_for(1) == 1);
+  CHECK(kv.blocks_for(4) == 1);
+  CHECK(kv.blocks_for(5) == 2);
+  CHECK(kv.bytes() == sizeof(float) * 3 * 2 * 2 * 3 * 4 * 5);
+  const int a = kv.alloc(), b = kv.alloc(), c = kv.alloc();
+  CHECK(a != b);
+  CHECK(b != c);
+  CHECK(kv.alloc() == -1);
+  CHECK(kv.used_blocks() == 3);
+  // Slabs do not overlap: K and V of every (layer, block) are distinct regions.
+  CHECK(kv.v(0, a) - kv.k(0, a) == 3 * 4 * 5);
+  CHECK(kv.k(1, a) - kv.k(0, a) == 2 * 3 * 4 * 5);
+  kv.free(b);
+  CHECK(kv.free_blocks() == 1);
+  CHECK_THROWS_AS(kv.free(b), Error);
+  CHECK_THROWS_AS(kv.free(7), Error);
+  CHECK(kv.alloc() == b);
+  CHECK_THROWS_AS(KvCache(0, 1, 1, 1, 1), Error);
+  CHECK_THROWS_AS(KvCache(1, 1, 1, 1, 0), Error);
+}
+
+TEST_CASE("gpt2 serving model: logits match a float64 forward at every position", "[cpu][serve]") {
+  for (const auto& c : {make_cfg(67, 24, 3, 2, 16), make_cfg(7, 30, 5, 1, 9), make_cfg(65, 64, 4, 2, 40)}) {
+    auto m = tiny_model(c, 11);
+    const auto ids = random_ids(c.block_size, c.vocab_size, 5);
+    const auto want = reference_logits(c, random_params(c, 11), ids);
+    for (int bt : {1, 4, 16}) {
+      KvCache kv(c.n_layer, c.n_head, c.n_embd / c.n_head, bt, 64);
+      Seq s;
+      s.ids = ids;
+      const auto got = run_alone(*m, kv, s, {});  // one token per call: logits of every position
+      REQUIRE(got.size() == ids.size());
+      for (size_t t = 0; t < got.size(); ++t) {
+        INFO("config V" << c.vocab_size << " C" << c.n_embd << " block_tokens " << bt << " position " << t);
+        CHECK(rel_err(got[t], want, static_cast<int>(t), c.vocab_size) < 1e-5);
+      }
+      CHECK(kv.used_blocks() == 0);
+    }
+  }
+}
+
+TEST_CASE("gpt2 serving model: batch invariance, bitwise", "[cpu][serve]") {
+  const auto c = make_cfg(67, 48, 3, 2, 64);
+  for (int threads : {1, 2}) {
+    auto m = tiny_model(c, 3, threads);
+    const int V = c.vocab_size;
+    KvCache kv(c.n_layer, c.n_head, c.n_embd / c.n_head, 8, 128);
+    Seq a;
+    a.ids = random_ids(19, V, 1);
+    // Alone: prompt of 7 in one call, then one per call.
+    const auto alone = run_alone(*m, kv, a, {7});
+    // Alone, prompt split 3 + 4: the logits after the prompt and every step are the same bits.
+    const auto split = run_alone(*m, kv, a, {3, 4});
+    REQUIRE(split.size() == alone.size() + 1);
+    for (size_t i = 0; i < alone.size(); ++i)
+      REQUIRE(std::memcmp(alone[i].data(), split[i + 1].data(), V * sizeof(float)) == 0);
+    // Among three others of other lengths, joining and leaving at different steps.
+    std::vector<Seq> others(3);
+    for (int o = 0; o < 3; ++o) others[o].ids = random_ids(5 + 11 * o, V, 100 + o);
+    Seq A = a;
+    std::vector<std::vector<float>> mixed;
+    size_t ai = 0;
+    std::vector<size_t> oi(3, 0);
+    for (int step = 0; ai < A.ids.size(); ++step) {
+      std::vector<SeqBatch> batch;
+      std::vector<Seq*> who;
+      const int na = ai == 0 ? 7 : 1;
+      reserve(kv, A, A.pos + na);
+      batch.push_back({A.ids.data() + ai, na, A.pos, A.blocks.data(), static_cast<int>(A.blocks.size()), true});
+      who.push_back(&A);
+      for (int o = 0; o < 3; ++o) {
+        Seq& s = others[o];
+        if (step < o || oi[o] >= s.ids.size()) continue;  // joins late, leaves when done
+        const int n = std::min<int>(oi[o] == 0 ? 5 : 1, static_cast<int>(s.ids.size() - oi[o]));
+        reserve(kv, s, s.pos + n);
+        // Put one of them before A to move A's rows in the matmuls.
+        SeqBatch b{s.ids.data() + oi[o], n, s.pos, s.blocks.data(), static_cast<int>(s.blocks.size()), o != 1};
+        if (o == 0) batch.insert(batch.begin(), b);
+        else batch.push_back(b);
+        s.pos += n;
+        oi[o] += n;
+      }
+      int wanted = 0;
+      for (const auto& b : batch) wanted += b.want_logits;
+      std::vector<float> lg(static_cast<size_t>(wanted) * V);
+      m->forward(batch, kv, lg.data());
+      // A's row among the wanted rows.
+      int row = 0;
+      for (const auto& b : batch) {
+        if (b.tokens == A.ids.data() + ai) break;
+        row += b.want_logits;
+      }
+      mixed.emplace_back(lg.begin() + static_cast<long>(row) * V, lg.begin() + static_cast<long>(row + 1) * V);
+      A.pos += na;
+      ai += na;
+    }
+    REQUIRE(mixed.size() == alone.size());
+    for (size_t i = 0; i < alone.size(); ++i) {
+      INFO("threads " << threads << " call " << i);
+      REQUIRE(std::memcmp(alone[i].data(), mixed[i].data(), V * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("gpt2 serving model: bad batches throw Error(Input) and change nothing", "[cpu][serve]") {
+  const auto c = make_cfg(67, 24, 3, 2, 16);
+  auto m = tiny_model(c, 7);
+  KvCache kv(c.n_layer, c.n_head, 8, 4, 8);
+  Seq s;
+  s.ids = random_ids(6, c.vocab_size, 2);
+  const auto clean = run_alone(*m, kv, s, {3});
+  reserve(kv, s, 3);
+  std::vector<float> lg(c.vocab_size);
+  SeqBatch ok{s.ids.data(), 3, 0, s.blocks.data(), static_cast<int>(s.blocks.size()), true};
+  m->forward({ok}, kv, lg.data());
+  s.pos = 3;
+  const int32_t bad_id = 67, neg_id = -1;
+  const auto category = [&](SeqBatch b) {
+    try {
+      m->forward({b}, kv, lg.data());
+    } catch (const Error& e) {
+      return e.category();
+    }
+    return ErrorCategory::Internal;
+  };
+  CHECK(category({&bad_id, 1, 3, s.blocks.data(), 1, true}) == ErrorCategory::Input);
+  CHECK(category({&neg_id, 1, 3, s.blocks.data(), 1, true}) == ErrorCategory::Input);
+  CHECK(category({s.ids.data(), 0, 3, s.blocks.data(), 1, true}) == ErrorCategory::Input);
+  CHECK(category({s.ids.data(), 2, 3, s.blocks.data(), 1, true}) == ErrorCategory::Input);  // table too short
+  CHECK(category({s.ids.data(), 1, 16, s.blocks.data(), 1, true}) == ErrorCategory::Input);  // past the context
+  const int32_t foreign = 99;
+  CHECK(category({s.ids.data(), 1, 0, &foreign, 1, true}) == ErrorCategory::Input);
+  // The sequence continues as if the bad calls never happened.
+  for (int i = 3; i < 6; ++i) {
+    reserve(kv, s, i + 1);
+    SeqBatch b{s.ids.data() + i, 1, i, s.blocks.data(), static_cast<int>(s.blocks.size()), true};
+    m->forward({b}, kv, lg.data());
+    REQUIRE(std::memcmp(lg.data(), clean[i - 2].data(), lg.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("gpt2 serving model: GGUF export round trip gives the same logits", "[cpu][serve]") {
+  const auto c = make_cfg(67, 24, 3, 2, 16);
+  const auto params = random_params(c, 9);
+  const auto dir = test::temp_dir();
+  const std::string path = dir + "/m.gguf";
+  auto tok = char_tok(67);
+  models::export_gpt2_gguf(c, params.data(), params.size(), *tok, path);
+  auto direct = make_gpt2_model(c, params, char_tok(67), ModelInfo{});
+  auto loaded = load_model(path);
+  CHECK(loaded->info().arch == "gpt2");
+  CHECK(loaded->info().vocab == 67);
+  CHECK(loaded->info().context == 16);
+  CHECK(loaded->info().path == path);
+  CHECK(loaded->tokenizer().kind() == "char");
+  CHECK(loaded->tokenizer().encode("!#") == std::vector<int32_t>{0, 2});
+  KvCache kv(c.n_layer, c.n_head, 8, 4, 8);
+  Seq s;
+  s.ids = random_ids(9, 67, 4);
+  const auto a = run_alone(*direct, kv, s, {4});
+  const auto b = run_alone(*loaded, kv, s, {4});
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) REQUIRE(std::memcmp(a[i].data(), b[i].data(), 67 * sizeof(float)) == 0);
+  // Not a model file: a clear error naming the file.
+  std::ofstream(dir + "/junk.bin") << "not a model";
+  CHECK_THROWS_AS(load_model(dir + "/junk.bin"), Error);
+  CHECK_THROWS_AS(load_model(dir + "/missing.gguf"), Error);
+}

@@ -62,6 +62,7 @@ class Gpt2Serve final : public Model {
   Gpt2Serve(const Gpt2Config& cfg, std::vector<float> params, std::unique_ptr<io::Tokenizer> tok, ModelInfo base,
             const LoadOptions& opt)
       : cfg_(cfg), params_(std::move(params)), tok_(std::move(tok)), info_(std::move(base)), threads_(opt.threads) {
+    const kernels::MatmulParams* mp = &opt.matmul;
     cfg_.validate();
     if (params_.size() != models::gpt2_num_params(cfg_))
       throw_input("GPT-2 model: " + std::to_string(params_.size()) + " parameters, the config needs " +
@@ -79,13 +80,13 @@ class Gpt2Serve final : public Model {
     for (int l = 0; l < cfg_.n_layer; ++l) {
       const std::string h = "h." + std::to_string(l) + ".";
       Layer& L = layers_[l];
-      L.qkv = kernels::PackedMatmulWeight(p(h + "attn.c_attn.weight"), 3 * C, C);
-      L.proj = kernels::PackedMatmulWeight(p(h + "attn.c_proj.weight"), C, C);
-      L.fc = kernels::PackedMatmulWeight(p(h + "mlp.c_fc.weight"), 4 * C, C);
-      L.fcproj = kernels::PackedMatmulWeight(p(h + "mlp.c_proj.weight"), C, 4 * C);
+      L.qkv = kernels::PackedMatmulWeight(p(h + "attn.c_attn.weight"), 3 * C, C, mp);
+      L.proj = kernels::PackedMatmulWeight(p(h + "attn.c_proj.weight"), C, C, mp);
+      L.fc = kernels::PackedMatmulWeight(p(h + "mlp.c_fc.weight"), 4 * C, C, mp);
+      L.fcproj = kernels::PackedMatmulWeight(p(h + "mlp.c_proj.weight"), C, 4 * C, mp);
       packed += L.qkv.bytes() + L.proj.bytes() + L.fc.bytes() + L.fcproj.bytes();
     }
-    head_ = kernels::PackedMatmulWeight(p("wte"), cfg_.vocab_size, C);
+    head_ = kernels::PackedMatmulWeight(p("wte"), cfg_.vocab_size, C, mp);
     packed += head_.bytes();
     info_.arch = "gpt2";
     info_.vocab = cfg_.vocab_size;

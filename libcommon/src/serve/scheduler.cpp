@@ -132,8 +132,8 @@ std::vector<double> latency_buckets() {
 
 // ---- requests ----------------------------------------------------------------------------
 
-struct Request {
-  Request(GenRequest r, EventFn f) : req(std::move(r)), on_event(std::move(f)), sampler(req.sampling) {}
+struct RequestState {
+  RequestState(GenRequest r, EventFn f) : req(std::move(r)), on_event(std::move(f)), sampler(req.sampling) {}
   GenRequest req;
   EventFn on_event;
   models::Sampler sampler;
@@ -213,7 +213,7 @@ RequestHandle Scheduler::submit(GenRequest req, EventFn on_event, Refusal* why, 
   if (reserve > kv_.total_blocks())
     return refuse(Refusal::TooLong, "prompt + max_tokens needs " + std::to_string(reserve) +
                                         " KV blocks; the pool has " + std::to_string(kv_.total_blocks()));
-  auto r = std::make_shared<Request>(std::move(req), std::move(on_event));
+  auto r = std::make_shared<RequestState>(std::move(req), std::move(on_event));
   r->reserve = reserve;
   r->t_submit = Clock::now();
   r->times.prompt_tokens = static_cast<int>(r->req.prompt.size());

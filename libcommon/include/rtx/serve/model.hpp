@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "rtx/io/tokenizer.hpp"
+#include "rtx/kernels/matmul.hpp"
 
 namespace rtx::serve {
 
@@ -106,6 +107,10 @@ class Model {
 struct LoadOptions {
   /// Threads for forward() (OpenMP); 0 = OpenMP's default.
   int threads = 0;
+  /// Blocked-matmul parameters of the packed weights (0 fields = the ISA's defaults); rtx-serve
+  /// fills them from the promoted tuning profile of this machine's SKU. Only KC and NR change
+  /// how weights are packed; MR is chosen per row group.
+  kernels::MatmulParams matmul{};
 };
 
 /// Loads a model for serving by its contents: a GGUF file (v1 to v3; architecture "gpt2" or

@@ -87,8 +87,8 @@ struct RequestTimes {
 };
 
 /// A submitted request; cancel() through the scheduler.
-struct Request;
-using RequestHandle = std::shared_ptr<Request>;
+struct RequestState;
+using RequestHandle = std::shared_ptr<RequestState>;
 
 /// A fixed-bucket histogram (Prometheus semantics: cumulative buckets, sum, count). Thread-safe.
 class Histogram {

@@ -1,0 +1,517 @@
+// rtx-serve's HTTP server (rtx/serve/server.hpp) on cpp-httplib.
+#include "rtx/serve/server.hpp"
+
+#include <httplib.h>
+#include <sodium.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <condition_variable>
+#include <ctime>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <random>
+#include <sstream>
+
+#include "rtx/core/error.hpp"
+#include "rtx/serve/text.hpp"
+
+namespace rtx::serve {
+
+namespace {
+
+/// What the scheduler thread hands to the HTTP thread of one request.
+struct Item {
+  std::string text;        // client-safe text released by this event
+  bool has_token = false;  // a generated token came with it
+  TokenLogprob lp;         // when logprobs were requested
+  Finish finish = Finish::None;
+  std::string error;
+};
+
+/// One request in flight: its text stream (stop strings, UTF-8) and the channel to its HTTP thread.
+struct Job {
+  Job(std::vector<std::string> stops, const io::Tokenizer& t, bool want_lp) : ts(std::move(stops)), tok(t), logprobs(want_lp) {}
+  TextStream ts;
+  const io::Tokenizer& tok;
+  bool logprobs;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Item> items;
+  bool closed = false;
+  int completion_tokens = 0;
+  RequestHandle handle;
+  Scheduler* sched = nullptr;
+
+  void push(Item it) {
+    {
+      std::lock_guard<std::mutex> g(mu);
+      if (it.finish != Finish::None) closed = true;
+      items.push_back(std::move(it));
+    }
+    cv.notify_all();
+  }
+  /// Runs on the scheduler thread (EventFn).
+  bool on_event(const TokenEvent& ev) {
+    Item it;
+    if (ev.finish != Finish::None) {
+      it.text = ts.finish();
+      it.finish = ts.stopped() ? Finish::Stop : ev.finish;
+      it.error = ev.error;
+      push(std::move(it));
+      return true;
+    }
+    const std::string bytes = tok.token_bytes(ev.token);
+    it.text = ts.push(bytes);
+    it.has_token = true;
+    ++completion_tokens;
+    if (logprobs) {
+      it.lp.token = bytes;
+      it.lp.logprob = ev.logprob;
+      for (const auto& [id, lp] : ev.top) it.lp.top.push_back({tok.token_bytes(id), lp});
+      const auto& offs = ts.token_offsets();
+      it.lp.text_offset = offs.empty() ? 0 : static_cast<int64_t>(offs.back().char_offset);
+    }
+    push(std::move(it));
+    return !ts.stopped();
+  }
+  /// Waits up to `ms` for items; returns them (possibly none).
+  std::deque<Item> take(int ms) {
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait_for(lk, std::chrono::milliseconds(ms), [&] { return !items.empty(); });
+    std::deque<Item> out;
+    out.swap(items);
+    return out;
+  }
+};
+
+std::string random_id(const char* prefix) {
+  static std::atomic<uint64_t> counter{0};
+  static const uint64_t base = std::random_device{}();
+  std::ostringstream o;
+  o << prefix << std::hex << (base ^ (counter.fetch_add(1) * 0x9E3779B97F4A7C15ull));
+  return o.str();
+}
+
+ApiError status_error(int status, const std::string& type, const std::string& msg, const std::string& code) {
+  ApiError e;
+  e.status = status;
+  e.type = type;
+  e.message = msg;
+  e.code = code;
+  return e;
+}
+
+/// The API error for a request that ended without finishing normally.
+ApiError finish_error(Finish f, const std::string& detail) {
+  if (f == Finish::Timeout)
+    return status_error(504, "timeout_error", "the request exceeded the server's request timeout", "timeout");
+  if (f == Finish::Cancelled)
+    return status_error(503, "server_error", "the request was cancelled (server shutting down)", "cancelled");
+  return server_error("generation failed: " + detail);
+}
+
+}  // namespace
+
+struct Server::Impl {
+  Engine main, canary;
+  ServerConfig cfg;
+  httplib::Server http;
+  std::atomic<bool> stopping{false};
+  std::atomic<uint64_t> routed{0};
+  std::mutex stat_mu;
+  std::map<std::string, uint64_t> status_counts;  // "engine|status" -> count
+  std::once_flag stop_once;
+
+  void count(const std::string& engine, int status) {
+    std::lock_guard<std::mutex> g(stat_mu);
+    ++status_counts[engine + "|" + std::to_string(status)];
+  }
+
+  Engine& route() {
+    if (!canary.scheduler || cfg.canary_fraction <= 0) return main;
+    // Deterministic share: request i goes to the canary when floor((i+1)F) > floor(iF).
+    const uint64_t i = routed.fetch_add(1);
+    const double F = cfg.canary_fraction;
+    return std::floor((i + 1) * F) > std::floor(i * F) ? canary : main;
+  }
+
+  void send_error(httplib::Response& res, const ApiError& e, const std::string& engine = "main") {
+    res.status = e.status;
+    res.set_content(dump_json(error_body(e)), "application/json");
+    if (e.status == 429) res.set_header("Retry-After", "1");
+    count(engine, e.status);
+  }
+
+  void handle(const httplib::Request& hreq, httplib::Response& res, Endpoint ep) {
+    if (stopping.load()) {
+      send_error(res, status_error(503, "server_error", "the server is shutting down", "shutting_down"));
+      return;
+    }
+    if (hreq.body.size() > cfg.max_body_bytes) {
+      send_error(res, body_too_large(hreq.body.size(), cfg.max_body_bytes));
+      return;
+    }
+    serve::Request rq;
+    bool ignore_eos = false;
+    try {
+      rq = ep == Endpoint::Completions ? parse_completion_request(hreq.body) : parse_chat_request(hreq.body);
+      // Extension: "ignore_eos" (llama.cpp's and vLLM's name) for benchmarks.
+      const auto j = nlohmann::json::parse(hreq.body, nullptr, false);
+      if (j.is_object() && j.contains("ignore_eos")) {
+        if (!j["ignore_eos"].is_boolean()) throw ApiException(invalid_request("ignore_eos must be a boolean", "ignore_eos"));
+        ignore_eos = j["ignore_eos"].get<bool>();
+      }
+    } catch (const ApiException& e) {
+      send_error(res, e.error());
+      return;
+    }
+    const std::string served = cfg.model_name.empty() ? main.model->info().name : cfg.model_name;
+    if (auto e = check_model(rq.model, {served})) {
+      send_error(res, *e);
+      return;
+    }
+    Engine& eng = route();
+    Model& model = *eng.model;
+    const ModelInfo& mi = model.info();
+    const io::Tokenizer& tok = model.tokenizer();
+    GenRequest g;
+    const std::string param = ep == Endpoint::Completions ? "prompt" : "messages";
+    try {
+      if (ep == Endpoint::Completions && rq.prompt_is_tokens) {
+        g.prompt = rq.prompt_tokens;
+        for (size_t i = 0; i < g.prompt.size(); ++i)
+          if (g.prompt[i] >= tok.vocab_size())
+            throw ApiException(invalid_request("prompt token " + std::to_string(g.prompt[i]) + " at index " +
+                                                   std::to_string(i) + " is outside the vocabulary of " +
+                                                   std::to_string(tok.vocab_size()) + " tokens",
+                                               "prompt"));
+      } else {
+        const std::string text = ep == Endpoint::Completions ? rq.prompt : render_chat(cfg.chat, rq.messages);
+        if (mi.bos >= 0) g.prompt.push_back(mi.bos);
+        const auto ids = tok.encode(text);
+        g.prompt.insert(g.prompt.end(), ids.begin(), ids.end());
+      }
+    } catch (const ApiException& e) {
+      send_error(res, e.error(), eng.label);
+      return;
+    } catch (const Error& e) {
+      send_error(res, invalid_request(std::string("the ") + param + " cannot be tokenized: " + e.what(), param),
+                 eng.label);
+      return;
+    }
+    if (g.prompt.empty()) {
+      send_error(res, invalid_request("the prompt is empty (no tokens); send at least one character", param), eng.label);
+      return;
+    }
+    const int64_t P = static_cast<int64_t>(g.prompt.size());
+    int64_t max_tokens = rq.max_tokens ? *rq.max_tokens
+                                       : (ep == Endpoint::Completions ? cfg.default_max_tokens : mi.context - P);
+    if (!rq.max_tokens) max_tokens = std::max<int64_t>(0, std::min<int64_t>(max_tokens, mi.context - P));
+    if (auto e = check_context(P, max_tokens, mi.context, param)) {
+      send_error(res, *e, eng.label);
+      return;
+    }
+    g.max_tokens = static_cast<int>(max_tokens);
+    g.sampling.temperature = static_cast<float>(rq.temperature);
+    g.sampling.top_p = static_cast<float>(rq.top_p);
+    g.sampling.top_k = rq.top_k;
+    g.sampling.vocab_limit = tok.vocab_size();
+    g.sampling.seed = rq.seed ? static_cast<uint64_t>(*rq.seed) : std::random_device{}() * 0x100000001ull;
+    g.ignore_eos = ignore_eos;
+    g.top_logprobs = rq.logprobs ? rq.top_logprobs : -1;
+    g.lane = rq.priority == Priority::Batch ? Lane::Batch : Lane::Interactive;
+
+    auto job = std::make_shared<Job>(rq.stop, tok, rq.logprobs);
+    job->sched = eng.scheduler;
+    Scheduler::Refusal why = Scheduler::Refusal::None;
+    std::string detail;
+    job->handle = eng.scheduler->submit(
+        std::move(g), [job](const TokenEvent& ev) { return job->on_event(ev); }, &why, &detail);
+    if (!job->handle) {
+      if (why == Scheduler::Refusal::QueueFull) send_error(res, overloaded(detail), eng.label);
+      else if (why == Scheduler::Refusal::ShuttingDown)
+        send_error(res, status_error(503, "server_error", detail, "shutting_down"), eng.label);
+      else if (why == Scheduler::Refusal::TooLong)
+        send_error(res, invalid_request(detail, param, "context_length_exceeded"), eng.label);
+      else send_error(res, invalid_request(detail, param), eng.label);
+      return;
+    }
+    ResponseMeta meta;
+    meta.id = random_id(ep == Endpoint::Completions ? "cmpl-" : "chatcmpl-");
+    meta.created = static_cast<int64_t>(std::time(nullptr));
+    meta.model = served;
+    meta.include_usage = rq.include_usage;
+    res.set_header("X-Rtx-Engine", eng.label);
+    if (!rq.stream) {
+      std::string text, finish_reason;
+      std::vector<TokenLogprob> lps;
+      Finish fin = Finish::None;
+      std::string err;
+      while (fin == Finish::None)
+        for (auto& it : job->take(200)) {
+          text += it.text;
+          if (it.has_token && rq.logprobs) lps.push_back(std::move(it.lp));
+          if (it.finish != Finish::None) {
+            fin = it.finish;
+            err = it.error;
+          }
+        }
+      if (fin != Finish::Stop && fin != Finish::Length) {
+        send_error(res, finish_error(fin, err), eng.label);
+        return;
+      }
+      const Usage u{P, job->completion_tokens};
+      const auto body = ep == Endpoint::Completions
+                            ? completion_response(meta, text, finish_name(fin), u, rq.logprobs ? &lps : nullptr)
+                            : chat_response(meta, text, finish_name(fin), u, rq.logprobs ? &lps : nullptr);
+      res.set_content(dump_json(body), "application/json");
+      count(eng.label, 200);
+      return;
+    }
+    // Streaming: server-sent events until data: [DONE].
+    count(eng.label, 200);
+    const bool chat = ep == Endpoint::ChatCompletions;
+    const bool want_lp = rq.logprobs;
+    auto sent_role = std::make_shared<bool>(false);
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [job, meta, chat, want_lp, P, sent_role](size_t, httplib::DataSink& sink) {
+          const auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+          if (chat && !*sent_role) {
+            *sent_role = true;
+            if (!write(sse_event(chat_chunk_role(meta)))) {
+              job->sched->cancel(job->handle);
+              return false;
+            }
+          }
+          for (;;) {
+            if (!sink.is_writable()) {  // the client went away: free its slot and KV blocks now
+              job->sched->cancel(job->handle);
+              return false;
+            }
+            for (auto& it : job->take(100)) {
+              if (!it.text.empty() || (it.has_token && want_lp)) {
+                std::vector<TokenLogprob> one;
+                if (it.has_token && want_lp) one.push_back(it.lp);
+                const auto j = chat ? chat_chunk_content(meta, it.text, want_lp ? &one : nullptr)
+                                    : completion_chunk(meta, it.text, {}, want_lp ? &one : nullptr);
+                if (!write(sse_event(j))) {
+                  job->sched->cancel(job->handle);
+                  return false;
+                }
+              }
+              if (it.finish == Finish::None) continue;
+              if (it.finish == Finish::Stop || it.finish == Finish::Length) {
+                const std::string fr = finish_name(it.finish);
+                write(sse_event(chat ? chat_chunk_finish(meta, fr) : completion_chunk(meta, "", fr)));
+                if (meta.include_usage)
+                  write(sse_event(usage_chunk(meta, chat ? "chat.completion.chunk" : "text_completion",
+                                              Usage{P, job->completion_tokens})));
+              } else {
+                write(sse_event(error_body(finish_error(it.finish, it.error))));
+              }
+              write(sse_done());
+              sink.done();
+              return true;
+            }
+          }
+        },
+        [job](bool success) {
+          if (!success && job->sched) job->sched->cancel(job->handle);
+        });
+  }
+
+  std::string metrics() const {
+    std::ostringstream o;
+    const auto family = [&](const char* name, const char* type, const char* help) {
+      o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+    };
+    std::vector<const Engine*> engines{&main};
+    if (canary.scheduler) engines.push_back(&canary);
+    std::vector<std::pair<const Engine*, SchedulerStats>> st;
+    for (const Engine* e : engines) st.emplace_back(e, e->scheduler->stats());
+    const auto L = [](const Engine* e) { return std::string("engine=\"") + e->label + "\""; };
+    family("rtx_requests_total", "counter", "HTTP requests answered, by engine and status code.");
+    {
+      std::lock_guard<std::mutex> g(const_cast<std::mutex&>(stat_mu));
+      for (const auto& [k, v] : status_counts) {
+        const auto bar = k.find('|');
+        o << "rtx_requests_total{engine=\"" << k.substr(0, bar) << "\",status=\"" << k.substr(bar + 1) << "\"} " << v
+          << "\n";
+      }
+    }
+    family("rtx_requests_finished_total", "counter", "Generation requests finished, by finish reason.");
+    for (const auto& [e, s] : st)
+      for (int f = 1; f < 6; ++f)
+        o << "rtx_requests_finished_total{" << L(e) << ",reason=\"" << finish_name(static_cast<Finish>(f)) << "\"} "
+          << s.finished_by[f] << "\n";
+    family("rtx_requests_rejected_total", "counter", "Requests refused by admission control (429 and others).");
+    for (const auto& [e, s] : st) o << "rtx_requests_rejected_total{" << L(e) << "} " << s.requests_rejected << "\n";
+    family("rtx_prompt_tokens_total", "counter", "Prompt tokens processed.");
+    for (const auto& [e, s] : st) o << "rtx_prompt_tokens_total{" << L(e) << "} " << s.prompt_tokens << "\n";
+    family("rtx_generation_tokens_total", "counter", "Tokens generated.");
+    for (const auto& [e, s] : st) o << "rtx_generation_tokens_total{" << L(e) << "} " << s.output_tokens << "\n";
+    family("rtx_steps_total", "counter", "Batched forward steps run.");
+    for (const auto& [e, s] : st) o << "rtx_steps_total{" << L(e) << "} " << s.steps << "\n";
+    family("rtx_queue_depth", "gauge", "Requests waiting for admission.");
+    for (const auto& [e, s] : st) o << "rtx_queue_depth{" << L(e) << "} " << s.queued << "\n";
+    family("rtx_running_sequences", "gauge", "Sequences in the running batch.");
+    for (const auto& [e, s] : st) o << "rtx_running_sequences{" << L(e) << "} " << s.running << "\n";
+    family("rtx_batch_size", "gauge", "Sequences in the last forward step.");
+    for (const auto& [e, s] : st) o << "rtx_batch_size{" << L(e) << "} " << s.last_batch_seqs << "\n";
+    family("rtx_batch_tokens", "gauge", "Rows (prompt + decode tokens) in the last forward step.");
+    for (const auto& [e, s] : st) o << "rtx_batch_tokens{" << L(e) << "} " << s.last_batch_rows << "\n";
+    family("rtx_kv_cache_blocks_used", "gauge", "KV cache blocks held by sequences.");
+    for (const auto& [e, s] : st) o << "rtx_kv_cache_blocks_used{" << L(e) << "} " << s.kv_blocks_used << "\n";
+    family("rtx_kv_cache_blocks_total", "gauge", "KV cache blocks in the pool.");
+    for (const auto& [e, s] : st) o << "rtx_kv_cache_blocks_total{" << L(e) << "} " << s.kv_blocks_total << "\n";
+    family("rtx_kv_cache_usage_ratio", "gauge", "Share of KV cache blocks in use.");
+    for (const auto& [e, s] : st)
+      o << "rtx_kv_cache_usage_ratio{" << L(e) << "} "
+        << (s.kv_blocks_total ? static_cast<double>(s.kv_blocks_used) / s.kv_blocks_total : 0.0) << "\n";
+    family("rtx_kv_cache_bytes", "gauge", "Bytes of the KV cache pool.");
+    for (const auto& [e, s] : st) o << "rtx_kv_cache_bytes{" << L(e) << "} " << s.kv_bytes << "\n";
+    family("rtx_lane_requests_total", "counter", "Requests that produced a first token, by priority lane.");
+    for (const auto& [e, s] : st)
+      for (int l = 0; l < 2; ++l)
+        o << "rtx_lane_requests_total{" << L(e) << ",lane=\"" << lane_name(static_cast<Lane>(l)) << "\"} "
+          << s.lane_requests[l] << "\n";
+    family("rtx_lane_ttft_within_target_total", "counter", "Requests whose TTFT met their lane's latency target.");
+    for (const auto& [e, s] : st)
+      for (int l = 0; l < 2; ++l)
+        o << "rtx_lane_ttft_within_target_total{" << L(e) << ",lane=\"" << lane_name(static_cast<Lane>(l)) << "\"} "
+          << s.lane_within_target[l] << "\n";
+    family("rtx_time_to_first_token_seconds", "histogram", "Time to first token (TTFT), submit to first token.");
+    for (const Engine* e : engines) o << e->scheduler->ttft().prometheus("rtx_time_to_first_token_seconds", L(e));
+    family("rtx_time_per_output_token_seconds", "histogram", "Time per output token (TPOT) of finished requests.");
+    for (const Engine* e : engines) o << e->scheduler->tpot().prometheus("rtx_time_per_output_token_seconds", L(e));
+    family("rtx_inter_token_latency_seconds", "histogram", "Gaps between successive tokens of a request.");
+    for (const Engine* e : engines) o << e->scheduler->itl().prometheus("rtx_inter_token_latency_seconds", L(e));
+    return o.str();
+  }
+};
+
+Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_unique<Impl>()) {
+  if (!main.model || !main.scheduler) throw_input("Server: the main engine needs a model and a scheduler", "main");
+  if (!(cfg.canary_fraction >= 0 && cfg.canary_fraction <= 1))
+    throw_input("canary fraction " + std::to_string(cfg.canary_fraction) + " must be in [0, 1]", "canary_fraction");
+  if (cfg.canary_fraction > 0 && !canary.scheduler)
+    throw_input("a canary fraction needs a canary engine (--canary-profile)", "canary_fraction");
+  if (!(cfg.shutdown_deadline_s >= 0)) throw_input("shutdown deadline must be >= 0", "shutdown_deadline_s");
+  if (cfg.chat.name.empty()) cfg.chat = chat_template(kDefaultChatTemplate);
+  canary.label = "canary";
+  main.label = "main";
+  impl_->main = main;
+  impl_->canary = canary;
+  impl_->cfg = cfg;
+  Impl* I = impl_.get();
+  auto& http = impl_->http;
+  const int threads = cfg.http_threads > 0 ? cfg.http_threads
+                                           : main.scheduler->config().max_queue + main.scheduler->config().max_batch + 8;
+  http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  http.set_payload_max_length(cfg.max_body_bytes);
+  http.set_read_timeout(30, 0);
+  http.set_write_timeout(30, 0);
+  http.set_pre_routing_handler([I](const httplib::Request& req, httplib::Response& res) {
+    if (I->cfg.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    const std::string want = "Bearer " + I->cfg.api_key;
+    const std::string got = req.get_header_value("Authorization");
+    if (got.size() == want.size() && sodium_memcmp(got.data(), want.data(), want.size()) == 0)
+      return httplib::Server::HandlerResponse::Unhandled;
+    I->send_error(res, unauthorized());
+    res.set_header("WWW-Authenticate", "Bearer");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  http.set_error_handler([I](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 413) {
+      I->send_error(res, body_too_large(std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10), I->cfg.max_body_bytes));
+    } else if (res.status == 404) {
+      ApiError e = status_error(404, "invalid_request_error", "no route " + req.method + " " + req.path, "not_found");
+      I->send_error(res, e);
+    } else if (res.status >= 400) {
+      I->send_error(res, status_error(res.status, res.status >= 500 ? "server_error" : "invalid_request_error",
+                                      "HTTP " + std::to_string(res.status), ""));
+    }
+  });
+  http.set_exception_handler([I](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    I->send_error(res, server_error(what));
+  });
+  http.Post("/v1/completions",
+            [I](const httplib::Request& q, httplib::Response& r) { I->handle(q, r, Endpoint::Completions); });
+  http.Post("/v1/chat/completions",
+            [I](const httplib::Request& q, httplib::Response& r) { I->handle(q, r, Endpoint::ChatCompletions); });
+  http.Get("/v1/models", [I](const httplib::Request&, httplib::Response& res) {
+    const ModelInfo& mi = I->main.model->info();
+    const std::string id = I->cfg.model_name.empty() ? mi.name : I->cfg.model_name;
+    nlohmann::json m = {{"id", id}, {"object", "model"}, {"created", static_cast<int64_t>(std::time(nullptr))},
+                        {"owned_by", "rtx"},
+                        {"meta", {{"arch", mi.arch}, {"vocab", mi.vocab}, {"context", mi.context},
+                                  {"n_layer", mi.n_layer}, {"path", mi.path}}}};
+    res.set_content(dump_json({{"object", "list"}, {"data", nlohmann::json::array({m})}}), "application/json");
+    I->count("main", 200);
+  });
+  http.Get("/health", [I](const httplib::Request&, httplib::Response& res) {
+    if (I->stopping.load()) {
+      res.status = 503;
+      res.set_content(R"({"status":"shutting_down"})", "application/json");
+    } else {
+      res.set_content(R"({"status":"ok"})", "application/json");
+    }
+  });
+  http.Get("/metrics", [I](const httplib::Request&, httplib::Response& res) {
+    res.set_content(I->metrics(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+}
+
+Server::~Server() {
+  stop();
+}
+
+int Server::bind() {
+  if (port_ > 0) return port_;
+  const auto& c = impl_->cfg;
+  if (c.port == 0) {
+    port_ = impl_->http.bind_to_any_port(c.host);
+    if (port_ <= 0) throw Error(ErrorCategory::Environment, "cannot bind " + c.host + " to any port", c.host);
+  } else {
+    if (!impl_->http.bind_to_port(c.host, c.port))
+      throw Error(ErrorCategory::Environment,
+                  "cannot bind " + c.host + ":" + std::to_string(c.port) + " (in use, or not permitted)", "--port",
+                  "pick another --port, or stop the process holding it");
+    port_ = c.port;
+  }
+  return port_;
+}
+
+void Server::run() {
+  bind();
+  impl_->http.listen_after_bind();
+}
+
+void Server::stop() {
+  Impl* I = impl_.get();
+  std::call_once(I->stop_once, [I] {
+    I->stopping.store(true);
+    // In-flight requests finish (or are cancelled at the deadline) before the listener closes,
+    // so their HTTP threads end their responses properly.
+    I->main.scheduler->shutdown(I->cfg.shutdown_deadline_s);
+    if (I->canary.scheduler) I->canary.scheduler->shutdown(I->cfg.shutdown_deadline_s);
+    I->http.stop();
+  });
+}
+
+std::string Server::metrics() const { return impl_->metrics(); }
+
+}  // namespace rtx::serve

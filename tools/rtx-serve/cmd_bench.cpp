@@ -1,0 +1,98 @@
+// `rtx-serve bench`: the load generator (rtx/serve/loadgen.hpp) against any OpenAI-compatible
+// server (rtx-serve, llama.cpp's llama-server, vLLM): TTFT, TPOT, ITL percentiles, tokens/s.
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "commands.hpp"
+#include "rtx/core/error.hpp"
+#include "rtx/io/artifact.hpp"
+#include "rtx/serve/loadgen.hpp"
+
+namespace rtx_serve {
+
+namespace {
+struct BenchArgs {
+  rtx::serve::LoadConfig cfg;
+  std::vector<std::string> prompts;
+  std::string prompts_file, out_path;
+  bool no_ignore_eos = false, with_requests = false;
+  int warmup = 0;
+};
+}  // namespace
+
+Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
+  auto a = std::make_shared<BenchArgs>();
+  auto& cfg = a->cfg;
+  s.add_option("--host", cfg.host, "Server host")->capture_default_str();
+  s.add_option("--port", cfg.port, "Server port")->capture_default_str();
+  s.add_option("--api-key", cfg.api_key, "Bearer token (default: $RTX_API_KEY)");
+  s.add_option("--model", cfg.model, "\"model\" field of each request (omitted when empty)");
+  s.add_option("--endpoint", cfg.endpoint, "/v1/completions or /v1/chat/completions")->capture_default_str();
+  s.add_option("-c,--concurrency", cfg.concurrency, "Client threads = requests in flight")->capture_default_str();
+  s.add_option("-n,--num-requests", cfg.num_requests, "Requests to send (0: until --duration)")->capture_default_str();
+  s.add_option("--duration", cfg.duration_s, "Stop starting requests after this many s (0: no limit)")
+      ->capture_default_str();
+  s.add_option("--prompt", a->prompts, "A prompt (repeatable; request i sends prompt i mod count)");
+  s.add_option("--prompts-file", a->prompts_file, "File with one prompt per line (added to --prompt)");
+  s.add_option("--max-tokens", cfg.max_tokens, "max_tokens of each request")->capture_default_str();
+  s.add_flag("--no-ignore-eos", a->no_ignore_eos, "Do not send \"ignore_eos\": true");
+  s.add_option("--temperature", cfg.temperature, "Sampling temperature")->capture_default_str();
+  s.add_option("--request-rate", cfg.request_rate, "Mean requests/s, Poisson arrivals (0: unthrottled)")
+      ->capture_default_str();
+  s.add_option("--timeout", cfg.timeout_s, "Per-request limit, s")->capture_default_str();
+  s.add_option("--warmup", a->warmup, "Send this many requests first (concurrency 1), not measured")
+      ->capture_default_str();
+  s.add_option("-o,--out", a->out_path, "Also write the rtx.serve_bench.v1 artifact to this file ('-' stdout)");
+  s.add_flag("--requests", a->with_requests, "Include every request's measurements in the JSON");
+  return [a, &common, &s]() -> int {
+    auto& cfg = a->cfg;
+    if (cfg.api_key.empty())
+      if (const char* k = std::getenv("RTX_API_KEY")) cfg.api_key = k;
+    cfg.ignore_eos = !a->no_ignore_eos;
+    const CLI::App* parent = s.get_parent();
+    const CLI::Option* seed = parent ? parent->get_option_no_throw("--seed") : nullptr;
+    if (seed && seed->count() > 0) cfg.seed = common.seed;
+    if (!a->prompts_file.empty()) {
+      std::ifstream in(a->prompts_file);
+      if (!in) rtx::throw_input("cannot open prompts file", a->prompts_file, "check the path given to --prompts-file");
+      std::string line;
+      while (std::getline(in, line))
+        if (!line.empty()) a->prompts.push_back(line);
+    }
+    cfg.prompts = a->prompts;
+    if (cfg.prompts.empty()) cfg.prompts = {"Once upon a time"};
+    rtx::serve::validate(cfg);
+    if (a->warmup < 0) rtx::throw_usage("--warmup must be >= 0", "--warmup");
+    if (a->warmup > 0) {
+      rtx::serve::LoadConfig w = cfg;
+      w.concurrency = 1;
+      w.num_requests = a->warmup;
+      w.duration_s = 0;
+      w.request_rate = 0;
+      const rtx::serve::LoadReport wr = rtx::serve::run_load(w);
+      if (wr.summary.completed == 0 && !wr.requests.empty())
+        rtx::throw_env("warm-up failed: " + wr.requests.front().error, cfg.host + ":" + std::to_string(cfg.port),
+                       "is the server up and serving " + cfg.endpoint + "?");
+    }
+    const rtx::serve::LoadReport report = rtx::serve::run_load(cfg);
+    const nlohmann::json doc = rtx::serve::to_json(report, a->with_requests);
+    if (!a->out_path.empty() && !(common.json && a->out_path == "-")) rtx::io::write_artifact(a->out_path, doc);
+    if (common.json) {
+      std::cout << doc.dump(2) << "\n";
+      if (!common.quiet) std::cerr << rtx::serve::format_table(report);
+    } else if (!common.quiet) {
+      std::cout << rtx::serve::format_table(report);
+    }
+    if (report.summary.failed > 0 && !common.quiet)
+      for (const auto& r : report.requests)
+        if (r.status != rtx::serve::RequestStatus::Ok) {
+          std::cerr << "rtx-serve bench: first failure (request " << r.index << "): " << r.error << "\n";
+          break;
+        }
+    return report.summary.completed > 0 ? 0 : 1;
+  };
+}
+
+}  // namespace rtx_serve

@@ -1,0 +1,210 @@
+// `rtx-serve run`: load a model, start the scheduler(s) and the HTTP server, stop on SIGTERM.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "rtx/core/error.hpp"
+#include "rtx/kernels/cpu_features.hpp"
+#include "rtx/serve/model.hpp"
+#include "rtx/serve/scheduler.hpp"
+#include "rtx/serve/server.hpp"
+#include "rtx/store/store.hpp"
+#include "rtx/tune/lookup.hpp"
+
+namespace rtx_serve {
+
+namespace {
+
+volatile std::sig_atomic_t g_signal = 0;
+extern "C" void on_signal(int sig) { g_signal = sig; }
+
+struct RunArgs {
+  std::string model, host = "127.0.0.1", api_key, chat_template, canary_profile, served_name, profile_db;
+  int port = 8080, threads = 0;
+  double canary_fraction = 0, shutdown_deadline_s = 10;
+  size_t max_body = 1 << 20;
+  bool no_profile = false;
+  rtx::serve::SchedulerConfig sched;
+};
+
+/// An engine configuration file (--canary-profile): {"scheduler": {...SchedulerConfig keys...},
+/// "threads": N, "matmul": {"KC": .., "NR": ..}} — every key optional.
+struct EngineProfile {
+  rtx::serve::SchedulerConfig sched;
+  rtx::serve::LoadOptions load;
+};
+
+EngineProfile read_engine_profile(const std::string& path, const RunArgs& base) {
+  std::ifstream in(path);
+  if (!in) rtx::throw_input("cannot open --canary-profile " + path, path);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) rtx::throw_input(path + ": not a JSON object", path);
+  EngineProfile p;
+  p.sched = base.sched;
+  p.load.threads = base.threads;
+  for (const auto& [k, v] : j.items()) {
+    if (k == "scheduler") {
+      nlohmann::json merged = base.sched.to_json();
+      if (!v.is_object()) rtx::throw_input(path + ": \"scheduler\" must be an object", "scheduler");
+      for (const auto& [sk, sv] : v.items()) merged[sk] = sv;
+      p.sched = rtx::serve::SchedulerConfig::from_json(merged, path + ": scheduler");
+    } else if (k == "threads") {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 4096)
+        rtx::throw_input(path + ": \"threads\" must be an integer in [0, 4096]", "threads");
+      p.load.threads = v.get<int>();
+    } else if (k == "matmul") {
+      if (!v.is_object()) rtx::throw_input(path + ": \"matmul\" must be an object", "matmul");
+      for (const auto& [mk, mv] : v.items()) {
+        if (!mv.is_number_integer() || mv.get<int64_t>() < 0 || mv.get<int64_t>() > (1 << 14))
+          rtx::throw_input(path + ": matmul." + mk + " must be an integer in [0, 16384]", mk);
+        const int x = mv.get<int>();
+        if (mk == "MC") p.load.matmul.MC = x;
+        else if (mk == "NC") p.load.matmul.NC = x;
+        else if (mk == "KC") p.load.matmul.KC = x;
+        else if (mk == "MR") p.load.matmul.MR = x;
+        else if (mk == "NR") p.load.matmul.NR = x;
+        else rtx::throw_input(path + ": unknown matmul parameter \"" + mk + "\" (MC, NC, KC, MR, NR)", mk);
+      }
+    } else if (k != "schema") {
+      rtx::throw_input(path + ": unknown key \"" + k + "\" (scheduler, threads, matmul)", k);
+    }
+  }
+  return p;
+}
+
+/// The promoted tuning profile's matmul parameters for this machine's SKU (nearest shape to a
+/// decode-sized matmul of the model), or the defaults; says which on stderr.
+rtx::kernels::MatmulParams profile_matmul(const std::string& db, int M, int N, int K, bool quiet) {
+  rtx::kernels::MatmulParams mp;
+  if (!std::filesystem::exists(db)) {
+    if (!quiet) std::fprintf(stderr, "rtx-serve: tuning profile: no store at %s (defaults)\n", db.c_str());
+    return mp;
+  }
+  try {
+    rtx::store::Store st(db);
+    rtx::tune::ProfileLookup lookup(st);
+    const auto ans = lookup.find("matmul", nullptr, {{"M", M}, {"N", N}, {"K", K}}, rtx::DType::F32);
+    if (ans.params) {
+      mp = rtx::kernels::matmul_params_from(*ans.params, rtx::kernels::MatmulImpl::Blocked);
+      if (!rtx::kernels::matmul_params_invalid(mp, rtx::kernels::cpu_isa_active()).empty()) mp = {};
+    }
+    if (!quiet)
+      std::fprintf(stderr, "rtx-serve: tuning profile: %s\n",
+                   ans.params ? ("matmul params from " + ans.key).c_str() : "none for this SKU (defaults)");
+  } catch (const rtx::Error& e) {
+    if (!quiet) std::fprintf(stderr, "rtx-serve: tuning profile: not read (%s); defaults\n", e.what());
+  }
+  return mp;
+}
+
+}  // namespace
+
+Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
+  auto a = std::make_shared<RunArgs>();
+  s.add_option("-m,--model", a->model, "GGUF (gpt2 or llama; f32/f16) or rtx checkpoint (.safetensors)")->required();
+  s.add_option("--host", a->host, "Address to bind (loopback by default; 0.0.0.0 exposes it)")->capture_default_str();
+  s.add_option("--port", a->port, "TCP port (0 = any free port, printed at start)")->capture_default_str();
+  s.add_option("-t,--threads", a->threads, "Threads for the forward pass (0 = OpenMP default)")->capture_default_str();
+  s.add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY' on every route but /health (or RTX_API_KEY)");
+  s.add_option("--model-name", a->served_name, "Model id in /v1/models and requests (default: general.name or file name)");
+  s.add_option("--chat-template", a->chat_template, "chatml | llama2 | plain (default) | a JSON template file");
+  s.add_option("--max-batch", a->sched.max_batch, "Most sequences decoding at once")->capture_default_str();
+  s.add_option("--token-budget", a->sched.token_budget, "Most tokens (prompt + decode) per forward step")->capture_default_str();
+  s.add_option("--prefill-chunk", a->sched.prefill_chunk, "Most prompt tokens of one sequence per step (chunked prefill)")
+      ->capture_default_str();
+  s.add_option("--batch-window-ms", a->sched.batch_window_ms, "When idle, wait this long for more requests to batch")
+      ->capture_default_str();
+  s.add_option("--kv-block-tokens", a->sched.kv_block_tokens, "Positions per KV cache block")->capture_default_str();
+  s.add_option("--kv-blocks", a->sched.kv_blocks, "KV cache blocks in the pool (0 = max-batch full contexts)")
+      ->capture_default_str();
+  s.add_option("--max-queue", a->sched.max_queue, "Waiting requests beyond which new ones get 429")->capture_default_str();
+  s.add_option("--request-timeout", a->sched.request_timeout_s, "Seconds before a request ends with a timeout")
+      ->capture_default_str();
+  s.add_option("--interactive-target-ms", a->sched.interactive_target_ms, "TTFT target of the interactive lane")
+      ->capture_default_str();
+  s.add_option("--batch-target-ms", a->sched.batch_target_ms, "TTFT target of the batch lane")->capture_default_str();
+  s.add_option("--max-body-bytes", a->max_body, "Larger request bodies get 413")->capture_default_str();
+  s.add_option("--canary-profile", a->canary_profile,
+               "Engine configuration JSON for the canary ({\"scheduler\":{...},\"threads\":N,\"matmul\":{...}})");
+  s.add_option("--canary-fraction", a->canary_fraction, "Share of requests routed to the canary engine, [0, 1]")
+      ->capture_default_str();
+  s.add_option("--shutdown-deadline", a->shutdown_deadline_s, "Seconds in-flight requests get after SIGTERM")
+      ->capture_default_str();
+  s.add_flag("--no-profile", a->no_profile, "Do not load the promoted tuning profile (use kernel defaults)");
+  return [a, &common]() {
+    using namespace rtx::serve;
+    if (a->api_key.empty())
+      if (const char* k = std::getenv("RTX_API_KEY")) a->api_key = k;
+    if (a->port < 0 || a->port > 65535) rtx::throw_usage("--port must be in [0, 65535]", "--port");
+    if (a->threads < 0) rtx::throw_usage("--threads must be >= 0", "--threads");
+    a->sched.validate();
+    if (a->canary_fraction > 0 && a->canary_profile.empty())
+      rtx::throw_usage("--canary-fraction needs --canary-profile", "--canary-fraction");
+    LoadOptions lo;
+    lo.threads = a->threads;
+    auto model = load_model(a->model, lo);
+    if (!a->no_profile) {
+      const int C = model->info().n_kv_head * model->info().head_dim;
+      const std::string db = common.db.empty() ? rtx::store::default_db_path() : common.db;
+      lo.matmul = profile_matmul(db, a->sched.max_batch, 4 * C, C, common.quiet);
+      if (lo.matmul.KC || lo.matmul.NR) model = load_model(a->model, lo);
+    }
+    Scheduler sched(*model, a->sched);
+    std::unique_ptr<Model> canary_model;
+    std::unique_ptr<Scheduler> canary_sched;
+    if (!a->canary_profile.empty()) {
+      EngineProfile p = read_engine_profile(a->canary_profile, *a);
+      canary_model = load_model(a->model, p.load);
+      canary_sched = std::make_unique<Scheduler>(*canary_model, p.sched);
+    }
+    ServerConfig sc;
+    sc.host = a->host;
+    sc.port = a->port;
+    sc.api_key = a->api_key;
+    sc.max_body_bytes = a->max_body;
+    sc.model_name = a->served_name;
+    if (!a->chat_template.empty()) {
+      if (a->chat_template == "chatml" || a->chat_template == "llama2" || a->chat_template == "plain")
+        sc.chat = chat_template(a->chat_template);
+      else sc.chat = load_chat_template(a->chat_template);
+    }
+    sc.canary_fraction = a->canary_fraction;
+    sc.shutdown_deadline_s = a->shutdown_deadline_s;
+    Server server(Engine{model.get(), &sched, "main"},
+                  Engine{canary_model.get(), canary_sched.get(), "canary"}, sc);
+    const int port = server.bind();
+    const ModelInfo& mi = model->info();
+    if (!common.quiet)
+      std::fprintf(stderr,
+                   "rtx-serve: %s (%s, %d layers, vocab %d, context %d) on http://%s:%d  max_batch %d, KV %d blocks "
+                   "x %d tokens (%.1f MiB)%s\n",
+                   mi.name.c_str(), mi.arch.c_str(), mi.n_layer, mi.vocab, mi.context, a->host.c_str(), port,
+                   a->sched.max_batch, sched.stats().kv_blocks_total, a->sched.kv_block_tokens,
+                   sched.stats().kv_bytes / 1048576.0, a->api_key.empty() ? "" : ", API key required");
+    if (common.json) std::printf("%s\n", nlohmann::json({{"port", port}, {"host", a->host}, {"model", mi.name}}).dump().c_str());
+    std::fflush(stdout);
+    std::signal(SIGTERM, on_signal);
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGPIPE, SIG_IGN);
+    std::thread watcher([&server] {
+      while (!g_signal) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      server.stop();
+    });
+    server.run();
+    if (!g_signal) g_signal = SIGTERM;  // the listener failed: end the watcher
+    watcher.join();
+    if (!common.quiet) std::fprintf(stderr, "rtx-serve: stopped\n");
+    return 0;
+  };
+}
+
+}  // namespace rtx_serve

@@ -13,6 +13,8 @@
 #include "rtx/models/checkpoint.hpp"
 #include "rtx/models/export.hpp"
 #include "rtx/models/infer.hpp"
+#include "rtx/serve/generate.hpp"
+#include "rtx/serve/gpt2_serve.hpp"
 
 namespace rtx_train {
 
@@ -67,7 +69,11 @@ Body add_sample(CLI::App& s, const rtx::cli::CommonOptions& common) {
     sc.vocab_limit = tok->vocab_size();  // a model wider than its tokenizer: never emit padding ids
     sc.seed = seed_given(s) ? parsed_seed(s, common.seed) : 1337;
     rtx::models::Sampler sampler(sc);
-    rtx::models::Gpt2Decoder dec(ck.model, ck.params.data());
+    // The serving engine's model: the same forward (packed weights, paged attention) as
+    // rtx-serve, so a prompt and seed sample the same text here as from the server.
+    auto model = rtx::serve::make_gpt2_model(ck.model, ck.params, rtx::io::tokenizer_from_json(ck.tokenizer, a->ckpt),
+                                             rtx::serve::ModelInfo{});
+    rtx::serve::SequenceRunner dec(*model);
     const bool stream = !common.json;
     if (stream) put_out(a->prompt);
     auto on_token = [&](int32_t id) {

@@ -128,7 +128,7 @@ const char* stop_reason_name(StopReason r) {
 
 double GenerateResult::decode_tokens_per_s() const { return decode_s > 0 ? decode_steps / decode_s : 0.0; }
 
-GenerateResult generate(Gpt2Decoder& dec, const std::vector<int32_t>& prompt, int max_new_tokens, Sampler& sampler,
+GenerateResult generate(LogitsSource& dec, const std::vector<int32_t>& prompt, int max_new_tokens, Sampler& sampler,
                         int32_t stop_token, const TokenCallback& on_token) {
   using clock = std::chrono::steady_clock;
   const auto secs = [](clock::time_point a, clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
@@ -144,9 +144,8 @@ GenerateResult generate(Gpt2Decoder& dec, const std::vector<int32_t>& prompt, in
 
   GenerateResult r;
   r.prompt_tokens = static_cast<int>(prompt.size());
-  dec.reset();
   const auto t0 = clock::now();
-  const std::vector<float>* logits = &dec.prefill(prompt.data(), static_cast<int>(prompt.size()));
+  const float* logits = dec.reset_and_prefill(prompt.data(), static_cast<int>(prompt.size()));
   if (max_new_tokens == 0) {
     r.prefill_s = secs(t0, clock::now());
     return r;
@@ -154,7 +153,7 @@ GenerateResult generate(Gpt2Decoder& dec, const std::vector<int32_t>& prompt, in
   clock::time_point t1 = t0;
   bool first = true;
   for (;;) {
-    const int32_t tok = sampler.sample(*logits);
+    const int32_t tok = sampler.sample(logits, dec.vocab());
     if (first) {
       t1 = clock::now();
       r.prefill_s = secs(t0, t1);
@@ -177,11 +176,36 @@ GenerateResult generate(Gpt2Decoder& dec, const std::vector<int32_t>& prompt, in
       r.stop = StopReason::ContextFull;
       break;
     }
-    logits = &dec.step(tok);
+    logits = dec.step(tok);
     ++r.decode_steps;
   }
   r.decode_s = secs(t1, clock::now());
   return r;
+}
+
+namespace {
+/// Gpt2Decoder as a LogitsSource.
+class DecoderSource final : public LogitsSource {
+ public:
+  explicit DecoderSource(Gpt2Decoder& d) : d_(d) {}
+  const float* reset_and_prefill(const int32_t* ids, int n) override {
+    d_.reset();
+    return d_.prefill(ids, n).data();
+  }
+  const float* step(int32_t token) override { return d_.step(token).data(); }
+  int position() const override { return d_.position(); }
+  int capacity() const override { return d_.capacity(); }
+  int vocab() const override { return d_.config().vocab_size; }
+
+ private:
+  Gpt2Decoder& d_;
+};
+}  // namespace
+
+GenerateResult generate(Gpt2Decoder& dec, const std::vector<int32_t>& prompt, int max_new_tokens, Sampler& sampler,
+                        int32_t stop_token, const TokenCallback& on_token) {
+  DecoderSource src(dec);
+  return generate(static_cast<LogitsSource&>(src), prompt, max_new_tokens, sampler, stop_token, on_token);
 }
 
 }  // namespace rtx::models

@@ -152,6 +152,26 @@ struct GenerateResult {
 /// Called with each generated token id as soon as it is sampled; return false to stop.
 using TokenCallback = std::function<bool(int32_t token)>;
 
+/// What generate() drives: a sequence that is reset and prefilled, then fed one token at a time,
+/// each call returning the next-token logits (vocab() floats, valid until the next call).
+class LogitsSource {
+ public:
+  virtual ~LogitsSource() = default;
+  /// Forgets the sequence, then appends `n` ids at position 0.
+  virtual const float* reset_and_prefill(const int32_t* ids, int n) = 0;
+  /// Appends one token at position().
+  virtual const float* step(int32_t token) = 0;
+  virtual int position() const = 0;
+  virtual int capacity() const = 0;
+  virtual int vocab() const = 0;
+};
+
+/// generate() over any LogitsSource (the Gpt2Decoder overload below, rtx-serve's models through
+/// serve::SequenceRunner): same contract and errors as that overload, with src.capacity() as
+/// the context.
+GenerateResult generate(LogitsSource& src, const std::vector<int32_t>& prompt, int max_new_tokens, Sampler& sampler,
+                        int32_t stop_token = -1, const TokenCallback& on_token = {});
+
 /// Resets `dec`, prefills `prompt` (n >= 1 ids), then samples up to max_new_tokens ids, feeding
 /// each back with step(). Stops on: max_new_tokens reached; stop_token sampled (not emitted;
 /// stop_token < 0 = none); the cache full (position() == block_size, so the next step would not

@@ -3,6 +3,7 @@
 
 #include <httplib.h>
 #include <sodium.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <cmath>
@@ -124,6 +125,7 @@ struct Server::Impl {
   std::mutex stat_mu;
   std::map<std::string, uint64_t> status_counts;  // "engine|status" -> count
   std::once_flag stop_once;
+  int listen_fd = -1;
 
   void count(const std::string& engine, int status) {
     std::lock_guard<std::mutex> g(stat_mu);
@@ -414,6 +416,13 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
                                            : main.scheduler->config().max_queue + main.scheduler->config().max_batch + 8;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   http.set_payload_max_length(cfg.max_body_bytes);
+  // cpp-httplib 0.11 listens with a backlog of 5: a burst of clients (64 connecting at once)
+  // overflows it and the kernel resets connections. Remember the listening socket so bind()
+  // can raise the backlog with a second listen() (Linux updates it in place).
+  http.set_socket_options([I](socket_t sock) {
+    httplib::default_socket_options(sock);
+    I->listen_fd = sock;
+  });
   http.set_read_timeout(30, 0);
   http.set_write_timeout(30, 0);
   http.set_pre_routing_handler([I](const httplib::Request& req, httplib::Response& res) {
@@ -492,6 +501,7 @@ int Server::bind() {
                   "pick another --port, or stop the process holding it");
     port_ = c.port;
   }
+  if (impl_->listen_fd >= 0) ::listen(impl_->listen_fd, SOMAXCONN);
   return port_;
 }
 

@@ -1,0 +1,636 @@
+// rtx-serve's OpenAI protocol layer: request validation, chat templates, response bodies, SSE.
+#include "rtx/serve/openai.hpp"
+
+#include <cctype>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "rtx/serve/text.hpp"
+
+namespace rtx::serve {
+
+using nlohmann::json;
+
+// ---- errors -------------------------------------------------------------------------------------
+
+ApiException::ApiException(ApiError e)
+    : Error(ErrorCategory::Input, e.message, e.param), error_(std::move(e)) {}
+
+json error_body(const ApiError& e) {
+  json err = json::object();
+  err["message"] = e.message;
+  err["type"] = e.type;
+  err["param"] = e.param.empty() ? json(nullptr) : json(e.param);
+  err["code"] = e.code.empty() ? json(nullptr) : json(e.code);
+  return json{{"error", err}};
+}
+
+ApiError invalid_request(std::string message, std::string param, std::string code) {
+  ApiError e;
+  e.status = 400;
+  e.type = "invalid_request_error";
+  e.message = std::move(message);
+  e.param = std::move(param);
+  e.code = std::move(code);
+  return e;
+}
+
+std::optional<ApiError> check_model(const std::string& name, const std::vector<std::string>& served) {
+  for (const auto& s : served)
+    if (s == name) return std::nullopt;
+  ApiError e;
+  e.status = 404;
+  e.message = "The model `" + name + "` does not exist or you do not have access to it.";
+  e.code = "model_not_found";
+  return e;
+}
+
+std::optional<ApiError> check_context(int64_t prompt_tokens, int64_t max_tokens, int64_t context,
+                                      const std::string& param) {
+  if (prompt_tokens < context && prompt_tokens + max_tokens <= context) return std::nullopt;
+  const std::string where = param == "messages" ? "messages" : "prompt";
+  return invalid_request("This model's maximum context length is " + std::to_string(context) +
+                             " tokens. However, you requested " + std::to_string(prompt_tokens + max_tokens) +
+                             " tokens (" + std::to_string(prompt_tokens) + " in the " + where + ", " +
+                             std::to_string(max_tokens) + " in the completion). Please reduce the length of the " +
+                             where + " or completion.",
+                         param, "context_length_exceeded");
+}
+
+ApiError unauthorized() {
+  ApiError e;
+  e.status = 401;
+  e.message = "Incorrect API key provided. Pass it as 'Authorization: Bearer <key>'.";
+  e.code = "invalid_api_key";
+  return e;
+}
+
+ApiError body_too_large(size_t bytes, size_t limit) {
+  ApiError e;
+  e.status = 413;
+  e.message = "Request body too large: " + std::to_string(bytes) + " bytes (limit " + std::to_string(limit) +
+              " bytes).";
+  e.code = "request_too_large";
+  return e;
+}
+
+ApiError overloaded(std::string message) {
+  ApiError e;
+  e.status = 429;
+  e.type = "server_overloaded";
+  e.message = "The server is overloaded: " + message;
+  e.code = "queue_full";
+  return e;
+}
+
+ApiError server_error(std::string message) {
+  ApiError e;
+  e.status = 500;
+  e.type = "server_error";
+  e.message = std::move(message);
+  return e;
+}
+
+const char* priority_name(Priority p) noexcept { return p == Priority::Batch ? "batch" : "interactive"; }
+
+// ---- request validation -------------------------------------------------------------------------
+
+namespace {
+
+[[noreturn]] void fail(std::string message, std::string param, std::string code = "invalid_value") {
+  throw ApiException(invalid_request(std::move(message), std::move(param), std::move(code)));
+}
+
+const char* kind_of(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    case json::value_t::number_float: return "a decimal";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return "an integer";
+    default: return "an unsupported value";
+  }
+}
+
+[[noreturn]] void wrong_type(const std::string& param, const std::string& expected, const json& v) {
+  fail("Invalid type for '" + param + "': expected " + expected + ", but got " + kind_of(v) + " instead.", param,
+       "invalid_type");
+}
+
+// The field, or nullptr when absent or null (OpenAI treats null as "not given").
+const json* opt(const json& body, const char* name) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::string get_string(const json& v, const std::string& param) {
+  if (!v.is_string()) wrong_type(param, "a string", v);
+  return v.get<std::string>();
+}
+
+bool get_bool(const json& v, const std::string& param) {
+  if (!v.is_boolean()) wrong_type(param, "a boolean", v);
+  return v.get<bool>();
+}
+
+// An integer in [lo, hi]; decimals (even 5.0) are a type error, as in OpenAI's API.
+int64_t get_int(const json& v, const std::string& param, int64_t lo, int64_t hi) {
+  if (!v.is_number_integer()) wrong_type(param, "an integer", v);
+  const auto range = [&] {
+    std::string r = "[" + std::to_string(lo) + ", ";
+    r += hi == std::numeric_limits<int64_t>::max() ? std::string("inf)") : std::to_string(hi) + "]";
+    return r;
+  };
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    fail("Invalid value for '" + param + "': expected an integer in " + range() + ", but got " + v.dump() + ".",
+         param);
+  const int64_t x = v.get<int64_t>();
+  if (x < lo || x > hi)
+    fail("Invalid value for '" + param + "': expected an integer in " + range() + ", but got " + v.dump() + ".",
+         param);
+  return x;
+}
+
+// A number in [lo, hi], or (lo, hi] when lo_open.
+double get_number(const json& v, const std::string& param, double lo, double hi, bool lo_open = false) {
+  if (!v.is_number()) wrong_type(param, "a number", v);
+  const double x = v.get<double>();
+  std::ostringstream lo_s, hi_s;
+  lo_s << lo;
+  hi_s << hi;
+  if ((lo_open ? !(x > lo) : !(x >= lo)) || !(x <= hi))
+    fail("Invalid value for '" + param + "': expected a number in " + (lo_open ? "(" : "[") + lo_s.str() + ", " +
+             hi_s.str() + "], but got " + v.dump() + ".",
+         param);
+  return x;
+}
+
+json parse_body(std::string_view body) {
+  json j;
+  try {
+    j = json::parse(body.begin(), body.end());
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    const auto colon = what.find(": ");
+    if (colon != std::string::npos && what.rfind("[json.exception", 0) == 0) what = what.substr(colon + 2);
+    throw ApiException(invalid_request("We could not parse the JSON body of your request: malformed JSON at byte offset " +
+                                           std::to_string(e.byte > 0 ? e.byte - 1 : 0) + " (" + what +
+                                           "). The body must be one JSON object.",
+                                       "", "invalid_json"));
+  }
+  if (!j.is_object())
+    fail(std::string("The request body must be a JSON object, but got ") + kind_of(j) + ".", "", "invalid_type");
+  return j;
+}
+
+// The fields both endpoints share.
+void parse_common(const json& b, Request& r) {
+  const json* model = opt(b, "model");
+  if (!model) fail("you must provide a model parameter", "model", "missing_required_parameter");
+  r.model = get_string(*model, "model");
+  if (r.model.empty()) fail("Invalid value for 'model': must not be empty.", "model");
+
+  if (const json* v = opt(b, "max_tokens"))
+    r.max_tokens = get_int(*v, "max_tokens", 1, std::numeric_limits<int32_t>::max());
+  if (const json* v = opt(b, "temperature")) r.temperature = get_number(*v, "temperature", 0.0, 2.0);
+  if (const json* v = opt(b, "top_p")) r.top_p = get_number(*v, "top_p", 0.0, 1.0, true);
+  if (const json* v = opt(b, "top_k"))
+    r.top_k = static_cast<int>(get_int(*v, "top_k", 0, std::numeric_limits<int32_t>::max()));
+  if (const json* v = opt(b, "seed"))
+    r.seed = get_int(*v, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+
+  if (const json* v = opt(b, "stop")) {
+    if (v->is_string()) {
+      r.stop.push_back(v->get<std::string>());
+      if (r.stop.back().empty()) fail("Invalid value for 'stop': stop strings must not be empty.", "stop");
+    } else if (v->is_array()) {
+      if (v->size() > kMaxStops)
+        fail("Invalid value for 'stop': at most " + std::to_string(kMaxStops) + " stop strings, but got " +
+                 std::to_string(v->size()) + ".",
+             "stop");
+      for (size_t i = 0; i < v->size(); ++i) {
+        const std::string p = "stop[" + std::to_string(i) + "]";
+        r.stop.push_back(get_string((*v)[i], p));
+        if (r.stop.back().empty()) fail("Invalid value for '" + p + "': stop strings must not be empty.", p);
+      }
+    } else {
+      wrong_type("stop", "a string or an array of strings", *v);
+    }
+  }
+
+  if (const json* v = opt(b, "n")) {
+    r.n = static_cast<int>(get_int(*v, "n", 1, 128));
+    if (r.n != 1) fail("Invalid value for 'n': this server returns one choice, so n must be 1.", "n");
+  }
+  if (const json* v = opt(b, "stream")) r.stream = get_bool(*v, "stream");
+  if (const json* v = opt(b, "stream_options")) {
+    if (!v->is_object()) wrong_type("stream_options", "an object", *v);
+    if (!r.stream)
+      fail("The 'stream_options' parameter is only allowed when 'stream' is enabled.", "stream_options");
+    if (const json* u = opt(*v, "include_usage")) r.include_usage = get_bool(*u, "stream_options.include_usage");
+  }
+  if (const json* v = opt(b, "priority")) {
+    const std::string p = get_string(*v, "priority");
+    if (p == "interactive")
+      r.priority = Priority::Interactive;
+    else if (p == "batch")
+      r.priority = Priority::Batch;
+    else
+      fail("Invalid value for 'priority': expected 'interactive' or 'batch', but got '" + p + "'.", "priority");
+  }
+  if (const json* v = opt(b, "user")) r.user = get_string(*v, "user");
+}
+
+int32_t token_id(const json& v, const std::string& param) {
+  return static_cast<int32_t>(get_int(v, param, 0, std::numeric_limits<int32_t>::max()));
+}
+
+void parse_prompt(const json& b, Request& r) {
+  const json* p = opt(b, "prompt");
+  if (!p) fail("you must provide a prompt parameter", "prompt", "missing_required_parameter");
+  if (p->is_string()) {
+    r.prompt = p->get<std::string>();
+    return;
+  }
+  if (!p->is_array()) wrong_type("prompt", "a string, an array of strings or an array of token ids", *p);
+  if (p->empty()) fail("Invalid value for 'prompt': the array must not be empty.", "prompt");
+  const json& first = (*p)[0];
+  if (first.is_string() || first.is_array()) {
+    if (p->size() > 1)
+      fail("Invalid value for 'prompt': got " + std::to_string(p->size()) +
+               " prompts; this server takes one prompt per request.",
+           "prompt");
+    if (first.is_string()) {
+      r.prompt = first.get<std::string>();
+      return;
+    }
+    if (first.empty()) fail("Invalid value for 'prompt[0]': the token array must not be empty.", "prompt[0]");
+    for (size_t i = 0; i < first.size(); ++i)
+      r.prompt_tokens.push_back(token_id(first[i], "prompt[0][" + std::to_string(i) + "]"));
+    r.prompt_is_tokens = true;
+    return;
+  }
+  for (size_t i = 0; i < p->size(); ++i) r.prompt_tokens.push_back(token_id((*p)[i], "prompt[" + std::to_string(i) + "]"));
+  r.prompt_is_tokens = true;
+}
+
+std::string parse_content(const json& c, const std::string& param, bool allow_null) {
+  if (c.is_null()) {
+    if (allow_null) return {};
+    wrong_type(param, "a string or an array of content parts", c);
+  }
+  if (c.is_string()) return c.get<std::string>();
+  if (!c.is_array()) wrong_type(param, "a string or an array of content parts", c);
+  std::string out;
+  for (size_t j = 0; j < c.size(); ++j) {
+    const std::string pp = param + "[" + std::to_string(j) + "]";
+    const json& part = c[j];
+    if (!part.is_object()) wrong_type(pp, "an object", part);
+    const json* type = opt(part, "type");
+    if (!type) fail("Missing required parameter: '" + pp + ".type'.", pp + ".type", "missing_required_parameter");
+    const std::string t = get_string(*type, pp + ".type");
+    if (t != "text")
+      fail("Invalid value for '" + pp + ".type': only 'text' content parts are supported, but got '" + t + "'.",
+           pp + ".type");
+    const json* text = opt(part, "text");
+    if (!text) fail("Missing required parameter: '" + pp + ".text'.", pp + ".text", "missing_required_parameter");
+    if (j > 0) out += "\n";
+    out += get_string(*text, pp + ".text");
+  }
+  return out;
+}
+
+}  // namespace
+
+Request parse_completion_request(std::string_view body) {
+  const json b = parse_body(body);
+  Request r;
+  r.endpoint = Endpoint::Completions;
+  parse_common(b, r);
+  parse_prompt(b, r);
+  if (const json* v = opt(b, "logprobs")) {
+    r.top_logprobs = static_cast<int>(get_int(*v, "logprobs", 0, 20));
+    r.logprobs = true;
+  }
+  if (const json* v = opt(b, "echo"))
+    if (get_bool(*v, "echo")) fail("Invalid value for 'echo': echo is not supported by this server.", "echo");
+  if (const json* v = opt(b, "best_of"))
+    if (get_int(*v, "best_of", 1, 20) != 1)
+      fail("Invalid value for 'best_of': this server returns one choice, so best_of must be 1.", "best_of");
+  if (const json* v = opt(b, "suffix"))
+    if (!get_string(*v, "suffix").empty())
+      fail("Invalid value for 'suffix': suffix is not supported by this server.", "suffix");
+  return r;
+}
+
+Request parse_chat_request(std::string_view body) {
+  const json b = parse_body(body);
+  Request r;
+  r.endpoint = Endpoint::ChatCompletions;
+  parse_common(b, r);
+  if (const json* v = opt(b, "max_completion_tokens"))
+    r.max_tokens = get_int(*v, "max_completion_tokens", 1, std::numeric_limits<int32_t>::max());
+
+  const json* msgs = opt(b, "messages");
+  if (!msgs) fail("you must provide a messages parameter", "messages", "missing_required_parameter");
+  if (!msgs->is_array()) wrong_type("messages", "an array", *msgs);
+  if (msgs->empty()) fail("Invalid value for 'messages': expected a non-empty array.", "messages");
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const std::string p = "messages[" + std::to_string(i) + "]";
+    const json& m = (*msgs)[i];
+    if (!m.is_object()) wrong_type(p, "an object", m);
+    const json* role = opt(m, "role");
+    if (!role) fail("Missing required parameter: '" + p + ".role'.", p + ".role", "missing_required_parameter");
+    ChatMessage msg;
+    msg.role = get_string(*role, p + ".role");
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant")
+      fail("Invalid value for '" + p + ".role': expected 'system', 'user' or 'assistant', but got '" + msg.role +
+               "'.",
+           p + ".role");
+    auto content = m.find("content");
+    if (content == m.end())
+      fail("Missing required parameter: '" + p + ".content'.", p + ".content", "missing_required_parameter");
+    msg.content = parse_content(*content, p + ".content", msg.role == "assistant");
+    r.messages.push_back(std::move(msg));
+  }
+
+  if (const json* v = opt(b, "logprobs")) r.logprobs = get_bool(*v, "logprobs");
+  if (const json* v = opt(b, "top_logprobs")) {
+    r.top_logprobs = static_cast<int>(get_int(*v, "top_logprobs", 0, 20));
+    if (r.top_logprobs > 0 && !r.logprobs)
+      fail("Invalid value for 'top_logprobs': 'logprobs' must be true when 'top_logprobs' is used.",
+           "top_logprobs");
+  }
+  return r;
+}
+
+// ---- chat templates -----------------------------------------------------------------------------
+
+ChatTemplate chat_template(const std::string& name) {
+  ChatTemplate t;
+  t.name = name;
+  if (name == "chatml") {
+    t.system = {"<|im_start|>system\n", "<|im_end|>\n"};
+    t.user = {"<|im_start|>user\n", "<|im_end|>\n"};
+    t.assistant = {"<|im_start|>assistant\n", "<|im_end|>\n"};
+    t.generation_prompt = "<|im_start|>assistant\n";
+  } else if (name == "llama2") {
+    t.llama2 = true;
+  } else if (name == "plain") {
+    t.system = {"System: ", "\n"};
+    t.user = {"User: ", "\n"};
+    t.assistant = {"Assistant: ", "\n"};
+    t.generation_prompt = "Assistant:";
+  } else {
+    throw_usage("unknown chat template '" + name + "'", "--chat-template",
+                "use chatml, llama2 or plain, or a JSON file path");
+  }
+  return t;
+}
+
+ChatTemplate chat_template_from_json(const json& j, const std::string& where) {
+  if (!j.is_object()) throw_input("a chat template must be a JSON object", where);
+  ChatTemplate t;
+  t.name = where;
+  const auto str = [&](const json& obj, const char* key, const std::string& field) -> std::string {
+    auto it = obj.find(key);
+    if (it == obj.end() || it->is_null()) return {};
+    if (!it->is_string()) throw_input(std::string("field '") + field + "' must be a string", where);
+    return it->get<std::string>();
+  };
+  t.bos = str(j, "bos", "bos");
+  t.generation_prompt = str(j, "generation_prompt", "generation_prompt");
+  for (auto [key, affix] : {std::pair<const char*, ChatTemplate::Affix*>{"system", &t.system},
+                            {"user", &t.user},
+                            {"assistant", &t.assistant}}) {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_object())
+      throw_input(std::string("field '") + key + "' must be an object {\"prefix\": ..., \"suffix\": ...}", where,
+                  "give prefix and suffix strings for system, user and assistant");
+    affix->prefix = str(*it, "prefix", std::string(key) + ".prefix");
+    affix->suffix = str(*it, "suffix", std::string(key) + ".suffix");
+  }
+  return t;
+}
+
+ChatTemplate load_chat_template(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw_input("cannot open chat template file", path, "check the path given to --chat-template");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string text = ss.str();
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw_input("malformed JSON at byte offset " + std::to_string(e.byte > 0 ? e.byte - 1 : 0), path);
+  }
+  return chat_template_from_json(j, path);
+}
+
+namespace {
+
+std::string strip(const std::string& s) {
+  size_t a = 0, b = s.size();
+  while (a < b && std::isspace(static_cast<unsigned char>(s[a]))) ++a;
+  while (b > a && std::isspace(static_cast<unsigned char>(s[b - 1]))) --b;
+  return s.substr(a, b - a);
+}
+
+// Hugging Face's llama-2-chat template, without the leading BOS (the server prepends the id).
+std::string render_llama2(const ChatTemplate& t, const std::vector<ChatMessage>& msgs) {
+  size_t first = 0;
+  std::string system;
+  bool has_system = false;
+  if (!msgs.empty() && msgs[0].role == "system") {
+    system = msgs[0].content;
+    has_system = true;
+    first = 1;
+  }
+  if (first >= msgs.size())
+    throw ApiException(invalid_request("The llama2 chat template needs a user message.", "messages"));
+  std::string out = t.bos;
+  for (size_t i = first; i < msgs.size(); ++i) {
+    const bool want_user = (i - first) % 2 == 0;
+    const std::string& role = msgs[i].role;
+    if ((role == "user") != want_user || role == "system") {
+      const std::string p = "messages[" + std::to_string(i) + "].role";
+      throw ApiException(invalid_request("Conversation roles must alternate user/assistant/user/assistant/... "
+                                         "(a system message may only come first) for the llama2 chat template.",
+                                         p));
+    }
+    std::string content = msgs[i].content;
+    if (i == first && has_system) content = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content;
+    if (role == "user")
+      out += (i == first ? std::string() : std::string("<s>")) + "[INST] " + strip(content) + " [/INST]";
+    else
+      out += " " + strip(content) + " </s>";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& messages) {
+  if (t.llama2) return render_llama2(t, messages);
+  std::string out = t.bos;
+  for (const auto& m : messages) {
+    const ChatTemplate::Affix& a = m.role == "system" ? t.system : m.role == "user" ? t.user : t.assistant;
+    if (m.role != "system" && m.role != "user" && m.role != "assistant")
+      throw ApiException(invalid_request("unknown role '" + m.role + "'", "messages"));
+    out += a.prefix;
+    out += m.content;
+    out += a.suffix;
+  }
+  out += t.generation_prompt;
+  return out;
+}
+
+// ---- responses ----------------------------------------------------------------------------------
+
+std::string token_display(std::string_view bytes) {
+  if (utf8_valid(bytes)) return std::string(bytes);
+  static const char* hex = "0123456789abcdef";
+  std::string out = "bytes:";
+  for (char c : bytes) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    out += "\\x";
+    out += hex[u >> 4];
+    out += hex[u & 15];
+  }
+  return out;
+}
+
+namespace {
+
+json bytes_array(std::string_view s) {
+  json a = json::array();
+  for (char c : s) a.push_back(static_cast<int>(static_cast<unsigned char>(c)));
+  return a;
+}
+
+json usage_json(const Usage& u) {
+  return json{{"prompt_tokens", u.prompt_tokens},
+              {"completion_tokens", u.completion_tokens},
+              {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+json base(const ResponseMeta& m, const char* object) {
+  json j = json::object();
+  j["id"] = m.id;
+  j["object"] = object;
+  j["created"] = m.created;
+  j["model"] = m.model;
+  return j;
+}
+
+json finish_json(const std::string& reason) { return reason.empty() ? json(nullptr) : json(reason); }
+
+}  // namespace
+
+json completion_logprobs(const std::vector<TokenLogprob>& lp, int64_t base_offset) {
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
+  for (const auto& t : lp) {
+    tokens.push_back(token_display(t.token));
+    token_logprobs.push_back(t.logprob);
+    json alt = json::object();
+    for (const auto& a : t.top) alt[token_display(a.token)] = a.logprob;
+    top.push_back(alt);
+    offsets.push_back(base_offset + t.text_offset);
+  }
+  return json{{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+}
+
+json chat_logprobs(const std::vector<TokenLogprob>& lp) {
+  json content = json::array();
+  for (const auto& t : lp) {
+    json alts = json::array();
+    for (const auto& a : t.top)
+      alts.push_back(json{{"token", token_display(a.token)}, {"logprob", a.logprob}, {"bytes", bytes_array(a.token)}});
+    content.push_back(json{{"token", token_display(t.token)},
+                           {"logprob", t.logprob},
+                           {"bytes", bytes_array(t.token)},
+                           {"top_logprobs", alts}});
+  }
+  return json{{"content", content}};
+}
+
+json completion_response(const ResponseMeta& m, const std::string& text, const std::string& finish_reason,
+                         const Usage& u, const std::vector<TokenLogprob>* lp) {
+  json j = base(m, "text_completion");
+  j["choices"] = json::array({json{{"text", text},
+                                   {"index", 0},
+                                   {"logprobs", lp ? completion_logprobs(*lp) : json(nullptr)},
+                                   {"finish_reason", finish_json(finish_reason)}}});
+  j["usage"] = usage_json(u);
+  return j;
+}
+
+json chat_response(const ResponseMeta& m, const std::string& content, const std::string& finish_reason,
+                   const Usage& u, const std::vector<TokenLogprob>* lp) {
+  json j = base(m, "chat.completion");
+  j["choices"] = json::array({json{{"index", 0},
+                                   {"message", json{{"role", "assistant"}, {"content", content}}},
+                                   {"logprobs", lp ? chat_logprobs(*lp) : json(nullptr)},
+                                   {"finish_reason", finish_json(finish_reason)}}});
+  j["usage"] = usage_json(u);
+  return j;
+}
+
+json completion_chunk(const ResponseMeta& m, const std::string& text, const std::string& finish_reason,
+                      const std::vector<TokenLogprob>* lp, int64_t base_offset) {
+  json j = base(m, "text_completion");
+  j["choices"] = json::array({json{{"text", text},
+                                   {"index", 0},
+                                   {"logprobs", lp ? completion_logprobs(*lp, base_offset) : json(nullptr)},
+                                   {"finish_reason", finish_json(finish_reason)}}});
+  if (m.include_usage) j["usage"] = nullptr;
+  return j;
+}
+
+namespace {
+json chat_chunk(const ResponseMeta& m, json delta, json logprobs, const std::string& finish_reason) {
+  json j = base(m, "chat.completion.chunk");
+  j["choices"] = json::array({json{{"index", 0},
+                                   {"delta", std::move(delta)},
+                                   {"logprobs", std::move(logprobs)},
+                                   {"finish_reason", finish_json(finish_reason)}}});
+  if (m.include_usage) j["usage"] = nullptr;
+  return j;
+}
+}  // namespace
+
+json chat_chunk_role(const ResponseMeta& m) {
+  return chat_chunk(m, json{{"role", "assistant"}, {"content", ""}}, nullptr, {});
+}
+
+json chat_chunk_content(const ResponseMeta& m, const std::string& content, const std::vector<TokenLogprob>* lp) {
+  return chat_chunk(m, json{{"content", content}}, lp ? chat_logprobs(*lp) : json(nullptr), {});
+}
+
+json chat_chunk_finish(const ResponseMeta& m, const std::string& finish_reason) {
+  return chat_chunk(m, json::object(), nullptr, finish_reason);
+}
+
+json usage_chunk(const ResponseMeta& m, const std::string& object, const Usage& u) {
+  if (object != "text_completion" && object != "chat.completion.chunk")
+    throw_usage("usage_chunk: object must be text_completion or chat.completion.chunk, got '" + object + "'",
+                "rtx::serve::usage_chunk");
+  json j = base(m, object.c_str());
+  j["choices"] = json::array();
+  j["usage"] = usage_json(u);
+  return j;
+}
+
+std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string sse_event(const json& j) { return "data: " + dump_json(j) + "\n\n"; }
+
+std::string sse_done() { return "data: [DONE]\n\n"; }
+
+}  // namespace rtx::serve

@@ -1,0 +1,378 @@
+// End-to-end tests of rtx-serve's HTTP server over loopback, on the real stories260k Llama
+// model: the documented greedy sample, batch invariance against 16 concurrent requests and
+// against rtx-train's generation path, seeds, stop strings, SSE framing read by a real client,
+// bad input, API keys, admission control (429), disconnects, a 64-client load test, shutdown.
+#include <httplib.h>
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <map>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "rtx/serve/generate.hpp"
+#include "rtx/serve/loadgen.hpp"
+#include "rtx/serve/model.hpp"
+#include "rtx/serve/scheduler.hpp"
+#include "rtx/serve/server.hpp"
+#include "test_util.hpp"
+
+using namespace rtx;
+using namespace rtx::serve;
+using json = nlohmann::json;
+
+namespace {
+
+const char* kSample =
+    "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw "
+    "a big, red ball. She wanted to play with it, but it was too high";
+
+std::string model_path() { return test::data_dir() + "/stories260k/tinyllamas-stories-260k-f32.gguf"; }
+
+Model& shared_model() {
+  static std::unique_ptr<Model> m = load_model(model_path());
+  return *m;
+}
+
+/// A server on a free loopback port, running in a thread for the test's lifetime.
+struct Running {
+  explicit Running(SchedulerConfig sc = {}, ServerConfig cfg = {}) : sched(shared_model(), sc) {
+    cfg.port = 0;
+    server = std::make_unique<Server>(Engine{&shared_model(), &sched, "main"}, Engine{}, cfg);
+    port = server->bind();
+    thread = std::thread([this] { server->run(); });
+  }
+  ~Running() {
+    server->stop();
+    thread.join();
+  }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(60, 0);
+    return c;
+  }
+  /// POST a JSON body; returns (status, parsed body or null).
+  std::pair<int, json> post(const std::string& path, const std::string& body, const std::string& key = {}) const {
+    auto c = client();
+    httplib::Headers h;
+    if (!key.empty()) h.emplace("Authorization", "Bearer " + key);
+    auto r = c.Post(path.c_str(), h, body, "application/json");
+    if (!r) return {0, nullptr};
+    return {r->status, json::parse(r->body, nullptr, false)};
+  }
+  /// A metric's value from /metrics (first line starting with `series`).
+  double metric(const std::string& series) const {
+    auto c = client();
+    auto r = c.Get("/metrics");
+    REQUIRE(r);
+    std::istringstream in(r->body);
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+    FAIL("metric " << series << " not found");
+    return -1;
+  }
+  SchedulerStats stats() const { return sched.stats(); }
+  Scheduler sched;
+  std::unique_ptr<Server> server;
+  int port = 0;
+  std::thread thread;
+};
+
+std::string name() { return shared_model().info().name; }
+
+json completion(const std::string& prompt, int max_tokens, double temperature = 0, json extra = json::object()) {
+  json j = {{"model", name()}, {"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", temperature}};
+  for (auto& [k, v] : extra.items()) j[k] = v;
+  return j;
+}
+
+/// Streams a request and returns the SSE events' data fields, parsed by the load generator's
+/// WHATWG parser; `stop_after` > 0 disconnects after that many events.
+std::vector<std::string> stream(const Running& s, const std::string& path, const json& body, int stop_after = 0) {
+  auto c = s.client();
+  SseParser parser;
+  std::vector<std::string> data;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path;
+  req.headers = {{"Content-Type", "application/json"}};
+  req.body = body.dump();
+  req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+    for (auto& ev : parser.feed(std::string_view(d, n))) data.push_back(ev.data);
+    return stop_after <= 0 || static_cast<int>(data.size()) < stop_after;
+  };
+  httplib::Response res;
+  httplib::Error err = httplib::Error::Success;
+  c.send(req, res, err);
+  return data;
+}
+
+/// Text of a streamed completion: concatenated choices[0].text; checks the framing on the way.
+std::string streamed_text(const std::vector<std::string>& events, std::string* finish = nullptr) {
+  REQUIRE(!events.empty());
+  REQUIRE(events.back() == "[DONE]");
+  std::string text;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    const json j = json::parse(events[i]);
+    REQUIRE(j["object"] == "text_completion");
+    const json& ch = j["choices"][0];
+    text += ch["text"].get<std::string>();
+    if (!ch["finish_reason"].is_null() && finish) *finish = ch["finish_reason"].get<std::string>();
+  }
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("serve: greedy stories260k continues with the documented sample; rtx-train's path agrees", "[cpu][serve]") {
+  Running s;
+  const auto [st, j] = s.post("/v1/completions", completion("Once upon a time", 40).dump());
+  REQUIRE(st == 200);
+  const std::string text = j["choices"][0]["text"];
+  INFO(text);
+  REQUIRE(std::string(kSample).rfind("Once upon a time" + text, 0) == 0);
+  CHECK(text.size() > 60);
+  CHECK(j["choices"][0]["finish_reason"] == "length");
+  CHECK(j["usage"]["completion_tokens"] == 40);
+  CHECK(j["usage"]["prompt_tokens"] == j["usage"]["completion_tokens"].get<int>() - 35);  // BOS + 4 tokens
+  // The generation path of rtx-train sample (SequenceRunner + models::generate): the same text.
+  SequenceRunner runner(shared_model());
+  models::SamplerConfig sc;
+  sc.temperature = 0;
+  models::Sampler greedy(sc);
+  std::vector<int32_t> prompt{shared_model().info().bos};
+  const auto ids = shared_model().tokenizer().encode("Once upon a time");
+  prompt.insert(prompt.end(), ids.begin(), ids.end());
+  const auto r = models::generate(runner, prompt, 40, greedy, -1);
+  CHECK(shared_model().tokenizer().decode(r.tokens) == text);
+}
+
+TEST_CASE("serve: output is bit-for-bit the same alone and among 16 concurrent requests", "[cpu][serve]") {
+  SchedulerConfig sc;
+  sc.max_batch = 17;
+  sc.token_budget = 64;
+  sc.prefill_chunk = 7;  // long prompts are split across steps
+  Running s(sc);
+  const json probe = completion("Once upon a time, there was a dog", 48, 0.8, {{"seed", 7}, {"logprobs", 3}});
+  const auto [st0, alone] = s.post("/v1/completions", probe.dump());
+  REQUIRE(st0 == 200);
+  std::vector<std::future<std::pair<int, json>>> others;
+  std::vector<std::string> prompts = {"The cat", "Tom and Sue went to the park to play with a big red ball", "Lily",
+                                      "One day, a little bird"};
+  for (int i = 0; i < 16; ++i) {
+    const json b = completion(prompts[i % 4] + std::string(i % 3, '!'), 10 + 7 * i, i % 2 ? 1.0 : 0, {{"seed", i}});
+    others.push_back(std::async(std::launch::async, [&s, b] { return s.post("/v1/completions", b.dump()); }));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const auto [st1, mixed] = s.post("/v1/completions", probe.dump());
+  int ok = 0;
+  for (auto& f : others) ok += f.get().first == 200;
+  REQUIRE(st1 == 200);
+  CHECK(ok == 16);
+  CHECK(alone["choices"][0]["text"] == mixed["choices"][0]["text"]);
+  // Logprobs are computed from the logits: equal bits give equal numbers.
+  CHECK(alone["choices"][0]["logprobs"] == mixed["choices"][0]["logprobs"]);
+  CHECK(s.stats().requests_finished == 18);
+}
+
+TEST_CASE("serve: a seed gives the same sampled text; another seed other text", "[cpu][serve]") {
+  Running s;
+  const auto a = s.post("/v1/completions", completion("Once upon a time", 30, 1.0, {{"seed", 42}}).dump()).second;
+  const auto b = s.post("/v1/completions", completion("Once upon a time", 30, 1.0, {{"seed", 42}}).dump()).second;
+  const auto c = s.post("/v1/completions", completion("Once upon a time", 30, 1.0, {{"seed", 43}}).dump()).second;
+  CHECK(a["choices"][0]["text"] == b["choices"][0]["text"]);
+  CHECK(a["choices"][0]["text"] != c["choices"][0]["text"]);
+}
+
+TEST_CASE("serve: stop strings cut exactly, streamed or not, across token boundaries", "[cpu][serve]") {
+  Running s;
+  // "girl" is three tokens (" g", "ir", "l") in this vocabulary; "named L" spans two words.
+  for (const std::string stop : {"girl", "named L", "e", ", there"}) {
+    const json body = completion("Once upon a time", 40, 0, {{"stop", json::array({"zzz", stop})}});
+    const auto [st, j] = s.post("/v1/completions", body.dump());
+    REQUIRE(st == 200);
+    const std::string full = std::string(kSample).substr(16);
+    const std::string want = full.substr(0, full.find(stop));
+    CHECK(j["choices"][0]["text"] == want);
+    CHECK(j["choices"][0]["finish_reason"] == "stop");
+    json sb = body;
+    sb["stream"] = true;
+    std::string finish;
+    CHECK(streamed_text(stream(s, "/v1/completions", sb), &finish) == want);
+    CHECK(finish == "stop");
+  }
+  // No match: everything held back is flushed at the end.
+  const json body = completion("Once upon a time", 12, 0, {{"stop", json::array({", therx"})}, {"stream", true}});
+  std::string finish;
+  const std::string text = streamed_text(stream(s, "/v1/completions", body), &finish);
+  CHECK(finish == "length");
+  CHECK(std::string(kSample).rfind("Once upon a time" + text, 0) == 0);
+}
+
+TEST_CASE("serve: SSE framing for completions and chat, usage chunk, [DONE]", "[cpu][serve]") {
+  Running s;
+  const json body = completion("Once upon a time", 9, 0, {{"stream", true}, {"stream_options", {{"include_usage", true}}}});
+  const auto ev = stream(s, "/v1/completions", body);
+  REQUIRE(ev.size() >= 3);
+  const json usage = json::parse(ev[ev.size() - 2]);
+  CHECK(usage["choices"].empty());
+  CHECK(usage["usage"]["completion_tokens"] == 9);
+  const json chat = {{"model", name()},
+                     {"messages", json::array({{{"role", "user"}, {"content", "Tell me a story."}}})},
+                     {"max_tokens", 5},
+                     {"temperature", 0},
+                     {"stream", true}};
+  const auto ce = stream(s, "/v1/chat/completions", chat);
+  REQUIRE(ce.size() >= 3);
+  CHECK(ce.back() == "[DONE]");
+  const json first = json::parse(ce[0]);
+  CHECK(first["object"] == "chat.completion.chunk");
+  CHECK(first["choices"][0]["delta"]["role"] == "assistant");
+  const json last = json::parse(ce[ce.size() - 2]);
+  CHECK(last["choices"][0]["finish_reason"] == "length");
+  std::string content;
+  for (size_t i = 1; i + 2 < ce.size(); ++i) content += json::parse(ce[i])["choices"][0]["delta"]["content"].get<std::string>();
+  json nonstream = chat;
+  nonstream.erase("stream");
+  const auto [st, j] = s.post("/v1/chat/completions", nonstream.dump());
+  REQUIRE(st == 200);
+  CHECK(j["choices"][0]["message"]["content"] == content);
+}
+
+TEST_CASE("serve: bad requests get OpenAI error objects with the right status", "[cpu][serve]") {
+  ServerConfig cfg;
+  cfg.max_body_bytes = 4096;
+  Running s({}, cfg);
+  const auto expect = [&](const std::string& body, int status, const std::string& param) {
+    const auto [st, j] = s.post("/v1/completions", body);
+    INFO(body);
+    CHECK(st == status);
+    REQUIRE(j.is_object());
+    REQUIRE(j.contains("error"));
+    CHECK(j["error"]["message"].is_string());
+    if (!param.empty()) CHECK(j["error"]["param"] == param);
+  };
+  expect("{\"model\": ", 400, "");
+  expect("[1,2]", 400, "");
+  expect(completion("hi", 5, 0, {{"max_tokens", "5"}}).dump(), 400, "max_tokens");
+  expect(completion("hi", 0).dump(), 400, "max_tokens");
+  expect(completion("hi", 5, 3.0).dump(), 400, "temperature");
+  expect(completion("hi", 5, 0, {{"stop", json::array({"a", "b", "c", "d", "e"})}}).dump(), 400, "stop");
+  expect(completion("hi", 5, 0, {{"model", "gpt-4"}}).dump(), 404, "");
+  expect(completion("hi", 5, 0, {{"prompt", json::array({1, 2, 100000})}}).dump(), 400, "prompt");
+  expect(completion("hi", 600).dump(), 400, "prompt");  // 600 + prompt > context 512
+  std::string long_prompt;
+  for (int i = 0; i < 700; ++i) long_prompt += "a b ";
+  expect(completion(long_prompt.substr(0, 3000), 5).dump(), 400, "prompt");
+  expect(completion(std::string(5000, 'x'), 5).dump(), 413, "");
+  // The server still serves afterwards, with nothing leaked.
+  CHECK(s.post("/v1/completions", completion("Once", 3).dump()).first == 200);
+  CHECK(s.stats().kv_blocks_used == 0);
+}
+
+TEST_CASE("serve: --api-key guards every route but /health", "[cpu][serve]") {
+  ServerConfig cfg;
+  cfg.api_key = "sekret";
+  Running s({}, cfg);
+  CHECK(s.post("/v1/completions", completion("Once", 2).dump()).first == 401);
+  CHECK(s.post("/v1/completions", completion("Once", 2).dump(), "wrong").first == 401);
+  CHECK(s.post("/v1/completions", completion("Once", 2).dump(), "sekret").first == 200);
+  auto c = s.client();
+  CHECK(c.Get("/health")->status == 200);
+  CHECK(c.Get("/metrics")->status == 401);
+  CHECK(c.Get("/v1/models")->status == 401);
+}
+
+TEST_CASE("serve: a full queue answers 429 with Retry-After; a disconnect frees the slot", "[cpu][serve]") {
+  SchedulerConfig sc;
+  sc.max_batch = 1;
+  sc.token_budget = 8;
+  sc.prefill_chunk = 8;
+  sc.max_queue = 1;
+  Running s(sc);
+  const std::string long_req = completion("Once upon a time", 300, 0, {{"ignore_eos", true}}).dump();
+  const auto wait_for = [&](auto pred) {
+    for (int i = 0; i < 500 && !pred(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    REQUIRE(pred());
+  };
+  // One running, one queued; the next is refused with 429 and Retry-After.
+  auto running = std::async(std::launch::async, [&] { return s.post("/v1/completions", long_req); });
+  wait_for([&] { return s.stats().running == 1; });
+  auto queued = std::async(std::launch::async, [&] { return s.post("/v1/completions", long_req); });
+  wait_for([&] { return s.stats().queued == 1; });
+  auto c = s.client();
+  auto refused = c.Post("/v1/completions", long_req, "application/json");
+  REQUIRE(refused);
+  CHECK(refused->status == 429);
+  CHECK(refused->get_header_value("Retry-After") == "1");
+  CHECK(json::parse(refused->body)["error"]["code"] == "queue_full");
+  CHECK(running.get().first == 200);
+  CHECK(queued.get().first == 200);
+  // A streaming client that goes away after 3 events: its blocks are freed at once.
+  const auto ev = stream(s, "/v1/completions", completion("Once upon a time", 400, 0, {{"stream", true}, {"ignore_eos", true}}), 3);
+  CHECK(ev.size() == 3);
+  for (int i = 0; i < 100 && s.stats().kv_blocks_used > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(s.stats().kv_blocks_used == 0);
+  CHECK(s.stats().finished_by[static_cast<int>(Finish::Cancelled)] == 1);
+  CHECK(s.metric("rtx_requests_finished_total{engine=\"main\",reason=\"cancelled\"}") == 1);
+}
+
+TEST_CASE("serve: 64 concurrent streaming clients; every request completes or gets 429; no leaked blocks",
+          "[cpu][serve]") {
+  SchedulerConfig sc;
+  sc.max_batch = 16;
+  sc.max_queue = 24;
+  ServerConfig cfg;
+  cfg.http_threads = 128;
+  Running s(sc, cfg);
+  LoadConfig lc;
+  lc.port = s.port;
+  lc.model = name();
+  lc.concurrency = 64;
+  lc.duration_s = 3;
+  lc.max_tokens = 24;
+  lc.prompts = {"Once upon a time", "The little dog", "Lily and Ben"};
+  lc.timeout_s = 60;
+  const LoadReport rep = run_load(lc);
+  const auto& sm = rep.summary;
+  INFO(format_table(rep));
+  CHECK(sm.completed > 0);
+  for (const auto& r : rep.requests)
+    if (r.status != RequestStatus::Ok && r.status != RequestStatus::RateLimited)
+      FAIL_CHECK("request " << r.index << " at " << r.start_s << " s: " << status_name(r.status) << " " << r.http_status << " " << r.error);
+  CHECK(sm.completed + sm.rate_limited == sm.num_requests);
+  for (const auto& r : rep.requests)
+    if (r.status == RequestStatus::Ok) CHECK(r.output_tokens == 24);
+  CHECK(s.stats().kv_blocks_used == 0);
+  CHECK(s.metric("rtx_kv_cache_blocks_used{engine=\"main\"}") == 0);
+  CHECK(s.metric("rtx_running_sequences{engine=\"main\"}") == 0);
+  CHECK(s.metric("rtx_time_to_first_token_seconds_count{engine=\"main\"}") == sm.completed);
+}
+
+TEST_CASE("serve: graceful shutdown ends in-flight streams and stops the listener", "[cpu][serve]") {
+  ServerConfig cfg;
+  cfg.shutdown_deadline_s = 0;
+  auto s = std::make_unique<Running>(SchedulerConfig{}, cfg);
+  auto fut = std::async(std::launch::async, [&] {
+    return stream(*s, "/v1/completions", completion("Once", 500, 0, {{"stream", true}, {"ignore_eos", true}}));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto t0 = std::chrono::steady_clock::now();
+  s->server->stop();
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(took < 5);
+  const auto ev = fut.get();
+  REQUIRE(!ev.empty());
+  CHECK(ev.back() == "[DONE]");
+  CHECK(ev[ev.size() - 2].find("cancelled") != std::string::npos);
+  CHECK(s->post("/v1/completions", completion("Once", 2).dump()).first == 0);  // listener closed
+  s.reset();
+}

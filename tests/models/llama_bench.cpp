@@ -1,0 +1,88 @@
+// llama_bench: greedy decode throughput (tokens/s) of the Llama serving model over a paged KV cache,
+// 1 sequence and B sequences batched (one forward per step for all). Not a test.
+// Usage: llama_bench [--model FILE] [--tokens N] [--block T] [batch...]
+// (defaults: $RTX_DATA/stories260k/tinyllamas-stories-260k-f32.gguf, 128 tokens, block 16,
+// batches 1 8 32; threads from OMP_NUM_THREADS).
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "rtx/core/error.hpp"
+#include "rtx/models/llama.hpp"
+#include "rtx/serve/model.hpp"
+
+using namespace rtx;
+using Clock = std::chrono::steady_clock;
+
+int main(int argc, char** argv) {
+  try {
+    const char* data = std::getenv("RTX_DATA");
+    std::string path = std::string(data ? data : "/work/shared/data") + "/stories260k/tinyllamas-stories-260k-f32.gguf";
+    int tokens = 128, block = 16;
+    std::vector<int> batches;
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--model" && i + 1 < argc) path = argv[++i];
+      else if (a == "--tokens" && i + 1 < argc) tokens = std::atoi(argv[++i]);
+      else if (a == "--block" && i + 1 < argc) block = std::atoi(argv[++i]);
+      else if (!a.empty() && a[0] != '-') batches.push_back(std::atoi(a.c_str()));
+      else {
+        std::fprintf(stderr, "usage: llama_bench [--model FILE] [--tokens N] [--block T] [batch...]\n");
+        return 2;
+      }
+    }
+    if (batches.empty()) batches = {1, 8, 32};
+    auto m = models::load_llama_gguf(path);
+    const auto& info = m->info();
+    const int V = info.vocab;
+    std::vector<int32_t> prompt;
+    if (info.bos >= 0) prompt.push_back(info.bos);
+    for (int32_t t : m->tokenizer().encode("Once upon a time")) prompt.push_back(t);
+    const int P = static_cast<int>(prompt.size());
+    tokens = std::min(tokens, info.context - P);
+    std::printf("model %s (%s, %d layers, vocab %d), %d threads, prompt %d tokens, decode %d tokens, block %d\n",
+                info.name.c_str(), info.arch.c_str(), info.n_layer, V, omp_get_max_threads(), P, tokens, block);
+    for (int B : batches) {
+      const int per_seq = (P + tokens + block - 1) / block;
+      serve::KvCache kv(info.n_layer, info.n_kv_head, info.head_dim, block, B * per_seq);
+      std::vector<std::vector<int32_t>> toks(B, prompt), tables(B);
+      for (int s = 0; s < B; ++s)
+        for (int k = 0; k < per_seq; ++k) tables[s].push_back(kv.alloc());
+      std::vector<float> logits(static_cast<size_t>(B) * V);
+      auto run = [&](int pos, int n) {
+        std::vector<serve::SeqBatch> batch(B);
+        for (int s = 0; s < B; ++s) {
+          batch[s].tokens = toks[s].data() + pos;
+          batch[s].n = n;
+          batch[s].pos = pos;
+          batch[s].blocks = tables[s].data();
+          batch[s].n_blocks = per_seq;
+          batch[s].want_logits = true;
+        }
+        m->forward(batch, kv, logits.data());
+        for (int s = 0; s < B; ++s) {
+          const float* l = logits.data() + static_cast<size_t>(s) * V;
+          toks[s].push_back(static_cast<int32_t>(std::max_element(l, l + V) - l));
+        }
+      };
+      const auto t0 = Clock::now();
+      run(0, P);
+      const auto t1 = Clock::now();
+      for (int i = 1; i < tokens; ++i) run(P + i - 1, 1);
+      const auto t2 = Clock::now();
+      const double prefill_s = std::chrono::duration<double>(t1 - t0).count();
+      const double decode_s = std::chrono::duration<double>(t2 - t1).count();
+      std::printf("batch %2d: prefill %8.0f tokens/s (%.3f ms), decode %9.0f tokens/s (%.1f us/step)\n", B,
+                  B * P / prefill_s, prefill_s * 1e3, B * (tokens - 1) / decode_s, decode_s * 1e6 / (tokens - 1));
+    }
+    return 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "llama_bench: %s\n", e.what());
+    return e.exit_code();
+  }
+}

@@ -1,3 +1,9 @@
 # tests for serve: KV cache, serving models, scheduler, HTTP server.
 rtx_add_test(serve_engine_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_test.cpp LABELS cpu)
 rtx_add_test(serve_server_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/server_test.cpp LABELS cpu)
+# serve_bench: an executable (not a ctest test) printing decode tokens/s of a model for 1 and B
+# sequences batched, without HTTP.
+add_executable(serve_bench ${CMAKE_CURRENT_LIST_DIR}/serve_bench.cpp)
+target_link_libraries(serve_bench PRIVATE rtx::common)
+rtx_target_defaults(serve_bench)
+set_target_properties(serve_bench PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)

@@ -1,6 +1,7 @@
-// llama_bench: greedy decode throughput (tokens/s) of the Llama serving model over a paged KV cache,
-// 1 sequence and B sequences batched (one forward per step for all). Not a test.
-// Usage: llama_bench [--model FILE] [--tokens N] [--block T] [batch...]
+// serve_bench: greedy decode throughput (tokens/s) of any serving model (GGUF gpt2/llama, rtx
+// checkpoint) over a paged KV cache, 1 sequence and B sequences batched (one forward per step
+// for all), without HTTP. Not a test.
+// Usage: serve_bench [--model FILE] [--tokens N] [--block T] [batch...]
 // (defaults: $RTX_DATA/stories260k/tinyllamas-stories-260k-f32.gguf, 128 tokens, block 16,
 // batches 1 8 32; threads from OMP_NUM_THREADS).
 #include <omp.h>
@@ -13,7 +14,6 @@
 #include <vector>
 
 #include "rtx/core/error.hpp"
-#include "rtx/models/llama.hpp"
 #include "rtx/serve/model.hpp"
 
 using namespace rtx;
@@ -32,12 +32,12 @@ int main(int argc, char** argv) {
       else if (a == "--block" && i + 1 < argc) block = std::atoi(argv[++i]);
       else if (!a.empty() && a[0] != '-') batches.push_back(std::atoi(a.c_str()));
       else {
-        std::fprintf(stderr, "usage: llama_bench [--model FILE] [--tokens N] [--block T] [batch...]\n");
+        std::fprintf(stderr, "usage: serve_bench [--model FILE] [--tokens N] [--block T] [batch...]\n");
         return 2;
       }
     }
     if (batches.empty()) batches = {1, 8, 32};
-    auto m = models::load_llama_gguf(path);
+    auto m = serve::load_model(path);
     const auto& info = m->info();
     const int V = info.vocab;
     std::vector<int32_t> prompt;
@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
     }
     return 0;
   } catch (const Error& e) {
-    std::fprintf(stderr, "llama_bench: %s\n", e.what());
+    std::fprintf(stderr, "serve_bench: %s\n", e.what());
     return e.exit_code();
   }
 }

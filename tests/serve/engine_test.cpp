@@ -2,7 +2,10 @@
 // forward, batch invariance (bitwise), bad input, loading from GGUF and checkpoints.
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -13,7 +16,9 @@
 #include "rtx/io/tokenizer.hpp"
 #include "rtx/models/export.hpp"
 #include "rtx/serve/gpt2_serve.hpp"
+#include "rtx/serve/generate.hpp"
 #include "rtx/serve/model.hpp"
+#include "rtx/serve/scheduler.hpp"
 #include "test_util.hpp"
 
 using namespace rtx;
@@ -248,4 +253,183 @@ TEST_CASE("gpt2 serving model: GGUF export round trip gives the same logits", "[
   std::ofstream(dir + "/junk.bin") << "not a model";
   CHECK_THROWS_AS(load_model(dir + "/junk.bin"), Error);
   CHECK_THROWS_AS(load_model(dir + "/missing.gguf"), Error);
+}
+
+// ---- scheduler ------------------------------------------------------------------------------
+
+namespace {
+
+/// Collects one request's events; waits for its final one.
+struct Collector {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int32_t> tokens;
+  Finish finish = Finish::None;
+  std::chrono::steady_clock::time_point first_token{};
+  int stop_after = -1;  // return false after this many tokens
+  EventFn fn() {
+    return [this](const TokenEvent& ev) {
+      std::lock_guard<std::mutex> g(mu);
+      if (ev.finish != Finish::None) {
+        finish = ev.finish;
+        cv.notify_all();
+        return true;
+      }
+      if (tokens.empty()) first_token = std::chrono::steady_clock::now();
+      tokens.push_back(ev.token);
+      return stop_after < 0 || static_cast<int>(tokens.size()) < stop_after;
+    };
+  }
+  Finish wait() {
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait_for(lk, std::chrono::seconds(60), [&] { return finish != Finish::None; });
+    return finish;
+  }
+};
+
+GenRequest greedy(std::vector<int32_t> prompt, int max_tokens, Lane lane = Lane::Interactive) {
+  GenRequest g;
+  g.prompt = std::move(prompt);
+  g.max_tokens = max_tokens;
+  g.sampling.temperature = 0;
+  g.lane = lane;
+  g.ignore_eos = true;
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("scheduler: tokens equal one-sequence generation; finish reasons; stop by callback", "[cpu][serve]") {
+  const auto c = make_cfg(67, 24, 3, 2, 32);
+  auto m = tiny_model(c, 21);
+  SchedulerConfig sc;
+  sc.prefill_chunk = 3;
+  Scheduler s(*m, sc);
+  const auto prompt = random_ids(5, 67, 8);
+  // Reference: SequenceRunner + models::generate (the rtx-train sample path).
+  SequenceRunner runner(*m);
+  models::SamplerConfig g0;
+  g0.temperature = 0;
+  models::Sampler greedy_sampler(g0);
+  const auto ref = models::generate(runner, prompt, 12, greedy_sampler, -1);
+  Collector a;
+  REQUIRE(s.submit(greedy(prompt, 12), a.fn()));
+  CHECK(a.wait() == Finish::Length);
+  CHECK(a.tokens == ref.tokens);
+  // Stop by callback after 4 tokens.
+  Collector b;
+  b.stop_after = 4;
+  REQUIRE(s.submit(greedy(prompt, 12), b.fn()));
+  CHECK(b.wait() == Finish::Stop);
+  CHECK(b.tokens.size() == 4);
+  // max_tokens 0: prefill only.
+  Collector z;
+  REQUIRE(s.submit(greedy(prompt, 0), z.fn()));
+  CHECK(z.wait() == Finish::Length);
+  CHECK(z.tokens.empty());
+  // The context bounds generation: 30 prompt tokens + up to 2 more positions.
+  Collector full;
+  REQUIRE(s.submit(greedy(random_ids(30, 67, 9), 50), full.fn()));
+  CHECK(full.wait() == Finish::Length);
+  CHECK(full.tokens.size() == 3);  // positions 30, 31 are fed; the third token has no room
+  const auto st = s.stats();
+  CHECK(st.kv_blocks_used == 0);
+  CHECK(st.finished_by[static_cast<int>(Finish::Length)] == 3);
+  CHECK(st.finished_by[static_cast<int>(Finish::Stop)] == 1);
+}
+
+TEST_CASE("scheduler: refusals name the reason; queue bound; timeouts; cancel; shutdown", "[cpu][serve]") {
+  const auto c = make_cfg(67, 24, 3, 2, 32);
+  auto m = tiny_model(c, 22);
+  SchedulerConfig sc;
+  sc.max_batch = 1;
+  sc.max_queue = 1;
+  sc.kv_block_tokens = 4;
+  sc.kv_blocks = 4;  // 16 positions in the pool
+  Scheduler s(*m, sc);
+  Scheduler::Refusal why;
+  std::string detail;
+  Collector sink;
+  CHECK_FALSE(s.submit(greedy({}, 4), sink.fn(), &why, &detail));
+  CHECK(why == Scheduler::Refusal::BadRequest);
+  CHECK_FALSE(s.submit(greedy({1, 99}, 4), sink.fn(), &why, &detail));
+  CHECK(why == Scheduler::Refusal::BadRequest);
+  CHECK_THAT(detail, Catch::Contains("99"));
+  CHECK_FALSE(s.submit(greedy(random_ids(40, 67, 1), 1), sink.fn(), &why, &detail));
+  CHECK(why == Scheduler::Refusal::TooLong);
+  CHECK_FALSE(s.submit(greedy(random_ids(10, 67, 1), 10), sink.fn(), &why, &detail));  // 20 positions > pool
+  CHECK(why == Scheduler::Refusal::TooLong);
+  auto bad_sampling = greedy({1}, 2);
+  bad_sampling.sampling.temperature = -1;
+  CHECK_FALSE(s.submit(bad_sampling, sink.fn(), &why, &detail));
+  CHECK(why == Scheduler::Refusal::BadRequest);
+  // Cancel a running request: finish Cancelled, blocks back.
+  Collector run;
+  auto h = s.submit(greedy({1, 2}, 14), run.fn());
+  REQUIRE(h);
+  s.cancel(h);
+  CHECK(run.wait() == Finish::Cancelled);
+  CHECK(s.stats().kv_blocks_used == 0);
+  CHECK(s.stats().requests_rejected == 5);
+}
+
+TEST_CASE("scheduler: the interactive lane is admitted before the batch lane", "[cpu][serve]") {
+  const auto c = make_cfg(67, 24, 3, 2, 64);
+  auto m = tiny_model(c, 23);
+  SchedulerConfig sc;
+  sc.max_batch = 1;
+  sc.token_budget = 1;
+  sc.prefill_chunk = 1;
+  Scheduler s(*m, sc);
+  Collector first, batch, inter;
+  REQUIRE(s.submit(greedy(random_ids(8, 67, 1), 40), first.fn()));  // occupies the only slot
+  REQUIRE(s.submit(greedy({1, 2, 3}, 3, Lane::Batch), batch.fn()));
+  REQUIRE(s.submit(greedy({4, 5, 6}, 3, Lane::Interactive), inter.fn()));
+  CHECK(first.wait() == Finish::Length);
+  CHECK(batch.wait() == Finish::Length);
+  CHECK(inter.wait() == Finish::Length);
+  CHECK(inter.first_token < batch.first_token);
+  const auto st = s.stats();
+  CHECK(st.lane_requests[0] == 2);
+  CHECK(st.lane_requests[1] == 1);
+}
+
+TEST_CASE("scheduler: a request past its timeout ends with finish timeout; shutdown cancels at the deadline",
+          "[cpu][serve]") {
+  const auto c = make_cfg(67, 256, 4, 4, 512);  // ~0.3 ms a step: 500 tokens take far past 50 ms
+  auto m = tiny_model(c, 24, 1);
+  SchedulerConfig sc;
+  sc.request_timeout_s = 0.05;
+  {
+    Scheduler s(*m, sc);
+    Collector t;
+    REQUIRE(s.submit(greedy({1}, 500), t.fn()));
+    CHECK(t.wait() == Finish::Timeout);
+    CHECK(t.tokens.size() < 500);
+  }
+  sc.request_timeout_s = 600;
+  Scheduler s(*m, sc);
+  Collector a;
+  REQUIRE(s.submit(greedy({1}, 500), a.fn()));
+  const auto t0 = std::chrono::steady_clock::now();
+  s.shutdown(0.02);
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 5);
+  CHECK(a.wait() == Finish::Cancelled);
+  Scheduler::Refusal why;
+  Collector late;
+  CHECK_FALSE(s.submit(greedy({1}, 2), late.fn(), &why));
+  CHECK(why == Scheduler::Refusal::ShuttingDown);
+}
+
+TEST_CASE("scheduler config: JSON round trip and validation name the knob", "[cpu][serve]") {
+  SchedulerConfig c;
+  c.max_batch = 8;
+  c.batch_window_ms = 2.5;
+  const auto back = SchedulerConfig::from_json(c.to_json());
+  CHECK(back.max_batch == 8);
+  CHECK(back.batch_window_ms == 2.5);
+  CHECK_THROWS_WITH(SchedulerConfig::from_json({{"max_batch", 0}}), Catch::Contains("max_batch"));
+  CHECK_THROWS_WITH(SchedulerConfig::from_json({{"max_batch", "8"}}), Catch::Contains("max_batch"));
+  CHECK_THROWS_WITH(SchedulerConfig::from_json({{"bogus", 1}}), Catch::Contains("bogus"));
+  CHECK_THROWS_WITH(SchedulerConfig::from_json({{"token_budget", 4}, {"max_batch", 8}}), Catch::Contains("token_budget"));
 }

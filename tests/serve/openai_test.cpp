@@ -51,8 +51,6 @@ const std::string M = R"("model":"m","messages":[{"role":"user","content":"hi"}]
 TEST_CASE("completions: wrong types are 400 naming the field", "[cpu]") {
   check_bad(parse_completion_request, {
       {R"({"model":5,"prompt":"hi"})", "model"},
-      {R"({"prompt":"hi"})", "model"},
-      {R"({"model":null,"prompt":"hi"})", "model"},
       {R"({"model":"m","prompt":5})", "prompt"},
       {R"({"model":"m","prompt":true})", "prompt"},
       {R"({"model":"m","prompt":{}})", "prompt"},
@@ -128,7 +126,6 @@ TEST_CASE("completions: out-of-range and unsupported values are 400 naming the f
 
 TEST_CASE("chat: wrong types and out-of-range values are 400 naming the field", "[cpu]") {
   check_bad(parse_chat_request, {
-      {R"({"messages":[{"role":"user","content":"hi"}]})", "model"},
       {R"({"model":"m"})", "messages"},
       {R"({"model":"m","messages":"hi"})", "messages"},
       {R"({"model":"m","messages":[]})", "messages"},
@@ -407,4 +404,11 @@ TEST_CASE("streaming chunks, usage chunk and SSE framing", "[cpu]") {
   CHECK(sse_event(json{{"t", std::string("a\xFF")}}) == "data: {\"t\":\"a\xEF\xBF\xBD\"}\n\n");
   CHECK(token_display("ok \xC3\xA9") == "ok \xC3\xA9");
   CHECK(token_display("\xF0\x9F") == "bytes:\\xf0\\x9f");
+}
+
+TEST_CASE("openai: a request without model parses with an empty model (the server's default)", "[cpu][serve]") {
+  CHECK(rtx::serve::parse_completion_request(R"({"prompt":"hi"})").model.empty());
+  CHECK(rtx::serve::parse_completion_request(R"({"model":null,"prompt":"hi"})").model.empty());
+  CHECK(rtx::serve::parse_chat_request(R"({"messages":[{"role":"user","content":"hi"}]})").model.empty());
+  CHECK(rtx::serve::parse_completion_request(R"({"model":"m","prompt":"hi"})").model == "m");
 }

@@ -1,4 +1,138 @@
-// rtx-flame: flamegraphs from traces and folded stacks. Not built yet: --help works, anything else exits 3.
-#include "rtx/cli/cli.hpp"
+// rtx-flame: flame graphs (interactive SVG, icicle, differential) or folded stacks from an rtx
+// trace, any Chrome Trace Event JSON (.json/.json.gz, e.g. torch.profiler) or folded stacks.
+// Flags only; the logic lives in libcommon (rtx/trace/folded.hpp, flamegraph.hpp).
+#include <unistd.h>
 
-int main(int argc, char** argv) { return rtx::cli::not_built_yet("rtx-flame", "flamegraphs from traces and folded stacks", argc, argv); }
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "rtx/cli/cli.hpp"
+#include "rtx/core/error.hpp"
+#include "rtx/io/atomic_file.hpp"
+#include "rtx/trace/flamegraph.hpp"
+#include "rtx/trace/folded.hpp"
+
+namespace {
+
+struct Loaded {
+  std::string kind;  // "trace" | "folded"
+  uint64_t items = 0;
+  rtx::trace::FoldMode mode = rtx::trace::FoldMode::Cpu;
+};
+
+/// Stdin can be read once: spool it to a temp file so the format can be sniffed.
+std::string spool_stdin(std::string& tmp_out) {
+  char templ[] = "/tmp/rtx-flame.stdin.XXXXXX";
+  const int fd = ::mkstemp(templ);
+  if (fd < 0) rtx::throw_env("cannot create a temporary file for stdin", "/tmp", "set TMPDIR or pass a file");
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0)
+    if (::write(fd, buf, n) != static_cast<ssize_t>(n)) {
+      ::close(fd);
+      rtx::throw_env("cannot spool stdin to a temporary file", templ);
+    }
+  ::close(fd);
+  tmp_out = templ;
+  return tmp_out;
+}
+
+Loaded load(const std::string& in, rtx::trace::StackTrie& trie, int which, rtx::trace::FoldMode mode) {
+  Loaded l;
+  std::string tmp;
+  const std::string path = in == "-" ? spool_stdin(tmp) : in;
+  struct Rm {
+    std::string p;
+    ~Rm() {
+      if (!p.empty()) ::unlink(p.c_str());
+    }
+  } rm{tmp};
+  if (rtx::trace::looks_like_trace(path)) {
+    const auto r = rtx::trace::fold_trace(path, trie, which, mode);
+    l.kind = "trace";
+    l.items = r.slices;
+    l.mode = r.mode;
+  } else {
+    l.kind = "folded";
+    l.items = rtx::trace::read_folded(path, trie, which);
+    trie.unit = "samples";
+  }
+  return l;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"rtx-flame: flame graphs from traces (Chrome Trace Event JSON) or folded stacks", "rtx-flame"};
+  rtx::cli::CommonOptions common;
+  rtx::cli::add_common_options(app, common);
+  std::string input = "-", output = "-", mode_s = "auto";
+  std::vector<std::string> diff;
+  bool folded = false, normalize = false;
+  rtx::trace::FlameOptions fo;
+  fo.title.clear();
+  app.add_option("input", input, "Trace (.json/.json.gz) or folded stacks, detected by content ('-' = stdin)");
+  app.add_option("-o,--output", output, "Output file (SVG, or folded text with --folded); '-' = stdout");
+  app.add_flag("--folded", folded, "Write folded stacks (frame;frame;frame count) instead of an SVG");
+  app.add_flag("--icicle", fo.icicle, "Icicle layout: root at the top, stacks grow down");
+  app.add_option("--diff", diff, "Differential flame graph of NEW against BASE: --diff BASE NEW")->expected(2);
+  app.add_flag("--normalize", normalize, "With --diff: scale BASE to NEW's total before comparing");
+  app.add_option("--title", fo.title, "Title (default: Flame Graph / Icicle Graph / Differential Flame Graph)");
+  app.add_option("--width", fo.width, "Image width in px (default 1200)");
+  app.add_option("--minwidth", fo.minwidth, "Leave out frames narrower than this many px (default 0.1)");
+  app.add_option("--colors", fo.colors, "Palette: hot mem io aqua yellow green blue red orange purple gray");
+  app.add_option("--mode", mode_s, "Trace folding: auto (GPU when GPU slices exist), cpu or gpu")
+      ->check(CLI::IsMember({"auto", "cpu", "gpu"}));
+  app.footer(
+      "Traces: CPU stacks are slice nesting per thread (weight = self time, ns); GPU stacks are the CPU op /\n"
+      "NVTX ranges around the launching API call, then the kernel (weight = GPU time, ns).\n"
+      "Folded input: 'a;b;c COUNT' per line (FlameGraph/inferno collapse output).\n"
+      "Exit codes: 0 ok; 2 usage or input error (bad JSON, unbalanced B/E, non-numeric count, empty\n"
+      "profile); 3 environment (cannot write the output); 4 internal error.");
+  return rtx::cli::run_tool(app, argc, argv, common, [&]() {
+    const auto mode = mode_s == "cpu" ? rtx::trace::FoldMode::Cpu
+                      : mode_s == "gpu" ? rtx::trace::FoldMode::Gpu
+                                        : rtx::trace::FoldMode::Auto;
+    rtx::trace::StackTrie trie;
+    Loaded a, b;
+    std::string what;
+    if (!diff.empty()) {
+      if (app.get_option("input")->count() > 0)
+        rtx::throw_usage("--diff BASE NEW takes both inputs; drop the positional input", "input");
+      b = load(diff[0], trie, 1, mode);
+      a = load(diff[1], trie, 0, mode);
+      if (a.kind != b.kind)
+        rtx::throw_usage("--diff inputs must both be traces or both folded stacks (got " + b.kind + " and " + a.kind + ")",
+                         "--diff");
+      fo.diff = true;
+      fo.diff_normalize = normalize;
+      what = "NEW " + diff[1] + " vs BASE " + diff[0] + ": red grew, blue shrank" + (normalize ? " (normalized)" : "");
+    } else {
+      a = load(input, trie, 0, mode);
+      what = a.kind == "folded" ? "folded stacks from " + input
+             : a.mode == rtx::trace::FoldMode::Gpu ? "GPU time by launching op stack, " + input
+                                                   : "self time of op spans per thread, " + input;
+    }
+    if (fo.title.empty())
+      fo.title = fo.diff ? "Differential Flame Graph" : fo.icicle ? "Icicle Graph" : "Flame Graph";
+    fo.subtitle = what;
+    const uint64_t total = trie.total_weight(0);
+    if (folded) {
+      if (fo.diff) rtx::throw_usage("--folded writes one profile; drop --diff", "--folded");
+      rtx::io::write_text_output(output, rtx::trace::write_folded(trie, 0));
+    } else {
+      rtx::io::write_text_output(output, rtx::trace::render_flamegraph(trie, fo));
+    }
+    if (!common.quiet)
+      std::fprintf(stderr, "rtx-flame: %llu %s, %zu frames, total %s -> %s\n", (unsigned long long)a.items,
+                   a.kind == "trace" ? "slices" : "stack lines", trie.nodes().size() - 1,
+                   rtx::trace::format_weight(total, trie.unit).c_str(), output.c_str());
+    if (common.json && output != "-")
+      std::cout << nlohmann::json{{"schema", "rtx.flame.v1"}, {"output", output}, {"input_kind", a.kind},
+                                  {"items", a.items}, {"frames", trie.nodes().size() - 1}, {"total", total},
+                                  {"unit", trie.unit}, {"diff", fo.diff}}.dump(2)
+                << std::endl;
+    return 0;
+  });
+}

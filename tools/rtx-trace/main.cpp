@@ -1,4 +1,178 @@
-// rtx-trace: tracing rtx tools and CUDA programs. Not built yet: --help works, anything else exits 3.
-#include "rtx/cli/cli.hpp"
+// rtx-trace: record a program's timeline (engine spans, CUDA activity via CUPTI injection) as
+// a Chrome trace, print per-kernel/op statistics, merge traces, check a trace's rules.
+// Flags only; the logic lives in libcommon (rtx/trace/*).
+#include <unistd.h>
 
-int main(int argc, char** argv) { return rtx::cli::not_built_yet("rtx-trace", "tracing rtx tools and CUDA programs", argc, argv); }
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "rtx/cli/cli.hpp"
+#include "rtx/core/error.hpp"
+#include "rtx/trace/merge.hpp"
+#include "rtx/trace/record.hpp"
+#include "rtx/trace/stats.hpp"
+#include "rtx/trace/trace_event.hpp"
+
+namespace {
+
+std::string self_dir() {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  std::string p(buf, static_cast<size_t>(n));
+  return p.substr(0, p.find_last_of('/'));
+}
+
+/// The CUPTI injection library: $RTX_TRACE_INJECT, else next to the binary (../lib or same dir).
+std::string find_inject_lib() {
+  if (const char* e = std::getenv("RTX_TRACE_INJECT")) return e;
+  const std::string d = self_dir();
+  for (const std::string& p : {d + "/../lib/librtx_cupti_inject.so", d + "/librtx_cupti_inject.so"})
+    if (::access(p.c_str(), R_OK) == 0) return p;
+  return {};
+}
+
+std::string cupti_library() {
+  if (const char* e = std::getenv("RTX_CUPTI_LIB")) return e;
+#ifdef RTX_CUPTI_LIBRARY
+  return RTX_CUPTI_LIBRARY;
+#else
+  return {};
+#endif
+}
+
+void say(const rtx::cli::CommonOptions& c, const std::string& msg) {
+  if (!c.quiet) std::fprintf(stderr, "rtx-trace: %s\n", msg.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"rtx-trace: record, summarize, merge and check Chrome traces (engine spans on CPU, CUPTI on GPU)",
+               "rtx-trace"};
+  rtx::cli::CommonOptions common;
+  rtx::cli::add_common_options(app, common);
+  rtx::cli::Subcommands subs(app);
+
+  subs.add("record", "Run a program and record its timeline: rtx-trace record -o run.trace.json[.gz] -- CMD ARGS...",
+           [&](CLI::App& s) -> rtx::cli::Subcommands::Body {
+    auto o = std::make_shared<rtx::trace::RecordOptions>();
+    auto cuda = std::make_shared<std::string>("auto");
+    s.add_option("-o,--output", o->output, "Trace file to write (.gz: gzip); '-' = stdout")->required();
+    s.add_option("--delay", o->capture.delay_s, "Leave out events that start in the first S seconds")
+        ->check(CLI::NonNegativeNumber);
+    s.add_option("--duration", o->capture.duration_s, "Keep only events starting within S seconds after the delay")
+        ->check(CLI::PositiveNumber);
+    s.add_option("--nvtx-range", o->capture.range,
+                 "Keep only what starts inside the first NVTX range / engine span of this name (e.g. train.step)");
+    s.add_option("--max-events", o->capture.max_events, "Cap on recorded events (default 2000000; 0 = no cap)");
+    s.add_option("--cuda", *cuda, "CUDA capture by CUPTI injection: auto (when built) or off")
+        ->check(CLI::IsMember({"auto", "off"}));
+    s.add_option("command", o->command, "The program and its arguments, after --")->required();
+    return [&, o, cuda]() {
+      if (*cuda == "auto") {
+        o->inject_lib = find_inject_lib();
+        o->nvtx_lib = cupti_library();
+      }
+      const auto r = rtx::trace::record(*o);
+      const auto& c = r.convert;
+      for (const auto& n : c.notes) say(common, "CUPTI: " + n);
+      std::string msg = "wrote " + o->output + ": " + std::to_string(c.written) + " events (spans " +
+                        std::to_string(c.spans) + ", GPU " + std::to_string(c.gpu) + ", CUDA API " +
+                        std::to_string(c.api) + ", NVTX " + std::to_string(c.ranges) + ", flows " +
+                        std::to_string(c.flows) + "); " + (r.cuda_capture ? "CUDA capture on" : "CUDA capture off");
+      say(common, msg);
+      if (c.outside_window) say(common, std::to_string(c.outside_window) + " events outside the capture window left out");
+      if (c.over_cap)
+        say(common, "event cap reached: " + std::to_string(c.over_cap) + " events left out after the first " +
+                        std::to_string(o->capture.max_events) +
+                        "; raise --max-events or narrow the window (--delay, --duration, --nvtx-range)");
+      if (c.cupti_dropped)
+        say(common, "CUPTI dropped " + std::to_string(c.cupti_dropped) +
+                        " activity records (its buffers were full): the GPU timeline has gaps");
+      if (c.bad_lines) say(common, std::to_string(c.bad_lines) + " unreadable recorded lines skipped (a killed program's last writes)");
+      if (!c.range_found) say(common, "range \"" + o->capture.range + "\" never occurred: the trace is empty");
+      if (c.written == 0 && c.range_found)
+        say(common, "no events recorded: the program published no engine spans (is it an rtx tool run without "
+                    "--events?) and no CUDA activity was captured" +
+                        std::string(r.cuda_capture ? "" : " (no CUPTI injection library: built without CUDA, or --cuda off)"));
+      if (common.json) {
+        nlohmann::json j = {{"schema", "rtx.trace_record.v1"}, {"output", o->output}, {"exit_code", r.exit_code},
+                            {"cuda_capture", r.cuda_capture}, {"events", c.written}, {"spans", c.spans},
+                            {"gpu", c.gpu}, {"api", c.api}, {"nvtx", c.ranges}, {"flows", c.flows},
+                            {"outside_window", c.outside_window}, {"over_cap", c.over_cap},
+                            {"cupti_dropped", c.cupti_dropped}, {"notes", c.notes}};
+        std::cout << j.dump(2) << std::endl;
+      }
+      return r.exit_code;
+    };
+  });
+
+  subs.add("stats", "Per-kernel / per-op statistics of a trace (count, total, mean, min, max, stddev, share)",
+           [&](CLI::App& s) -> rtx::cli::Subcommands::Body {
+    auto file = std::make_shared<std::string>();
+    auto format = std::make_shared<std::string>("table");
+    auto top = std::make_shared<size_t>(20);
+    s.add_option("file", *file, "Chrome trace (.json/.json.gz; '-' = stdin)")->required();
+    s.add_option("--format", *format, "table, csv or json (--json = json)")->check(CLI::IsMember({"table", "csv", "json"}));
+    s.add_option("--top", *top, "Rows per category in table/json (0 = all; default 20)");
+    return [&, file, format, top]() {
+      const auto st = rtx::trace::compute_stats(*file);
+      if (common.json || *format == "json") std::cout << rtx::trace::stats_json(st, *top).dump(2) << std::endl;
+      else if (*format == "csv") std::cout << rtx::trace::stats_csv(st);
+      else std::cout << rtx::trace::stats_table(st, *top);
+      return 0;
+    };
+  });
+
+  subs.add("merge", "Merge traces (ranks, processes) onto one timeline, one process track each",
+           [&](CLI::App& s) -> rtx::cli::Subcommands::Body {
+    auto in = std::make_shared<std::vector<std::string>>();
+    auto out = std::make_shared<std::string>();
+    s.add_option("inputs", *in, "Traces to merge (.json/.json.gz)")->required();
+    s.add_option("-o,--output", *out, "Merged trace (.gz: gzip; '-' = stdout)")->required();
+    return [&, in, out]() {
+      const auto r = rtx::trace::merge_traces(*in, *out);
+      say(common, "merged " + std::to_string(in->size()) + " traces into " + *out + ": " + std::to_string(r.processes) +
+                      " process tracks, " + std::to_string(r.events) + " events" +
+                      (r.clock_aligned ? ", aligned on the wall clock"
+                                       : ", each starting at 0 (inputs lack otherData.start_unix_ns)"));
+      if (common.json)
+        std::cout << nlohmann::json{{"schema", "rtx.trace_merge.v1"}, {"output", *out}, {"events", r.events},
+                                    {"processes", r.processes}, {"clock_aligned", r.clock_aligned}}.dump(2)
+                  << std::endl;
+      return 0;
+    };
+  });
+
+  subs.add("validate", "Check a trace against the Trace Event Format rules; exit 1 when any is broken",
+           [&](CLI::App& s) -> rtx::cli::Subcommands::Body {
+    auto file = std::make_shared<std::string>();
+    s.add_option("file", *file, "Chrome trace (.json/.json.gz; '-' = stdin)")->required();
+    return [&, file]() {
+      const auto t = rtx::trace::load_trace(*file);
+      const auto v = rtx::trace::validate(t.events);
+      if (common.json) {
+        nlohmann::json arr = nlohmann::json::array();
+        for (const auto& x : v) arr.push_back({{"index", x.index}, {"rule", x.rule}, {"message", x.message}});
+        std::cout << nlohmann::json{{"schema", "rtx.trace_validate.v1"}, {"file", *file}, {"events", t.events.size()},
+                                    {"valid", v.empty()}, {"violations", arr}}.dump(2)
+                  << std::endl;
+      } else {
+        for (const auto& x : v) std::cout << x.rule << ": " << x.message << "\n";
+        std::cout << *file << ": " << t.events.size() << " events, " << v.size() << " violation(s)\n";
+      }
+      return v.empty() ? 0 : 1;
+    };
+  });
+
+  app.footer(
+      "record sets RTX_EVENTS for rtx tools (engine spans, any backend) and, in CUDA builds,\n"
+      "CUDA_INJECTION64_PATH=librtx_cupti_inject.so and NVTX_INJECTION64_PATH=libcupti.so (GPU only).\n"
+      "Exit codes: record passes the program's exit status through (128+N when killed by signal N);\n"
+      "otherwise 0 ok; 1 validate found violations; 2 usage or input error (bad trace, cannot run the\n"
+      "command); 3 environment (cannot write the output); 4 internal error.");
+  return rtx::cli::run_tool(app, argc, argv, common, [&]() { return subs.run(); });
+}

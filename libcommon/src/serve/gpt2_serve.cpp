@@ -88,6 +88,19 @@ class Gpt2Serve final : public Model {
     }
     head_ = kernels::PackedMatmulWeight(p("wte"), cfg_.vocab_size, C, mp);
     packed += head_.bytes();
+    // Keep only what forward() reads flat (embeddings, norms, biases); the four per-layer
+    // matrices live on in their packed copies, so weights are not held twice.
+    std::vector<float> small;
+    std::map<std::string, size_t> small_off;
+    for (const auto& t : models::gpt2_param_layout(cfg_)) {
+      const bool packed_matrix = t.shape.size() == 2 && t.name != "wte" && t.name != "wpe";
+      if (packed_matrix) continue;
+      small_off[t.name] = small.size();
+      small.insert(small.end(), params_.begin() + static_cast<std::ptrdiff_t>(t.offset),
+                   params_.begin() + static_cast<std::ptrdiff_t>(t.offset + t.numel));
+    }
+    params_ = std::move(small);
+    off_ = std::move(small_off);
     info_.arch = "gpt2";
     info_.vocab = cfg_.vocab_size;
     info_.context = cfg_.block_size;
@@ -96,7 +109,6 @@ class Gpt2Serve final : public Model {
     info_.head_dim = C / cfg_.n_head;
     info_.bos = -1;
     info_.eos = tok_->eot_id();
-    // The flat parameters stay (embeddings, norms, biases are read from them) beside the packed matrices.
     info_.param_bytes = packed + params_.size() * sizeof(float);
   }
 

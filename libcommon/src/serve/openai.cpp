@@ -190,10 +190,11 @@ json parse_body(std::string_view body) {
 
 // The fields both endpoints share.
 void parse_common(const json& b, Request& r) {
-  const json* model = opt(b, "model");
-  if (!model) fail("you must provide a model parameter", "model", "missing_required_parameter");
-  r.model = get_string(*model, "model");
-  if (r.model.empty()) fail("Invalid value for 'model': must not be empty.", "model");
+  // "model" may be absent (as llama.cpp's server allows): the server then uses the one it serves.
+  if (const json* model = opt(b, "model")) {
+    r.model = get_string(*model, "model");
+    if (r.model.empty()) fail("Invalid value for 'model': must not be empty.", "model");
+  }
 
   if (const json* v = opt(b, "max_tokens"))
     r.max_tokens = get_int(*v, "max_tokens", 1, std::numeric_limits<int32_t>::max());

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <ctime>
 #include <deque>
+#include <iomanip>
 #include <map>
 #include <mutex>
 #include <random>
@@ -92,7 +93,8 @@ std::string random_id(const char* prefix) {
   static std::atomic<uint64_t> counter{0};
   static const uint64_t base = std::random_device{}();
   std::ostringstream o;
-  o << prefix << std::hex << (base ^ (counter.fetch_add(1) * 0x9E3779B97F4A7C15ull));
+  o << prefix << std::hex << std::setw(16) << std::setfill('0')
+    << (base ^ (counter.fetch_add(1) * 0x9E3779B97F4A7C15ull));
   return o.str();
 }
 
@@ -171,6 +173,7 @@ struct Server::Impl {
       return;
     }
     const std::string served = cfg.model_name.empty() ? main.model->info().name : cfg.model_name;
+    if (rq.model.empty()) rq.model = served;
     if (auto e = check_model(rq.model, {served})) {
       send_error(res, *e);
       return;

@@ -78,7 +78,7 @@ struct ChatMessage {
 /// A validated request. Absent and JSON null fields take the defaults below.
 struct Request {
   Endpoint endpoint = Endpoint::Completions;
-  std::string model;                    ///< required
+  std::string model;                    ///< "" when absent or null (the server uses the model it serves)
   // completions: `prompt` is a string, [string], [int...] or [[int...]] (one prompt only).
   std::string prompt;                   ///< the text prompt, when not given as tokens
   std::vector<int32_t> prompt_tokens;   ///< token ids (each >= 0; the vocab bound is the caller's)

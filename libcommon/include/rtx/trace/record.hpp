@@ -1,0 +1,71 @@
+// rtx-trace record: run a program as a child with tracing switched on (the telemetry bus's
+// RTX_EVENTS for rtx tools; CUPTI injection via CUDA_INJECTION64_PATH and NVTX via
+// NVTX_INJECTION64_PATH for CUDA programs) and convert what it wrote to a Chrome trace.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rtx::trace {
+
+/// Capture window and cap, applied when converting (times in seconds from the record start).
+struct CaptureOptions {
+  double delay_s = 0;          ///< keep events that start at least this late
+  double duration_s = 0;       ///< > 0: keep events starting within this long after the delay
+  std::string range;           ///< non-empty: keep only what starts inside the first span/NVTX range of this name
+  uint64_t max_events = 2000000;  ///< cap on written events (metadata and flows excluded); 0 = none
+};
+
+/// What a conversion wrote and left out.
+struct ConvertResult {
+  uint64_t written = 0;         ///< events written (X, i, C; not metadata or flows)
+  uint64_t spans = 0;           ///< engine spans (telemetry bus) written
+  uint64_t gpu = 0;             ///< GPU activity (kernels, memcpy, memset) written
+  uint64_t api = 0;             ///< CUDA API calls written
+  uint64_t ranges = 0;          ///< NVTX ranges/marks written
+  uint64_t flows = 0;           ///< launch -> GPU flow arrows
+  uint64_t outside_window = 0;  ///< events left out by --delay/--duration/--nvtx-range
+  uint64_t over_cap = 0;        ///< events left out by the cap
+  uint64_t cupti_dropped = 0;   ///< records CUPTI reported dropped (buffers full)
+  uint64_t bad_lines = 0;       ///< unreadable lines in the recorded files (a killed child's last line)
+  bool range_found = true;      ///< false when CaptureOptions::range never occurred
+  std::vector<std::string> notes;  ///< messages from the injection library (CUPTI busy, ...)
+};
+
+/// Convert recorded files into a Chrome trace at `output` (.gz = compressed):
+///  `events_jsonl`: telemetry bus JSON Lines (topic "span" -> X events on the thread's track,
+///  other topics -> instant events); `cupti_dir`: the injection library's cupti.<pid>.jsonl
+///  files (kernels/memcpy/memset on "GPU d stream s" tracks with args grid, block, registers,
+///  shared memory, stream; runtime/driver calls on their thread; flow arrows launch -> GPU;
+///  NVTX ranges; a memcpy-bytes counter). Either may be "" or missing. Times: unix ns
+///  aligned per process (bus: unix_ns - time_ns; CUPTI: its clock line), written in us
+///  relative to `t0_unix_ns` (+ delay). `child_pid`/`child_name` name the main process.
+/// Errors: rtx::Error(Environment) when the output cannot be written.
+ConvertResult convert_recording(const std::string& events_jsonl, const std::string& cupti_dir,
+                                const std::string& output, uint64_t t0_unix_ns, const CaptureOptions& cap,
+                                int64_t child_pid = 0, const std::string& child_name = {});
+
+struct RecordOptions {
+  std::vector<std::string> command;  ///< program and arguments (PATH searched)
+  std::string output;                ///< trace path (.gz = compressed; "-" = stdout)
+  CaptureOptions capture;
+  std::string inject_lib;            ///< CUPTI injection library ("" or missing: no CUDA capture)
+  std::string nvtx_lib;              ///< libcupti.so for NVTX_INJECTION64_PATH ("" = none)
+};
+
+struct RecordResult {
+  int exit_code = 0;     ///< the child's exit status; 128 + signal when it was killed
+  bool cuda_capture = false;  ///< injection library was passed to the child
+  ConvertResult convert;
+};
+
+/// Run the command with tracing on and write the trace. The child inherits stdin/stdout/
+/// stderr untouched; SIGINT/SIGTERM/SIGHUP received meanwhile are forwarded to it. Sets in the
+/// child: RTX_EVENTS (a temp file; an explicit --events flag of the child wins),
+/// RTX_TRACE_CUPTI_DIR, RTX_TRACE_MAX_EVENTS and, with inject_lib, CUDA_INJECTION64_PATH
+/// (and NVTX_INJECTION64_PATH unless already set). The trace is written even when the child
+/// fails. Errors: rtx::Error(Usage) for an empty command or one that cannot be executed
+/// (not found, not executable), Environment for temp-dir/fork failures.
+RecordResult record(const RecordOptions& opt);
+
+}  // namespace rtx::trace

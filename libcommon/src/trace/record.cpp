@@ -1,0 +1,449 @@
+// record(): run the child with tracing environment, forward signals, pass its exit status on;
+// convert_recording(): telemetry bus spans + CUPTI injection records -> Chrome trace.
+#include "rtx/trace/record.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "rtx/core/error.hpp"
+#include "rtx/telemetry/bus.hpp"
+#include "rtx/telemetry/hwprofile.hpp"
+#include "rtx/trace/gzip_io.hpp"
+#include "rtx/trace/trace_event.hpp"
+
+namespace rtx::trace {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int64_t kGpuTidBase = 1000000000;   // + device * 1e6 + stream
+constexpr int64_t kSyncTid = 999000000;
+constexpr int64_t kOverheadTid = 999000001;
+
+struct Rec {
+  enum Kind { Span, Instant, Kernel, Memcpy, Memset, Api, Sync, Range, Mark, Overhead } kind = Span;
+  int64_t pid = 0, tid = 0;
+  int64_t begin = 0, end = 0;  // unix ns
+  std::string name, cat;
+  json args;
+  uint64_t corr = 0;
+};
+
+bool is_gpu(Rec::Kind k) { return k == Rec::Kernel || k == Rec::Memcpy || k == Rec::Memset; }
+
+int64_t num(const json& j, const char* key, int64_t dflt = 0) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return dflt;
+  return it->get<int64_t>();
+}
+std::string str(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+/// Reads the recorded files, calling `cb` with each normalized record.
+void scan(const std::string& events_jsonl, const std::string& cupti_dir, ConvertResult& res, bool first_pass,
+          const std::function<void(Rec&)>& cb) {
+  std::string line;
+  if (!events_jsonl.empty() && ::access(events_jsonl.c_str(), R_OK) == 0) {
+    ByteReader in(events_jsonl);
+    std::map<int64_t, int64_t> epoch;  // pid -> unix_ns - time_ns
+    while (in.getline(line)) {
+      if (line.empty()) continue;
+      json ev = json::parse(line, nullptr, false);
+      if (ev.is_discarded() || !ev.is_object()) {
+        if (first_pass) ++res.bad_lines;
+        continue;
+      }
+      Rec r;
+      r.pid = num(ev, "pid");
+      auto ep = epoch.find(r.pid);
+      if (ep == epoch.end()) ep = epoch.emplace(r.pid, num(ev, "unix_ns") - num(ev, "time_ns")).first;
+      const std::string topic = str(ev, "topic");
+      const json& f = ev.contains("fields") ? ev["fields"] : json();
+      if (topic == telemetry::topic::span && f.is_object()) {
+        r.kind = Rec::Span;
+        r.tid = num(f, "tid", num(ev, "tid"));
+        r.begin = ep->second + num(f, "begin_ns");
+        r.end = ep->second + num(f, "end_ns");
+        r.name = str(f, "name");
+        r.cat = "op";
+        if (f.contains("args") && f["args"].is_object()) r.args = f["args"];
+      } else {
+        r.kind = Rec::Instant;
+        r.tid = num(ev, "tid");
+        r.begin = r.end = ep->second + num(ev, "time_ns");
+        r.name = topic.empty() ? "event" : topic;
+        r.cat = "telemetry";
+        if (f.is_object()) r.args = f;
+      }
+      cb(r);
+    }
+  }
+  if (cupti_dir.empty()) return;
+  std::vector<std::string> files;
+  if (DIR* d = ::opendir(cupti_dir.c_str())) {
+    while (dirent* de = ::readdir(d)) {
+      const std::string n = de->d_name;
+      if (n.rfind("cupti.", 0) == 0 && n.size() > 6 && n.compare(n.size() - 6, 6, ".jsonl") == 0)
+        files.push_back(cupti_dir + "/" + n);
+    }
+    ::closedir(d);
+  }
+  std::sort(files.begin(), files.end());
+  for (const std::string& file : files) {
+    ByteReader in(file);
+    int64_t offset = 0;
+    while (in.getline(line)) {
+      if (line.empty()) continue;
+      json ev = json::parse(line, nullptr, false);
+      if (ev.is_discarded() || !ev.is_object()) {
+        if (first_pass) ++res.bad_lines;
+        continue;
+      }
+      const std::string k = str(ev, "k");
+      Rec r;
+      r.pid = num(ev, "pid");
+      if (k == "clock") {
+        offset = num(ev, "unix_ns") - num(ev, "cupti_ns");
+        continue;
+      }
+      if (k == "note") {
+        if (first_pass) res.notes.push_back(str(ev, "message"));
+        continue;
+      }
+      if (k == "summary") {
+        if (first_pass) res.cupti_dropped += static_cast<uint64_t>(num(ev, "dropped"));
+        continue;
+      }
+      r.begin = num(ev, "start") + offset;
+      r.end = std::max(r.begin, num(ev, "end") + offset);
+      r.corr = static_cast<uint64_t>(num(ev, "corr"));
+      r.name = str(ev, "name");
+      const int64_t dev = num(ev, "device"), stream = num(ev, "stream");
+      if (k == "kernel" || k == "memcpy" || k == "memset") {
+        r.kind = k == "kernel" ? Rec::Kernel : k == "memcpy" ? Rec::Memcpy : Rec::Memset;
+        r.cat = k;
+        r.tid = kGpuTidBase + dev * 1000000 + stream;
+        r.args = {{"device", dev}, {"stream", stream}, {"correlation", r.corr}};
+        if (k == "kernel") {
+          for (const char* key : {"grid", "block"})
+            if (ev.contains(key)) r.args[key] = ev[key];
+          r.args["registers_per_thread"] = num(ev, "regs");
+          r.args["static_shared_memory_B"] = num(ev, "smem_static");
+          r.args["dynamic_shared_memory_B"] = num(ev, "smem_dynamic");
+        } else {
+          r.args["bytes"] = num(ev, "bytes");
+          if (k == "memcpy") {
+            r.args["kind"] = str(ev, "copy");
+            r.name = "Memcpy " + str(ev, "copy");
+          } else {
+            r.name = "Memset";
+            r.args["value"] = num(ev, "value");
+          }
+        }
+      } else if (k == "api") {
+        r.kind = Rec::Api;
+        r.tid = num(ev, "tid");
+        r.cat = str(ev, "domain") == "driver" ? "cuda_driver" : "cuda_runtime";
+        r.args = {{"correlation", r.corr}, {"cbid", num(ev, "cbid")}, {"return", num(ev, "ret")}};
+      } else if (k == "sync") {
+        r.kind = Rec::Sync;
+        r.tid = kSyncTid;
+        r.cat = "cuda_sync";
+        r.name = "Sync " + str(ev, "type");
+        r.args = {{"correlation", r.corr}, {"stream", stream}};
+      } else if (k == "nvtx") {
+        r.kind = Rec::Range;
+        r.tid = num(ev, "tid");
+        r.cat = "nvtx";
+        if (!str(ev, "domain").empty()) r.args = {{"domain", str(ev, "domain")}};
+      } else if (k == "mark") {
+        r.kind = Rec::Mark;
+        r.tid = num(ev, "tid");
+        r.cat = "nvtx";
+        r.end = r.begin = num(ev, "ts") + offset;
+      } else if (k == "overhead") {
+        r.kind = Rec::Overhead;
+        r.tid = kOverheadTid;
+        r.cat = "cupti_overhead";
+        r.name = "CUPTI " + str(ev, "kind");
+      } else {
+        if (first_pass) ++res.bad_lines;
+        continue;
+      }
+      cb(r);
+    }
+  }
+}
+
+}  // namespace
+
+ConvertResult convert_recording(const std::string& events_jsonl, const std::string& cupti_dir,
+                                const std::string& output, uint64_t t0_unix_ns, const CaptureOptions& cap,
+                                int64_t child_pid, const std::string& child_name) {
+  ConvertResult res;
+  const int64_t t0 = static_cast<int64_t>(t0_unix_ns);
+  int64_t win_start = t0 + static_cast<int64_t>(std::llround(cap.delay_s * 1e9));
+  int64_t win_end = cap.duration_s > 0 ? win_start + static_cast<int64_t>(std::llround(cap.duration_s * 1e9))
+                                       : std::numeric_limits<int64_t>::max();
+  // Pass 1: the named range (first occurrence inside the window) and the launch/GPU pairs.
+  int64_t range_begin = std::numeric_limits<int64_t>::max(), range_end = 0;
+  std::set<std::pair<int64_t, uint64_t>> api_corr, gpu_corr;
+  scan(events_jsonl, cupti_dir, res, true, [&](Rec& r) {
+    if (!cap.range.empty() && (r.kind == Rec::Span || r.kind == Rec::Range) && r.name == cap.range &&
+        r.begin >= win_start && r.begin <= win_end && r.begin < range_begin) {
+      range_begin = r.begin;
+      range_end = r.end;
+    }
+    if (r.corr) {
+      if (r.kind == Rec::Api) api_corr.insert({r.pid, r.corr});
+      else if (is_gpu(r.kind)) gpu_corr.insert({r.pid, r.corr});
+    }
+  });
+  if (!cap.range.empty()) {
+    if (range_end == 0) {
+      res.range_found = false;
+      win_end = win_start - 1;  // nothing is kept
+    } else {
+      win_start = range_begin;
+      win_end = range_end;
+    }
+  }
+  const int64_t origin = win_start;
+  TraceWriter::Options wo;
+  wo.other_data = {{"start_unix_ns", static_cast<uint64_t>(origin)},
+                   {"recorder", "rtx-trace"},
+                   {"hw", telemetry::identity_json()},
+                   {"seed", telemetry::run_seed()}};
+  TraceWriter w(output, wo);
+  struct FlowEnd { int64_t pid = 0, api_tid = 0, api_ts = 0, gpu_tid = 0, gpu_ts = 0; bool api = false, gpu = false; };
+  std::map<std::pair<int64_t, uint64_t>, FlowEnd> flows;
+  std::set<std::pair<int64_t, int64_t>> threads;
+  std::set<int64_t> procs;
+  Event e;
+  scan(events_jsonl, cupti_dir, res, false, [&](Rec& r) {
+    if (r.begin < win_start || r.begin > win_end) {
+      ++res.outside_window;
+      return;
+    }
+    if (cap.max_events && res.written >= cap.max_events) {
+      ++res.over_cap;
+      return;
+    }
+    e = Event();
+    e.name = r.name.empty() ? "[unnamed]" : r.name;
+    e.cat = r.cat;
+    e.pid = r.pid;
+    e.tid = r.tid;
+    e.ts = static_cast<double>(r.begin - origin) / 1e3;
+    e.args = std::move(r.args);
+    if (r.kind == Rec::Instant || r.kind == Rec::Mark) {
+      e.ph = 'i';
+      e.scope = "t";
+    } else {
+      e.ph = 'X';
+      e.dur = static_cast<double>(r.end - r.begin) / 1e3;
+    }
+    w.add(e);
+    ++res.written;
+    procs.insert(r.pid);
+    threads.insert({r.pid, r.tid});
+    switch (r.kind) {
+      case Rec::Span: ++res.spans; break;
+      case Rec::Kernel: case Rec::Memcpy: case Rec::Memset: ++res.gpu; break;
+      case Rec::Api: ++res.api; break;
+      case Rec::Range: case Rec::Mark: ++res.ranges; break;
+      default: break;
+    }
+    if (r.kind == Rec::Memcpy || r.kind == Rec::Memset) {
+      // Counter track: bytes moved by the copy while it runs (drops to 0 at its end).
+      Event c;
+      c.ph = 'C';
+      c.name = "GPU memory ops (bytes)";
+      c.pid = r.pid;
+      c.ts = e.ts;
+      c.args = {{r.kind == Rec::Memcpy ? "memcpy" : "memset", e.args.value("bytes", 0)}};
+      w.add(c);
+      c.ts = e.ts + e.dur;
+      c.args = {{r.kind == Rec::Memcpy ? "memcpy" : "memset", 0}};
+      w.add(c);
+    }
+    const auto key = std::make_pair(r.pid, r.corr);
+    if (r.corr && api_corr.count(key) && gpu_corr.count(key)) {
+      FlowEnd& fe = flows[key];
+      fe.pid = r.pid;
+      if (r.kind == Rec::Api) {
+        fe.api = true;
+        fe.api_tid = r.tid;
+        fe.api_ts = r.begin - origin;
+      } else if (is_gpu(r.kind) && !fe.gpu) {
+        fe.gpu = true;
+        fe.gpu_tid = r.tid;
+        fe.gpu_ts = r.begin - origin;
+      }
+    }
+  });
+  // Flow arrows launch -> GPU work (all starts, then all ends, so each s precedes its f).
+  uint64_t flow_id = 0;
+  std::vector<std::pair<uint64_t, const FlowEnd*>> done;
+  for (const auto& [key, fe] : flows)
+    if (fe.api && fe.gpu) done.emplace_back(++flow_id, &fe);
+  for (int pass = 0; pass < 2; ++pass)
+    for (const auto& [id, fe] : done) {
+      Event f;
+      f.ph = pass == 0 ? 's' : 'f';
+      f.name = "launch";
+      f.cat = "launch";
+      f.id = std::to_string(id);
+      f.pid = fe->pid;
+      f.tid = pass == 0 ? fe->api_tid : fe->gpu_tid;
+      f.ts = static_cast<double>(pass == 0 ? fe->api_ts : fe->gpu_ts) / 1e3;
+      if (pass == 1) f.bp = "e";
+      w.add(f);
+    }
+  res.flows = done.size();
+  for (int64_t p : procs) {
+    w.process_name(p, p == child_pid && !child_name.empty() ? child_name + " (pid " + std::to_string(p) + ")"
+                                                            : "pid " + std::to_string(p));
+    w.process_sort_index(p, p == child_pid ? 0 : 1);
+  }
+  for (const auto& [p, t] : threads) {
+    std::string n;
+    int64_t sort = 0;
+    if (t >= kGpuTidBase) {
+      const int64_t dev = (t - kGpuTidBase) / 1000000, stream = (t - kGpuTidBase) % 1000000;
+      n = "GPU " + std::to_string(dev) + " stream " + std::to_string(stream);
+      sort = 1000 + dev * 1000 + stream;
+    } else if (t == kSyncTid) {
+      n = "CUDA synchronization";
+      sort = 900;
+    } else if (t == kOverheadTid) {
+      n = "CUPTI overhead";
+      sort = 901;
+    } else {
+      n = t == p ? "main thread" : "thread " + std::to_string(t);
+      sort = t == p ? 0 : 1;
+    }
+    w.thread_name(p, t, n);
+    w.thread_sort_index(p, t, sort);
+  }
+  w.commit();
+  return res;
+}
+
+namespace {
+
+std::atomic<pid_t> g_child{0};
+
+void forward_signal(int sig) {
+  const pid_t c = g_child.load();
+  if (c > 0) ::kill(c, sig);
+}
+
+void remove_tree(const std::string& dir) {
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* de = ::readdir(d)) {
+      const std::string n = de->d_name;
+      if (n == "." || n == "..") continue;
+      ::unlink((dir + "/" + n).c_str());
+    }
+    ::closedir(d);
+  }
+  ::rmdir(dir.c_str());
+}
+
+}  // namespace
+
+RecordResult record(const RecordOptions& opt) {
+  if (opt.command.empty())
+    throw_usage("no command to record", "--", "usage: rtx-trace record -o trace.json -- PROGRAM ARGS...");
+  RecordResult rr;
+  const char* tmp = std::getenv("TMPDIR");
+  std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/rtx-trace.XXXXXX";
+  std::vector<char> tb(templ.begin(), templ.end());
+  tb.push_back('\0');
+  if (!::mkdtemp(tb.data()))
+    throw_env(std::string("cannot create a temporary directory: ") + std::strerror(errno), templ,
+              "set TMPDIR to a writable directory");
+  const std::string dir = tb.data();
+  struct Cleanup {
+    std::string d;
+    ~Cleanup() { remove_tree(d); }
+  } cleanup{dir};
+  const std::string events = dir + "/events.jsonl";
+  rr.cuda_capture = !opt.inject_lib.empty() && ::access(opt.inject_lib.c_str(), R_OK) == 0;
+
+  int errpipe[2];
+  if (::pipe2(errpipe, O_CLOEXEC) != 0) throw_env(std::string("pipe failed: ") + std::strerror(errno));
+  const uint64_t t0 = telemetry::unix_now_ns();
+  struct sigaction sa {}, old_int {}, old_term {}, old_hup {};
+  sa.sa_handler = forward_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw_env(std::string("fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::close(errpipe[0]);
+    ::setenv("RTX_EVENTS", events.c_str(), 1);
+    ::setenv("RTX_TRACE_CUPTI_DIR", dir.c_str(), 1);
+    ::setenv("RTX_TRACE_MAX_EVENTS", std::to_string(opt.capture.max_events).c_str(), 1);
+    if (rr.cuda_capture) {
+      ::setenv("CUDA_INJECTION64_PATH", opt.inject_lib.c_str(), 1);
+      if (!opt.nvtx_lib.empty() && ::access(opt.nvtx_lib.c_str(), R_OK) == 0)
+        ::setenv("NVTX_INJECTION64_PATH", opt.nvtx_lib.c_str(), 0);
+    }
+    std::vector<char*> argv;
+    for (const auto& a : opt.command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    const int err = errno;
+    [[maybe_unused]] ssize_t n = ::write(errpipe[1], &err, sizeof err);
+    ::_exit(127);
+  }
+  ::close(errpipe[1]);
+  g_child.store(pid);
+  ::sigaction(SIGINT, &sa, &old_int);
+  ::sigaction(SIGTERM, &sa, &old_term);
+  ::sigaction(SIGHUP, &sa, &old_hup);
+  int exec_err = 0;
+  ssize_t got;
+  do got = ::read(errpipe[0], &exec_err, sizeof exec_err);
+  while (got < 0 && errno == EINTR);
+  ::close(errpipe[0]);
+  int status = 0;
+  pid_t w;
+  do w = ::waitpid(pid, &status, 0);
+  while (w < 0 && errno == EINTR);
+  g_child.store(0);
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  ::sigaction(SIGHUP, &old_hup, nullptr);
+  if (got == static_cast<ssize_t>(sizeof exec_err))
+    throw_usage(std::string("cannot run \"") + opt.command[0] + "\": " + std::strerror(exec_err), opt.command[0],
+                "check the program name and PATH (the command follows \"--\")");
+  rr.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 4;
+  const std::string name = opt.command[0].substr(opt.command[0].find_last_of('/') + 1);
+  rr.convert = convert_recording(events, dir, opt.output, t0, opt.capture, pid, name);
+  return rr;
+}
+
+}  // namespace rtx::trace

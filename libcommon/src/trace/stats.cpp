@@ -1,0 +1,167 @@
+// compute_stats: one streaming pass, Welford accumulators per (category, name).
+#include "rtx/trace/stats.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <unordered_map>
+
+#include "rtx/trace/trace_event.hpp"
+
+namespace rtx::trace {
+namespace {
+
+const char* kGroups[] = {"gpu_kernels", "gpu_memory", "cuda_api", "ops"};
+
+int group_of(const std::string& cat_in) {
+  std::string c = cat_in;
+  for (char& ch : c) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (c == "kernel" || c == "cuda_kernel" || c == "gpu_op") return 0;
+  if (c == "memcpy" || c == "memset" || c == "gpu_memcpy" || c == "gpu_memset") return 1;
+  if (c == "cuda_runtime" || c == "cuda_driver" || c == "cuda_api" || c == "runtime" || c == "driver") return 2;
+  return 3;
+}
+
+struct Acc {
+  uint64_t n = 0;
+  double mean = 0, m2 = 0, min = 0, max = 0, total = 0;
+  void add(double x) {
+    ++n;
+    total += x;
+    const double d = x - mean;
+    mean += d / static_cast<double>(n);
+    m2 += d * (x - mean);
+    min = n == 1 ? x : std::min(min, x);
+    max = n == 1 ? x : std::max(max, x);
+  }
+};
+
+std::string fmt_time(double us) {
+  char b[32];
+  const double a = std::fabs(us);
+  if (a >= 1e6) std::snprintf(b, sizeof b, "%.3f s", us / 1e6);
+  else if (a >= 1e3) std::snprintf(b, sizeof b, "%.3f ms", us / 1e3);
+  else if (a >= 1) std::snprintf(b, sizeof b, "%.3f us", us);
+  else std::snprintf(b, sizeof b, "%.0f ns", us * 1e3);
+  return b;
+}
+
+}  // namespace
+
+TraceStats compute_stats(const std::string& path) {
+  TraceStats st;
+  st.file = path;
+  std::map<std::pair<int, std::string>, Acc> acc;
+  std::map<std::pair<int64_t, int64_t>, std::vector<Event>> open;
+  ReadOptions ro;
+  ro.keep_args = false;
+  TraceInfo info = read_trace(path, [&](Event&& e) {
+    if (e.ph == 'X') {
+      if (e.dur >= 0) acc[{group_of(e.cat), e.name}].add(e.dur);
+    } else if (e.ph == 'B') {
+      open[{e.pid, e.tid}].push_back(std::move(e));
+    } else if (e.ph == 'E') {
+      auto& v = open[{e.pid, e.tid}];
+      if (v.empty()) {
+        ++st.unmatched;
+        return;
+      }
+      acc[{group_of(v.back().cat), v.back().name}].add(std::max(0.0, e.ts - v.back().ts));
+      v.pop_back();
+    }
+  }, ro);
+  for (auto& [k, v] : open) st.unmatched += v.size();
+  st.events = info.events;
+  for (int g = 0; g < 4; ++g) {
+    StatGroup grp;
+    grp.category = kGroups[g];
+    for (auto& [k, a] : acc) {
+      if (k.first != g) continue;
+      StatRow r;
+      r.name = k.second;
+      r.count = a.n;
+      r.total_us = a.total;
+      r.mean_us = a.mean;
+      r.min_us = a.min;
+      r.max_us = a.max;
+      r.stddev_us = a.n > 0 ? std::sqrt(a.m2 / static_cast<double>(a.n)) : 0;
+      grp.total_us += a.total;
+      grp.rows.push_back(std::move(r));
+    }
+    if (grp.rows.empty()) continue;
+    for (auto& r : grp.rows) r.share = grp.total_us > 0 ? r.total_us / grp.total_us : 0;
+    std::sort(grp.rows.begin(), grp.rows.end(), [](const StatRow& a, const StatRow& b) {
+      if (a.total_us != b.total_us) return a.total_us > b.total_us;
+      return a.name < b.name;
+    });
+    st.groups.push_back(std::move(grp));
+  }
+  return st;
+}
+
+std::string stats_table(const TraceStats& s, size_t top) {
+  std::string out;
+  char line[512];
+  if (s.groups.empty()) return "no slices (X or B/E events) in " + s.file + "\n";
+  for (const auto& g : s.groups) {
+    std::snprintf(line, sizeof line, "== %s: %zu names, total %s\n", g.category.c_str(), g.rows.size(),
+                  fmt_time(g.total_us).c_str());
+    out += line;
+    std::snprintf(line, sizeof line, "%7s %12s %9s %12s %12s %12s %12s  %s\n", "share", "total", "count", "mean", "min",
+                  "max", "stddev", "name");
+    out += line;
+    size_t n = 0;
+    for (const auto& r : g.rows) {
+      if (top && n++ >= top) break;
+      std::snprintf(line, sizeof line, "%6.2f%% %12s %9llu %12s %12s %12s %12s  ", 100 * r.share,
+                    fmt_time(r.total_us).c_str(), static_cast<unsigned long long>(r.count), fmt_time(r.mean_us).c_str(),
+                    fmt_time(r.min_us).c_str(), fmt_time(r.max_us).c_str(), fmt_time(r.stddev_us).c_str());
+      out += line;
+      out += r.name;
+      out += '\n';
+    }
+    if (top && g.rows.size() > top) out += "  ... " + std::to_string(g.rows.size() - top) + " more (use --top 0)\n";
+    out += '\n';
+  }
+  if (s.unmatched) out += "note: " + std::to_string(s.unmatched) + " B/E event(s) without a partner were ignored\n";
+  return out;
+}
+
+std::string stats_csv(const TraceStats& s) {
+  std::string out = "category,name,count,total_ns,mean_ns,min_ns,max_ns,stddev_ns,share\n";
+  char b[256];
+  for (const auto& g : s.groups)
+    for (const auto& r : g.rows) {
+      std::string name = "\"";
+      for (char c : r.name) {
+        if (c == '"') name += '"';
+        name += c;
+      }
+      name += '"';
+      std::snprintf(b, sizeof b, ",%llu,%.0f,%.1f,%.0f,%.0f,%.1f,%.6f\n", static_cast<unsigned long long>(r.count),
+                    r.total_us * 1e3, r.mean_us * 1e3, r.min_us * 1e3, r.max_us * 1e3, r.stddev_us * 1e3, r.share);
+      out += g.category + "," + name + b;
+    }
+  return out;
+}
+
+nlohmann::json stats_json(const TraceStats& s, size_t top) {
+  nlohmann::json groups = nlohmann::json::array();
+  for (const auto& g : s.groups) {
+    nlohmann::json rows = nlohmann::json::array();
+    size_t n = 0;
+    for (const auto& r : g.rows) {
+      if (top && n++ >= top) break;
+      rows.push_back({{"name", r.name}, {"count", r.count}, {"total_ns", r.total_us * 1e3}, {"mean_ns", r.mean_us * 1e3},
+                      {"min_ns", r.min_us * 1e3}, {"max_ns", r.max_us * 1e3}, {"stddev_ns", r.stddev_us * 1e3},
+                      {"share", r.share}});
+    }
+    groups.push_back({{"category", g.category}, {"total_ns", g.total_us * 1e3}, {"names", g.rows.size()}, {"rows", rows}});
+  }
+  return {{"schema", "rtx.trace_stats.v1"}, {"file", s.file}, {"events", s.events}, {"unmatched_be", s.unmatched},
+          {"groups", groups}};
+}
+
+}  // namespace rtx::trace

@@ -1,0 +1,155 @@
+// rtx-trace and rtx-flame as subprocesses: record a tiny rtx-train run (engine spans), exit
+// status passthrough, capture window and cap, stats/merge/validate, flame graphs from the
+// sample and from folded stacks, and exit 2 with a clear message for bad input.
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "rtx/trace/trace_event.hpp"
+#include "test_util.hpp"
+
+using rtx::test::run;
+
+namespace {
+
+std::string trace_bin() { return rtx::test::tool_path("rtx-trace"); }
+std::string flame_bin() { return rtx::test::tool_path("rtx-flame"); }
+std::string train_bin() { return rtx::test::tool_path("rtx-train"); }
+std::string sample() { return rtx::test::source_dir() + "/tests/trace/data/torch_style_sample.json"; }
+
+void write_file(const std::string& p, const std::string& s) {
+  std::ofstream f(p, std::ios::binary);
+  f << s;
+}
+
+/// A prepared char dataset and a 2-layer config (once per process).
+const std::string& train_dir() {
+  static const std::string dir = [] {
+    const std::string d = rtx::test::temp_dir();
+    const auto p = run(train_bin() + " prepare --tokenizer char " + rtx::test::data_dir() +
+                       "/tinyshakespeare/input.txt -o " + d + "/data -q");
+    INFO(p.err);
+    REQUIRE(p.exit_code == 0);
+    write_file(d + "/cfg.json", R"({"model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 32, "vocab_size": 65},
+      "batch": 4, "lr": 3e-3, "min_lr": 3e-4, "warmup_steps": 1, "eval_interval": 100, "eval_iters": 0})");
+    return d;
+  }();
+  return dir;
+}
+
+std::string train_cmd(int steps) {
+  return train_bin() + " run --data " + train_dir() + "/data --config " + train_dir() + "/cfg.json --threads 1 -q --steps " +
+         std::to_string(steps);
+}
+
+}  // namespace
+
+TEST_CASE("rtx-trace record of an rtx-train run gives a valid trace with its step spans", "[cpu][cli]") {
+  const std::string dir = rtx::test::temp_dir();
+  const auto p = run(trace_bin() + " record --cuda off -o " + dir + "/t.json -- " + train_cmd(3));
+  INFO(p.err);
+  REQUIRE(p.exit_code == 0);
+  CHECK_THAT(p.err, Catch::Contains("spans 3"));
+  std::ifstream f(dir + "/t.json");
+  const auto j = nlohmann::json::parse(f);  // plain JSON, object form
+  CHECK(j["schema"] == "rtx.trace.v1");
+  CHECK(j["otherData"]["start_unix_ns"].get<uint64_t>() > 0);
+  const auto t = rtx::trace::load_trace(dir + "/t.json");
+  const auto v = rtx::trace::validate(t.events);
+  CHECK(v.empty());
+  int steps = 0, pname = 0;
+  for (const auto& e : t.events) {
+    if (e.ph == 'X' && e.name == "train.step") {
+      ++steps;
+      CHECK(e.dur > 0);
+      CHECK(e.ts >= 0);
+    }
+    if (e.ph == 'M' && e.name == "process_name") pname += e.args["name"].get<std::string>().find("rtx-train") == 0;
+  }
+  CHECK(steps == 3);
+  CHECK(pname == 1);
+
+  // Only the first train.step range; then a cap of one event with a clear message.
+  const auto r = run(trace_bin() + " record --cuda off --nvtx-range train.step -o " + dir + "/r.json.gz -- " + train_cmd(3));
+  REQUIRE(r.exit_code == 0);
+  int in_range = 0;
+  for (const auto& e : rtx::trace::load_trace(dir + "/r.json.gz").events) in_range += e.ph == 'X';
+  CHECK(in_range == 1);
+  const auto c = run(trace_bin() + " record --cuda off --max-events 1 -o " + dir + "/c.json -- " + train_cmd(3));
+  REQUIRE(c.exit_code == 0);
+  CHECK_THAT(c.err, Catch::Contains("event cap reached") && Catch::Contains("--max-events"));
+
+  // Flame graph of the recorded run: one frame per span name, weight = the spans' time.
+  const auto fl = run(flame_bin() + " " + dir + "/t.json --folded -o " + dir + "/t.folded");
+  INFO(fl.err);
+  REQUIRE(fl.exit_code == 0);
+  std::ifstream ff(dir + "/t.folded");
+  std::string line;
+  REQUIRE(std::getline(ff, line));
+  CHECK(line.rfind("train.step ", 0) == 0);
+}
+
+TEST_CASE("rtx-trace record passes the exit status through and rejects a missing program", "[cpu][cli]") {
+  const std::string dir = rtx::test::temp_dir();
+  const auto p = run(trace_bin() + " record -q -o " + dir + "/t.json -- sh -c 'echo out; exit 7'");
+  CHECK(p.exit_code == 7);
+  CHECK(p.out == "out\n");  // the target's stdout is untouched
+  CHECK(rtx::trace::validate(rtx::trace::load_trace(dir + "/t.json").events).empty());
+  const auto k = run(trace_bin() + " record -q -o " + dir + "/k.json -- sh -c 'kill -TERM $$'");
+  CHECK(k.exit_code == 128 + 15);
+  const auto m = run(trace_bin() + " record -o " + dir + "/m.json -- /no/such/program");
+  CHECK(m.exit_code == 2);
+  CHECK_THAT(m.err, Catch::Contains("cannot run") && Catch::Contains("/no/such/program"));
+  CHECK(run(trace_bin() + " record -o " + dir + "/n.json").exit_code == 2);  // no command
+}
+
+TEST_CASE("rtx-trace stats, merge and validate on the hand-written sample", "[cpu][cli]") {
+  const std::string dir = rtx::test::temp_dir();
+  const auto t = run(trace_bin() + " stats " + sample());
+  REQUIRE(t.exit_code == 0);
+  CHECK_THAT(t.out, Catch::Contains("gpu_kernels") && Catch::Contains("ampere_sgemm_32x32") && Catch::Contains("120.000 us"));
+  const auto c = run(trace_bin() + " stats --format csv " + sample());
+  CHECK_THAT(c.out, Catch::Contains("cuda_api,\"cudaLaunchKernel\",2,15000,7500.0,5000,10000,2500.0"));
+  const auto j = run(trace_bin() + " stats --json " + sample());
+  REQUIRE(j.exit_code == 0);
+  CHECK(nlohmann::json::parse(j.out)["schema"] == "rtx.trace_stats.v1");
+  const auto m = run(trace_bin() + " merge " + sample() + " " + sample() + " -o " + dir + "/m.json");
+  REQUIRE(m.exit_code == 0);
+  CHECK(run(trace_bin() + " validate " + dir + "/m.json").exit_code == 0);
+  write_file(dir + "/bad.json", R"({"traceEvents":[{"name":"a","ph":"B","ts":1,"pid":1,"tid":1},{"name":"x","ph":"X","ts":2,"pid":1,"tid":1}]})");
+  const auto v = run(trace_bin() + " validate " + dir + "/bad.json");
+  CHECK(v.exit_code == 1);
+  CHECK_THAT(v.out, Catch::Contains("be-nesting") && Catch::Contains("x-dur"));
+  CHECK(run(trace_bin() + " stats " + dir + "/nope.json").exit_code == 2);
+}
+
+TEST_CASE("rtx-flame renders the sample, folded stacks and diffs; bad input exits 2", "[cpu][cli]") {
+  const std::string dir = rtx::test::temp_dir();
+  const auto s = run(flame_bin() + " " + sample() + " -o " + dir + "/s.svg --title 'torch <sample>' --width 800");
+  INFO(s.err);
+  REQUIRE(s.exit_code == 0);
+  CHECK(run("python3 -c \"import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])\" " + dir + "/s.svg").exit_code == 0);
+  const auto f = run(flame_bin() + " " + sample() + " --folded");
+  REQUIRE(f.exit_code == 0);
+  CHECK(f.out ==
+        "ProfilerStep#1;aten::linear;aten::addmm;ampere_sgemm_32x32 120000\n"
+        "ProfilerStep#1;aten::mm;Memcpy DtoH (Device -> Pageable) 10000\n"
+        "ProfilerStep#1;aten::relu;void at::native::vectorized_elementwise_kernel<relu> 30250\n");
+  write_file(dir + "/a.folded", f.out);
+  const auto rt = run("sh -c 'cat " + dir + "/a.folded | " + flame_bin() + " --folded'");  // stdin, folded detected
+  CHECK(rt.out == f.out);
+  CHECK(run(flame_bin() + " --diff " + dir + "/a.folded " + dir + "/a.folded -o " + dir + "/d.svg --icicle").exit_code == 0);
+  CHECK(run(flame_bin() + " " + sample() + " --mode cpu --colors io -o " + dir + "/c.svg").exit_code == 0);
+
+  auto expect2 = [&](const std::string& text, const std::string& needle) {
+    write_file(dir + "/bad", text);
+    const auto b = run(flame_bin() + " " + dir + "/bad -o " + dir + "/bad.svg");
+    CHECK(b.exit_code == 2);
+    CHECK_THAT(b.err, Catch::Contains(needle));
+  };
+  expect2(R"({"traceEvents":[{"name":"a","ph":"X","ts":1,"dur":2,"pid":1,"tid":1},{"name":"b","ph")", "truncated");
+  expect2(R"({"traceEvents":[{"name":"a","ph":"B","ts":1,"pid":1,"tid":1}]})", "unbalanced B/E");
+  expect2("main;a 1\nmain;b many\n", ":2");
+  CHECK(run(flame_bin() + " " + sample() + " --colors rainbow -o " + dir + "/x.svg").exit_code == 2);
+}

@@ -1,0 +1,362 @@
+// rtx::trace library: trace writer/reader round trip (gzip, precision), the Trace Event rules,
+// folding (CPU self time, GPU by launching op) of a hand-written torch-style sample, folded
+// round trip, SVG well-formedness (python3's XML parser), stats and merge.
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "rtx/core/error.hpp"
+#include "rtx/trace/flamegraph.hpp"
+#include "rtx/trace/folded.hpp"
+#include "rtx/trace/merge.hpp"
+#include "rtx/trace/stats.hpp"
+#include "rtx/trace/trace_event.hpp"
+#include "test_util.hpp"
+
+using namespace rtx::trace;
+
+namespace {
+
+std::string sample() { return rtx::test::source_dir() + "/tests/trace/data/torch_style_sample.json"; }
+
+void write_file(const std::string& p, const std::string& s) {
+  std::ofstream f(p, std::ios::binary);
+  f << s;
+}
+std::string read_file(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::map<std::string, uint64_t> folded_map(const std::string& text) {
+  std::map<std::string, uint64_t> m;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto sp = line.rfind(' ');
+    m[line.substr(0, sp)] += std::stoull(line.substr(sp + 1));
+  }
+  return m;
+}
+
+bool xml_well_formed(const std::string& path) {
+  const auto p = rtx::test::run("python3 -c \"import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])\" '" + path + "'");
+  INFO(p.err);
+  return p.exit_code == 0;
+}
+
+Event x(const std::string& name, double ts, double dur, int64_t tid = 1) {
+  Event e;
+  e.ph = 'X';
+  e.name = name;
+  e.ts = ts;
+  e.dur = dur;
+  e.pid = 1;
+  e.tid = tid;
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("format_us keeps ns precision as decimals", "[cpu]") {
+  CHECK(format_us(0) == "0");
+  CHECK(format_us(12.5) == "12.5");
+  CHECK(format_us(0.001) == "0.001");
+  CHECK(format_us(1234567.891) == "1234567.891");
+  CHECK(format_us(3600e6 + 0.007) == "3600000000.007");  // an hour in, still to the ns
+  CHECK(format_us(-2.25) == "-2.25");
+}
+
+TEST_CASE("trace writer and reader round trip, plain and gzip, 1/7/127 events", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir();
+  for (const char* name : {"t.json", "t.json.gz"})
+    for (int n : {1, 7, 127}) {
+      const std::string path = dir + "/" + std::to_string(n) + name;
+      TraceWriter w(path, {});
+      w.process_name(1, "proc \"quoted\" \xff");
+      for (int i = 0; i < n; ++i) {
+        Event e = x("op<" + std::to_string(i) + ">\n", 1000000.0 + i * 0.001, i * 1.5 + 0.123, i + 1);
+        e.args = {{"i", i}, {"grid", {i, 1, 1}}};
+        w.add(e);
+      }
+      w.commit();
+      const std::string bytes = read_file(path);
+      if (std::string(name).find(".gz") != std::string::npos) {
+        REQUIRE(bytes.size() > 2);
+        CHECK(static_cast<unsigned char>(bytes[0]) == 0x1f);
+        CHECK(static_cast<unsigned char>(bytes[1]) == 0x8b);
+      } else {
+        const auto j = nlohmann::json::parse(bytes);  // plain JSON, object form
+        CHECK(j["traceEvents"].size() == static_cast<size_t>(n + 1));
+        CHECK(j["displayTimeUnit"] == "ns");
+        CHECK(j["schema"] == kTraceSchema);
+      }
+      const Trace t = load_trace(path);
+      REQUIRE(t.events.size() == static_cast<size_t>(n + 1));
+      CHECK(t.events[0].ph == 'M');
+      CHECK(t.events[0].args["name"].get<std::string>().find("\"quoted\"") != std::string::npos);
+      for (int i = 0; i < n; ++i) {
+        const Event& e = t.events[i + 1];
+        CHECK(e.name == "op<" + std::to_string(i) + ">\n");
+        CHECK(std::llround(e.ts * 1000) == std::llround((1000000.0 + i * 0.001) * 1000));
+        CHECK(std::llround(e.dur * 1000) == std::llround((i * 1.5 + 0.123) * 1000));
+        CHECK(e.args["grid"][0] == i);
+      }
+      CHECK(validate(t.events).empty());
+    }
+}
+
+TEST_CASE("reader: array form, optional closing bracket, string tids; truncated and bad input", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir();
+  write_file(dir + "/a.json", R"([{"name":"a","ph":"X","ts":1,"dur":2,"pid":1,"tid":"main"},{"name":"b","ph":"i","ts":3,"pid":1,"tid":"main"},)");
+  const Trace a = load_trace(dir + "/a.json");
+  CHECK(a.info.array_form);
+  REQUIRE(a.events.size() == 2);
+  CHECK(a.events[0].tid == a.events[1].tid);
+  REQUIRE(a.info.string_ids.size() == 1);
+  CHECK(a.info.string_ids[0].second == "main");
+
+  auto expect_input = [&](const std::string& text, const std::string& needle) {
+    write_file(dir + "/bad.json", text);
+    try {
+      load_trace(dir + "/bad.json");
+      FAIL("no error for: " << text);
+    } catch (const rtx::Error& e) {
+      CHECK(e.category() == rtx::ErrorCategory::Input);
+      CHECK_THAT(std::string(e.what()) + e.where(), Catch::Contains(needle));
+    }
+  };
+  expect_input(R"({"traceEvents":[{"name":"a","ph":"X","ts":1,"dur":2},{"name":)", "truncated");
+  expect_input(R"({"traceEvents":[{"name":"a","ph":"X","ts":1,"dur":2}]  )", "truncated");
+  expect_input(R"({"traceEvents":[{"name":"a","ph":"X","ts":"1","dur":2}]})", "non-numeric");
+  expect_input(R"({"traceEvents":[{"name":"a","ts":1}]})", "ph");
+  expect_input(R"({"traceEvents":[42]})", "not an object");
+  expect_input(R"("hello")", "not a trace");
+  expect_input("", "empty");
+}
+
+TEST_CASE("validate reports each broken Trace Event rule", "[cpu]") {
+  auto rules = [](const std::vector<Event>& ev) {
+    std::multiset<std::string> r;
+    for (const auto& v : validate(ev)) r.insert(v.rule);
+    return r;
+  };
+  std::vector<Event> ok = {x("parent", 0, 10), x("child", 1, 2), x("next", 10, 1)};
+  CHECK(validate(ok).empty());
+  Event nodur = x("nodur", 0, -1);
+  CHECK(rules({nodur}).count("x-dur") == 1);
+  CHECK(rules({x("p", 0, 10), x("c", 5, 10)}).count("x-nesting") == 1);  // partial overlap
+  Event b = x("b", 0, -1), e = x("", 5, -1);
+  b.ph = 'B';
+  e.ph = 'E';
+  CHECK(rules({b, e}).empty());
+  CHECK(rules({b}).count("be-nesting") == 1);        // never closed
+  CHECK(rules({e}).count("be-nesting") == 1);        // closes nothing
+  Event e2 = e;
+  e2.name = "other";
+  CHECK(rules({b, e2}).count("be-nesting") == 1);    // names another slice
+  Event s = x("flow", 1, -1), f = x("flow", 2, -1);
+  s.ph = 's';
+  f.ph = 'f';
+  s.id = f.id = "7";
+  f.bp = "e";
+  CHECK(rules({s, f}).empty());
+  CHECK(rules({s}).count("flow-pair") == 1);
+  CHECK(rules({f}).count("flow-pair") == 1);
+  Event f8 = f;
+  f8.id = "8";
+  CHECK(rules({s, f8}).count("flow-pair") == 2);
+  Event c = x("counter", 1, -1);
+  c.ph = 'C';
+  c.args = {{"v", "not a number"}};
+  CHECK(rules({c}).count("counter") == 1);
+  Event q = x("q", 1, 1);
+  q.ph = 'Q';
+  CHECK(rules({q}).count("phase") == 1);
+  // The hand-written sample follows the rules.
+  CHECK(validate(load_trace(sample()).events).empty());
+}
+
+TEST_CASE("fold the torch-style sample: CPU self time and GPU time by launching op", "[cpu]") {
+  StackTrie cpu;
+  const auto rc = fold_trace(sample(), cpu, 0, FoldMode::Cpu);
+  CHECK(rc.mode == FoldMode::Cpu);
+  const std::map<std::string, uint64_t> want_cpu = {
+      {"ProfilerStep#1", 500000},
+      {"ProfilerStep#1;aten::linear", 100000},
+      {"ProfilerStep#1;aten::linear;aten::addmm", 190000},
+      {"ProfilerStep#1;aten::linear;aten::addmm;cudaLaunchKernel", 10000},
+      {"ProfilerStep#1;aten::relu", 95000},
+      {"ProfilerStep#1;aten::relu;cudaLaunchKernel", 5000},
+      {"ProfilerStep#1;aten::mm", 80000},
+      {"ProfilerStep#1;aten::mm;cudaMemcpyAsync", 20000}};
+  CHECK(folded_map(write_folded(cpu)) == want_cpu);
+  CHECK(cpu.total_weight() == 1000000);  // = the top-level slice's duration
+  CHECK(rc.total_ns == 1000000);
+
+  StackTrie gpu;
+  const auto rg = fold_trace(sample(), gpu);  // auto: the sample has GPU slices
+  CHECK(rg.mode == FoldMode::Gpu);
+  CHECK(rg.launches_linked == 3);
+  const std::map<std::string, uint64_t> want_gpu = {
+      {"ProfilerStep#1;aten::linear;aten::addmm;ampere_sgemm_32x32", 120000},
+      {"ProfilerStep#1;aten::relu;void at::native::vectorized_elementwise_kernel<relu>", 30250},
+      {"ProfilerStep#1;aten::mm;Memcpy DtoH (Device -> Pageable)", 10000}};
+  CHECK(folded_map(write_folded(gpu)) == want_gpu);
+  CHECK(gpu.total_weight() == 160250);  // sum of GPU slice durations
+}
+
+TEST_CASE("unbalanced B/E is an input error naming the event", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir();
+  write_file(dir + "/u.json", R"({"traceEvents":[{"name":"a","ph":"B","ts":1,"pid":1,"tid":1},{"name":"b","ph":"B","ts":2,"pid":1,"tid":1},{"ph":"E","ts":3,"pid":1,"tid":1}]})");
+  StackTrie t;
+  CHECK_THROWS_WITH(fold_trace(dir + "/u.json", t), Catch::Contains("unbalanced B/E") && Catch::Contains("\"a\""));
+  write_file(dir + "/u2.json", R"({"traceEvents":[{"name":"x","ph":"E","ts":3,"pid":1,"tid":1}]})");
+  StackTrie t2;
+  CHECK_THROWS_WITH(fold_trace(dir + "/u2.json", t2), Catch::Contains("closes nothing"));
+}
+
+TEST_CASE("folded stacks round-trip and aggregate; bad counts name the line", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir();
+  write_file(dir + "/in.folded",
+             "main;void run(int, float);kernel<1> 10\nmain;b 5\n\nmain;void run(int, float);kernel<1> 3\r\nmain 1\nsolo 7.6\n");
+  StackTrie t;
+  CHECK(read_folded(dir + "/in.folded", t) == 5);
+  const std::string out = write_folded(t);
+  CHECK(out == "main 1\nmain;b 5\nmain;void run(int, float);kernel<1> 13\nsolo 8\n");
+  write_file(dir + "/out.folded", out);
+  StackTrie t2;
+  read_folded(dir + "/out.folded", t2);
+  CHECK(write_folded(t2) == out);
+  CHECK(t2.total_weight() == 27);
+  CHECK_FALSE(looks_like_trace(dir + "/out.folded"));
+  CHECK(looks_like_trace(sample()));
+  for (const char* bad : {"main;a 1\nmain;b x\n", "main;a\n", "main;a -3\n", "main;a 1e5\n"}) {
+    write_file(dir + "/bad.folded", bad);
+    StackTrie b;
+    try {
+      read_folded(dir + "/bad.folded", b);
+      FAIL("accepted: " << bad);
+    } catch (const rtx::Error& e) {
+      CHECK(e.category() == rtx::ErrorCategory::Input);
+      CHECK_THAT(e.where(), Catch::Contains("bad.folded:"));
+    }
+  }
+}
+
+TEST_CASE("flame graph SVG is well-formed XML with every frame and exact widths", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir();
+  write_file(dir + "/n.folded",
+             "main;<script>&\"'x 30\nmain;bad\x01\xff utf8;leaf 20\nmain;caf\xc3\xa9 50\nother 100\n");
+  StackTrie t;
+  read_folded(dir + "/n.folded", t);
+  for (bool icicle : {false, true}) {
+    FlameOptions o;
+    o.icicle = icicle;
+    o.title = "A & B <title>";
+    const std::string svg = render_flamegraph(t, o);
+    write_file(dir + "/f.svg", svg);
+    CHECK(xml_well_formed(dir + "/f.svg"));
+    // 1 root + main, other + 3 children of main + leaf = 7 frames, all wider than 0.1 px.
+    size_t frames = 0;
+    for (size_t p = svg.find("<g class=\"f\""); p != std::string::npos; p = svg.find("<g class=\"f\"", p + 1)) ++frames;
+    CHECK(frames == 7);
+    CHECK(svg.find("data-n=\"&lt;script&gt;&amp;&quot;&apos;x\"") != std::string::npos);
+    CHECK(svg.find("caf\xc3\xa9") != std::string::npos);
+    CHECK(svg.find("data-w=\"0.5\" data-d=\"1\" data-n=\"main\"") != std::string::npos);  // 100 of 200
+  }
+  // minwidth drops narrow frames and their children.
+  FlameOptions narrow;
+  narrow.width = 200;
+  narrow.minwidth = 40;  // main;leaf path frames are 20/200*180 = 18 px
+  const std::string svg2 = render_flamegraph(t, narrow);
+  CHECK(svg2.find("data-n=\"leaf\"") == std::string::npos);
+  CHECK(svg2.find("data-n=\"other\"") != std::string::npos);
+  FlameOptions bad;
+  bad.colors = "rainbow";
+  CHECK_THROWS_AS(render_flamegraph(t, bad), rtx::Error);
+  StackTrie empty;
+  CHECK_THROWS_AS(render_flamegraph(empty, FlameOptions{}), rtx::Error);
+}
+
+TEST_CASE("differential flame graph: grown frames red, shrunk blue, drawn with NEW", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir();
+  write_file(dir + "/base.folded", "a;grew 10\na;shrank 10\na;same 10\n");
+  write_file(dir + "/new.folded", "a;grew 30\na;shrank 5\na;same 10\n");
+  StackTrie t;
+  read_folded(dir + "/base.folded", t, 1);
+  read_folded(dir + "/new.folded", t, 0);
+  FlameOptions o;
+  o.diff = true;
+  const std::string svg = render_flamegraph(t, o);
+  write_file(dir + "/d.svg", svg);
+  CHECK(xml_well_formed(dir + "/d.svg"));
+  auto fill_of = [&](const std::string& name) {
+    const size_t p = svg.find("data-n=\"" + name + "\"");
+    REQUIRE(p != std::string::npos);
+    const size_t f = svg.find("fill=\"", p);
+    return svg.substr(f + 6, svg.find('"', f + 6) - f - 6);
+  };
+  CHECK(fill_of("grew") == "rgb(255,0,0)");      // largest change: full red
+  CHECK(fill_of("shrank") == "rgb(191,191,255)");  // -5 of max 20: a quarter blue
+  CHECK(fill_of("same") == "rgb(250,250,250)");
+  CHECK(svg.find("data-w=\"0.6666666667\" data-d=\"2\" data-n=\"grew\"") != std::string::npos);  // 30 of 45 (NEW)
+}
+
+TEST_CASE("stats of the sample: per category, count/total/mean/min/max/share", "[cpu]") {
+  const TraceStats s = compute_stats(sample());
+  std::map<std::string, const StatGroup*> g;
+  for (const auto& x : s.groups) g[x.category] = &x;
+  REQUIRE(g.count("gpu_kernels"));
+  REQUIRE(g.count("cuda_api"));
+  REQUIRE(g.count("ops"));
+  REQUIRE(g.count("gpu_memory"));
+  const auto& k = *g["gpu_kernels"];
+  REQUIRE(k.rows.size() == 2);
+  CHECK(k.rows[0].name == "ampere_sgemm_32x32");
+  CHECK(k.rows[0].total_us == Approx(120));
+  CHECK(k.rows[0].share == Approx(120.0 / 150.25));
+  const auto& api = *g["cuda_api"];
+  REQUIRE(api.rows[0].name == "cudaMemcpyAsync");
+  const StatRow& launch = api.rows[1];
+  CHECK(launch.name == "cudaLaunchKernel");
+  CHECK(launch.count == 2);
+  CHECK(launch.total_us == Approx(15));
+  CHECK(launch.mean_us == Approx(7.5));
+  CHECK(launch.min_us == Approx(5));
+  CHECK(launch.max_us == Approx(10));
+  CHECK(launch.stddev_us == Approx(2.5));
+  bool relu = false;
+  for (const auto& r : g["ops"]->rows)
+    if (r.name == "aten::relu") relu = r.total_us == Approx(100) && r.count == 1;  // from the B/E pair
+  CHECK(relu);
+  const std::string csv = stats_csv(s);
+  CHECK_THAT(csv, Catch::Contains("gpu_kernels,\"ampere_sgemm_32x32\",1,120000,"));
+  CHECK(stats_json(s, 0)["groups"].size() == 4);
+  CHECK_THAT(stats_table(s, 1), Catch::Contains("more (use --top 0)"));
+}
+
+TEST_CASE("merge puts each input process on its own track, flows kept paired", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir();
+  const auto r = merge_traces({sample(), sample()}, dir + "/m.json.gz");
+  CHECK(r.processes == 4);
+  CHECK_FALSE(r.clock_aligned);
+  const Trace m = load_trace(dir + "/m.json.gz");
+  std::set<int64_t> pids;
+  std::map<std::string, int> pnames;
+  size_t x_events = 0;
+  for (const auto& e : m.events) {
+    pids.insert(e.pid);
+    if (e.ph == 'M' && e.name == "process_name") ++pnames[e.args["name"].get<std::string>()];
+    if (e.ph == 'X') ++x_events;
+  }
+  CHECK(pids == std::set<int64_t>{1, 2, 3, 4});
+  CHECK(pnames["python3"] == 2);
+  CHECK(pnames["GPU 0"] == 2);
+  CHECK(x_events == 2 * 10);
+  CHECK(validate(m.events).empty());
+}

@@ -8,17 +8,26 @@ namespace rtx::serve {
 
 namespace {
 
-/// q . k over n floats: 16 partial sums (lane j: elements j, j+16, ...) then a fixed fold.
-/// The lane loop vectorises; the order is the same for every call of the same n.
-inline float dot16(const float* __restrict a, const float* __restrict b, int n) {
-  float acc[16] = {};
+/// q . k over n floats with L partial sums (lane j: elements j, j+L, ...) folded pairwise in a
+/// fixed order. The lane loop vectorises; the order depends only on n, never on the batch.
+template <int L>
+inline float dot_lanes(const float* __restrict a, const float* __restrict b, int n) {
+  float acc[L] = {};
   int d = 0;
-  for (; d + 16 <= n; d += 16)
-    for (int j = 0; j < 16; ++j) acc[j] += a[d + j] * b[d + j];
+  for (; d + L <= n; d += L)
+    for (int j = 0; j < L; ++j) acc[j] += a[d + j] * b[d + j];
   for (int j = 0; d + j < n; ++j) acc[j] += a[d + j] * b[d + j];
-  for (int w = 8; w >= 1; w /= 2)
+  for (int w = L / 2; w >= 1; w /= 2)
     for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
   return acc[0];
+}
+
+/// 16 lanes for head sizes >= 16 (GPT-2: 64), fewer for small heads (stories260k: 8), so the
+/// fold does not cost more than the products.
+inline float dot_head(const float* a, const float* b, int n) {
+  if (n >= 16) return dot_lanes<16>(a, b, n);
+  if (n >= 8) return dot_lanes<8>(a, b, n);
+  return dot_lanes<4>(a, b, n);
 }
 
 }  // namespace
@@ -32,7 +41,7 @@ void paged_attention(float* out, const float* q, int n_keys, const KvCache& kv, 
     const float* kb = kv.k(layer, blocks[t0 / BT]) + head_off;
     const int nt = n_keys - t0 < BT ? n_keys - t0 : BT;
     for (int s = 0; s < nt; ++s) {
-      const float v = scale * dot16(q, kb + static_cast<size_t>(s) * HS, HS);
+      const float v = scale * dot_head(q, kb + static_cast<size_t>(s) * HS, HS);
       scratch[t0 + s] = v;
       mx = v > mx ? v : mx;
     }

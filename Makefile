@@ -1,14 +1,17 @@
 # rtx: the two commands of the README, plus developer conveniences.
 #   make test   set up, configure, build, run the test suite (ctest)
 #   make run    set up, build, run the suite's main job
+#   make fuzz   libFuzzer targets (clang, ASan + UBSan) in build-fuzz/, FUZZ_SECONDS each
 BUILD    ?= build
 TYPE     ?= Release
 JOBS     ?= $(shell nproc)
 CMAKE_ARGS ?=
 RTX_DATA ?= $(abspath ../shared/data)
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD ?= build-fuzz
 export RTX_DATA
 
-.PHONY: all setup configure build test run debug sanitize test-sanitize clean
+.PHONY: all setup configure build test run debug sanitize test-sanitize fuzz clean
 
 all: build
 
@@ -34,5 +37,13 @@ debug:
 sanitize test-sanitize:
 	@$(MAKE) test BUILD=build-asan TYPE=Debug CMAKE_ARGS="-DRTX_SANITIZE=address,undefined -DRTX_CUDA=OFF"
 
+# Fuzzing (tests/fuzz): clang build with -fsanitize=fuzzer,address,undefined, then each target
+# runs FUZZ_SECONDS over its seed corpus (tests/fuzz/run_fuzz.sh). Needs an AVX-512 host.
+fuzz: setup
+	@cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+	  -DCMAKE_CXX_COMPILER=clang++ -DRTX_FUZZ=ON -DRTX_CUDA=OFF -DRTX_BUILD_TESTS=OFF -DRTX_DATA_DIR=$(RTX_DATA)
+	@cmake --build $(FUZZ_BUILD) --target rtx_fuzz_all -j $(JOBS)
+	@tests/fuzz/run_fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 clean:
-	rm -rf build build-debug build-asan
+	rm -rf build build-debug build-asan build-fuzz

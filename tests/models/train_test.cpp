@@ -260,3 +260,21 @@ TEST_CASE("checkpoints round-trip and corrupt ones are refused", "[cpu]") {
   expect_refused(flipped, "bit flip");
   CHECK_THROWS_AS(load_checkpoint(dir + "/missing.safetensors"), rtx::Error);
 }
+
+TEST_CASE("checkpoint regressions from fuzzing: a config bigger than the file, a step past int", "[cpu]") {
+  // tests/fuzz/corpus/checkpoint/: a valid tiny checkpoint whose __metadata__.config says
+  // n_layer 2^31-1 (load_checkpoint sized its buffers from it: a multi-terabyte allocation and
+  // std::bad_alloc), and one whose step is 2^32-1 (read back as -1).
+  const std::string corpus = rtx::test::source_dir() + "/tests/fuzz/corpus/checkpoint/";
+  CHECK(load_checkpoint(corpus + "valid-tiny").step == 3);
+  for (const char* name : {"config-huge-layers", "config-huge-vocab", "step-above-int"}) {
+    INFO(name);
+    try {
+      load_checkpoint(corpus + name);
+      FAIL("accepted");
+    } catch (const rtx::Error& e) {
+      CHECK(e.category() == rtx::ErrorCategory::Input);
+      CHECK(std::string(e.what()).find(name[0] == 's' ? "step" : "config") != std::string::npos);
+    }
+  }
+}

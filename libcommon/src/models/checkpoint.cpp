@@ -2,6 +2,7 @@
 // "optim.m."/"optim.v.", run state in __metadata__ (schema rtx.checkpoint.v1).
 #include "rtx/models/checkpoint.hpp"
 
+#include <climits>
 #include <cmath>
 #include <map>
 
@@ -89,8 +90,8 @@ Checkpoint load_checkpoint(const std::string& path, bool with_optimizer) {
   if (ck.run_config.is_null()) ck.run_config = nlohmann::json::object();
   ck.tokenizer = parse_meta_json(meta, "tokenizer", path, false);
   const nlohmann::json step = parse_meta_json(meta, "step", path, true);
-  if (!step.is_number_integer() || step.get<long long>() < 0)
-    throw_input("__metadata__.step must be a non-negative integer", path);
+  if (!step.is_number_integer() || step.get<long long>() < 0 || step.get<long long>() > INT_MAX)
+    throw_input("__metadata__.step must be a non-negative integer below 2^31", path);
   ck.step = static_cast<int>(step.get<long long>());
   const nlohmann::json rng = parse_meta_json(meta, "rng", path, true);
   // nlohmann parses every non-negative integer as number_unsigned.
@@ -100,6 +101,15 @@ Checkpoint load_checkpoint(const std::string& path, bool with_optimizer) {
   const nlohmann::json best = parse_meta_json(meta, "best_val_loss", path, false);
   if (best.is_number()) ck.best_val_loss = best.get<double>();
 
+  // The config must fit the file before anything is sized from it (a corrupt config could ask
+  // for terabytes): V*C + T*C + L*(12C^2 + 13C) + 2C floats (gpt2_param_layout), in double.
+  const double C = ck.model.n_embd, need_bytes = 4.0 * (static_cast<double>(ck.model.vocab_size) * C +
+                                                        static_cast<double>(ck.model.block_size) * C +
+                                                        ck.model.n_layer * (12.0 * C * C + 13.0 * C) + 2.0 * C);
+  if (need_bytes > static_cast<double>(f.data_size()))
+    throw_input("checkpoint config needs " + nlohmann::json(need_bytes).dump() +
+                    " bytes of F32 weights but the file holds " + std::to_string(f.data_size()),
+                path + ": __metadata__.config");
   const std::vector<ParamTensor> layout = gpt2_param_layout(ck.model);
   const size_t n = gpt2_num_params(ck.model);
   auto read_all = [&](const std::string& prefix, std::vector<float>& buf) {

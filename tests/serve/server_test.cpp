@@ -11,6 +11,7 @@
 #include <future>
 #include <map>
 #include <regex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -375,4 +376,44 @@ TEST_CASE("serve: graceful shutdown ends in-flight streams and stops the listene
   CHECK(ev[ev.size() - 2].find("cancelled") != std::string::npos);
   CHECK(s->post("/v1/completions", completion("Once", 2).dump()).first == 0);  // listener closed
   s.reset();
+}
+
+TEST_CASE("serve: a canary engine takes its share of requests, with its own metrics", "[cpu][serve]") {
+  auto canary_model = load_model(model_path());
+  SchedulerConfig csc;
+  csc.max_batch = 4;
+  Scheduler canary(*canary_model, csc);
+  Scheduler main_sched(shared_model(), SchedulerConfig{});
+  ServerConfig cfg;
+  cfg.port = 0;
+  cfg.canary_fraction = 0.25;
+  Server server(Engine{&shared_model(), &main_sched, "main"}, Engine{canary_model.get(), &canary, "canary"}, cfg);
+  const int port = server.bind();
+  std::thread t([&] { server.run(); });
+  httplib::Client c("127.0.0.1", port);
+  std::map<std::string, int> by_engine;
+  std::set<std::string> texts;
+  for (int i = 0; i < 12; ++i) {
+    auto r = c.Post("/v1/completions", completion("Once upon a time", 12).dump(), "application/json");
+    REQUIRE(r);
+    REQUIRE(r->status == 200);
+    ++by_engine[r->get_header_value("X-Rtx-Engine")];
+    texts.insert(json::parse(r->body)["choices"][0]["text"].get<std::string>());
+  }
+  CHECK(by_engine["canary"] == 3);  // floor((i+1)/4) > floor(i/4): i = 3, 7, 11
+  CHECK(by_engine["main"] == 9);
+  CHECK(texts.size() == 1);  // same weights, greedy: both engines give the same text
+  auto m = c.Get("/metrics");
+  REQUIRE(m);
+  CHECK_THAT(m->body, Catch::Contains("rtx_requests_finished_total{engine=\"canary\",reason=\"length\"} 3"));
+  CHECK_THAT(m->body, Catch::Contains("rtx_requests_finished_total{engine=\"main\",reason=\"length\"} 9"));
+  server.stop();
+  t.join();
+  // A fraction without a canary engine, or outside [0, 1], is refused.
+  ServerConfig bad;
+  bad.canary_fraction = 0.5;
+  CHECK_THROWS_AS(Server(Engine{&shared_model(), &main_sched, "main"}, Engine{}, bad), Error);
+  bad.canary_fraction = 1.5;
+  CHECK_THROWS_AS(Server(Engine{&shared_model(), &main_sched, "main"}, Engine{canary_model.get(), &canary, ""}, bad),
+                  Error);
 }

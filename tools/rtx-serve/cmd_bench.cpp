@@ -91,6 +91,7 @@ Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
           std::cerr << "rtx-serve bench: first failure (request " << r.index << "): " << r.error << "\n";
           break;
         }
+    // The checked thing failed: no request got through (exit 1, like a bench regression).
     return report.summary.completed > 0 ? 0 : 1;
   };
 }

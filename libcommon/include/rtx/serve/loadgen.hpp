@@ -1,0 +1,183 @@
+// rtx-serve's load generator: streams OpenAI-style completions from a server with N client
+// threads and reports TTFT, TPOT, ITL and throughput as vLLM's benchmark_serving.py does.
+// Not a server and not a tokenizer: token counts come from the server's usage (or chunk counts).
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rtx::serve {
+
+// ---------------------------------------------------------------------------------------------
+// Server-sent events
+
+/// One dispatched server-sent event. `data` is the event's `data:` lines joined by "\n"
+/// (no trailing newline); `event` is the `event:` field ("" means the default "message");
+/// `id` is the last event id seen on the stream so far.
+struct SseEvent {
+  std::string event;
+  std::string data;
+  std::string id;
+};
+
+/// Incremental parser for a text/event-stream body, per the WHATWG HTML standard,
+/// section 9.2 "Server-sent events" (event stream interpretation). Feed the body in arbitrary
+/// byte chunks; each call returns the events completed by that chunk. Lines end in "\r\n",
+/// "\n" or "\r" (a "\r\n" split across two chunks counts once); a leading UTF-8 BOM is
+/// dropped; lines starting with ':' are comments; "field: value" drops one space after the
+/// colon; a line without a colon is a field with an empty value; unknown fields and `retry`
+/// are ignored; a blank line dispatches the event unless its data buffer is empty. An event
+/// without its closing blank line at end of stream is discarded, as the spec says. Never
+/// throws on any input.
+class SseParser {
+ public:
+  /// Parse `chunk` (any split of the stream) and return the events it completes, in order.
+  std::vector<SseEvent> feed(std::string_view chunk);
+  /// Bytes of a line not yet terminated (buffered until its end arrives).
+  size_t pending_bytes() const noexcept { return line_.size(); }
+
+ private:
+  void process_line(std::vector<SseEvent>& out);
+  std::string line_;        // current partial line
+  std::string data_;        // data buffer of the event being built
+  std::string event_type_;  // event type buffer
+  std::string last_id_;     // last event id buffer
+  bool saw_cr_ = false;     // previous byte was '\r' (swallow a following '\n')
+  bool bom_checked_ = false;
+  std::string bom_prefix_;  // up to 2 leading bytes that may be the start of a BOM
+};
+
+// ---------------------------------------------------------------------------------------------
+// Load configuration and results
+
+/// What to send and how hard. Requests go to http://host:port<endpoint> as streaming POSTs with
+/// "stream": true and "stream_options": {"include_usage": true}. An endpoint ending in
+/// "/chat/completions" sends the prompt as one user message; any other sends "prompt".
+struct LoadConfig {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key;                     ///< sent as "Authorization: Bearer <key>" when non-empty
+  std::string model;                       ///< "model" field (omitted when empty)
+  std::string endpoint = "/v1/completions";
+  int concurrency = 1;                     ///< client threads = maximum requests in flight (>= 1)
+  int num_requests = 0;                    ///< total requests; 0 = unlimited (then duration_s > 0)
+  double duration_s = 0;                   ///< stop starting requests after this many s; 0 = no limit
+  std::vector<std::string> prompts;        ///< request i sends prompts[i % size] (non-empty)
+  int max_tokens = 128;                    ///< "max_tokens" (>= 1)
+  bool ignore_eos = true;                  ///< sends "ignore_eos": true (llama-server, rtx-serve, vLLM)
+  double temperature = 0.0;                ///< "temperature"
+  std::optional<uint64_t> seed;            ///< "seed" sent with every request when set; also seeds arrivals
+  double request_rate = 0;                 ///< mean requests/s, Poisson arrivals; 0 = as fast as concurrency allows
+  double timeout_s = 300;                  ///< per-request limit (connect + whole stream), s (> 0)
+};
+
+/// How a request ended.
+enum class RequestStatus {
+  Ok,           ///< 2xx, streamed at least one content chunk
+  HttpError,    ///< non-2xx other than 429 (http_status says which)
+  RateLimited,  ///< HTTP 429 (admission control)
+  Transport,    ///< connect/read/write failure or timeout: no complete HTTP answer
+  Protocol,     ///< 2xx but the stream was malformed, carried an error object, or had no content
+};
+/// "ok", "http_error", "rate_limited", "transport_error", "protocol_error".
+const char* status_name(RequestStatus s) noexcept;
+
+/// One request's measurements. Times in seconds, from steady_clock.
+struct RequestResult {
+  int64_t index = 0;                  ///< request number (0-based, in start order)
+  RequestStatus status = RequestStatus::Transport;
+  int http_status = 0;                ///< HTTP status code (0 when none arrived)
+  std::string error;                  ///< what went wrong ("" when ok)
+  double start_s = 0;                 ///< request sent, relative to the run's start
+  double ttft_s = 0;                  ///< sent -> first content chunk
+  double e2e_s = 0;                   ///< sent -> last content chunk (vLLM's "latency")
+  std::vector<double> itl_s;          ///< gaps between successive content chunks
+  int64_t output_tokens = 0;          ///< usage.completion_tokens, else number of content chunks
+  int64_t prompt_tokens = 0;          ///< usage.prompt_tokens (0 when the server sent no usage)
+  bool usage_reported = false;        ///< the stream carried a usage object
+  int64_t output_chars = 0;           ///< bytes of generated text
+};
+
+/// Mean, median, standard deviation (population, numpy's default ddof=0) and percentiles of one
+/// latency metric, in milliseconds. All zero when count == 0 (as vLLM reports an empty metric).
+struct LatencyStats {
+  size_t count = 0;
+  double mean_ms = 0, median_ms = 0, std_ms = 0, p50_ms = 0, p95_ms = 0, p99_ms = 0;
+};
+
+/// The run's summary, with vLLM benchmark_serving's definitions:
+/// TTFT per request; TPOT per request = (e2e - ttft) / (output_tokens - 1), for requests with
+/// more than one output token; ITL = every gap between successive content chunks of all
+/// requests; E2EL per request; throughputs = totals of successful requests / duration.
+struct LoadSummary {
+  int64_t num_requests = 0;           ///< requests sent
+  int64_t completed = 0;              ///< status ok
+  int64_t failed = 0;                 ///< any other status (includes rate_limited)
+  int64_t rate_limited = 0;           ///< HTTP 429
+  double duration_s = 0;              ///< run start -> last request finished
+  int64_t total_input_tokens = 0;     ///< sum of usage.prompt_tokens over successful requests
+  int64_t total_output_tokens = 0;    ///< sum of output tokens over successful requests
+  double request_throughput = 0;      ///< completed / duration, requests/s
+  double output_throughput = 0;       ///< total_output_tokens / duration, tokens/s
+  double total_token_throughput = 0;  ///< (input + output tokens) / duration, tokens/s
+  LatencyStats ttft, tpot, itl, e2el;
+};
+
+/// A finished run: the configuration, every request (in index order) and the summary.
+struct LoadReport {
+  LoadConfig config;
+  std::vector<RequestResult> requests;
+  LoadSummary summary;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Statistics
+
+/// The p-th percentile of `values` (p in [0, 100]) by linear interpolation between closest
+/// ranks, numpy.percentile's default ("linear", Hyndman & Fan type 7): sort, rank
+/// r = p/100 * (n-1), result = v[floor r] + (v[ceil r] - v[floor r]) * (r - floor r).
+/// Throws rtx::Error(Usage) for an empty vector or p outside [0, 100] or NaN.
+double percentile(std::vector<double> values, double p);
+
+/// LatencyStats of `seconds` (converted to ms). Empty input gives all zeros.
+LatencyStats latency_stats(const std::vector<double>& seconds);
+
+/// Summary of `requests` over a run of `duration_s` seconds (definitions on LoadSummary).
+/// Throws rtx::Error(Usage) when duration_s <= 0 and some request succeeded.
+LoadSummary summarize(const std::vector<RequestResult>& requests, double duration_s);
+
+/// Arrival offsets (s from the run start) of n requests as a Poisson process of `rate`
+/// requests/s (exponential gaps of mean 1/rate, as vLLM's get_request with burstiness 1),
+/// drawn from a std::mt19937_64 seeded with `seed`. rate <= 0 gives all zeros. Deterministic.
+std::vector<double> poisson_arrivals(size_t n, double rate, uint64_t seed);
+
+// ---------------------------------------------------------------------------------------------
+// Running
+
+/// JSON body of one request for `prompt` (see LoadConfig for the fields sent).
+nlohmann::json build_request_body(const LoadConfig& cfg, const std::string& prompt);
+
+/// Check a configuration; throws rtx::Error(Usage) naming the bad field and its allowed range.
+void validate(const LoadConfig& cfg);
+
+/// Run the load: `concurrency` client threads (one httplib::Client each, a new connection per
+/// request, so TTFT includes the loopback connect as with a fresh client) take
+/// requests in order, wait for each one's arrival time (request_rate > 0) and stream it,
+/// until num_requests were sent or duration_s passed (requests in flight then finish).
+/// Individual request failures are recorded, never thrown. Throws rtx::Error(Usage) for a bad
+/// configuration (validate).
+LoadReport run_load(const LoadConfig& cfg);
+
+/// The report as an "rtx.serve_bench.v1" artifact: schema, hardware identity, config, the
+/// summary with vLLM's field names (completed, duration, request_throughput, output_throughput,
+/// total_token_throughput, mean_ttft_ms, median_ttft_ms, std_ttft_ms, p50_ttft_ms, p95_ttft_ms,
+/// p99_ttft_ms, and the same for tpot, itl, e2el) and, when include_requests, every request.
+nlohmann::json to_json(const LoadReport& report, bool include_requests = false);
+
+/// A human-readable table of the summary (like benchmark_serving's printout), units in names.
+std::string format_table(const LoadReport& report);
+
+}  // namespace rtx::serve

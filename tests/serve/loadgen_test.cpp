@@ -1,0 +1,537 @@
+// Tests of rtx::serve's load generator: SSE parsing at every split point, numpy-compatible
+// percentiles, vLLM metric definitions, and end-to-end runs against a scripted loopback server.
+#include <httplib.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cmath>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "rtx/core/error.hpp"
+#include "rtx/serve/loadgen.hpp"
+
+using rtx::serve::LoadConfig;
+using rtx::serve::RequestResult;
+using rtx::serve::RequestStatus;
+using rtx::serve::SseEvent;
+using rtx::serve::SseParser;
+using json = nlohmann::json;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// SSE helpers
+
+std::vector<SseEvent> parse_in_parts(const std::string& s, const std::vector<size_t>& cuts) {
+  SseParser p;
+  std::vector<SseEvent> out;
+  size_t prev = 0;
+  for (size_t c : cuts) {
+    auto ev = p.feed(std::string_view(s).substr(prev, c - prev));
+    out.insert(out.end(), ev.begin(), ev.end());
+    prev = c;
+  }
+  auto ev = p.feed(std::string_view(s).substr(prev));
+  out.insert(out.end(), ev.begin(), ev.end());
+  return out;
+}
+
+void require_same(const std::vector<SseEvent>& got, const std::vector<SseEvent>& want, const std::string& what) {
+  INFO(what);
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("event " << i);
+    CHECK(got[i].event == want[i].event);
+    CHECK(got[i].data == want[i].data);
+    CHECK(got[i].id == want[i].id);
+  }
+}
+
+// Every 1-cut and 2-cut split of `s`, and byte by byte, must give `want`.
+void check_all_splits(const std::string& s, const std::vector<SseEvent>& want) {
+  require_same(parse_in_parts(s, {}), want, "whole");
+  for (size_t a = 0; a <= s.size(); ++a) {
+    require_same(parse_in_parts(s, {a}), want, "cut at " + std::to_string(a));
+    for (size_t b = a; b <= s.size(); ++b) {
+      const auto got = parse_in_parts(s, {a, b});
+      if (got.size() != want.size()) require_same(got, want, "cuts " + std::to_string(a) + "," + std::to_string(b));
+      for (size_t i = 0; i < got.size(); ++i)
+        if (got[i].data != want[i].data || got[i].event != want[i].event || got[i].id != want[i].id)
+          require_same(got, want, "cuts " + std::to_string(a) + "," + std::to_string(b));
+    }
+  }
+  std::vector<size_t> every;
+  for (size_t i = 1; i < s.size(); ++i) every.push_back(i);
+  require_same(parse_in_parts(s, every), want, "byte by byte");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A scripted OpenAI-style streaming server on 127.0.0.1.
+
+struct FakeServer {
+  // Script (set before requests arrive).
+  int first_delay_ms = 40;      // before the first content chunk
+  int gap_ms = 15;              // between content chunks
+  bool send_usage = true;       // final chunk with usage
+  int usage_tokens_per_chunk = 1;
+  bool send_done = true;
+  bool malformed = false;       // send one broken JSON event
+  // Observations.
+  std::atomic<int> hits{0};
+  std::mutex mu;
+  json last_body;
+  std::string last_auth;
+
+  httplib::Server srv;
+  int port = 0;
+  std::thread th;
+
+  FakeServer() {
+    srv.set_tcp_nodelay(true);
+    srv.new_task_queue = [] { return new httplib::ThreadPool(16); };
+    auto handler = [this](const httplib::Request& req, httplib::Response& res) { handle(req, res); };
+    srv.Post("/v1/completions", handler);
+    srv.Post("/v1/chat/completions", handler);
+    port = srv.bind_to_any_port("127.0.0.1");
+    REQUIRE(port > 0);
+    th = std::thread([this] { srv.listen_after_bind(); });
+    for (int i = 0; i < 500 && !srv.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    REQUIRE(srv.is_running());
+  }
+  ~FakeServer() {
+    srv.stop();
+    th.join();
+  }
+
+  void handle(const httplib::Request& req, httplib::Response& res) {
+    ++hits;
+    json body = json::parse(req.body);
+    const bool chat = req.path == "/v1/chat/completions";
+    const std::string prompt =
+        chat ? body["messages"][0]["content"].get<std::string>() : body["prompt"].get<std::string>();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      last_body = body;
+      last_auth = req.get_header_value("Authorization");
+    }
+    if (prompt == "reject") {
+      res.status = 429;
+      res.set_header("Retry-After", "1");
+      res.set_content(R"({"error":{"message":"queue full","type":"rate_limit_error"}})", "application/json");
+      return;
+    }
+    if (prompt == "boom") {
+      res.status = 500;
+      res.set_content(R"({"error":{"message":"internal failure"}})", "application/json");
+      return;
+    }
+    const int n = body["max_tokens"].get<int>();
+    res.set_chunked_content_provider("text/event-stream", [this, n, chat](size_t, httplib::DataSink& sink) {
+      auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+      write(": stream opened\n\n");  // a comment: must be ignored
+      std::this_thread::sleep_for(std::chrono::milliseconds(first_delay_ms));
+      for (int k = 0; k < n; ++k) {
+        if (k > 0) std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
+        json chunk = chat ? json{{"choices", {{{"index", 0}, {"delta", {{"content", "t" + std::to_string(k)}}}}}}}
+                          : json{{"choices", {{{"index", 0}, {"text", "t" + std::to_string(k)}}}}};
+        const std::string ev = "data: " + chunk.dump() + (k % 2 ? "\r\n\r\n" : "\n\n");
+        if (k % 3 == 1) {  // one event in two TCP writes
+          if (!write(ev.substr(0, ev.size() / 2))) return false;
+          if (!write(ev.substr(ev.size() / 2))) return false;
+        } else if (!write(ev)) {
+          return false;
+        }
+        if (malformed && k == 0) write("data: {\"choices\": [\n\n");
+      }
+      if (send_usage) {
+        json u = {{"choices", json::array()},
+                  {"usage", {{"prompt_tokens", 3}, {"completion_tokens", n * usage_tokens_per_chunk}}}};
+        write("data: " + u.dump() + "\n\n");
+      }
+      if (send_done) write("data: [DONE]\n\n");
+      sink.done();
+      return true;
+    });
+  }
+};
+
+LoadConfig base_config(int port) {
+  LoadConfig c;
+  c.host = "127.0.0.1";
+  c.port = port;
+  c.prompts = {"a", "b", "c"};
+  c.max_tokens = 5;
+  c.num_requests = 6;
+  c.concurrency = 2;
+  c.timeout_s = 20;
+  return c;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("SSE parser: events, comments, multi-line data, ids, at every split point", "[cpu]") {
+  const std::string s =
+      "data: {\"a\":1}\n\n"
+      ": a comment\n"
+      "data: line1\ndata: line2\n\n"
+      "event: ping\ndata: x\nid: 7\n\n"
+      "data\n\n"
+      "data:  two spaces\n\n";
+  check_all_splits(s, {{"", "{\"a\":1}", ""},
+                       {"", "line1\nline2", ""},
+                       {"ping", "x", "7"},
+                       {"", "", "7"},
+                       {"", " two spaces", "7"}});
+}
+
+TEST_CASE("SSE parser: CRLF, lone CR, BOM, empty events, unterminated tail", "[cpu]") {
+  check_all_splits("data: a\r\n\r\ndata: b\r\rdata:c\r\n\r\n", {{"", "a", ""}, {"", "b", ""}, {"", "c", ""}});
+  // A leading BOM is dropped; a BOM later in the stream is data.
+  check_all_splits("\xEF\xBB\xBF" "data: hi\n\n", {{"", "hi", ""}});
+  check_all_splits("\xEF" "data: x\n\n", {});  // "\xEF" + "data" is an unknown field name
+  // An event with no data is not dispatched, and its type does not leak into the next one.
+  check_all_splits("event: x\n\nretry: 10\nfoo: bar\ndata: y\n\n", {{"", "y", ""}});
+  // OpenAI-style stream.
+  check_all_splits("data: {\"choices\":[{\"text\":\"Hi\"}]}\n\ndata: [DONE]\n\n",
+                   {{"", "{\"choices\":[{\"text\":\"Hi\"}]}", ""}, {"", "[DONE]", ""}});
+  SseParser p;
+  CHECK(p.feed("data: z\n").empty());  // no blank line yet: not dispatched
+  CHECK(p.feed("data: partial").empty());
+  CHECK(p.pending_bytes() == std::string("data: partial").size());
+  auto ev = p.feed("\n\n");
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].data == "z\npartial");
+}
+
+TEST_CASE("percentile matches numpy's linear interpolation", "[cpu]") {
+  using rtx::serve::percentile;
+  // Known answers from numpy 2.4: np.percentile([15,20,35,40,50], [0,25,50,95,99,100]).
+  const std::vector<double> v = {50, 15, 40, 20, 35};
+  CHECK(percentile(v, 0) == Approx(15).epsilon(1e-12));
+  CHECK(percentile(v, 25) == Approx(20).epsilon(1e-12));
+  CHECK(percentile(v, 50) == Approx(35).epsilon(1e-12));
+  CHECK(percentile(v, 95) == Approx(48).epsilon(1e-12));
+  CHECK(percentile(v, 99) == Approx(49.6).epsilon(1e-12));
+  CHECK(percentile(v, 100) == Approx(50).epsilon(1e-12));
+  // np.percentile([0.3,-1.25,7.5,2.0,2.0,11.0,4.75], [50,95,99]) = [2.0, 9.95, 10.79]
+  const std::vector<double> w = {0.3, -1.25, 7.5, 2.0, 2.0, 11.0, 4.75};
+  CHECK(percentile(w, 50) == Approx(2.0).epsilon(1e-12));
+  CHECK(percentile(w, 95) == Approx(9.95).epsilon(1e-12));
+  CHECK(percentile(w, 99) == Approx(10.79).epsilon(1e-12));
+  CHECK(percentile({42.0}, 99) == 42.0);
+
+  // Sizes 1, 7, 127, 1000 against an independent float64 reference (Hyndman-Fan type 7 with
+  // 1-based rank h = (n-1) p + 1, computed in long double).
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> nd(5.0, 3.0);
+  for (size_t n : {1u, 2u, 7u, 127u, 1000u}) {
+    std::vector<double> x(n);
+    for (auto& e : x) e = nd(rng);
+    std::vector<double> s = x;
+    std::sort(s.begin(), s.end());
+    for (double p : {0.0, 1.0, 33.3, 50.0, 90.0, 95.0, 99.0, 99.9, 100.0}) {
+      const long double h = static_cast<long double>(n - 1) * p / 100.0L + 1.0L;
+      const size_t fl = static_cast<size_t>(std::floor(h));
+      const long double lo = s[fl - 1], hi = s[std::min(fl, n - 1)];
+      const double ref = static_cast<double>(lo + (h - fl) * (hi - lo));
+      INFO("n=" << n << " p=" << p);
+      CHECK(percentile(x, p) == Approx(ref).epsilon(1e-12).margin(1e-12));
+    }
+  }
+  CHECK_THROWS_AS(percentile({}, 50), rtx::Error);
+  CHECK_THROWS_AS(percentile({1.0}, 100.5), rtx::Error);
+  CHECK_THROWS_AS(percentile({1.0}, -1), rtx::Error);
+  CHECK_THROWS_AS(percentile({1.0}, std::nan("")), rtx::Error);
+}
+
+TEST_CASE("summarize follows vLLM's definitions of TTFT, TPOT, ITL and throughput", "[cpu]") {
+  std::vector<RequestResult> rs(4);
+  rs[0].status = RequestStatus::Ok;
+  rs[0].ttft_s = 0.100;
+  rs[0].e2e_s = 0.500;
+  rs[0].itl_s = {0.1, 0.1, 0.2};
+  rs[0].output_tokens = 5;  // TPOT = 0.4 / 4 = 0.1
+  rs[0].prompt_tokens = 10;
+  rs[1].status = RequestStatus::Ok;
+  rs[1].ttft_s = 0.300;
+  rs[1].e2e_s = 0.300;
+  rs[1].output_tokens = 1;  // no TPOT sample
+  rs[1].prompt_tokens = 4;
+  rs[2].status = RequestStatus::RateLimited;
+  rs[2].output_tokens = 99;  // failed requests count for nothing
+  rs[3].status = RequestStatus::Transport;
+  const auto s = rtx::serve::summarize(rs, 2.0);
+  CHECK(s.num_requests == 4);
+  CHECK(s.completed == 2);
+  CHECK(s.failed == 2);
+  CHECK(s.rate_limited == 1);
+  CHECK(s.total_output_tokens == 6);
+  CHECK(s.total_input_tokens == 14);
+  CHECK(s.request_throughput == Approx(1.0));
+  CHECK(s.output_throughput == Approx(3.0));
+  CHECK(s.total_token_throughput == Approx(10.0));
+  CHECK(s.ttft.count == 2);
+  CHECK(s.ttft.mean_ms == Approx(200.0));
+  CHECK(s.ttft.std_ms == Approx(100.0));  // population std, as numpy
+  CHECK(s.ttft.p99_ms == Approx(100.0 + 200.0 * 0.99));
+  CHECK(s.tpot.count == 1);
+  CHECK(s.tpot.mean_ms == Approx(100.0));
+  CHECK(s.itl.count == 3);
+  CHECK(s.itl.mean_ms == Approx(400.0 / 3));
+  CHECK(s.itl.median_ms == Approx(100.0));
+  CHECK(s.e2el.mean_ms == Approx(400.0));
+  const auto st = rtx::serve::latency_stats({1, 2, 3, 4});
+  CHECK(st.std_ms == Approx(1118.033988749895));  // np.std([1,2,3,4]) * 1000
+  CHECK(rtx::serve::latency_stats({}).count == 0);
+  CHECK_THROWS_AS(rtx::serve::summarize(rs, 0.0), rtx::Error);
+}
+
+TEST_CASE("Poisson arrivals: mean gap 1/rate, deterministic per seed", "[cpu]") {
+  const auto a = rtx::serve::poisson_arrivals(20000, 50.0, 3);
+  REQUIRE(a.size() == 20000);
+  CHECK(a[0] == 0.0);
+  for (size_t i = 1; i < a.size(); ++i) REQUIRE(a[i] >= a[i - 1]);
+  CHECK(a.back() / 19999.0 == Approx(0.02).epsilon(0.03));
+  CHECK(rtx::serve::poisson_arrivals(100, 50.0, 3) == std::vector<double>(a.begin(), a.begin() + 100));
+  CHECK(rtx::serve::poisson_arrivals(100, 50.0, 4) != std::vector<double>(a.begin(), a.begin() + 100));
+  CHECK(rtx::serve::poisson_arrivals(5, 0.0, 3) == std::vector<double>(5, 0.0));
+}
+
+TEST_CASE("request body and configuration checks", "[cpu]") {
+  LoadConfig c = base_config(8080);
+  c.model = "m";
+  c.seed = 11;
+  json b = rtx::serve::build_request_body(c, "hello");
+  CHECK(b["prompt"] == "hello");
+  CHECK(b["model"] == "m");
+  CHECK(b["max_tokens"] == 5);
+  CHECK(b["stream"] == true);
+  CHECK(b["stream_options"]["include_usage"] == true);
+  CHECK(b["ignore_eos"] == true);
+  CHECK(b["seed"] == 11);
+  c.endpoint = "/v1/chat/completions";
+  c.ignore_eos = false;
+  b = rtx::serve::build_request_body(c, "hi");
+  CHECK(b["messages"][0]["content"] == "hi");
+  CHECK(!b.contains("prompt"));
+  CHECK(!b.contains("ignore_eos"));
+
+  auto bad = [](auto mutate) {
+    LoadConfig x = base_config(8080);
+    mutate(x);
+    return x;
+  };
+  CHECK_NOTHROW(rtx::serve::validate(base_config(8080)));
+  CHECK_THROWS_AS(rtx::serve::validate(bad([](LoadConfig& x) { x.concurrency = 0; })), rtx::Error);
+  CHECK_THROWS_AS(rtx::serve::validate(bad([](LoadConfig& x) { x.port = 70000; })), rtx::Error);
+  CHECK_THROWS_AS(rtx::serve::validate(bad([](LoadConfig& x) { x.prompts.clear(); })), rtx::Error);
+  CHECK_THROWS_AS(rtx::serve::validate(bad([](LoadConfig& x) { x.max_tokens = 0; })), rtx::Error);
+  CHECK_THROWS_AS(rtx::serve::validate(bad([](LoadConfig& x) { x.num_requests = 0; })), rtx::Error);
+  CHECK_THROWS_AS(rtx::serve::validate(bad([](LoadConfig& x) { x.endpoint = "v1"; })), rtx::Error);
+  CHECK_THROWS_AS(rtx::serve::validate(bad([](LoadConfig& x) { x.timeout_s = 0; })), rtx::Error);
+  CHECK_THROWS_AS(rtx::serve::validate(bad([](LoadConfig& x) { x.request_rate = -1; })), rtx::Error);
+  try {
+    rtx::serve::run_load(bad([](LoadConfig& x) { x.concurrency = -3; }));
+    FAIL("expected an error");
+  } catch (const rtx::Error& e) {
+    CHECK(e.category() == rtx::ErrorCategory::Usage);
+    CHECK(std::string(e.what()).find("concurrency") != std::string::npos);
+  }
+}
+
+TEST_CASE("end to end: known chunks, delays, usage and 429s", "[cpu]") {
+  FakeServer srv;
+  srv.usage_tokens_per_chunk = 2;  // usage must win over the chunk count
+  LoadConfig c = base_config(srv.port);
+  c.prompts = {"a", "b", "reject", "c"};
+  c.num_requests = 12;
+  c.concurrency = 3;
+  c.api_key = "sekret";
+  const auto rep = rtx::serve::run_load(c);
+  const auto& s = rep.summary;
+  CHECK(srv.hits == 12);
+  CHECK(s.num_requests == 12);
+  CHECK(s.completed == 9);
+  CHECK(s.rate_limited == 3);
+  CHECK(s.failed == 3);
+  CHECK(s.total_output_tokens == 9 * 5 * 2);
+  CHECK(s.total_input_tokens == 9 * 3);
+  {
+    std::lock_guard<std::mutex> lock(srv.mu);
+    CHECK(srv.last_auth == "Bearer sekret");
+    CHECK(srv.last_body["stream"] == true);
+    CHECK(srv.last_body["stream_options"]["include_usage"] == true);
+    CHECK(srv.last_body["ignore_eos"] == true);
+  }
+  REQUIRE(rep.requests.size() == 12);
+  for (const auto& r : rep.requests) {
+    INFO("request " << r.index << ": " << r.error);
+    if (r.index % 4 == 2) {
+      CHECK(r.status == RequestStatus::RateLimited);
+      CHECK(r.http_status == 429);
+      CHECK(r.error.find("queue full") != std::string::npos);
+      continue;
+    }
+    REQUIRE(r.status == RequestStatus::Ok);
+    CHECK(r.http_status == 200);
+    CHECK(r.output_tokens == 10);
+    CHECK(r.usage_reported);
+    CHECK(r.output_chars == 10);  // "t0".."t4"
+    // TTFT: the server waits 40 ms before the first chunk.
+    CHECK(r.ttft_s >= 0.035);
+    CHECK(r.ttft_s < 0.040 + 0.5);
+    REQUIRE(r.itl_s.size() == 4);
+    double sum = 0;
+    for (double g : r.itl_s) sum += g;
+    // Four gaps of 15 ms each.
+    CHECK(sum >= 0.055);
+    CHECK(sum < 0.060 + 0.5);
+    CHECK(r.e2e_s == Approx(r.ttft_s + sum).margin(1e-9));
+  }
+  CHECK(s.itl.count == 9 * 4);
+  CHECK(s.itl.median_ms >= 10.0);
+  CHECK(s.itl.median_ms < 15.0 + 100.0);
+  // TPOT per request = (e2e - ttft) / (10 - 1) = (sum of its 4 gaps) / 9, so mean TPOT = mean ITL * 4/9.
+  CHECK(s.tpot.count == 9);
+  CHECK(s.tpot.mean_ms == Approx(s.itl.mean_ms * 4.0 / 9.0).epsilon(1e-9));
+  CHECK(s.duration_s > 0.1);
+  CHECK(s.output_throughput == Approx(90.0 / s.duration_s));
+
+  const json doc = rtx::serve::to_json(rep, true);
+  CHECK(doc["schema"] == "rtx.serve_bench.v1");
+  CHECK(doc["completed"] == 9);
+  CHECK(doc["total_output_tokens"] == 90);
+  CHECK(doc["p99_ttft_ms"].get<double>() == Approx(s.ttft.p99_ms));
+  CHECK(doc.contains("median_tpot_ms"));
+  CHECK(doc.contains("p95_itl_ms"));
+  CHECK(doc["errors"]["rate_limited"] == 3);
+  CHECK(doc["requests"].size() == 12);
+  CHECK(doc.contains("hardware"));
+  const std::string table = rtx::serve::format_table(rep);
+  CHECK(table.find("Median TTFT (ms):") != std::string::npos);
+  CHECK(table.find("Output token throughput (tokens/s):") != std::string::npos);
+}
+
+TEST_CASE("end to end: chat endpoint, no usage, server closing each connection", "[cpu]") {
+  FakeServer srv;
+  srv.send_usage = false;
+  srv.srv.set_keep_alive_max_count(1);  // the server closes every connection after one answer
+  srv.first_delay_ms = 5;
+  srv.gap_ms = 2;
+  LoadConfig c = base_config(srv.port);
+  c.endpoint = "/v1/chat/completions";
+  c.max_tokens = 7;
+  c.num_requests = 5;
+  c.concurrency = 1;
+  const auto rep = rtx::serve::run_load(c);
+  CHECK(rep.summary.completed == 5);
+  CHECK(rep.summary.total_output_tokens == 35);
+  CHECK(rep.summary.total_input_tokens == 0);
+  for (const auto& r : rep.requests) {
+    CHECK_FALSE(r.usage_reported);
+    CHECK(r.itl_s.size() == 6);
+  }
+  std::lock_guard<std::mutex> lock(srv.mu);
+  CHECK(srv.last_body["messages"][0]["role"] == "user");
+}
+
+TEST_CASE("end to end: HTTP errors, protocol errors, transport errors, timeouts", "[cpu]") {
+  {
+    FakeServer srv;
+    LoadConfig c = base_config(srv.port);
+    c.prompts = {"boom"};
+    c.num_requests = 2;
+    const auto rep = rtx::serve::run_load(c);
+    CHECK(rep.summary.completed == 0);
+    CHECK(rep.summary.failed == 2);
+    CHECK(rep.summary.rate_limited == 0);
+    CHECK(rep.requests[0].status == RequestStatus::HttpError);
+    CHECK(rep.requests[0].http_status == 500);
+    CHECK(rep.requests[0].error.find("internal failure") != std::string::npos);
+    CHECK(rep.summary.ttft.count == 0);
+  }
+  {
+    FakeServer srv;
+    srv.malformed = true;
+    srv.first_delay_ms = 1;
+    srv.gap_ms = 1;
+    LoadConfig c = base_config(srv.port);
+    c.num_requests = 1;
+    const auto rep = rtx::serve::run_load(c);
+    CHECK(rep.requests[0].status == RequestStatus::Protocol);
+    CHECK(rep.requests[0].error.find("malformed JSON") != std::string::npos);
+  }
+  {
+    FakeServer srv;
+    srv.send_done = false;
+    srv.first_delay_ms = 1;
+    srv.gap_ms = 1;
+    LoadConfig c = base_config(srv.port);
+    c.num_requests = 1;
+    const auto rep = rtx::serve::run_load(c);
+    CHECK(rep.requests[0].status == RequestStatus::Protocol);
+    CHECK(rep.requests[0].error.find("[DONE]") != std::string::npos);
+  }
+  {
+    FakeServer srv;
+    srv.first_delay_ms = 1000;
+    LoadConfig c = base_config(srv.port);
+    c.num_requests = 1;
+    c.timeout_s = 0.25;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto rep = rtx::serve::run_load(c);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    CHECK(rep.requests[0].status == RequestStatus::Transport);
+    CHECK(took < 0.9);
+  }
+  {
+    // Nothing listens on the port of a server that was stopped.
+    int port = 0;
+    {
+      FakeServer srv;
+      port = srv.port;
+    }
+    LoadConfig c = base_config(port);
+    c.num_requests = 3;
+    c.timeout_s = 2;
+    const auto rep = rtx::serve::run_load(c);
+    CHECK(rep.summary.failed == 3);
+    for (const auto& r : rep.requests) {
+      CHECK(r.status == RequestStatus::Transport);
+      CHECK(r.http_status == 0);
+      CHECK(r.error.find("transport error") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("end to end: duration-bounded run and paced arrivals", "[cpu]") {
+  FakeServer srv;
+  srv.first_delay_ms = 10;
+  srv.gap_ms = 5;
+  LoadConfig c = base_config(srv.port);
+  c.num_requests = 0;
+  c.duration_s = 0.3;
+  c.concurrency = 2;
+  auto rep = rtx::serve::run_load(c);
+  CHECK(rep.summary.num_requests >= 2);
+  CHECK(rep.summary.completed == rep.summary.num_requests);
+  for (const auto& r : rep.requests) CHECK(r.start_s < 0.3);
+  CHECK(rep.summary.duration_s >= 0.3 - 0.05);
+
+  // request_rate: requests start no earlier than their Poisson arrival times.
+  c.duration_s = 0;
+  c.num_requests = 6;
+  c.concurrency = 6;
+  c.request_rate = 40;
+  c.seed = 5;
+  rep = rtx::serve::run_load(c);
+  const auto arrivals = rtx::serve::poisson_arrivals(6, 40, 5);
+  REQUIRE(rep.requests.size() == 6);
+  CHECK(rep.summary.completed == 6);
+  for (const auto& r : rep.requests) CHECK(r.start_s >= arrivals[static_cast<size_t>(r.index)] - 1e-3);
+}

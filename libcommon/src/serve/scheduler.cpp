@@ -48,7 +48,10 @@ SchedulerConfig SchedulerConfig::from_json(const nlohmann::json& j, const std::s
   const std::string at = where.empty() ? "scheduler config" : where;
   if (!j.is_object()) throw_input(at + ": expected a JSON object", at);
   SchedulerConfig c;
-  for (const auto& [k, v] : j.items()) {
+  for (const auto& item : j.items()) {
+    // Named copies: lambdas may not capture structured bindings in C++17 (clang refuses).
+    const std::string k = item.key();
+    const nlohmann::json& v = item.value();
     const auto as_int = [&](int& dst) {
       if (!v.is_number_integer() || v.get<int64_t>() < std::numeric_limits<int>::min() ||
           v.get<int64_t>() > std::numeric_limits<int>::max())

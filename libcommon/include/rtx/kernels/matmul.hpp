@@ -86,7 +86,8 @@ class PackedMatmulWeight {
   /// Resolved parameters the weight was packed with.
   const MatmulParams& params() const { return prm_; }
   /// Packed panels: for KC block b (k0 = b*KC, kc rows), NR panel q: kc*NR floats at
-  /// panel_offset(b, q), element (k, j) at k*NR + j (columns past N zero).
+  /// panel_offset(b, q) = (q*K + k0)*NR (panel-major: panel q's K rows are contiguous),
+  /// element (k, j) at k*NR + j (columns past N zero).
   const float* panels() const { return packed_.get(); }
   size_t panel_offset(int kblock, int panel) const;
 

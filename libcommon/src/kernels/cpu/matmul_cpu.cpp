@@ -467,11 +467,11 @@ PackedMatmulWeight::PackedMatmulWeight(const float* weight, int N, int K, const 
 }
 
 size_t PackedMatmulWeight::panel_offset(int kblock, int panel) const {
+  // Panel-major: all K rows of NR-panel q are one contiguous stream (KC blocks in order), so a
+  // decode step (M = 1) reads each panel front to back.
   const int64_t KC = std::min<int64_t>(prm_.KC, K_);
-  const int64_t npanels = (N_ + prm_.NR - 1) / prm_.NR;
   const int64_t k0 = kblock * KC;
-  const int64_t kc = std::min<int64_t>(KC, K_ - k0);
-  return static_cast<size_t>(k0 * npanels * prm_.NR + panel * kc * prm_.NR);
+  return static_cast<size_t>((static_cast<int64_t>(panel) * K_ + k0) * prm_.NR);
 }
 
 void matmul_forward_packed(float* out, const float* inp, const PackedMatmulWeight& w, const float* bias, int M) {

@@ -363,3 +363,18 @@ TEST_CASE("gguf writer refuses bad requests", "[cpu]") {
   CHECK(ggml_type_block(12) == std::pair<uint32_t, uint32_t>{256, 144});  // Q4_K: 2+2+QK_K/2+12
   CHECK(ggml_type_block(4) == std::pair<uint32_t, uint32_t>{0, 0});
 }
+
+TEST_CASE("gguf regression from fuzzing: a tensor with 0 dims is refused", "[cpu]") {
+  // tests/fuzz/corpus/gguf/regress-zero-dims: n_dims 0 was accepted (the doc says 1..4 dims).
+  std::ifstream f(rtx::test::source_dir() + "/tests/fuzz/corpus/gguf/regress-zero-dims", std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  REQUIRE(!ss.str().empty());
+  try {
+    GgufFile::parse(ss.str(), "regress-zero-dims");
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.category() == ErrorCategory::Input);
+    CHECK(std::string(e.what()).find("n_dims 0") != std::string::npos);
+  }
+}

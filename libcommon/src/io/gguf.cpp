@@ -383,7 +383,7 @@ void GgufFile::init() {
     ti.name = c.str("tensor info #" + std::to_string(k) + " name");
     const std::string what = "tensor \"" + ti.name + "\"";
     const uint32_t nd = c.rd<uint32_t>(what + " n_dims");
-    if (nd > kMaxDims) c.fail(what, "n_dims " + std::to_string(nd) + " exceeds " + std::to_string(kMaxDims));
+    if (nd == 0 || nd > kMaxDims) c.fail(what, "n_dims " + std::to_string(nd) + " is not in 1.." + std::to_string(kMaxDims));
     ti.numel = 1;
     for (uint32_t d = 0; d < nd; ++d) {
       const uint64_t e = c.v1 ? c.rd<uint32_t>(what + " ne") : c.rd<uint64_t>(what + " ne");

@@ -67,7 +67,7 @@ TEST_CASE("registry: every op declares dims, work, shapes and a CPU variant", "[
                                     "gelu_forward",       "gelu_backward",       "residual_forward",
                                     "encoder_forward",    "encoder_backward",    "crossentropy_forward",
                                     "crossentropy_backward", "adamw_update",     "attention_forward",
-                                    "attention_backward", "allreduce"};
+                                    "attention_backward", "allreduce",       "allreduce_world"};
   for (const OpDef& op : reg.ops()) {
     INFO(op.name);
     expected.erase(op.name);

@@ -12,6 +12,7 @@
 
 #include "commands.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/dist/comm.hpp"
 #include "rtx/io/atomic_file.hpp"
 #include "rtx/models/train.hpp"
 
@@ -25,7 +26,8 @@ struct RunArgs {
   // Values of flags that override the config; applied only when given.
   int steps = 0, batch = 0, seq_len = 0, grad_accum = 0, warmup = 0, decay = 0, eval_interval = 0, eval_iters = 0,
       ckpt_interval = 0;
-  float lr = 0, min_lr = 0, wd = 0, beta1 = 0, beta2 = 0, clip = 0;
+  float lr = 0, min_lr = 0, wd = 0, beta1 = 0, beta2 = 0, clip = 0, bucket_mb = 0;
+  double dist_timeout = 0;
 };
 
 std::string human_tokens(double x) {
@@ -66,6 +68,12 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
   auto* o_backend = s.add_option("--backend", a->backend, "cpu or cuda (default: the config's, else cpu)");
   s.add_option("--matmul", a->matmul, "CPU matmul: blocked (own AVX-512/AVX2 GEMM) or blas (OpenBLAS)")
       ->capture_default_str();
+  auto* o_bucket = s.add_option("--bucket-mb", a->bucket_mb,
+                                "Data parallel (mpirun/srun): gradient bucket size in MiB, all-reduced while the "
+                                "backward runs (default 25, as PyTorch DDP; 0: one all-reduce after the backward)");
+  auto* o_dto = s.add_option("--dist-timeout", a->dist_timeout,
+                             "Data parallel: seconds a collective may wait for the other ranks before the job "
+                             "ends with an error (default $RTX_DIST_TIMEOUT or 600)");
   s.add_option("--threads", a->threads, "OpenMP threads (0: the runtime's default)");
   s.add_option("--log-interval", a->log_interval, "Without a TTY, print a line every N steps (default steps/20)");
 
@@ -102,6 +110,7 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
     if (o_ei->count()) c.eval_interval = a->eval_interval;
     if (o_eit->count()) c.eval_iters = a->eval_iters;
     if (o_ck->count()) c.ckpt_interval = a->ckpt_interval;
+    if (o_bucket->count()) c.bucket_mb = a->bucket_mb;
     if (seed_given(s)) c.seed = parsed_seed(s, common.seed);
     if (o_backend->count()) {  // else the config's (default cpu)
       if (a->backend == "cpu")
@@ -125,14 +134,21 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
     if (a->threads > 0) omp_set_num_threads(a->threads);
     if (a->log_interval < 0) rtx::throw_usage("--log-interval must be >= 0", "--log-interval");
     c.validate();
+    rtx::dist::Communicator& world = rtx::dist::world();  // MPI under mpirun/srun, else one process
+    if (o_dto->count()) world.set_timeout(a->dist_timeout);
+    const bool lead = world.rank() == 0;  // only rank 0 prints (and writes, in train())
+    const bool quiet = common.quiet || !lead;
 
-    const bool tty = rtx::cli::stderr_is_tty() && !common.quiet;
+    const bool tty = rtx::cli::stderr_is_tty() && !quiet;
     const int log_every = a->log_interval > 0 ? a->log_interval : std::max(1, c.steps / 20);
     rtx::models::TrainCallbacks cb;
-    if (!common.quiet) {
+    if (!quiet) {
       std::fprintf(stderr, "rtx-train: %s, %d layers, %d heads, %d channels, vocab %d; batch %d x %d x %d, %d steps, %s\n",
                    c.preset.empty() ? "custom model" : c.preset.c_str(), c.model.n_layer, c.model.n_head,
                    c.model.n_embd, c.model.vocab_size, c.batch, c.T(), c.grad_accum, c.steps, a->backend.c_str());
+      if (world.size() > 1)
+        std::fprintf(stderr, "rtx-train: data parallel over %d %s ranks: global batch %d, buckets of %g MiB\n",
+                     world.size(), world.backend(), c.batch * world.size(), static_cast<double>(c.bucket_mb));
       cb.on_step = [=](const rtx::models::StepRecord& r) {
         if (tty) {
           std::fprintf(stderr, "\rstep %d/%d  loss %.4f  lr %.2e  norm %.3f  %.1f ms  %s tok/s   ", r.step, c.steps,
@@ -155,14 +171,14 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
     cb.should_stop = [] { return stop != 0; };
-    const rtx::models::TrainResult r = rtx::models::train(c, a->data, a->out, a->resume, cb);
+    const rtx::models::TrainResult r = rtx::models::train(c, a->data, a->out, a->resume, cb, &world);
     std::signal(SIGINT, SIG_DFL);
     std::signal(SIGTERM, SIG_DFL);
     const bool evaluated = c.eval_iters > 0;  // else no loss was estimated: null, not 0
-    if (r.interrupted && !common.quiet)
+    if (r.interrupted && !quiet)
       std::fprintf(stderr, "%sinterrupted after step %d%s%s\n", tty ? "\r\033[K" : "", r.steps_done,
                    r.checkpoint.empty() ? "" : "; checkpoint ", r.checkpoint.c_str());
-    if (common.json) {
+    if (common.json && lead) {
       std::cout << nlohmann::json{{"steps", r.steps_done},
                                   {"interrupted", r.interrupted},
                                   {"final_train_loss", evaluated ? nlohmann::json(r.final_train_loss) : nlohmann::json()},
@@ -171,10 +187,13 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
                                   {"wall_s", r.wall_s},
                                   {"tokens_per_s", r.mean_tokens_per_s},
                                   {"checkpoint", r.checkpoint},
+                                  {"ranks", r.ranks},
+                                  {"comm_s", r.comm_s},
+                                  {"exposed_comm_s", r.exposed_comm_s},
                                   {"config", c.to_json()}}
                        .dump(2)
                 << "\n";
-    } else if (!common.quiet && !r.interrupted) {
+    } else if (!quiet && !r.interrupted) {
       std::string losses = "no evaluation (--eval-iters 0)";
       if (evaluated) {
         char buf[96];

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "rtx/core/error.hpp"
+#include "rtx/dist/bench_ops.hpp"
 
 namespace rtx::kernels {
 
@@ -183,6 +184,7 @@ const Registry& registry() {
     register_cuda_kernels(x);
 #endif
     register_model_ops(x);
+    rtx::dist::register_dist_ops(x);  // allreduce over the world communicator (benchpacks/dist.json)
     return x;
   }();
   return r;

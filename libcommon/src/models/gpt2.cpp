@@ -4,6 +4,7 @@
 #include "rtx/models/gpt2.hpp"
 
 #include <climits>
+#include <utility>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -374,6 +375,14 @@ void Gpt2::backward(float loss_scale) {
 }
 
 double Gpt2::grad_norm() const { return impl_->be->grad_norm(); }
+
+bool Gpt2::set_grad_ready_hook(GradReadyHook hook) { return impl_->be->set_grad_ready_hook(std::move(hook)); }
+
+float* Gpt2::grad_data() {
+  float* p = impl_->be->grad_data();
+  if (!p) throw_env("Gpt2::grad_data: this backend does not expose its gradient buffer", "grad_data");
+  return p;
+}
 
 double Gpt2::step(int t, float lr, const AdamWConfig& opt) {
   auto bad = [](const std::string& what, const std::string& hint) {

@@ -29,6 +29,10 @@ class Gpt2Backend {
   virtual double step(int t, float lr, const AdamWConfig& opt) = 0;
   /// Bytes held now per class (params, grads, optimizer, activations).
   virtual Gpt2Memory memory() const = 0;
+  /// Data-parallel hooks (Gpt2::set_grad_ready_hook, Gpt2::grad_data). Defaults: no progress
+  /// reports (returns false) and no direct buffer access (nullptr).
+  virtual bool set_grad_ready_hook(Gpt2::GradReadyHook) { return false; }
+  virtual float* grad_data() { return nullptr; }
 };
 
 /// The activation plan of one B x T batch (llm.c's ActivationTensors, leaner): element counts

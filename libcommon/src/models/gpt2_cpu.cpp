@@ -139,6 +139,11 @@ class Gpt2Cpu final : public Gpt2Backend {
     std::memcpy(v_.data(), vh, np_ * sizeof(float));
   }
   void zero_grad() override { zero(grads_.data(), np_); }
+  bool set_grad_ready_hook(Gpt2::GradReadyHook hook) override {
+    hook_ = std::move(hook);
+    return true;
+  }
+  float* grad_data() override { return grads_.data(); }
 
   float forward(const int32_t* ids, const int32_t* targets, int B, int T) override;
   void get_logits(float* host) const override {
@@ -214,6 +219,11 @@ class Gpt2Cpu final : public Gpt2Backend {
   ModelPtrs P_, G_;
   std::vector<DecayRun> runs_;
   Acts A_{};
+  Gpt2::GradReadyHook hook_;  // data-parallel: told when a range of gradients is final
+  /// Report layout tensors [first, last] as final to the hook (a no-op without one).
+  void ready(size_t first, size_t last) {
+    if (hook_) hook_(layout_[first].offset, layout_[last].offset + layout_[last].numel - layout_[first].offset);
+  }
   int B_ = 0, T_ = 0;
   bool have_targets_ = false;
 };
@@ -292,6 +302,7 @@ void Gpt2Cpu::backward(float loss_scale) {
   zero(a.dresidual, btc);
   const float* last = a.residual3 + (L - 1) * btc;
   k::layernorm_backward(a.dresidual, G_.lnfw, G_.lnfb, a.proj, last, P_.lnfw, a.lnf_mean, a.lnf_rstd, BT, C, op);
+  ready(2 + 12 * static_cast<size_t>(L), 3 + 12 * static_cast<size_t>(L));  // ln_f
 
   for (int l = L - 1; l >= 0; --l) {
     const LayerPtrs& w = P_.layer[static_cast<size_t>(l)];
@@ -322,8 +333,10 @@ void Gpt2Cpu::backward(float loss_scale) {
     k::attention_backward(a.dqkv, a.proj, qkv, B, T, NH, HS, ap, atty, lse);
     k::matmul_backward(a.proj, g.qkvw, g.qkvb, a.dqkv, ln1, w.qkvw, BT, 3 * C, C, mm);
     k::layernorm_backward(a.dresidual, g.ln1w, g.ln1b, a.proj, residual, w.ln1w, ln1_mean, ln1_rstd, BT, C, op);
+    ready(2 + 12 * static_cast<size_t>(l), 13 + 12 * static_cast<size_t>(l));  // layer l's 12 tensors
   }
   k::encoder_backward(G_.wte, G_.wpe, a.dresidual, ids_.data(), B, T, C, V);
+  ready(0, 1);  // wte (also the tied output projection) and wpe
 }
 
 double Gpt2Cpu::grad_norm() const {

@@ -6,12 +6,17 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
+#include <memory>
 #include <limits>
 #include <vector>
 
 #include "rtx/core/error.hpp"
+#include "rtx/dist/buckets.hpp"
+#include "rtx/dist/comm.hpp"
 #include "rtx/io/dataset.hpp"
+#include "rtx/kernels/check.hpp"
 #include "rtx/models/checkpoint.hpp"
 #include "rtx/telemetry/bus.hpp"
 
@@ -90,6 +95,8 @@ void TrainConfig::validate() const {
   if (eval_interval < 1) bad("eval_interval", "must be >= 1");
   if (eval_iters < 0) bad("eval_iters", "must be >= 0 (0 = no evaluation)");
   if (ckpt_interval < 0) bad("ckpt_interval", "must be >= 0");
+  if (!(bucket_mb >= 0) || !std::isfinite(bucket_mb) || bucket_mb > 65536)
+    bad("bucket_mb", "must be in [0, 65536] MiB (0 = one all-reduce after the backward)");
 }
 
 nlohmann::json TrainConfig::to_json() const {
@@ -111,6 +118,7 @@ nlohmann::json TrainConfig::to_json() const {
           {"eval_interval", eval_interval},
           {"eval_iters", eval_iters},
           {"ckpt_interval", ckpt_interval},
+          {"bucket_mb", bucket_mb},
           {"seed", seed},
           {"backend", backend == Backend::Cuda ? "cuda" : "cpu"}};
 }
@@ -119,8 +127,8 @@ void TrainConfig::apply_json(const nlohmann::json& j, const std::string& where) 
   if (!j.is_object()) throw_usage("run config must be a JSON object", where);
   static const char* known[] = {"model", "preset", "steps", "batch", "seq_len", "grad_accum", "lr", "min_lr",
                                 "warmup_steps", "lr_decay_steps", "beta1", "beta2", "eps", "weight_decay",
-                                "grad_clip", "eval_interval", "eval_iters", "ckpt_interval", "seed", "backend",
-                                "schema"};
+                                "grad_clip", "eval_interval", "eval_iters", "ckpt_interval", "bucket_mb", "seed",
+                                "backend", "schema"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool ok = false;
     for (const char* k : known) ok = ok || it.key() == k;
@@ -128,7 +136,7 @@ void TrainConfig::apply_json(const nlohmann::json& j, const std::string& where) 
       throw_usage("unknown key '" + it.key() + "' in run config", where,
                   "known keys: model, preset, steps, batch, seq_len, grad_accum, lr, min_lr, warmup_steps, "
                   "lr_decay_steps, beta1, beta2, eps, weight_decay, grad_clip, eval_interval, eval_iters, "
-                  "ckpt_interval, seed, backend");
+                  "ckpt_interval, bucket_mb, seed, backend");
   }
   if (j.contains("preset") && j.contains("model") && j.at("preset").is_string() && !j.at("preset").get<std::string>().empty() &&
       !(Gpt2Config::preset(j.at("preset").get<std::string>()) == Gpt2Config::from_json(j.at("model"), where + ": model")))
@@ -157,6 +165,7 @@ void TrainConfig::apply_json(const nlohmann::json& j, const std::string& where) 
   get_field(j, "eval_interval", eval_interval, where);
   get_field(j, "eval_iters", eval_iters, where);
   get_field(j, "ckpt_interval", ckpt_interval, where);
+  get_field(j, "bucket_mb", bucket_mb, where);
   get_field(j, "seed", seed, where);
   if (j.contains("backend")) {
     std::string b;
@@ -184,16 +193,54 @@ float lr_at(const TrainConfig& c, int step) {
 namespace {
 
 /// Mean loss over `iters` batches of one split; batches drawn from the eval stream at `step`.
+/// Data parallel: each batch has N x batch rows (ids/tgt hold them all), this rank evaluates
+/// its B rows and the per-rank sums are averaged over the ranks.
 double estimate_loss(Gpt2& model, const io::Dataset& ds, bool val, const TrainConfig& c, int step,
-                     std::vector<int32_t>& ids, std::vector<int32_t>& tgt) {
+                     std::vector<int32_t>& ids, std::vector<int32_t>& tgt, dist::Communicator& comm) {
   double sum = 0;
-  const int T = c.T();
+  const int T = c.T(), N = comm.size();
+  const size_t mine = static_cast<size_t>(comm.rank()) * c.batch * T;
   for (int i = 0; i < c.eval_iters; ++i) {
     const uint64_t subseq = (static_cast<uint64_t>(step) * 2 + (val ? 1 : 0)) * static_cast<uint64_t>(c.eval_iters) + i;
-    ds.sample_batch(val, c.batch, T, eval_seed(c.seed), subseq, ids.data(), tgt.data());
-    sum += model.forward(ids.data(), tgt.data(), c.batch, T);
+    ds.sample_batch(val, N * c.batch, T, eval_seed(c.seed), subseq, ids.data(), tgt.data());
+    sum += model.forward(ids.data() + mine, tgt.data() + mine, c.batch, T);
+  }
+  if (N > 1) {
+    comm.allreduce_sum(&sum, 1);
+    sum /= N;
   }
   return c.eval_iters > 0 ? sum / c.eval_iters : std::numeric_limits<double>::quiet_NaN();
+}
+
+/// Run `fn` where `active`, then agree across ranks: when it threw on any rank, every rank
+/// throws (the failing rank its own error, the others one naming `what`), so no rank is left
+/// waiting in a collective the failed one will never join.
+template <class F>
+void on_all_or_none(dist::Communicator& comm, bool active, const std::string& what, F&& fn) {
+  std::exception_ptr err;
+  if (active) {
+    try {
+      fn();
+    } catch (...) {
+      err = std::current_exception();
+    }
+  }
+  if (comm.size() > 1) {
+    double failed = err ? 1 : 0;
+    comm.allreduce_sum(&failed, 1);
+    if (!err && failed > 0)
+      throw_env(what + " failed on another rank (this is rank " + std::to_string(comm.rank()) + " of " +
+                    std::to_string(comm.size()) + ")",
+                "dist", "see the error printed by the failing rank (rank 0 for checkpoints and output)");
+  }
+  if (err) std::rethrow_exception(err);
+}
+
+/// meta.json without the source path (ranks may see the same data under different paths).
+std::string data_identity(const io::Dataset& ds) {
+  nlohmann::json m = ds.meta();
+  if (m.contains("source") && m["source"].is_object()) m["source"].erase("path");
+  return m.dump();
 }
 
 /// Appends JSON lines to a file, flushed per line (a crash loses at most the line being written).
@@ -224,9 +271,16 @@ class JsonlLog {
 }  // namespace
 
 TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std::string& out_dir,
-                  const std::string& resume_from, const TrainCallbacks& cb) {
+                  const std::string& resume_from, const TrainCallbacks& cb, dist::Communicator* comm_in) {
   cfg.validate();
-  io::Dataset ds(data_dir);
+  dist::Communicator& comm = comm_in ? *comm_in : dist::world();
+  const int N = comm.size(), rank = comm.rank();
+  const bool lead = rank == 0;
+  dist::require_same(comm, "run config", cfg.to_json().dump());
+  std::unique_ptr<io::Dataset> ds_owner;
+  on_all_or_none(comm, true, "opening the dataset", [&] { ds_owner = std::make_unique<io::Dataset>(data_dir); });
+  const io::Dataset& ds = *ds_owner;
+  dist::require_same(comm, "dataset (meta.json)", data_identity(ds));
   if (ds.vocab_size() > cfg.model.vocab_size)
     throw_input("the dataset's vocabulary (" + std::to_string(ds.vocab_size()) +
                     " tokens) is larger than the model's vocab_size (" + std::to_string(cfg.model.vocab_size) + ")",
@@ -239,51 +293,102 @@ TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std
   Gpt2 model(cfg.model, B, T, cfg.backend, cfg.kernels);
   int start_step = 0;
   double best_val = std::numeric_limits<double>::infinity();
-  if (!resume_from.empty()) {
-    Checkpoint ck = load_checkpoint(resume_from, true);
-    if (!(ck.model == cfg.model))
-      throw_input("the checkpoint's model config " + ck.model.to_json().dump() + " differs from the run's " +
-                      cfg.model.to_json().dump(),
-                  resume_from);
-    if (ck.m.empty()) throw_input("the checkpoint has no optimizer state; cannot resume", resume_from);
-    if (ck.seed != cfg.seed)
-      throw_input("the checkpoint was written by a run with seed " + std::to_string(ck.seed) + ", not " +
-                      std::to_string(cfg.seed),
-                  resume_from, "pass --seed " + std::to_string(ck.seed) + " to continue that run");
-    if (ck.tokenizer.is_null() || ck.tokenizer != ds.tokenizer().to_json())
-      throw_input(std::string("the checkpoint's tokenizer ") + (ck.tokenizer.is_null() ? "is missing" : "differs from") +
-                      " the dataset's (" + data_dir + "/meta.json): token ids would mean different text",
-                  resume_from, "resume on the dataset the run was started with");
-    if (ck.step >= cfg.steps)
-      throw_usage("the checkpoint is at step " + std::to_string(ck.step) + ", not before --steps " +
-                      std::to_string(cfg.steps) + ": nothing to train",
-                  resume_from, "raise --steps to continue training");
-    model.set_params(ck.params.data());
-    model.set_moments(ck.m.data(), ck.v.data());
-    start_step = ck.step;
-    if (ck.best_val_loss > 0) best_val = ck.best_val_loss;
-  } else {
-    model.init_weights(cfg.seed);
+  // Rank 0 reads the checkpoint (or initialises); its state is broadcast so all ranks start equal.
+  on_all_or_none(comm, lead, "loading the checkpoint " + resume_from, [&] {
+    if (!resume_from.empty()) {
+      Checkpoint ck = load_checkpoint(resume_from, true);
+      if (!(ck.model == cfg.model))
+        throw_input("the checkpoint's model config " + ck.model.to_json().dump() + " differs from the run's " +
+                        cfg.model.to_json().dump(),
+                    resume_from);
+      if (ck.m.empty()) throw_input("the checkpoint has no optimizer state; cannot resume", resume_from);
+      if (ck.seed != cfg.seed)
+        throw_input("the checkpoint was written by a run with seed " + std::to_string(ck.seed) + ", not " +
+                        std::to_string(cfg.seed),
+                    resume_from, "pass --seed " + std::to_string(ck.seed) + " to continue that run");
+      if (ck.tokenizer.is_null() || ck.tokenizer != ds.tokenizer().to_json())
+        throw_input(std::string("the checkpoint's tokenizer ") + (ck.tokenizer.is_null() ? "is missing" : "differs from") +
+                        " the dataset's (" + data_dir + "/meta.json): token ids would mean different text",
+                    resume_from, "resume on the dataset the run was started with");
+      if (ck.step >= cfg.steps)
+        throw_usage("the checkpoint is at step " + std::to_string(ck.step) + ", not before --steps " +
+                        std::to_string(cfg.steps) + ": nothing to train",
+                    resume_from, "raise --steps to continue training");
+      model.set_params(ck.params.data());
+      model.set_moments(ck.m.data(), ck.v.data());
+      start_step = ck.step;
+      if (ck.best_val_loss > 0) best_val = ck.best_val_loss;
+    } else {
+      model.init_weights(cfg.seed);
+    }
+  });
+  if (N > 1) {
+    double hdr[2] = {static_cast<double>(start_step), best_val};
+    comm.broadcast(hdr, sizeof hdr, 0);
+    start_step = static_cast<int>(hdr[0]);
+    best_val = hdr[1];
+    std::vector<float> p(model.num_params()), m, v;
+    if (lead) model.get_params(p.data());
+    comm.broadcast(p.data(), p.size() * sizeof(float), 0);
+    model.set_params(p.data());
+    if (!resume_from.empty()) {
+      m.resize(p.size());
+      v.resize(p.size());
+      if (lead) model.get_moments(m.data(), v.data());
+      comm.broadcast(m.data(), m.size() * sizeof(float), 0);
+      comm.broadcast(v.data(), v.size() * sizeof(float), 0);
+      model.set_moments(m.data(), v.data());
+    } else {
+      model.init_weights(cfg.seed);  // zero moments and gradients, then rank 0's weights
+      model.set_params(p.data());
+    }
   }
+  // Gradient all-reduce: the host communicator on CPU, NCCL over it on CUDA.
+  std::unique_ptr<dist::Communicator> nccl;
+  if (N > 1 && cfg.backend == Backend::Cuda) nccl = dist::make_nccl(comm);
+  dist::Communicator& grad_comm = nccl ? *nccl : comm;
+  if (nccl) nccl->set_timeout(comm.timeout_s());
+  std::unique_ptr<dist::GradBucketer> buckets;
+  if (N > 1) {
+    buckets = std::make_unique<dist::GradBucketer>(grad_comm, model.grad_data(), model.num_params(),
+                                                   static_cast<size_t>(static_cast<double>(cfg.bucket_mb) * 1048576.0));
+    dist::GradBucketer* bk = buckets.get();
+    model.set_grad_ready_hook([bk](size_t off, size_t n) { bk->mark_ready(off, n); });
+  }
+  struct HookGuard {
+    Gpt2& m;
+    ~HookGuard() { m.set_grad_ready_hook({}); }
+  } hook_guard{model};
 
   std::string ckpt_path, log_path;
-  if (!out_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(out_dir, ec);
-    if (ec) throw_env("cannot create the output directory: " + ec.message(), out_dir);
-    ckpt_path = (std::filesystem::path(out_dir) / "ckpt.safetensors").string();
-    // Temp files of an earlier process killed while writing its checkpoint (the atomic writer
-    // names them .ckpt.safetensors.tmp.XXXXXX beside the target): the run owns --out, remove them.
-    for (const auto& e : std::filesystem::directory_iterator(out_dir, ec))
-      if (e.path().filename().string().rfind(".ckpt.safetensors.tmp.", 0) == 0) std::filesystem::remove(e.path(), ec);
-    log_path = (std::filesystem::path(out_dir) / "log.jsonl").string();
-  }
-  JsonlLog log(log_path);
-  if (start_step == 0) log.write({{"event", "start"}, {"config", cfg.to_json()}, {"num_params", model.num_params()}});
-  else log.write({{"event", "resume"}, {"step", start_step}, {"from", resume_from}, {"config", cfg.to_json()}});
+  on_all_or_none(comm, lead, "preparing the output directory " + out_dir, [&] {
+    if (!out_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(out_dir, ec);
+      if (ec) throw_env("cannot create the output directory: " + ec.message(), out_dir);
+      ckpt_path = (std::filesystem::path(out_dir) / "ckpt.safetensors").string();
+      // Temp files of an earlier process killed while writing its checkpoint (the atomic writer
+      // names them .ckpt.safetensors.tmp.XXXXXX beside the target): the run owns --out, remove them.
+      for (const auto& e : std::filesystem::directory_iterator(out_dir, ec))
+        if (e.path().filename().string().rfind(".ckpt.safetensors.tmp.", 0) == 0) std::filesystem::remove(e.path(), ec);
+      log_path = (std::filesystem::path(out_dir) / "log.jsonl").string();
+    }
+  });
+  if (!lead) ckpt_path.clear(), log_path.clear();  // rank 0 alone writes
+  std::unique_ptr<JsonlLog> log_owner;
+  on_all_or_none(comm, lead, "opening the training log", [&] { log_owner = std::make_unique<JsonlLog>(log_path); });
+  if (!log_owner) log_owner = std::make_unique<JsonlLog>("");
+  JsonlLog& log = *log_owner;
+  if (start_step == 0)
+    log.write({{"event", "start"}, {"config", cfg.to_json()}, {"num_params", model.num_params()}, {"ranks", N}});
+  else
+    log.write({{"event", "resume"}, {"step", start_step}, {"from", resume_from}, {"config", cfg.to_json()}, {"ranks", N}});
 
   TrainResult res;
-  std::vector<int32_t> ids(static_cast<size_t>(B) * T), tgt(ids.size());
+  res.ranks = N;
+  // Data parallel: every rank draws the global batch of N x B rows and keeps rows [rank B, (rank+1) B).
+  std::vector<int32_t> ids(static_cast<size_t>(N) * B * T), tgt(ids.size());
+  const size_t mine = static_cast<size_t>(rank) * B * T;
   std::vector<float> host_params, host_m, host_v;
   const nlohmann::json tok_json = ds.tokenizer().to_json();
 
@@ -310,8 +415,8 @@ TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std
     const double t0 = now_s();
     EvalRecord e;
     e.step = step;
-    e.train_loss = estimate_loss(model, ds, false, cfg, step, ids, tgt);
-    e.val_loss = estimate_loss(model, ds, true, cfg, step, ids, tgt);
+    e.train_loss = estimate_loss(model, ds, false, cfg, step, ids, tgt, comm);
+    e.val_loss = estimate_loss(model, ds, true, cfg, step, ids, tgt, comm);
     e.ms = (now_s() - t0) * 1e3;
     res.final_train_loss = e.train_loss;
     res.final_val_loss = e.val_loss;
@@ -335,9 +440,18 @@ TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std
     model.zero_grad();
     double loss_sum = 0;
     for (int k = 0; k < K; ++k) {
-      ds.sample_batch(false, B, T, cfg.seed, static_cast<uint64_t>(step) * K + k, ids.data(), tgt.data());
-      loss_sum += model.forward(ids.data(), tgt.data(), B, T);
-      model.backward(1.0f / static_cast<float>(K));
+      ds.sample_batch(false, N * B, T, cfg.seed, static_cast<uint64_t>(step) * K + k, ids.data(), tgt.data());
+      loss_sum += model.forward(ids.data() + mine, tgt.data() + mine, B, T);
+      if (buckets && k == K - 1) buckets->begin();  // the last micro-batch's backward all-reduces
+      model.backward(1.0f / (static_cast<float>(K) * static_cast<float>(N)));  // the mean over ranks
+    }
+    bool stop_now = cb.should_stop && cb.should_stop();
+    if (N > 1) {
+      buckets->finish();
+      double agree[2] = {loss_sum, stop_now ? 1.0 : 0.0};  // global mean loss; stop when any rank stops
+      comm.allreduce_sum(agree, 2);
+      loss_sum = agree[0] / N;
+      stop_now = agree[1] > 0;
     }
     const double gnorm = model.step(step + 1, lr, cfg.adamw);
     const double dt = now_s() - t0;
@@ -347,26 +461,35 @@ TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std
     r.lr = lr;
     r.grad_norm = gnorm;
     r.ms = dt * 1e3;
-    r.tokens_per_s = static_cast<double>(B) * T * K / dt;
+    r.tokens_per_s = static_cast<double>(B) * T * K * N / dt;
     r.memory_bytes = model.memory().total();
     if (!std::isfinite(r.loss))
       throw_input("training diverged: loss is " + std::to_string(r.loss) + " at step " + std::to_string(step),
                   "step " + std::to_string(step), "lower --lr or enable --grad-clip");
     if (step > start_step) {
-      warm_tokens += static_cast<double>(B) * T * K;
+      warm_tokens += static_cast<double>(B) * T * K * N;
       warm_s += dt;
     }
-    log.write({{"event", "step"},
-               {"step", r.step},
-               {"loss", r.loss},
-               {"lr", r.lr},
-               {"grad_norm", r.grad_norm},
-               {"ms", r.ms},
-               {"tokens_per_s", r.tokens_per_s},
-               {"memory_bytes", r.memory_bytes}});
+    nlohmann::json rec = {{"event", "step"},
+                          {"step", r.step},
+                          {"loss", r.loss},
+                          {"lr", r.lr},
+                          {"grad_norm", r.grad_norm},
+                          {"ms", r.ms},
+                          {"tokens_per_s", r.tokens_per_s},
+                          {"memory_bytes", r.memory_bytes}};
+    if (buckets) {
+      const dist::BucketStats st = buckets->stats();
+      rec["ranks"] = N;
+      rec["comm_ms"] = (st.comm_s - res.comm_s) * 1e3;
+      rec["exposed_comm_ms"] = (st.exposed_s - res.exposed_comm_s) * 1e3;
+      res.comm_s = st.comm_s;
+      res.exposed_comm_s = st.exposed_s;
+    }
+    log.write(rec);
     if (cb.on_step) cb.on_step(r);
     res.steps_done = step + 1;
-    if (cb.should_stop && cb.should_stop() && step + 1 < cfg.steps) {
+    if (stop_now && step + 1 < cfg.steps) {
       save(step + 1);
       res.interrupted = true;
       break;
@@ -379,6 +502,13 @@ TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std
   if (!res.interrupted) {
     evaluate(cfg.steps);
     save(cfg.steps);
+  }
+  {
+    std::vector<float> fin(model.num_params());
+    model.get_params(fin.data());
+    res.params_fnv = kernels::fnv1a64(fin.data(), fin.size() * sizeof(float));
+    // Replicas must not drift apart (an all-reduce giving ranks different sums would do that).
+    dist::require_same(comm, "final weights (FNV-1a of the parameters)", std::to_string(res.params_fnv));
   }
   res.wall_s = now_s() - t_run;
   res.best_val_loss = std::isfinite(best_val) ? best_val : 0;

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -154,6 +155,18 @@ class Gpt2 {
   /// A non-finite gradient norm skips the update (parameters and moments untouched) and is
   /// returned, so the caller can stop or lower the learning rate.
   double step(int t, float lr, const AdamWConfig& opt);
+
+  /// Data-parallel training (rtx/dist): called during backward() each time the gradients
+  /// [offset, offset + count) of the flat buffer (floats, layout order) are final for that
+  /// backward: ln_f, then layers L-1 down to 0, then wte and wpe (together, wte's last
+  /// contribution being the embedding backward). Each float is reported once per backward.
+  using GradReadyHook = std::function<void(size_t offset, size_t count)>;
+  /// Install (or, with an empty function, remove) the hook. Returns false when the backend does
+  /// not report progress (CUDA: all gradients are final when backward() returns).
+  bool set_grad_ready_hook(GradReadyHook hook);
+  /// The gradient buffer itself (num_params() floats, layout order), for in-place all-reduce:
+  /// host memory on CPU, device memory on CUDA. Valid for the model's lifetime.
+  float* grad_data();
 
  private:
   struct Impl;

@@ -9,6 +9,10 @@
 
 #include "rtx/models/gpt2.hpp"
 
+namespace rtx::dist {
+class Communicator;
+}
+
 namespace rtx::models {
 
 /// Everything a run needs besides the data. Defaults are nanoGPT's shakespeare-char config
@@ -28,6 +32,9 @@ struct TrainConfig {
   int eval_interval = 250;     ///< evaluate every N steps (and at step 0 and at the end)
   int eval_iters = 200;        ///< batches averaged per split per evaluation
   int ckpt_interval = 0;       ///< also checkpoint every N steps; 0 = at evaluations only
+  float bucket_mb = 25.0f;     ///< data-parallel gradient bucket size in MiB (rtx/dist; PyTorch DDP's
+                               ///< bucket_cap_mb default); 0 = one
+                               ///< all-reduce after the backward (no overlap)
   uint64_t seed = 1337;
   Backend backend = Backend::Cpu;
   Gpt2KernelParams kernels{};
@@ -80,7 +87,11 @@ struct TrainResult {
   int steps_done = 0;
   double final_train_loss = 0, final_val_loss = 0, best_val_loss = 0;
   double wall_s = 0;
-  double mean_tokens_per_s = 0;  ///< over steps after the first (warm)
+  double mean_tokens_per_s = 0;  ///< over steps after the first (warm); all ranks' tokens
+  int ranks = 1;                 ///< data-parallel ranks that trained
+  double comm_s = 0;             ///< data-parallel: seconds inside gradient all-reduces
+  double exposed_comm_s = 0;     ///< ... of which the step waited for after its backward
+  uint64_t params_fnv = 0;       ///< FNV-1a 64 of the final parameters (equal on every rank; checked)
   std::string checkpoint;        ///< path of the last checkpoint written ("" if none)
   bool interrupted = false;      ///< stopped early by should_stop (checkpoint written when out_dir set)
 };
@@ -93,7 +104,18 @@ struct TrainResult {
 /// killed process) are removed at start. Throws Error(Input) on a dataset whose vocab exceeds the
 /// model's, a checkpoint whose model config, seed or tokenizer differs from the run's, and
 /// Error(Usage) when the checkpoint is already at or past cfg.steps.
+///
+/// Data parallel (rtx/dist): `comm` (nullptr: dist::world(), which is the MPI world under
+/// mpirun/srun and a single process otherwise) with N ranks trains with a global batch of
+/// N x batch sequences per micro-batch: rank r takes rows [r B, (r+1) B) of the batch a single
+/// process with batch N B would draw, so N ranks with batch B train exactly as one with N B
+/// (up to float summation order). Gradients are averaged by all-reducing buckets of bucket_mb
+/// MiB, overlapped with the backward pass (CPU). Ranks check at start that config and data
+/// agree (Error(Input) naming the difference); rank 0 alone writes the log and checkpoints
+/// and reads `resume_from`, whose state it broadcasts; all ranks return the same result.
+/// A collective that outlasts the communicator's timeout throws Error(Environment).
+/// With the CUDA backend, gradients are all-reduced with NCCL (a communicator over `comm`).
 TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std::string& out_dir,
-                  const std::string& resume_from, const TrainCallbacks& cb = {});
+                  const std::string& resume_from, const TrainCallbacks& cb = {}, dist::Communicator* comm = nullptr);
 
 }  // namespace rtx::models

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <ctime>
 #include <cstdio>
+#include "rtx/dist/comm.hpp"
 #include "rtx/app/bench.hpp"
 #include "rtx/app/doctor.hpp"
 #include "rtx/cli/cli.hpp"
@@ -301,8 +302,11 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
   ro.progress = !c.quiet && cli::stderr_is_tty();
 
   const auto [threads, pinned] = configure_threads(c.threads, c.pin);
+  // Under a launcher (mpirun -n N rtx-bench run benchpacks/dist.json) every rank measures in
+  // lock step, but only rank 0 prints, writes the artifact and records in the store.
+  const bool lead_rank = !dist::launched_by_mpi() || dist::world().rank() == 0;
   std::unique_ptr<store::Store> st;
-  if (!c.no_store) st = std::make_unique<store::Store>(store::resolve_db_path(c.db));
+  if (!c.no_store && lead_rank) st = std::make_unique<store::Store>(store::resolve_db_path(c.db));
 
   ArtifactMeta meta;
   meta.pack_name = pack.name;
@@ -331,6 +335,7 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
   }
   const json doc = to_json(r, meta);
 
+  if (!lead_rank) return failed ? 1 : 0;
   if (!c.quiet) err << format_table(doc, cli::use_color());
   if (c.out == "-" || c.json) out_stream << doc.dump(2) << std::endl;
   if (!c.out.empty() && c.out != "-") io::write_artifact(c.out, doc);

@@ -286,6 +286,7 @@ class Gpt2Cuda final : public Gpt2Backend {
   void set_params(const float* host) override { to_device(params_, host); }
   void get_params(float* host) const override { to_host(host, params_); }
   void get_grads(float* host) const override { to_host(host, grads_); }
+  float* grad_data() override { return grads_; }  // device memory, for NCCL all-reduce (rtx/dist)
   void get_moments(float* m_host, float* v_host) const override {
     to_host(m_host, m_);
     to_host(v_host, v_);

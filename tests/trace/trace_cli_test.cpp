@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "rtx/trace/trace_event.hpp"
@@ -50,7 +51,9 @@ TEST_CASE("rtx-trace record of an rtx-train run gives a valid trace with its ste
   const auto p = run(trace_bin() + " record --cuda off -o " + dir + "/t.json -- " + train_cmd(3));
   INFO(p.err);
   REQUIRE(p.exit_code == 0);
-  CHECK_THAT(p.err, Catch::Contains("spans 3"));
+  // Per step: train.step, forward (2 x layer > attn, mlp; lm_head), backward (lm_head; 2 x
+  // layer > mlp, attn), adamw = 18 spans; 3 steps = 54.
+  CHECK_THAT(p.err, Catch::Contains("spans 54"));
   std::ifstream f(dir + "/t.json");
   const auto j = nlohmann::json::parse(f);  // plain JSON, object form
   CHECK(j["schema"] == "rtx.trace.v1");
@@ -73,9 +76,13 @@ TEST_CASE("rtx-trace record of an rtx-train run gives a valid trace with its ste
   // Only the first train.step range; then a cap of one event with a clear message.
   const auto r = run(trace_bin() + " record --cuda off --nvtx-range train.step -o " + dir + "/r.json.gz -- " + train_cmd(3));
   REQUIRE(r.exit_code == 0);
-  int in_range = 0;
-  for (const auto& e : rtx::trace::load_trace(dir + "/r.json.gz").events) in_range += e.ph == 'X';
-  CHECK(in_range == 1);
+  int in_range = 0, step_spans = 0;
+  for (const auto& e : rtx::trace::load_trace(dir + "/r.json.gz").events) {
+    in_range += e.ph == 'X';
+    step_spans += e.ph == 'X' && e.name == "train.step";
+  }
+  CHECK(step_spans == 1);
+  CHECK(in_range == 18);  // that step and the spans nested in it
   const auto c = run(trace_bin() + " record --cuda off --max-events 1 -o " + dir + "/c.json -- " + train_cmd(3));
   REQUIRE(c.exit_code == 0);
   CHECK_THAT(c.err, Catch::Contains("event cap reached") && Catch::Contains("--max-events"));
@@ -86,8 +93,12 @@ TEST_CASE("rtx-trace record of an rtx-train run gives a valid trace with its ste
   REQUIRE(fl.exit_code == 0);
   std::ifstream ff(dir + "/t.folded");
   std::string line;
-  REQUIRE(std::getline(ff, line));
-  CHECK(line.rfind("train.step ", 0) == 0);
+  std::set<std::string> stacks;
+  while (std::getline(ff, line)) stacks.insert(line.substr(0, line.rfind(' ')));
+  CHECK(stacks.count("train.step") == 1);  // the step's self time
+  CHECK(stacks.count("train.step;forward;layer;attn") == 1);
+  CHECK(stacks.count("train.step;backward;layer;mlp") == 1);
+  CHECK(stacks.count("train.step;adamw") == 1);
 }
 
 TEST_CASE("rtx-trace record passes the exit status through and rejects a missing program", "[cpu][cli]") {

@@ -5,11 +5,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <limits>
 #include <vector>
 
 #include "models/gpt2_backend.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/telemetry/bus.hpp"
 #include "rtx/kernels/matmul.hpp"
 #include "rtx/kernels/ops.hpp"
 
@@ -243,9 +245,12 @@ float Gpt2Cpu::forward(const int32_t* ids, const int32_t* targets, int B, int T)
   if (targets) std::memcpy(targets_.data(), targets, static_cast<size_t>(BT) * sizeof(int32_t));
   const Acts& a = A_;
 
+  // Engine spans (rtx-trace): forward > layer > attn|mlp, then lm_head; near-free when off.
+  telemetry::ScopedSpan span_fwd("forward");
   k::encoder_forward(a.encoded, ids_.data(), P_.wte, P_.wpe, B, T, C, V);
   const float* residual = a.encoded;
   for (int l = 0; l < L; ++l) {
+    telemetry::ScopedSpan span_layer("layer");
     const LayerPtrs& w = P_.layer[static_cast<size_t>(l)];
     float* ln1 = a.ln1 + l * btc;
     float* ln1_mean = a.ln1_mean + static_cast<size_t>(l) * BT;
@@ -261,18 +266,25 @@ float Gpt2Cpu::forward(const int32_t* ids, const int32_t* targets, int B, int T)
     float* fchg = a.fch_gelu + 4 * l * btc;
     float* res3 = a.residual3 + l * btc;
 
-    k::layernorm_forward(ln1, ln1_mean, ln1_rstd, residual, w.ln1w, w.ln1b, BT, C, op);
-    k::matmul_forward(qkv, ln1, w.qkvw, w.qkvb, BT, 3 * C, C, mm);
-    k::attention_forward(atty, qkv, B, T, NH, HS, ap, lse);
-    k::matmul_forward(a.proj, atty, w.projw, w.projb, BT, C, C, mm);
-    k::residual_forward(res2, residual, a.proj, static_cast<int64_t>(btc), op);
-    k::layernorm_forward(ln2, ln2_mean, ln2_rstd, res2, w.ln2w, w.ln2b, BT, C, op);
-    k::matmul_forward(fch, ln2, w.fcw, w.fcb, BT, 4 * C, C, mm);
-    k::gelu_forward(fchg, fch, 4 * static_cast<int64_t>(btc), op);
-    k::matmul_forward(a.proj, fchg, w.mprojw, w.mprojb, BT, C, 4 * C, mm);
-    k::residual_forward(res3, res2, a.proj, static_cast<int64_t>(btc), op);
+    {
+      telemetry::ScopedSpan span("attn");
+      k::layernorm_forward(ln1, ln1_mean, ln1_rstd, residual, w.ln1w, w.ln1b, BT, C, op);
+      k::matmul_forward(qkv, ln1, w.qkvw, w.qkvb, BT, 3 * C, C, mm);
+      k::attention_forward(atty, qkv, B, T, NH, HS, ap, lse);
+      k::matmul_forward(a.proj, atty, w.projw, w.projb, BT, C, C, mm);
+      k::residual_forward(res2, residual, a.proj, static_cast<int64_t>(btc), op);
+    }
+    {
+      telemetry::ScopedSpan span("mlp");
+      k::layernorm_forward(ln2, ln2_mean, ln2_rstd, res2, w.ln2w, w.ln2b, BT, C, op);
+      k::matmul_forward(fch, ln2, w.fcw, w.fcb, BT, 4 * C, C, mm);
+      k::gelu_forward(fchg, fch, 4 * static_cast<int64_t>(btc), op);
+      k::matmul_forward(a.proj, fchg, w.mprojw, w.mprojb, BT, C, 4 * C, mm);
+      k::residual_forward(res3, res2, a.proj, static_cast<int64_t>(btc), op);
+    }
     residual = res3;
   }
+  telemetry::ScopedSpan span_head("lm_head");
   k::layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, residual, P_.lnfw, P_.lnfb, BT, C, op);
   // Tied output projection: logits (BT,V) = lnf (BT,C) @ wte (V,C)^T, no bias.
   k::matmul_forward(a.logits, a.lnf, P_.wte, nullptr, BT, V, C, mm);
@@ -293,6 +305,8 @@ void Gpt2Cpu::backward(float loss_scale) {
   const k::OpParams* op = &kp_.elementwise;
   const Acts& a = A_;
 
+  telemetry::ScopedSpan span_bwd("backward");
+  std::optional<telemetry::ScopedSpan> span_head(std::in_place, "lm_head");
   // dlogits = (softmax - onehot) / BT, times loss_scale (gradient accumulation).
   k::crossentropy_backward(a.dlogits, a.logits, targets_.data(), BT, V);
   if (loss_scale != 1.0f) scale(a.dlogits, static_cast<size_t>(BT) * V, loss_scale);
@@ -303,8 +317,10 @@ void Gpt2Cpu::backward(float loss_scale) {
   const float* last = a.residual3 + (L - 1) * btc;
   k::layernorm_backward(a.dresidual, G_.lnfw, G_.lnfb, a.proj, last, P_.lnfw, a.lnf_mean, a.lnf_rstd, BT, C, op);
   ready(2 + 12 * static_cast<size_t>(L), 3 + 12 * static_cast<size_t>(L));  // ln_f
+  span_head.reset();
 
   for (int l = L - 1; l >= 0; --l) {
+    telemetry::ScopedSpan span_layer("layer");
     const LayerPtrs& w = P_.layer[static_cast<size_t>(l)];
     const LayerPtrs& g = G_.layer[static_cast<size_t>(l)];
     const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * btc;
@@ -321,12 +337,14 @@ void Gpt2Cpu::backward(float loss_scale) {
     const float* fch = a.fch + 4 * l * btc;
     const float* fchg = a.fch_gelu + 4 * l * btc;
 
+    std::optional<telemetry::ScopedSpan> span_part(std::in_place, "mlp");
     // residual3 = residual2 + mlp(ln2(residual2)): dresidual is d(residual3) = d(mlp out).
     k::matmul_backward(a.dfch_gelu, g.mprojw, g.mprojb, a.dresidual, fchg, w.mprojw, BT, C, 4 * C, mm);
     zero(a.dfch, 4 * btc);
     k::gelu_backward(a.dfch, fch, a.dfch_gelu, 4 * static_cast<int64_t>(btc), op);
     k::matmul_backward(a.proj, g.fcw, g.fcb, a.dfch, ln2, w.fcw, BT, 4 * C, C, mm);
     k::layernorm_backward(a.dresidual, g.ln2w, g.ln2b, a.proj, res2, w.ln2w, ln2_mean, ln2_rstd, BT, C, op);
+    span_part.emplace("attn");
     // residual2 = residual + attn(ln1(residual)): dresidual is now d(residual2).
     k::matmul_backward(a.proj, g.projw, g.projb, a.dresidual, atty, w.projw, BT, C, C, mm);
     zero(a.dqkv, 3 * btc);
@@ -364,6 +382,7 @@ double Gpt2Cpu::grad_norm() const {
 }
 
 double Gpt2Cpu::step(int t, float lr, const AdamWConfig& opt) {
+  telemetry::ScopedSpan span("adamw");
   const double norm = grad_norm();
   if (!std::isfinite(norm)) return norm;  // diverged: update nothing, the caller decides
   // torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied when < 1.

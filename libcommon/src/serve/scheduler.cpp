@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "rtx/core/error.hpp"
+#include "rtx/telemetry/bus.hpp"
 
 namespace rtx::serve {
 
@@ -392,6 +393,7 @@ void Scheduler::step(std::vector<RequestHandle>& running) {
   }
   logits_.resize(static_cast<size_t>(std::max(wanted, 1)) * mi.vocab);
   try {
+    telemetry::ScopedSpan span("serve.step");
     model_.forward(batch, kv_, logits_.data());
   } catch (const std::exception& e) {
     for (const auto& r : who) finish(r, Finish::Error, e.what());

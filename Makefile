@@ -28,7 +28,7 @@ test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
 
 run: build
-	@$(BUILD)/bin/rtx-doctor
+	@$(BUILD)/bin/rtx-evolve run
 
 debug:
 	@$(MAKE) build BUILD=build-debug TYPE=Debug

@@ -170,11 +170,48 @@ CREATE TABLE kg_edges (
 CREATE INDEX kg_edges_dst ON kg_edges(dst, kind);
 )SQL";
 
+// Version 2 (rtx-evolve): versioned configurations that are not kernel profiles (thread count,
+// serve scheduler knobs, allocator knobs) and the log of every promotion/rollback of either kind.
+static const char* const kSchemaV2 = R"SQL(
+CREATE TABLE evolve_configs (
+  id          INTEGER PRIMARY KEY,
+  key         TEXT NOT NULL,
+  version     INTEGER NOT NULL CHECK (version >= 1),
+  config_json TEXT NOT NULL CHECK (json_valid(config_json)),
+  proposal_id INTEGER REFERENCES proposals(id) ON DELETE SET NULL,
+  created_at  TEXT NOT NULL DEFAULT )SQL" RTX_NOW R"SQL(,
+  UNIQUE (key, version)
+);
+
+CREATE TABLE evolve_config_current (
+  key        TEXT PRIMARY KEY,
+  version    INTEGER NOT NULL,
+  updated_at TEXT NOT NULL DEFAULT )SQL" RTX_NOW R"SQL(,
+  FOREIGN KEY (key, version) REFERENCES evolve_configs(key, version)
+);
+
+CREATE TABLE evolve_deployments (
+  id           INTEGER PRIMARY KEY,
+  proposal_id  INTEGER REFERENCES proposals(id) ON DELETE SET NULL,
+  target       TEXT NOT NULL CHECK (target IN ('profile', 'config')),
+  key          TEXT NOT NULL,
+  from_version INTEGER,
+  to_version   INTEGER,
+  action       TEXT NOT NULL CHECK (action IN ('promote', 'rollback')),
+  actor        TEXT NOT NULL DEFAULT '',
+  signature    TEXT,
+  created_at   TEXT NOT NULL DEFAULT )SQL" RTX_NOW R"SQL(
+);
+CREATE INDEX evolve_deployments_proposal ON evolve_deployments(proposal_id, id);
+CREATE INDEX evolve_deployments_key ON evolve_deployments(key, id);
+)SQL";
+
 #undef RTX_NOW
 
 const std::vector<Migration>& migrations() {
   static const std::vector<Migration> all = {
       {1, "initial schema: runs, artifacts, doctor, bench, tuning, profiles, evolve, knowledge graph", kSchemaV1},
+      {2, "evolve: versioned configurations (threads, scheduler, allocator) and the deployment log", kSchemaV2},
   };
   return all;
 }
@@ -182,7 +219,8 @@ const std::vector<Migration>& migrations() {
 const std::vector<std::string>& expected_tables() {
   static const std::vector<std::string> names = {
       "runs",     "artifacts",    "doctor_reports", "bench_results", "tuning_trials", "profiles",
-      "profile_current", "proposals", "gate_results", "promotions",  "kg_nodes",      "kg_edges"};
+      "profile_current", "proposals", "gate_results", "promotions",  "kg_nodes",      "kg_edges",
+      "evolve_configs", "evolve_config_current", "evolve_deployments"};
   return names;
 }
 

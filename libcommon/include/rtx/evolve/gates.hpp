@@ -1,0 +1,68 @@
+// rtx::evolve gates: pure decisions on measured numbers (performance on timing samples via the
+// Hodges-Lehmann CI, held-out regression, determinism, memory). No processes, no store.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rtx/evolve/proposal.hpp"
+
+namespace rtx::evolve {
+
+/// The performance gate's rule for one domain.
+struct PerfRule {
+  /// Required improvement (fraction of time saved, 0.10 = 10%) when require_improvement; else
+  /// the largest tolerated slowdown (no-regression rule, e.g. the memory planner's 0.05).
+  double threshold = 0.10;
+  bool require_improvement = true;
+  double alpha = 0.05;    ///< Mann-Whitney two-sided level
+  double level = 0.95;    ///< Hodges-Lehmann CI level
+  /// Sandboxed rounds the samples come from (each round's samples consecutive, the same count
+  /// per round); >= 2 adds a between-process check: an improvement passes only when every
+  /// round's median shows it (samples within one process are not independent of each other,
+  /// so the pooled CI alone overstates the evidence). 0 = no such check.
+  int rounds = 0;
+};
+
+/// Default rule per domain: tuner 10% step time, parallelism 10%, scheduler 15% (time per
+/// generated token = 1 / tokens/s), memory no regression beyond 5%.
+PerfRule default_rule(const std::string& domain);
+
+/// Outcome of the performance gate before re-measurement.
+enum class PerfOutcome { Pass, Fail, Borderline };
+
+/// Performance judgement of one proposal.
+struct PerfJudgement {
+  PerfOutcome outcome = PerfOutcome::Fail;
+  double ratio = 1;            ///< Hodges-Lehmann time ratio candidate/baseline (< 1 faster)
+  double improvement = 0;      ///< 1 - ratio
+  double lo = 0, hi = 0;       ///< 95% CI of the improvement (1 - ratio CI hi, 1 - ratio CI lo)
+  double p = 1;                ///< Mann-Whitney p
+  size_t n_base = 0, n_cand = 0;
+  std::string reason;
+  GateResult gate() const;     ///< as a "performance" gate row (value = lo, threshold)
+};
+
+/// Judge timing samples (s, or any positive cost) of baseline vs candidate, each a list of cases
+/// sampled round-robin: sample i of every case is summed into pass time i (the workload's step
+/// time), and the pass times of the two arms are compared. Rules (improvement = 1 - candidate/baseline, CI from stats::compare_samples):
+///  require_improvement: Pass when CI lo >= threshold and p < alpha; Borderline when the CI
+///   straddles the threshold (lo < threshold <= hi); else Fail.
+///  no-regression: Pass when CI lo >= -threshold; Borderline when lo < -threshold <= hi; else Fail.
+/// Throws rtx::Error(Input) when the case counts differ, a case has no samples or fewer than
+/// case 0, or a pass time is not positive.
+PerfJudgement judge_performance(const std::vector<std::vector<double>>& base,
+                                const std::vector<std::vector<double>>& cand, const PerfRule& rule);
+
+/// Held-out shapes must not regress: a no-regression judgement with `tolerance` (default 5%);
+/// Borderline counts as a pass (no evidence of harm). Gate "heldout".
+GateResult judge_heldout(const std::vector<std::vector<double>>& base, const std::vector<std::vector<double>>& cand,
+                         double tolerance = 0.05);
+
+/// Memory gate: candidate peak <= baseline peak * (1 + slack) and fragmentation (percent) <=
+/// baseline + slack_pct. Process RSS is noisy by a few pages, hence the slack (0 for the
+/// allocator's exact counters).
+GateResult judge_memory(double base_peak_bytes, double cand_peak_bytes, double base_frag_pct, double cand_frag_pct,
+                        double slack, const std::string& metric);
+
+}  // namespace rtx::evolve

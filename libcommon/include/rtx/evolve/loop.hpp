@@ -1,0 +1,86 @@
+// rtx::evolve pipeline: validate a proposal (interleaved A/B trials in the sandbox, gates
+// recorded), the `run` loop (propose -> validate -> approve -> promote under budgets), status,
+// submit, and the report (markdown / text / JSON). The tool only binds flags to these.
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "rtx/evolve/gates.hpp"
+#include "rtx/evolve/proposal.hpp"
+#include "rtx/evolve/proposers.hpp"
+#include "rtx/evolve/sandbox.hpp"
+#include "rtx/store/store.hpp"
+
+namespace rtx::evolve {
+
+/// How a proposal is validated.
+struct ValidateOptions {
+  std::string self_exe = "/proc/self/exe";  ///< the rtx-evolve binary (runs `__trial`)
+  size_t rounds = 4;          ///< A/B pairs (A B A B ...), each arm a fresh sandboxed process
+  size_t samples = 11;        ///< samples per case per process
+  size_t warmup = 1;
+  uint64_t seed = 0;
+  std::string model_path;     ///< serving model for the scheduler domain
+  SandboxOptions sandbox;
+  std::map<std::string, PerfRule> rules;  ///< per domain; default_rule() when absent
+  std::ostream* log = nullptr;
+};
+
+/// The outcome of validating one proposal.
+struct Validation {
+  bool passed = false;
+  std::vector<GateResult> gates;
+  nlohmann::json summary = nlohmann::json::object();  ///< stored as the envelope's validation
+};
+
+/// Validate a stored proposal: status "validating"; safety pre-check (complete, signature
+/// verifies); interleaved A/B trials of baseline and candidate in the sandbox (affected and
+/// held-out workloads); a borderline performance result re-measured once with as many rounds
+/// again; gates recorded in gate_results; status "passed" or "failed". A crash or timeout of a
+/// trial is a failed safety gate, never an exception.
+Validation validate(store::Store& st, int64_t proposal_id, const KeyPair& key, const ValidateOptions& o,
+                    int64_t run_id);
+
+/// `rtx-evolve run`.
+struct RunOptions {
+  std::string pack = "benchpacks/core.json";
+  /// Case-id regex of the subset (default: four small f32 ops, ~1 s of measurement each).
+  std::string filter =
+      "^(matmul_fwd_small/cpu\\.blocked/K=128,M=256,N=(384|65)|(gelu_fwd_small|softmax_attn_small|layernorm_fwd_small)/.*)/f32$";
+  std::vector<std::string> domains;   ///< empty: all four
+  size_t budget = 6;                  ///< most proposals validated in this run
+  size_t budget_per_domain = 2;
+  size_t explore_evals = 4;
+  double time_budget_s = 480;         ///< no new proposal is validated after this many seconds of the run
+  bool auto_approve = false;          ///< --auto-approve-if-gates-pass (recorded as "auto-policy")
+  std::string actor;                  ///< who approves/promotes ($USER by default)
+  std::string key_path;               ///< "" : default_key_path(db)
+  ValidateOptions v;
+};
+
+/// Run the loop; progress on `err`. Returns the rtx.report.v1 document of this run:
+/// {"schema", "run_id", "sku", "proposals": [{"id", "domain", "key", "change", "status",
+/// "gates": [...], "promoted", "rollback"}], "summary": {"proposed", "passed", "failed",
+/// "promoted", "skipped_known_failures"}, "notes": [...]}.
+nlohmann::json run_loop(store::Store& st, const RunOptions& o, std::ostream& err);
+
+/// The proposals (newest first, at most `limit`) with their gates and deployments, as a report
+/// document of the same shape as run_loop's.
+nlohmann::json status_report(store::Store& st, size_t limit);
+
+/// Render a report document: "md" (markdown for CI logs), "text", "json". Throws
+/// rtx::Error(Usage) for another format.
+std::string format_report(const nlohmann::json& report, const std::string& format);
+
+/// Accept an external proposal (an rtx.proposal.v1 document): checked by from_json, its
+/// provenance completed, re-keyed to this host's SKU check (a config key must end with this
+/// SKU: rtx::Error(Input)), signed with `key`, stored as "new". Returns the new id.
+int64_t submit(store::Store& st, const nlohmann::json& doc, const std::string& source, const KeyPair& key,
+               const kernels::Registry& reg);
+
+}  // namespace rtx::evolve

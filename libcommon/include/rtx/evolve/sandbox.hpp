@@ -1,0 +1,39 @@
+// rtx::evolve sandbox: run a command in a child process with resource limits (RLIMIT_CPU,
+// RLIMIT_AS), a wall-clock timeout (SIGKILL) and, where the kernel allows unprivileged user
+// namespaces, no network (unshare(CLONE_NEWUSER | CLONE_NEWNET)). Not a security boundary
+// against a hostile binary: a guard against a bad candidate configuration.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace rtx::evolve {
+
+/// Limits of one sandboxed run.
+struct SandboxOptions {
+  double timeout_s = 60;                       ///< wall clock; then SIGKILL (a failed gate)
+  double cpu_s = 240;                          ///< RLIMIT_CPU (s of CPU time, all threads)
+  size_t address_space_bytes = size_t(16) << 30;  ///< RLIMIT_AS
+  bool isolate_network = true;                 ///< try unshare(CLONE_NEWUSER | CLONE_NEWNET)
+};
+
+/// What happened to the child.
+struct SandboxResult {
+  int exit_code = -1;          ///< exit status when it exited, else -1
+  int signal = 0;              ///< terminating signal, 0 if it exited
+  bool timed_out = false;      ///< killed by the wall-clock timeout
+  bool network_isolated = false;  ///< the unshare succeeded (no network inside)
+  double wall_s = 0;
+  std::string out, err;        ///< captured stdout / stderr (stderr: last 4 KiB)
+  /// Exited with status 0, no signal, no timeout.
+  bool clean() const { return exit_code == 0 && signal == 0 && !timed_out; }
+  /// "" when clean, else "timed out after X s" / "killed by signal N (SIGSEGV)" / "exit status N: <stderr tail>".
+  std::string failure() const;
+};
+
+/// fork + exec `argv` (argv[0] a path) with the limits; stdout and stderr are captured through
+/// temporary files. Throws rtx::Error(Environment) when the process cannot be started (fork
+/// fails); an exec failure is exit status 127 (a failed run, not an error).
+SandboxResult run_sandboxed(const std::vector<std::string>& argv, const SandboxOptions& o);
+
+}  // namespace rtx::evolve

@@ -1,0 +1,39 @@
+// rtx::evolve trials: what a sandboxed child measures for one arm (baseline or candidate) of a
+// proposal: kernel cases under explicit params and a thread count, a serving run of a model
+// through serve::Scheduler, or an allocation trace through CachingAllocator. The parent builds
+// the spec (rtx.evolve.trial_spec.v1), the child (`rtx-evolve __trial`) prints the result.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "rtx/core/allocator.hpp"
+#include "rtx/serve/scheduler.hpp"
+
+namespace rtx::evolve {
+
+inline constexpr const char* kTrialSpecSchema = "rtx.evolve.trial_spec.v1";
+inline constexpr const char* kTrialResultSchema = "rtx.evolve.trial.v1";
+
+/// Run one trial in this process. Spec fields: "schema", "kind" ("kernels" | "serve" |
+/// "alloc"), "seed", "samples" (>= 1), "warmup" (>= 0), and per kind:
+///  kernels: "threads" (0 default), "cases": [{"id", "op", "variant", "shape" {..}, "dtype",
+///           "params" {..}}] -- samples are taken round-robin across cases (one each per pass);
+///  serve:   "model" (path), "config" (SchedulerConfig JSON), "requests", "prompt_tokens",
+///           "max_tokens", "threads" -- one sample = one batch of requests, s per output token;
+///  alloc:   "config" (AllocatorConfig JSON, sizes in bytes), "steps" per sample -- a seeded
+///           trace shaped like a small GPT training step (activations kept through forward,
+///           freed in reverse with short-lived gradient temporaries); s per step.
+/// Result: {"schema", "cases": [{"id", "samples" (s), "checksum" (hex), "max_rel_err",
+/// "tolerance", "ok", "detail"}], "peak_rss_bytes", and for alloc "peak_reserved_bytes",
+/// "peak_allocated_bytes", "frag_pct"}. Throws rtx::Error(Input) for a malformed spec.
+nlohmann::json run_trial(const nlohmann::json& spec);
+
+/// AllocatorConfig <-> JSON ({"caching", "round_bytes", "small_limit", "small_segment_bytes",
+/// "large_round_bytes", "pool_limit_bytes"}); from_json: missing keys keep defaults, unknown
+/// keys or wrong types are rtx::Error(Input) naming `where` and the key.
+nlohmann::json allocator_config_json(const AllocatorConfig& c);
+AllocatorConfig allocator_config_from_json(const nlohmann::json& j, const std::string& where);
+
+}  // namespace rtx::evolve

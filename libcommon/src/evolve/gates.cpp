@@ -1,0 +1,165 @@
+// Gate decisions on measured numbers: performance (Hodges-Lehmann CI of the improvement),
+// held-out regression, memory. Pure functions; the pipeline records their GateResults.
+#include "rtx/evolve/gates.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "rtx/core/error.hpp"
+#include "rtx/stats/compare.hpp"
+
+namespace rtx::evolve {
+
+namespace {
+
+std::string pct(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%+.1f%%", 100 * x);
+  return b;
+}
+
+}  // namespace
+
+PerfRule default_rule(const std::string& domain) {
+  PerfRule r;
+  if (domain == "scheduler") r.threshold = 0.15;
+  if (domain == "memory") {
+    r.threshold = 0.05;
+    r.require_improvement = false;
+  }
+  return r;
+}
+
+PerfJudgement judge_performance(const std::vector<std::vector<double>>& base, const std::vector<std::vector<double>>& cand,
+                                const PerfRule& rule) {
+  if (base.size() != cand.size() || base.empty())
+    throw_input("performance gate: " + std::to_string(base.size()) + " baseline cases vs " + std::to_string(cand.size()) +
+                    " candidate cases (need the same, >= 1)",
+                "gate performance");
+  // Pass time: sample i of every case belongs to the same pass over the workload (trials
+  // sample round-robin), so the index-wise sum is one measurement of the whole workload.
+  auto pass_times = [](const std::vector<std::vector<double>>& v, const char* arm) {
+    std::vector<double> t(v[0].size(), 0.0);
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (v[i].size() != t.size() || v[i].empty())
+        throw_input(std::string("performance gate: ") + arm + " case " + std::to_string(i) + " has " +
+                        std::to_string(v[i].size()) + " samples, case 0 has " + std::to_string(t.size()) +
+                        " (need the same, >= 1)",
+                    "gate performance");
+      for (size_t k = 0; k < t.size(); ++k) t[k] += v[i][k];
+    }
+    for (double x : t)
+      if (!(x > 0)) throw_input(std::string("performance gate: non-positive ") + arm + " time", "gate performance");
+    return t;
+  };
+  const std::vector<double> pb = pass_times(base, "baseline"), pc = pass_times(cand, "candidate");
+  stats::CompareOptions co;
+  co.threshold = rule.threshold;
+  co.alpha = rule.alpha;
+  co.level = rule.level;
+  co.min_samples = 5;
+  const stats::Comparison c = stats::compare_samples(pb, pc, co);
+  PerfJudgement j;
+  j.ratio = c.ratio;
+  j.improvement = 1 - c.ratio;
+  j.lo = 1 - c.hi;
+  j.hi = 1 - c.lo;
+  j.p = c.p;
+  j.n_base = pb.size();
+  j.n_cand = pc.size();
+  const std::string ci = "improvement " + pct(j.improvement) + " (95% CI " + pct(j.lo) + " .. " + pct(j.hi) + ", p=" +
+                         std::to_string(j.p).substr(0, 6) + ", n=" + std::to_string(j.n_base) + "+" + std::to_string(j.n_cand) + ")";
+  if (pb.size() < co.min_samples || pc.size() < co.min_samples) {
+    j.outcome = PerfOutcome::Fail;
+    j.reason = "too few samples: " + ci;
+    return j;
+  }
+  // Between processes: the improvement of each round's median pass time.
+  std::vector<double> round_imp;
+  if (rule.rounds >= 2 && pb.size() % rule.rounds == 0 && pc.size() % rule.rounds == 0) {
+    const size_t mb = pb.size() / rule.rounds, mc = pc.size() / rule.rounds;
+    auto median_of = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      const size_t n = v.size();
+      return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    };
+    for (int r = 0; r < rule.rounds; ++r) {
+      const double b = median_of(std::vector<double>(pb.begin() + r * mb, pb.begin() + (r + 1) * mb));
+      const double c2 = median_of(std::vector<double>(pc.begin() + r * mc, pc.begin() + (r + 1) * mc));
+      round_imp.push_back(1 - c2 / b);
+    }
+  }
+  const double worst_round = round_imp.empty() ? 1.0 : *std::min_element(round_imp.begin(), round_imp.end());
+  if (rule.require_improvement) {
+    if (j.lo >= rule.threshold && j.p < rule.alpha && worst_round <= 0) {
+      j.outcome = PerfOutcome::Fail;
+      j.reason = ci + ": but not every sandboxed round agrees (worst round " + pct(worst_round) +
+                 "): the pooled samples overstate the evidence";
+    } else if (j.lo >= rule.threshold && j.p < rule.alpha) {
+      j.outcome = PerfOutcome::Pass;
+      j.reason = ci + ": CI above the " + pct(rule.threshold) + " threshold";
+    } else if (j.hi >= rule.threshold && j.lo < rule.threshold) {
+      j.outcome = PerfOutcome::Borderline;
+      j.reason = ci + ": CI straddles the " + pct(rule.threshold) + " threshold";
+    } else {
+      j.outcome = PerfOutcome::Fail;
+      j.reason = ci + ": below the " + pct(rule.threshold) + " threshold";
+    }
+  } else {
+    if (j.lo >= -rule.threshold) {
+      j.outcome = PerfOutcome::Pass;
+      j.reason = ci + ": no slowdown beyond " + pct(rule.threshold);
+    } else if (j.hi >= -rule.threshold) {
+      j.outcome = PerfOutcome::Borderline;
+      j.reason = ci + ": CI straddles the -" + pct(rule.threshold).substr(1) + " no-regression bound";
+    } else {
+      j.outcome = PerfOutcome::Fail;
+      j.reason = ci + ": slower than the baseline beyond " + pct(rule.threshold);
+    }
+  }
+  return j;
+}
+
+GateResult PerfJudgement::gate() const {
+  GateResult g;
+  g.gate = "performance";
+  g.passed = outcome == PerfOutcome::Pass;
+  g.metric = "improvement_ci_lo";
+  g.value = lo;
+  g.detail = {{"ratio", ratio}, {"improvement", improvement}, {"ci", {lo, hi}}, {"p", p},
+              {"n_base", n_base}, {"n_cand", n_cand}, {"reason", reason}};
+  return g;
+}
+
+GateResult judge_heldout(const std::vector<std::vector<double>>& base, const std::vector<std::vector<double>>& cand,
+                         double tolerance) {
+  PerfRule r;
+  r.threshold = tolerance;
+  r.require_improvement = false;
+  const PerfJudgement j = judge_performance(base, cand, r);
+  GateResult g = j.gate();
+  g.gate = "heldout";
+  g.passed = j.outcome != PerfOutcome::Fail;
+  g.threshold = -tolerance;
+  return g;
+}
+
+GateResult judge_memory(double base_peak, double cand_peak, double base_frag, double cand_frag, double slack,
+                        const std::string& metric) {
+  GateResult g;
+  g.gate = "memory";
+  g.metric = metric;
+  g.value = cand_peak;
+  g.threshold = base_peak * (1 + slack);
+  const bool peak_ok = cand_peak <= g.threshold;
+  const bool frag_ok = cand_frag <= base_frag + 100 * slack;
+  g.passed = peak_ok && frag_ok;
+  g.detail = {{"base_peak", base_peak}, {"cand_peak", cand_peak}, {"base_frag_pct", base_frag}, {"cand_frag_pct", cand_frag},
+              {"slack", slack},
+              {"reason", std::string(peak_ok ? "peak within baseline" : "peak above baseline") + ", " +
+                             (frag_ok ? "fragmentation within baseline" : "fragmentation above baseline")}};
+  return g;
+}
+
+}  // namespace rtx::evolve

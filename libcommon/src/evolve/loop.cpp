@@ -1,0 +1,648 @@
+// The evolve pipeline: interleaved A/B validation in the sandbox with recorded gates, the
+// `run` loop under budgets, status, submit and the report renderers.
+#include "rtx/evolve/loop.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <ostream>
+#include <sstream>
+
+#include "rtx/core/build_info.hpp"
+#include "rtx/core/error.hpp"
+#include "rtx/evolve/deploy.hpp"
+#include "rtx/evolve/trial.hpp"
+#include "rtx/telemetry/hwprofile.hpp"
+#include "rtx/tune/lookup.hpp"
+#include "rtx/tune/records.hpp"
+
+namespace rtx::evolve {
+
+using nlohmann::json;
+
+namespace {
+
+void say(std::ostream* log, const std::string& s) {
+  if (log) *log << s << "\n" << std::flush;
+}
+
+std::string fmt(const char* f, double x) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, x);
+  return b;
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/// Kernel params of each case under a profile: the current profiles, with `override_key`'s
+/// entry replaced by `override_params` (the candidate), resolved as kernels would (exact key,
+/// nearest shape, else the variant defaults).
+json with_params(const json& cases, const std::vector<tune::ProfileEntry>& entries, const std::string& sku,
+                 const kernels::Registry& reg) {
+  tune::ProfileLookup lookup(entries, sku, "");
+  json out = json::array();
+  for (json c : cases) {
+    const auto& op = reg.op(c["op"].get<std::string>());
+    const auto& v = reg.variant(op.name, c["variant"].get<std::string>());
+    const kernels::Shape s = c["shape"].get<kernels::Shape>();
+    const DType dt = parse_dtype(c["dtype"].get<std::string>());
+    auto a = lookup.find(op.name, &v, s, dt);
+    c["params"] = a.params ? *a.params : v.space.defaults();
+    out.push_back(c);
+  }
+  return out;
+}
+
+/// The trial specs (parts: affected, heldout) of one arm.
+json arm_spec(store::Store& st, const Proposal& p, const json& config, const ValidateOptions& o, const kernels::Registry& reg,
+              const std::string& sku) {
+  json parts = json::array();
+  const json& w = p.plan.contains("workload") ? p.plan["workload"] : json::object();
+  auto base_part = [&](const char* kind) {
+    return json{{"schema", kTrialSpecSchema}, {"kind", kind}, {"seed", o.seed}, {"samples", o.samples}, {"warmup", o.warmup}};
+  };
+  if (p.domain == "tuner" || p.domain == "parallelism") {
+    std::vector<tune::ProfileEntry> entries = tune::current_profiles(st);
+    if (p.domain == "tuner") {
+      entries.erase(std::remove_if(entries.begin(), entries.end(), [&](const auto& e) { return e.key == p.key; }), entries.end());
+      tune::ProfileEntry e;
+      e.key = p.key;
+      e.version = 1;
+      e.params = config.get<kernels::Params>();
+      e.measured_under = tune::measured_under(sku);
+      entries.push_back(e);
+    }
+    const int threads = p.domain == "parallelism" ? config.value("threads", 0) : 0;
+    for (const char* part : {"affected", "heldout"}) {
+      if (!w.contains(part) || w[part].empty()) continue;
+      json s = base_part("kernels");
+      s["threads"] = threads;
+      s["cases"] = with_params(w[part], entries, sku, reg);
+      parts.push_back(s);
+    }
+  } else if (p.domain == "scheduler") {
+    for (const char* part : {"affected", "heldout"}) {
+      if (!w.contains(part)) continue;
+      json s = base_part("serve");
+      s["model"] = w.value("model", o.model_path);
+      s["config"] = config;
+      for (const auto& [k, v] : w[part].items()) s[k] = v;
+      s["samples"] = std::max<size_t>(5, o.samples / 2 + 2);
+      parts.push_back(s);
+    }
+  } else {
+    for (const char* part : {"affected", "heldout"}) {
+      if (!w.contains(part)) continue;
+      json s = base_part("alloc");
+      s["config"] = config;
+      s["steps"] = w[part].value("steps", 20);
+      s["seed"] = o.seed + w[part].value("seed_offset", 0);
+      parts.push_back(s);
+    }
+  }
+  return {{"schema", kTrialSpecSchema}, {"parts", parts}};
+}
+
+struct ArmRun {
+  SandboxResult sb;
+  json result;  // {"parts": [...]} when clean
+  std::string problem;
+};
+
+ArmRun run_arm(const json& spec, const ValidateOptions& o) {
+  char tmpl[] = "/tmp/rtx-evolve-spec-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  if (fd < 0) throw_env("cannot create a temporary spec file", "/tmp");
+  const std::string text = spec.dump();
+  const bool wrote = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  ArmRun r;
+  if (!wrote) {
+    ::unlink(tmpl);
+    throw_env("cannot write the trial spec", tmpl);
+  }
+  r.sb = run_sandboxed({o.self_exe, "__trial", "--spec", tmpl}, o.sandbox);
+  ::unlink(tmpl);
+  if (!r.sb.clean()) {
+    r.problem = r.sb.failure();
+    return r;
+  }
+  try {
+    r.result = json::parse(r.sb.out);
+    if (!r.result.contains("parts") || !r.result["parts"].is_array()) r.problem = "trial output has no 'parts'";
+  } catch (const json::exception& e) {
+    r.problem = std::string("trial output is not JSON: ") + e.what();
+  }
+  return r;
+}
+
+/// samples[part][case] concatenated over runs; checksums[part][case] per run.
+struct Collected {
+  std::vector<std::vector<std::vector<double>>> samples;
+  std::vector<std::vector<std::vector<std::string>>> checksums;
+  std::vector<std::vector<std::string>> ids;
+  std::vector<double> peak_rss, peak_reserved, frag;
+  bool all_ok = true, repeat_equal = true;
+  double max_rel_err = 0, tolerance = 0;
+  std::vector<std::string> bad;
+};
+
+void collect(Collected& c, const json& res) {
+  const json& parts = res["parts"];
+  if (c.samples.empty()) {
+    c.samples.resize(parts.size());
+    c.checksums.resize(parts.size());
+    c.ids.resize(parts.size());
+  }
+  for (size_t i = 0; i < parts.size() && i < c.samples.size(); ++i) {
+    const json& cases = parts[i]["cases"];
+    if (c.samples[i].empty()) {
+      c.samples[i].resize(cases.size());
+      c.checksums[i].resize(cases.size());
+      for (const auto& k : cases) c.ids[i].push_back(k["id"].get<std::string>());
+    }
+    for (size_t j = 0; j < cases.size() && j < c.samples[i].size(); ++j) {
+      const json& k = cases[j];
+      for (double x : k["samples"]) c.samples[i][j].push_back(x);
+      c.checksums[i][j].push_back(k["checksum"].get<std::string>());
+      if (!k.value("ok", false)) {
+        c.all_ok = false;
+        c.bad.push_back(k["id"].get<std::string>() + ": " + k.value("detail", std::string("reference check failed")));
+      }
+      if (!k.value("repeat_checksum_equal", true)) c.repeat_equal = false;
+      if (k.value("max_rel_err", 0.0) >= c.max_rel_err) {
+        c.max_rel_err = k.value("max_rel_err", 0.0);
+        c.tolerance = k.value("tolerance", 0.0);
+      }
+    }
+    if (parts[i].contains("peak_reserved_bytes") && i == 0) {
+      c.peak_reserved.push_back(parts[i]["peak_reserved_bytes"].get<double>());
+      c.frag.push_back(parts[i]["frag_pct"].get<double>());
+    }
+  }
+  c.peak_rss.push_back(res.value("peak_rss_bytes", 0.0));
+}
+
+bool domain_is_exact(const std::string& d) { return d == "scheduler" || d == "memory"; }
+
+std::string actor_default() {
+  const char* u = std::getenv("USER");
+  return u && *u ? u : "unknown";
+}
+
+}  // namespace
+
+Validation validate(store::Store& st, int64_t id, const KeyPair& key, const ValidateOptions& o, int64_t run_id) {
+  Proposal p = load_proposal(st, id);
+  set_status(st, id, "validating");
+  const auto& reg = kernels::registry();
+  const std::string sku = p.provenance.value("sku", telemetry::sku_key("cpu"));
+  Validation v;
+  std::vector<GateResult>& g = v.gates;
+
+  GateResult safety;
+  safety.gate = "safety";
+  safety.metric = "sandbox_failures";
+  const std::vector<std::string> missing = missing_fields(p);
+  const std::string sig = verify(p, key);
+  safety.detail = {{"missing_fields", missing}, {"signature", sig.empty() ? "verified" : sig}};
+  auto finish = [&](bool passed) {
+    v.passed = passed;
+    v.summary["gates"] = json::array();
+    for (const auto& r : g)
+      v.summary["gates"].push_back({{"gate", r.gate}, {"passed", r.passed}, {"metric", r.metric}, {"value", r.value},
+                                    {"threshold", r.threshold}, {"detail", r.detail}});
+    record_gates(st, id, run_id, g);
+    set_status(st, id, passed ? "passed" : "failed", v.summary);
+    return v;
+  };
+  if (!missing.empty() || !sig.empty()) {
+    safety.passed = false;
+    g.push_back(safety);
+    return finish(false);
+  }
+
+  const json base_cfg = p.changeset.value("base", json::object()), cand_cfg = p.changeset["candidate"];
+  json spec_a, spec_b;
+  try {
+    spec_a = arm_spec(st, p, base_cfg, o, reg, sku);
+    spec_b = arm_spec(st, p, cand_cfg, o, reg, sku);
+  } catch (const Error& e) {
+    safety.passed = false;
+    safety.detail["error"] = "cannot build the trial: " + e.message();
+    g.push_back(safety);
+    return finish(false);
+  }
+  if (spec_a["parts"].empty()) {
+    safety.passed = false;
+    safety.detail["error"] = "the proposal's plan.workload names nothing to measure";
+    g.push_back(safety);
+    return finish(false);
+  }
+  Collected ca, cb;
+  std::vector<std::string> failures;
+  bool net = true;
+  size_t runs = 0;
+  auto measure = [&](size_t rounds) {
+    for (size_t r = 0; r < rounds && failures.empty(); ++r) {
+      for (int k = 0; k < 2 && failures.empty(); ++k) {
+        // A B, B A, A B, ... (ABBA): whatever running first or second does to a process
+        // (cold caches, clock ramps) falls on both arms equally.
+        const int arm = (runs / 2) % 2 == 0 ? k : 1 - k;
+        ArmRun ar = run_arm(arm == 0 ? spec_a : spec_b, o);
+        ++runs;
+        net = net && ar.sb.network_isolated;
+        if (!ar.problem.empty()) {
+          failures.push_back(std::string(arm == 0 ? "baseline" : "candidate") + " trial " + std::to_string(r + 1) + ": " +
+                             ar.problem);
+          break;
+        }
+        collect(arm == 0 ? ca : cb, ar.result);
+      }
+    }
+  };
+  say(o.log, "  validating #" + std::to_string(id) + " (" + p.domain + "): " + std::to_string(o.rounds) + " A/B rounds");
+  measure(o.rounds);
+  safety.value = static_cast<double>(failures.size());
+  safety.passed = failures.empty();
+  safety.detail["trials"] = runs;
+  safety.detail["network_isolated"] = net;
+  safety.detail["limits"] = {{"timeout_s", o.sandbox.timeout_s}, {"cpu_s", o.sandbox.cpu_s},
+                             {"address_space_bytes", o.sandbox.address_space_bytes}};
+  if (!failures.empty()) {
+    safety.detail["failures"] = failures;
+    g.push_back(safety);
+    return finish(false);
+  }
+
+  // Performance on the affected workload; a borderline result is measured again once.
+  PerfRule rule = o.rules.count(p.domain) ? o.rules.at(p.domain) : default_rule(p.domain);
+  rule.rounds = static_cast<int>(runs / 2);
+  PerfJudgement perf = judge_performance(ca.samples[0], cb.samples[0], rule);
+  bool remeasured = false;
+  if (perf.outcome == PerfOutcome::Borderline) {
+    say(o.log, "    borderline (" + perf.reason + "): measuring again");
+    measure(o.rounds);
+    remeasured = true;
+    rule.rounds = static_cast<int>(runs / 2);
+    if (failures.empty()) perf = judge_performance(ca.samples[0], cb.samples[0], rule);
+    if (!failures.empty()) {
+      safety.passed = false;
+      safety.value = static_cast<double>(failures.size());
+      safety.detail["failures"] = failures;
+    }
+  }
+
+  // Determinism: candidate passes the float64 reference check, candidate runs hash alike,
+  // and (serving, allocator) produce exactly the baseline's outputs.
+  GateResult det;
+  det.gate = "determinism";
+  det.metric = "max_rel_err";
+  det.value = cb.max_rel_err;
+  det.threshold = cb.tolerance;
+  bool same_runs = cb.repeat_equal, same_as_base = true;
+  for (size_t i = 0; i < cb.checksums.size(); ++i)
+    for (size_t j = 0; j < cb.checksums[i].size(); ++j) {
+      const auto& cs = cb.checksums[i][j];
+      if (std::adjacent_find(cs.begin(), cs.end(), std::not_equal_to<>()) != cs.end()) same_runs = false;
+      if (domain_is_exact(p.domain) && !ca.checksums[i][j].empty() && !cs.empty() && ca.checksums[i][j][0] != cs[0])
+        same_as_base = false;
+    }
+  det.passed = cb.all_ok && same_runs && same_as_base;
+  det.detail = {{"reference_check", cb.all_ok ? "all candidate outputs within the op's bound of the float64 reference" : "failed"},
+                {"candidate_runs_identical", same_runs},
+                {"exact_parity_with_baseline", domain_is_exact(p.domain) ? json(same_as_base) : json("n/a (kernel arithmetic order may change)")},
+                {"failures", cb.bad}};
+  g.push_back(det);
+
+  GateResult pg = perf.gate();
+  pg.threshold = rule.require_improvement ? rule.threshold : -rule.threshold;
+  pg.detail["remeasured"] = remeasured;
+  pg.detail["cases"] = ca.ids[0];
+  if (perf.outcome == PerfOutcome::Borderline) pg.detail["reason"] = perf.reason + " (still borderline after re-measuring)";
+  g.push_back(pg);
+
+  if (ca.samples.size() > 1) {
+    GateResult h = judge_heldout(ca.samples[1], cb.samples[1]);
+    h.detail["cases"] = ca.ids[1];
+    g.push_back(h);
+  }
+
+  GateResult mem;
+  if (p.domain == "memory") {
+    mem = judge_memory(median_of(ca.peak_reserved), median_of(cb.peak_reserved), median_of(ca.frag), median_of(cb.frag), 0,
+                       "peak_reserved_bytes");
+    const bool reduced = median_of(cb.peak_reserved) < median_of(ca.peak_reserved) || median_of(cb.frag) < median_of(ca.frag);
+    if (!reduced) {
+      mem.passed = false;
+      mem.detail["reason"] = mem.detail["reason"].get<std::string>() + "; no reduction of peak or fragmentation (nothing to gain)";
+    }
+  } else {
+    mem = judge_memory(median_of(ca.peak_rss), median_of(cb.peak_rss), 0, 0, 0.05, "peak_rss_bytes");
+    mem.detail["note"] = "process peak RSS (getrusage), 5% slack for page-level noise";
+  }
+  g.push_back(mem);
+  g.push_back(safety);
+
+  bool all = true;
+  for (const auto& r : g) all = all && r.passed;
+  return finish(all);
+}
+
+// ---- the loop -----------------------------------------------------------------------------------
+
+namespace {
+
+std::string change_text(const Proposal& p) {
+  std::string s;
+  for (const auto& a : p.actions) {
+    if (!s.empty()) s += ", ";
+    s += a.value("set", std::string("?")) + " " + a.value("from", json(nullptr)).dump() + " -> " + a.value("to", json(nullptr)).dump();
+  }
+  return s.empty() ? p.changeset["candidate"].dump() : s;
+}
+
+json proposal_row(store::Store& st, const Proposal& p) {
+  json gates = json::array();
+  for (const auto& r : gate_results(st, p.id))
+    gates.push_back({{"gate", r.gate}, {"passed", r.passed}, {"metric", r.metric}, {"value", r.value}, {"threshold", r.threshold},
+                     {"reason", r.detail.value("reason", std::string())}, {"detail", r.detail}});
+  json deps = json::array();
+  auto& q = st.prepare("SELECT action, from_version, to_version, actor, created_at FROM evolve_deployments WHERE proposal_id = ?1 ORDER BY id");
+  q.bind(1, p.id);
+  while (q.step())
+    deps.push_back({{"action", q.column_text(0)},
+                    {"from_version", q.column_opt_int64(1) ? json(*q.column_opt_int64(1)) : json(nullptr)},
+                    {"to_version", q.column_opt_int64(2) ? json(*q.column_opt_int64(2)) : json(nullptr)},
+                    {"actor", q.column_text(3)},
+                    {"at", q.column_text(4)}});
+  q.reset();
+  return {{"id", p.id},
+          {"domain", p.domain},
+          {"key", p.key},
+          {"change", change_text(p)},
+          {"why", p.plan.value("why", std::string())},
+          {"status", p.status},
+          {"gates", gates},
+          {"deployments", deps},
+          {"rollback", p.status == "promoted" ? "rtx-evolve rollback " + std::to_string(p.id) : ""},
+          {"approve", p.status == "passed" ? "rtx-evolve approve " + std::to_string(p.id) : ""}};
+}
+
+json summarize(const json& rows) {
+  size_t passed = 0, failed = 0, promoted = 0;
+  for (const auto& r : rows) {
+    const std::string s = r["status"];
+    if (s == "failed") ++failed;
+    else if (s == "passed" || s == "approved" || s == "promoted" || s == "superseded" || s == "rolled_back") ++passed;
+    if (s == "promoted") ++promoted;
+  }
+  return {{"proposed", rows.size()}, {"passed", passed}, {"failed", failed}, {"promoted", promoted}};
+}
+
+std::string default_model_path() {
+  const char* d = std::getenv("RTX_DATA");
+  const std::string rel = "/stories260k/tinyllamas-stories-260k-f32.gguf";
+  for (const std::string& base : {std::string(d && *d ? d : ""), std::string("../shared/data"), std::string("/work/shared/data")}) {
+    if (base.empty()) continue;
+    if (std::ifstream(base + rel).good()) return base + rel;
+  }
+  return "";
+}
+
+}  // namespace
+
+json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
+  const auto t_start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(); };
+  const auto& reg = kernels::registry();
+  const std::string sku = telemetry::sku_key("cpu");
+  json report = {{"schema", "rtx.report.v1"}, {"kind", "evolve.run"}, {"sku", sku}, {"git_sha", git_sha()},
+                 {"db", st.path()}, {"proposals", json::array()}, {"notes", json::array()}};
+  // Input errors (pack, filter) before anything is written.
+  std::vector<app::bench::BenchCase> cases;
+  {
+    const app::bench::Pack pack = app::bench::load_pack(o.pack);
+    app::bench::ExpandOptions eo;
+    eo.filter = o.filter;
+    for (auto& c : app::bench::expand_pack(pack, reg, eo))
+      if (c.skip_reason.empty()) cases.push_back(c);
+  }
+  const int64_t run_id = st.begin_run("rtx-evolve", "[\"run\"]", o.v.seed, git_sha(), sku,
+                                      telemetry::to_json(telemetry::hardware_profile()).dump());
+  report["run_id"] = run_id;
+  // Proposals left "validating" by a killed run never finished: mark them, never judge them.
+  {
+    store::Transaction tx(st);
+    st.exec("UPDATE proposals SET status = 'interrupted', json = json_set(json, '$.status', 'interrupted') WHERE status = 'validating'");
+    const int n = st.changes();
+    tx.commit();
+    if (n) report["notes"].push_back(std::to_string(n) + " proposal(s) left 'validating' by an interrupted run marked 'interrupted'");
+  }
+  const std::string key_path = o.key_path.empty() ? default_key_path(st.path()) : o.key_path;
+  KeyPair key;
+  if (::access(key_path.c_str(), F_OK) != 0) {
+    key = generate_key(key_path, false);
+    report["notes"].push_back("created the signing key " + key_path + " (mode 0600)");
+  } else {
+    key = load_key(key_path);
+  }
+
+  ProposeContext ctx;
+  ctx.st = &st;
+  ctx.reg = &reg;
+  ctx.sku = sku;
+  ctx.pack_path = o.pack;
+  ctx.seed = o.v.seed;
+  ctx.explore_evals = o.explore_evals;
+  ctx.log = &err;
+  ctx.model_path = o.v.model_path.empty() ? default_model_path() : o.v.model_path;
+  ctx.cases = cases;
+  report["cases"] = json::array();
+  for (const auto& c : ctx.cases) report["cases"].push_back(c.id);
+  err << "rtx-evolve run: " << ctx.cases.size() << " cases of " << o.pack << " on " << sku << ", budget " << o.budget
+      << " proposals (" << o.budget_per_domain << " per domain)\n";
+
+  ValidateOptions vo = o.v;
+  vo.model_path = ctx.model_path;
+  vo.log = &err;
+  size_t used = 0;
+  const std::string actor = o.actor.empty() ? actor_default() : o.actor;
+  for (auto& proposer : default_proposers()) {
+    const std::string dom = proposer->domain();
+    if (!o.domains.empty() && std::find(o.domains.begin(), o.domains.end(), dom) == o.domains.end()) continue;
+    if (used >= o.budget) {
+      report["notes"].push_back("budget of " + std::to_string(o.budget) + " proposals spent before domain " + dom);
+      continue;
+    }
+    ctx.budget = std::min(o.budget_per_domain, o.budget - used);
+    err << "[" << dom << "] proposing\n";
+    std::vector<Proposal> props = proposer->propose(ctx);
+    if (props.empty()) report["notes"].push_back(dom + ": nothing to propose");
+    for (Proposal& p : props) {
+      if (elapsed() > o.time_budget_s) {
+        report["notes"].push_back(dom + ": time budget of " + fmt("%.0f", o.time_budget_s) + " s spent; '" + change_text(p) +
+                                  "' left for a later run");
+        continue;
+      }
+      const double t_val = elapsed();
+      sign(p, key);
+      insert_proposal(st, p, run_id);
+      ++used;
+      err << "  #" << p.id << " " << change_text(p) << "\n";
+      const Validation val = validate(st, p.id, key, vo, run_id);
+      std::string line = std::string("    ") + (val.passed ? "PASSED" : "FAILED") + " in " + fmt("%.1f", elapsed() - t_val) + " s:";
+      for (const auto& gr : val.gates) line += " " + gr.gate + (gr.passed ? "=ok" : "=FAIL");
+      err << line << "\n";
+      if (val.passed && o.auto_approve) {
+        approve(st, p.id, actor, "auto-policy");
+        const DeployResult d = promote(st, p.id, key, actor);
+        err << "    promoted (auto-approved by policy) in " << fmt("%.3f", d.seconds * 1e3) << " ms\n";
+      }
+      report["proposals"].push_back(proposal_row(st, load_proposal(st, p.id)));
+    }
+  }
+  report["summary"] = summarize(report["proposals"]);
+  report["seconds"] = elapsed();
+  report["notes"].push_back("run took " + fmt("%.1f", elapsed()) + " s");
+  st.finish_run(run_id, "ok");
+  return report;
+}
+
+json status_report(store::Store& st, size_t limit) {
+  json report = {{"schema", "rtx.report.v1"}, {"kind", "evolve.status"}, {"db", st.path()}, {"proposals", json::array()},
+                 {"notes", json::array()}};
+  for (int64_t id : list_proposals(st, "", limit)) report["proposals"].push_back(proposal_row(st, load_proposal(st, id)));
+  report["summary"] = summarize(report["proposals"]);
+  return report;
+}
+
+std::string format_report(const json& r, const std::string& format) {
+  if (format == "json") return r.dump(2) + "\n";
+  if (format != "md" && format != "text")
+    throw_usage("unknown report format '" + format + "'", "--format", "one of md, text, json");
+  std::ostringstream s;
+  const bool md = format == "md";
+  const json sum = r.value("summary", json::object());
+  if (md) s << "## rtx-evolve " << (r.value("kind", "") == "evolve.run" ? "run" : "status") << "\n\n";
+  s << (md ? "" : "rtx-evolve: ") << sum.value("proposed", 0) << " proposed, " << sum.value("passed", 0) << " passed every gate, "
+    << sum.value("failed", 0) << " failed, " << sum.value("promoted", 0) << " promoted" << (r.contains("sku") ? " on " + r["sku"].get<std::string>() : "")
+    << "\n\n";
+  if (md) s << "| # | domain | change | status | gates |\n|---|---|---|---|---|\n";
+  for (const auto& p : r["proposals"]) {
+    std::string gates;
+    for (const auto& g : p["gates"]) {
+      if (g["gate"] == "approval") continue;
+      if (!gates.empty()) gates += md ? "<br>" : "; ";
+      std::string val;
+      if (g["gate"] == "performance" || g["gate"] == "heldout") val = fmt("%+.1f%%", 100 * g.value("value", 0.0)) + " CI lo";
+      else if (g["gate"] == "memory") val = fmt("%.3g", g.value("value", 0.0)) + " B";
+      else if (g["gate"] == "determinism") val = fmt("%.2g", g.value("value", 0.0)) + " rel err";
+      else val = fmt("%.0f", g.value("value", 0.0)) + " failures";
+      gates += (g["passed"].get<bool>() ? "pass " : "FAIL ") + g["gate"].get<std::string>() + " (" + val + ")";
+    }
+    const std::string change = p["change"].get<std::string>();
+    if (md)
+      s << "| " << p["id"] << " | " << p["domain"].get<std::string>() << " | `" << change << "` | " << p["status"].get<std::string>()
+        << " | " << gates << " |\n";
+    else
+      s << "#" << p["id"] << " [" << p["domain"].get<std::string>() << "] " << change << "\n    status: "
+        << p["status"].get<std::string>() << "\n    gates: " << gates << "\n";
+  }
+  s << "\n";
+  std::vector<std::string> promoted, waiting, failed;
+  for (const auto& p : r["proposals"]) {
+    const std::string st = p["status"], id = std::to_string(p["id"].get<int64_t>());
+    if (st == "promoted") promoted.push_back(id);
+    if (st == "passed") waiting.push_back(id);
+    if (st == "failed") {
+      std::string why;
+      for (const auto& g : p["gates"])
+        if (!g["passed"].get<bool>()) {
+          why = g["gate"].get<std::string>() + ": " + g.value("reason", std::string());
+          if (g["gate"] == "safety" && g["detail"].contains("failures")) why += g["detail"]["failures"].dump();
+          break;
+        }
+      failed.push_back("#" + id + " " + why);
+    }
+  }
+  const std::string b = md ? "- " : "  ";
+  if (!promoted.empty()) {
+    s << (md ? "**Promoted** (roll back with one command each):\n\n" : "Promoted; to roll back:\n");
+    for (const auto& id : promoted) s << b << (md ? "`" : "") << "rtx-evolve rollback " << id << (md ? "`" : "") << "\n";
+    s << "\n";
+  }
+  if (!waiting.empty()) {
+    s << (md ? "**Passed, waiting for approval** (approving promotes):\n\n" : "Passed every gate, waiting for approval:\n");
+    for (const auto& id : waiting) s << b << (md ? "`" : "") << "rtx-evolve approve " << id << (md ? "`" : "") << "\n";
+    s << "\n";
+  }
+  if (!failed.empty()) {
+    s << (md ? "**Failed** (not retried on this SKU):\n\n" : "Failed (not retried on this SKU):\n");
+    for (const auto& f : failed) s << b << f << "\n";
+    s << "\n";
+  }
+  for (const auto& n : r.value("notes", json::array())) s << b << "note: " << n.get<std::string>() << "\n";
+  return s.str();
+}
+
+int64_t submit(store::Store& st, const json& doc, const std::string& source, const KeyPair& key, const kernels::Registry& reg) {
+  Proposal p = from_json(doc, source);
+  const std::string sku = telemetry::sku_key("cpu");
+  if (p.domain == "tuner") {
+    const tune::TuneKey k = tune::TuneKey::parse(p.key);
+    if (k.sku != sku) throw_input("profile key is for SKU '" + k.sku + "', this host is '" + sku + "'", source + ": field 'key'");
+    const auto& v = reg.variant(k.op, k.variant);
+    const kernels::Params cand = p.changeset["candidate"].get<kernels::Params>();
+    if (v.validate)
+      if (std::string why = v.validate(k.shape, cand); !why.empty())
+        throw_input("candidate params are invalid for " + p.key + ": " + why, source + ": field 'changeset.candidate'");
+    if (!p.plan.contains("workload")) {
+      const json c = {{"id", k.op + "/" + k.variant + "/" + kernels::shape_to_string(k.shape) + "/" + dtype_name(k.dtype)},
+                      {"op", k.op}, {"variant", k.variant}, {"shape", k.shape}, {"dtype", dtype_name(k.dtype)}};
+      p.plan["workload"] = {{"affected", json::array({c})}, {"heldout", json::array()}};
+    }
+  } else {
+    if (p.key != config_key(p.domain, sku))
+      throw_input("config key must be '" + config_key(p.domain, sku) + "' on this host", source + ": field 'key'");
+    if (p.domain == "scheduler") serve::SchedulerConfig::from_json(p.changeset["candidate"], source + ": changeset.candidate");
+    if (p.domain == "memory") allocator_config_from_json(p.changeset["candidate"], source + ": changeset.candidate");
+    if (p.domain == "parallelism") {
+      const json& t = p.changeset["candidate"].value("threads", json(nullptr));
+      if (!t.is_number_integer() || t.get<int64_t>() < 1 || t.get<int64_t>() > 4096)
+        throw_input("'threads' must be an integer in [1, 4096]", source + ": field 'changeset.candidate.threads'");
+    }
+    if (!p.plan.contains("workload"))
+      throw_input("a " + p.domain + " proposal needs plan.workload (see docs/evolution.md)", source + ": field 'plan.workload'");
+  }
+  // The baseline is what runs here now, whatever the submitter assumed.
+  const json base = baseline_config(st, p.domain, p.key, reg);
+  auto cur = p.domain == "tuner" ? current_profile(st, p.key) : current_config(st, p.key);
+  p.changeset["base"] = base;
+  p.changeset["base_version"] = cur ? json(cur->version) : json(nullptr);
+  if (p.actions.empty())
+    for (const auto& [k, v] : p.changeset["candidate"].items())
+      if (!base.contains(k) || base[k] != v) p.actions.push_back({{"set", k}, {"from", base.value(k, json(nullptr))}, {"to", v}});
+  if (!p.plan.contains("why")) p.plan["why"] = "submitted from " + source;
+  p.plan["submitted_from"] = source;
+  p.provenance = make_provenance(sku, {}, 0);
+  ProposeContext ctx;
+  ctx.sku = sku;
+  finish_proposal(p, ctx);
+  p.status = "new";
+  p.validation = json::object();
+  sign(p, key);
+  return insert_proposal(st, p, 0);
+}
+
+}  // namespace rtx::evolve

@@ -1,0 +1,9 @@
+# evolve: proposals, proposers, sandboxed validation, gates, signed promotion and rollback (rtx-evolve).
+list(APPEND RTX_COMMON_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/proposal.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/deploy.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/gates.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/sandbox.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/trial.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/proposers.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/loop.cpp)

@@ -1,0 +1,315 @@
+// One arm of a proposal's A/B validation, run inside the sandboxed child: kernel cases, a
+// serving batch through serve::Scheduler, or a seeded allocation trace. Prints numbers only.
+#include "rtx/evolve/trial.hpp"
+
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include "rtx/core/error.hpp"
+#include "rtx/core/philox.hpp"
+#include "rtx/kernels/registry.hpp"
+#include "rtx/serve/model.hpp"
+
+namespace rtx::evolve {
+
+using nlohmann::json;
+
+namespace {
+
+std::string hex64(uint64_t v) {
+  char b[20];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+uint64_t fnv1a(uint64_t h, const void* p, size_t n) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n; ++i) {
+    h ^= b[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+constexpr uint64_t kFnvBasis = 14695981039346656037ull;
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+size_t peak_rss_bytes() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<size_t>(ru.ru_maxrss) * 1024;
+}
+
+template <class T>
+T get(const json& j, const char* k, const T& dflt) {
+  if (!j.contains(k)) return dflt;
+  try {
+    return j.at(k).get<T>();
+  } catch (const json::exception&) {
+    throw_input(std::string("trial spec: field '") + k + "' has the wrong type", k);
+  }
+}
+
+json run_kernels(const json& spec) {
+  const auto& reg = kernels::registry();
+  const size_t samples = get<size_t>(spec, "samples", 7), warmup = get<size_t>(spec, "warmup", 1);
+  const uint64_t seed = get<uint64_t>(spec, "seed", 0);
+  const int threads = get<int>(spec, "threads", 0);
+  if (threads > 0) omp_set_num_threads(threads);
+  struct C {
+    std::string id;
+    std::unique_ptr<kernels::Instance> inst;
+    kernels::CheckResult chk;
+    uint64_t checksum = 0;
+    std::vector<double> s;
+  };
+  std::vector<C> cs;
+  if (!spec.contains("cases") || !spec["cases"].is_array()) throw_input("trial spec: 'cases' must be an array", "cases");
+  for (const json& c : spec["cases"]) {
+    const auto& op = reg.op(c.at("op").get<std::string>());
+    const auto& v = reg.variant(op.name, c.at("variant").get<std::string>());
+    const kernels::Shape shape = c.at("shape").get<kernels::Shape>();
+    const DType dt = parse_dtype(c.at("dtype").get<std::string>());
+    kernels::Params p = v.space.defaults();
+    for (const auto& [name, value] : c.value("params", json::object()).get<kernels::Params>()) {
+      const auto it = std::find_if(v.space.params.begin(), v.space.params.end(), [&](const kernels::Param& q) { return q.name == name; });
+      if (it == v.space.params.end() || std::find(it->values.begin(), it->values.end(), value) == it->values.end())
+        throw_input("trial: " + name + "=" + std::to_string(value) + " is not in the parameter space of " + op.name + "/" + v.name,
+                    "cases");
+      p[name] = value;
+    }
+    if (std::string why = v.validate ? v.validate(shape, p) : ""; !why.empty())
+      throw_input("trial: params " + kernels::params_to_string(p) + " invalid for " + c.at("id").get<std::string>() + ": " + why,
+                  "cases");
+    C x;
+    x.id = c.at("id").get<std::string>();
+    x.inst = v.make(shape, dt, p, seed);
+    x.inst->run();
+    x.inst->sync();
+    x.chk = x.inst->check();
+    x.checksum = x.inst->checksum();
+    for (size_t w = 0; w < warmup; ++w) x.inst->run();
+    x.inst->sync();
+    cs.push_back(std::move(x));
+  }
+  for (size_t i = 0; i < samples; ++i)
+    for (C& x : cs) x.s.push_back(x.inst->timed_run());
+  json out = {{"schema", kTrialResultSchema}, {"threads", omp_get_max_threads()}, {"cases", json::array()}};
+  for (C& x : cs) {
+    // The output after all timed runs must still hash the same (repeat runs are deterministic).
+    x.inst->sync();
+    const uint64_t again = x.inst->checksum();
+    out["cases"].push_back({{"id", x.id},
+                            {"samples", x.s},
+                            {"checksum", hex64(x.checksum)},
+                            {"repeat_checksum_equal", again == x.checksum},
+                            {"max_rel_err", x.chk.max_rel_err},
+                            {"tolerance", x.chk.tolerance},
+                            {"ok", x.chk.ok},
+                            {"detail", x.chk.detail}});
+  }
+  return out;
+}
+
+json run_serve(const json& spec) {
+  const std::string path = get<std::string>(spec, "model", "");
+  serve::LoadOptions lo;
+  lo.threads = get<int>(spec, "threads", 0);
+  auto model = serve::load_model(path, lo);
+  const serve::SchedulerConfig cfg = serve::SchedulerConfig::from_json(spec.value("config", json::object()), "trial config");
+  const int nreq = get<int>(spec, "requests", 8), plen = get<int>(spec, "prompt_tokens", 16),
+            max_tokens = get<int>(spec, "max_tokens", 24);
+  const size_t samples = get<size_t>(spec, "samples", 5), warmup = get<size_t>(spec, "warmup", 1);
+  const uint64_t seed = get<uint64_t>(spec, "seed", 0);
+  const int vocab = model->info().vocab;
+  std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(nreq));
+  for (int r = 0; r < nreq; ++r) {
+    auto& pr = prompts[static_cast<size_t>(r)];
+    if (model->info().bos >= 0) pr.push_back(model->info().bos);
+    for (int t = 0; t < plen; ++t)
+      pr.push_back(static_cast<int32_t>(philox_u32(seed, 0xe701u + static_cast<uint64_t>(r), static_cast<uint64_t>(t)) %
+                                        static_cast<uint32_t>(vocab)));
+  }
+  std::vector<double> s;
+  uint64_t checksum = 0;
+  bool first = true, stable = true;
+  for (size_t i = 0; i < warmup + samples; ++i) {
+    serve::Scheduler sch(*model, cfg);
+    std::vector<std::vector<int32_t>> toks(static_cast<size_t>(nreq));
+    std::mutex mu;
+    const double t0 = now_s();
+    for (int r = 0; r < nreq; ++r) {
+      serve::GenRequest g;
+      g.prompt = prompts[static_cast<size_t>(r)];
+      g.max_tokens = max_tokens;
+      g.sampling.temperature = 0;
+      g.ignore_eos = true;
+      serve::Scheduler::Refusal why{};
+      std::string detail;
+      auto* dst = &toks[static_cast<size_t>(r)];
+      if (!sch.submit(g, [dst, &mu](const serve::TokenEvent& ev) {
+            std::lock_guard<std::mutex> lk(mu);
+            if (ev.token >= 0) dst->push_back(ev.token);
+            return true;
+          }, &why, &detail))
+        throw_input("trial: the scheduler refused request " + std::to_string(r) + ": " + detail, "config");
+    }
+    sch.shutdown(120);
+    const double el = now_s() - t0;
+    size_t ntok = 0;
+    uint64_t h = kFnvBasis;
+    for (const auto& t : toks) {
+      ntok += t.size();
+      h = fnv1a(h, t.data(), t.size() * sizeof(int32_t));
+    }
+    if (ntok == 0) throw_input("trial: no tokens generated", "serve");
+    if (first) checksum = h, first = false;
+    else if (h != checksum) stable = false;
+    if (i >= warmup) s.push_back(el / static_cast<double>(ntok));
+  }
+  return {{"schema", kTrialResultSchema},
+          {"cases", json::array({{{"id", "serve:" + model->info().name + "/req=" + std::to_string(nreq) + ",prompt=" +
+                                             std::to_string(plen) + ",gen=" + std::to_string(max_tokens)},
+                                   {"samples", s},
+                                   {"unit", "s/token"},
+                                   {"checksum", hex64(checksum)},
+                                   {"repeat_checksum_equal", stable},
+                                   {"max_rel_err", 0.0},
+                                   {"tolerance", 0.0},
+                                   {"ok", stable},
+                                   {"detail", stable ? "" : "tokens differ between repeated batches"}}})}};
+}
+
+// A seeded trace shaped like a small GPT training step (B=12, T=64, C=128, NH=4, L=4, V=65):
+// forward keeps each layer's activations, backward frees them in reverse while short-lived
+// gradient temporaries come and go. Each block carries a seeded tag at both ends that is checked
+// before it is freed (overlapping blocks would corrupt it).
+json run_alloc(const json& spec) {
+  const AllocatorConfig cfg = allocator_config_from_json(spec.value("config", json::object()), "trial config");
+  const size_t samples = get<size_t>(spec, "samples", 7), warmup = get<size_t>(spec, "warmup", 1);
+  const size_t steps = get<size_t>(spec, "steps", 20);
+  const uint64_t seed = get<uint64_t>(spec, "seed", 0);
+  const size_t B = 12, T = 64, C = 128, NH = 4, L = 4, V = 65, f = 4;
+  const std::vector<size_t> layer = {B * T * C * f, B * T * 3 * C * f, B * NH * T * T * f, B * T * C * f,
+                                     B * T * C * f, B * T * 4 * C * f, B * T * 4 * C * f, B * T * C * f, 3 * B * T * f + 8};
+  CachingAllocator a(host_backing(), cfg);
+  uint64_t h = kFnvBasis;
+  bool ok = true;
+  uint64_t counter = 0;
+  auto tag_of = [&](uint64_t i) { return (static_cast<uint64_t>(philox_u32(seed, 0xa110c, i)) << 32) | (i & 0xffffffffu); };
+  struct Blk { void* p; size_t n; uint64_t tag; };
+  auto take = [&](size_t n) {
+    // Odd sizes on purpose: allocations are rarely multiples of the rounding.
+    const size_t jitter = philox_u32(seed, 0x517e, counter) % 97;
+    const size_t bytes = n + jitter * 8;
+    void* p = a.allocate(bytes);
+    const uint64_t tag = tag_of(counter++);
+    std::memcpy(p, &tag, 8);
+    std::memcpy(static_cast<char*>(p) + bytes - 8, &tag, 8);
+    return Blk{p, bytes, tag};
+  };
+  auto give = [&](const Blk& b) {
+    uint64_t t0 = 0, t1 = 0;
+    std::memcpy(&t0, b.p, 8);
+    std::memcpy(&t1, static_cast<char*>(b.p) + b.n - 8, 8);
+    if (t0 != b.tag || t1 != b.tag) ok = false;
+    h = fnv1a(h, &t0, 8);
+    a.deallocate(b.p);
+  };
+  auto one_step = [&]() {
+    std::vector<Blk> acts;
+    acts.push_back(take(B * T * C * f));
+    for (size_t l = 0; l < L; ++l)
+      for (size_t n : layer) acts.push_back(take(n));
+    acts.push_back(take(B * T * V * f));
+    for (size_t i = acts.size(); i-- > 0;) {
+      const Blk g = take(acts[i].n);
+      Blk small = take(C * f);
+      give(small);
+      give(acts[i]);
+      give(g);
+    }
+  };
+  std::vector<double> s;
+  for (size_t i = 0; i < warmup + samples; ++i) {
+    const double t0 = now_s();
+    for (size_t k = 0; k < steps; ++k) one_step();
+    const double el = (now_s() - t0) / static_cast<double>(steps);
+    if (i >= warmup) s.push_back(el);
+  }
+  const AllocatorStats st = a.stats();
+  const double frag = st.peak_reserved_bytes == 0 ? 0.0
+                      : 100.0 * static_cast<double>(st.peak_reserved_bytes - st.peak_allocated_bytes) /
+                            static_cast<double>(st.peak_reserved_bytes);
+  return {{"schema", kTrialResultSchema},
+          {"peak_reserved_bytes", st.peak_reserved_bytes},
+          {"peak_allocated_bytes", st.peak_allocated_bytes},
+          {"frag_pct", frag},
+          {"cases", json::array({{{"id", "alloc:gpt2-small-step"},
+                                   {"samples", s},
+                                   {"unit", "s/step"},
+                                   {"checksum", hex64(h)},
+                                   {"repeat_checksum_equal", ok},
+                                   {"max_rel_err", 0.0},
+                                   {"tolerance", 0.0},
+                                   {"ok", ok},
+                                   {"detail", ok ? "" : "a block's guard tags were overwritten (overlapping blocks)"}}})}};
+}
+
+}  // namespace
+
+json allocator_config_json(const AllocatorConfig& c) {
+  return {{"caching", c.caching},
+          {"round_bytes", c.round_bytes},
+          {"small_limit", c.small_limit},
+          {"small_segment_bytes", c.small_segment_bytes},
+          {"large_round_bytes", c.large_round_bytes},
+          {"pool_limit_bytes", c.pool_limit_bytes}};
+}
+
+AllocatorConfig allocator_config_from_json(const json& j, const std::string& where) {
+  if (!j.is_object()) throw_input(where + ": expected a JSON object", where);
+  AllocatorConfig c;
+  for (const auto& [k, v] : j.items()) {
+    const auto as_size = [&](size_t& dst) {
+      if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
+        throw_input(where + ": '" + k + "' must be a non-negative integer (bytes)", where + "." + k);
+      dst = v.get<size_t>();
+    };
+    if (k == "caching") {
+      if (!v.is_boolean()) throw_input(where + ": 'caching' must be true or false", where + ".caching");
+      c.caching = v.get<bool>();
+    } else if (k == "round_bytes") as_size(c.round_bytes);
+    else if (k == "small_limit") as_size(c.small_limit);
+    else if (k == "small_segment_bytes") as_size(c.small_segment_bytes);
+    else if (k == "large_round_bytes") as_size(c.large_round_bytes);
+    else if (k == "pool_limit_bytes") as_size(c.pool_limit_bytes);
+    else throw_input(where + ": unknown allocator knob '" + k + "'", where + "." + k,
+                     "known: caching, round_bytes, small_limit, small_segment_bytes, large_round_bytes, pool_limit_bytes");
+  }
+  return c;
+}
+
+json run_trial(const json& spec) {
+  if (!spec.is_object() || spec.value("schema", "") != kTrialSpecSchema)
+    throw_input(std::string("trial spec: expected schema ") + kTrialSpecSchema, "schema");
+  const std::string kind = spec.value("kind", "");
+  json out;
+  if (kind == "kernels") out = run_kernels(spec);
+  else if (kind == "serve") out = run_serve(spec);
+  else if (kind == "alloc") out = run_alloc(spec);
+  else throw_input("trial spec: unknown kind '" + kind + "' (kernels, serve, alloc)", "kind");
+  out["peak_rss_bytes"] = peak_rss_bytes();
+  return out;
+}
+
+}  // namespace rtx::evolve

@@ -1,0 +1,226 @@
+// rtx-evolve end to end through the built tool: run (memory + parallelism domains, auto-approve),
+// status/export/submit/approve/rollback/rehearse, bad input exit codes, a tampered envelope,
+// and kill -9 during validation/promotion leaving the store consistent.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "rtx/evolve/deploy.hpp"
+#include "rtx/evolve/loop.hpp"
+#include "rtx/store/store.hpp"
+#include "test_util.hpp"
+
+using nlohmann::json;
+using rtx::test::run;
+
+namespace {
+
+std::string evolve() { return rtx::test::tool_path("rtx-evolve"); }
+std::string pack() { return rtx::test::source_dir() + "/benchpacks/core.json"; }
+
+/// Every current config/profile that rtx-evolve deployed matches the last deployment of a
+/// 'promoted' proposal, and every 'promoted' proposal is what is current for its key.
+void check_consistent(const std::string& db) {
+  rtx::store::Store st(db);
+  REQUIRE(st.integrity_check() == std::vector<std::string>{"ok"});
+  auto& q = st.prepare("SELECT id, key, json_extract(json, '$.target') FROM proposals WHERE status = 'promoted'");
+  std::vector<std::tuple<int64_t, std::string, std::string>> promoted;
+  while (q.step()) promoted.emplace_back(q.column_int64(0), q.column_text(1), q.column_text(2));
+  q.reset();
+  for (const auto& [id, key, target] : promoted) {
+    auto& d = st.prepare("SELECT to_version FROM evolve_deployments WHERE proposal_id = ?1 ORDER BY id DESC LIMIT 1");
+    d.bind(1, id);
+    REQUIRE(d.step());
+    const int64_t to = d.column_int64(0);
+    d.reset();
+    const auto cur = target == "profile" ? rtx::evolve::current_profile(st, key) : rtx::evolve::current_config(st, key);
+    REQUIRE(cur);
+    CHECK(cur->version == to);
+  }
+  auto& c = st.prepare("SELECT COUNT(*) FROM evolve_config_current");
+  c.step();
+  const int64_t n_current = c.column_int64(0);
+  c.reset();
+  CHECK(static_cast<size_t>(n_current) <= promoted.size());
+}
+
+}  // namespace
+
+TEST_CASE("rtx-evolve: run, report, approve, rollback, rehearse, export, submit", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir(), db = dir + "/rtx.db";
+  const std::string common = " --db " + db + " ";
+  // Fast settings: two domains, one proposal each, 2 A/B rounds.
+  auto r = run(evolve() + common + "run --pack " + pack() + " --domain memory --domain parallelism --budget-per-domain 1 " +
+               "--rounds 2 --samples 5 --format md");
+  INFO(r.out << r.err);
+  REQUIRE((r.exit_code == 0 || r.exit_code == 1));
+  CHECK_THAT(r.out, Catch::Contains("## rtx-evolve run"));
+  CHECK_THAT(r.out, Catch::Contains("| # | domain | change | status | gates |"));
+  CHECK_THAT(r.err, Catch::Contains("created the signing key") || Catch::Contains("validating"));
+  struct stat sb {};
+  REQUIRE(::stat((dir + "/evolve_ed25519.key").c_str(), &sb) == 0);
+  CHECK((sb.st_mode & 0777) == 0600);
+
+  auto s = run(evolve() + common + "--json status");
+  REQUIRE(s.exit_code == 0);
+  const json st = json::parse(s.out);
+  REQUIRE(st["proposals"].size() == 2);
+  for (const auto& p : st["proposals"]) {
+    CHECK((p["status"] == "passed" || p["status"] == "failed"));
+    std::vector<std::string> gates;
+    for (const auto& g : p["gates"]) gates.push_back(g["gate"]);
+    CHECK(std::find(gates.begin(), gates.end(), "safety") != gates.end());
+    CHECK(std::find(gates.begin(), gates.end(), "performance") != gates.end());
+    CHECK(std::find(gates.begin(), gates.end(), "determinism") != gates.end());
+    CHECK(std::find(gates.begin(), gates.end(), "memory") != gates.end());
+  }
+
+  // export: a signed, complete envelope.
+  const int64_t id = st["proposals"][0]["id"];
+  auto e = run(evolve() + common + "export " + std::to_string(id));
+  REQUIRE(e.exit_code == 0);
+  const json env = json::parse(e.out);
+  CHECK(env["schema"] == "rtx.proposal.v1");
+  CHECK(env["signature"]["alg"] == "ed25519");
+  CHECK(env["provenance"]["code_sha256"].get<std::string>().size() == 64);
+
+  // submit an external memory proposal with a change the planner has not tried; approve it
+  // (when it passes) and roll it back; rehearse.
+  json ext = env;
+  ext.erase("id");
+  ext.erase("signature");
+  ext.erase("validation");
+  ext.erase("status");
+  ext.erase("fingerprint");
+  ext["domain"] = "memory";
+  ext["target"] = "config";
+  ext["key"] = st["proposals"][0]["domain"] == "memory" ? st["proposals"][0]["key"] : st["proposals"][1]["key"];
+  ext["plan"] = {{"why", "external agent: smaller segments"}, {"workload", {{"affected", {{"steps", 10}}}}}};
+  ext["changeset"] = {{"candidate", {{"large_round_bytes", 1 << 20}, {"small_segment_bytes", 1 << 20}}}};
+  ext["actions"] = json::array();
+  { std::ofstream(dir + "/ext.json") << ext.dump(); }
+  auto sub = run(evolve() + common + "--json submit " + dir + "/ext.json --rounds 2");
+  INFO(sub.out << sub.err);
+  REQUIRE((sub.exit_code == 0 || sub.exit_code == 1));
+  const json sj = json::parse(sub.out);
+  const int64_t sid = sj["id"];
+  if (sj["status"] == "passed") {
+    auto a = run(evolve() + common + "approve " + std::to_string(sid));
+    INFO(a.err);
+    REQUIRE(a.exit_code == 0);
+    CHECK_THAT(a.err, Catch::Contains("rtx-evolve rollback " + std::to_string(sid)));
+    auto h = run(evolve() + common + "--json rehearse");
+    REQUIRE(h.exit_code == 0);
+    CHECK(json::parse(h.out)["seconds"].get<double>() < 1.0);
+    auto b = run(evolve() + common + "rollback " + std::to_string(sid));
+    CHECK(b.exit_code == 0);
+  } else {
+    auto a = run(evolve() + common + "approve " + std::to_string(sid));
+    CHECK(a.exit_code == 2);  // a failed proposal cannot be approved
+  }
+  check_consistent(db);
+
+  // Bad input: unknown subcommand flag, missing file, wrong schema, unknown domain, bad id.
+  CHECK(run(evolve() + common + "run --budget 0").exit_code == 2);
+  CHECK(run(evolve() + common + "submit " + dir + "/missing.json").exit_code == 2);
+  { std::ofstream(dir + "/bad.json") << R"({"schema": "rtx.proposal.v9"})"; }
+  auto bad = run(evolve() + common + "submit " + dir + "/bad.json");
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("schema"));
+  CHECK(run(evolve() + common + "run --domain astrology").exit_code == 2);
+  CHECK(run(evolve() + common + "run --threshold tuner").exit_code == 2);
+  CHECK(run(evolve() + common + "run --threshold tuner=lots").exit_code == 2);
+  CHECK(run(evolve() + common + "run --format xml").exit_code == 2);
+  CHECK(run(evolve() + common + "run --pack " + dir + "/missing.json").exit_code == 2);
+  CHECK(run(evolve() + common + "export 99999").exit_code == 2);
+  CHECK(run(evolve() + common + "rollback 99999").exit_code == 2);
+  // A world-readable key is refused (exit 3), naming chmod.
+  ::chmod((dir + "/evolve_ed25519.key").c_str(), 0644);
+  auto k = run(evolve() + common + "rollback " + std::to_string(id));
+  CHECK(k.exit_code == 3);
+  CHECK_THAT(k.err, Catch::Contains("chmod 600"));
+  ::chmod((dir + "/evolve_ed25519.key").c_str(), 0600);
+}
+
+TEST_CASE("rtx-evolve: kill -9 during validation or promotion leaves the store consistent", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir(), db = dir + "/rtx.db";
+  const std::string cmd = evolve() + " -q --db " + db + " run --pack " + pack() +
+                          " --domain memory --budget-per-domain 2 --rounds 2 --samples 4 --auto-approve-if-gates-pass";
+  // Kill at several points of the run (opening, proposing, validating, promoting).
+  for (int delay_ms : {150, 400, 800, 1300, 2000}) {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::execl("/bin/sh", "sh", "-c", ("exec " + cmd + " >/dev/null 2>&1").c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    ::kill(pid, SIGKILL);
+    int wst = 0;
+    ::waitpid(pid, &wst, 0);
+    check_consistent(db);
+  }
+  // A complete run afterwards marks the interrupted validations and still works.
+  auto r = run(cmd);
+  INFO(r.out << r.err);
+  CHECK((r.exit_code == 0 || r.exit_code == 1));
+  check_consistent(db);
+  rtx::store::Store st(db);
+  auto& q = st.prepare("SELECT COUNT(*) FROM proposals WHERE status = 'validating'");
+  q.step();
+  CHECK(q.column_int64(0) == 0);
+  q.reset();
+}
+
+TEST_CASE("rtx-evolve: A/A validations on real runs never pass the performance gate", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir();
+  rtx::store::Store st(dir + "/rtx.db");
+  const rtx::evolve::KeyPair k = rtx::evolve::generate_key(dir + "/k", false);
+  rtx::evolve::ValidateOptions o;
+  o.self_exe = evolve();
+  o.rounds = 3;
+  o.samples = 7;
+  const json cases = json::array(
+      {{{"id", "mm"}, {"op", "matmul_forward"}, {"variant", "cpu.blocked"}, {"shape", {{"M", 64}, {"N", 65}, {"K", 32}}}, {"dtype", "f32"}},
+       {{"id", "ln"}, {"op", "layernorm_forward"}, {"variant", "cpu.vec"}, {"shape", {{"N", 33}, {"C", 64}}}, {"dtype", "f32"}}});
+  for (int i = 0; i < 3; ++i) {
+    rtx::evolve::Proposal p;
+    p.domain = "parallelism";
+    p.target = "config";
+    p.key = "parallelism|cpu:aa";
+    const json same = {{"threads", 1}};
+    p.plan = {{"why", "A/A control " + std::to_string(i)}, {"workload", {{"affected", cases}}}};
+    p.actions = json::array({{{"set", "threads"}, {"from", 1}, {"to", 1}}});
+    p.changeset = {{"base_version", nullptr}, {"base", same}, {"candidate", same}};
+    p.rollback = {{"command", "rtx-evolve rollback <ID>"}};
+    p.provenance = {{"git_sha", "x"}, {"sku", "cpu:aa"}, {"code_sha256", "0"}, {"data_sha256", "0"}, {"env_sha256", "0"},
+                    {"seeds", {{"seed", i}}}};
+    p.fingerprint = rtx::evolve::make_fingerprint(p.domain, p.key, same) + std::to_string(i);
+    rtx::evolve::sign(p, k);
+    const int64_t id = rtx::evolve::insert_proposal(st, p, 0);
+    o.seed = static_cast<uint64_t>(i);
+    const rtx::evolve::Validation v = rtx::evolve::validate(st, id, k, o, 0);
+    CHECK_FALSE(v.passed);
+    bool perf_seen = false;
+    for (const auto& g : v.gates) {
+      if (g.gate == "safety") CHECK(g.passed);
+      if (g.gate == "determinism") CHECK(g.passed);
+      if (g.gate == "performance") {
+        perf_seen = true;
+        CHECK_FALSE(g.passed);
+        CHECK(g.value < 0.10);
+      }
+    }
+    CHECK(perf_seen);
+    CHECK(rtx::evolve::load_proposal(st, id).status == "failed");
+  }
+}

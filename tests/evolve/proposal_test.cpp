@@ -1,0 +1,298 @@
+// Envelopes (schema checks, SHA-256 known answers, Ed25519 sign/verify, tampering), the key
+// file's mode rule, and promotion / rollback / rehearsal as store transactions.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "rtx/core/error.hpp"
+#include "rtx/evolve/deploy.hpp"
+#include "rtx/evolve/proposal.hpp"
+#include "rtx/tune/records.hpp"
+#include "test_util.hpp"
+
+using namespace rtx::evolve;
+using nlohmann::json;
+
+namespace {
+
+Proposal sample(const std::string& domain, const std::string& key, const json& base, const json& cand) {
+  Proposal p;
+  p.domain = domain;
+  p.target = target_of(domain);
+  p.key = key;
+  p.plan = {{"why", "test"}};
+  p.actions = json::array({{{"set", "x"}, {"from", 1}, {"to", 2}}});
+  p.changeset = {{"base_version", nullptr}, {"base", base}, {"candidate", cand}};
+  p.rollback = {{"command", "rtx-evolve rollback <ID>"}, {"restore_version", nullptr}};
+  p.provenance = {{"git_sha", "abc"}, {"sku", "cpu:test"}, {"code_sha256", "0"}, {"data_sha256", "0"}, {"env_sha256", "0"},
+                  {"seeds", {{"seed", 0}}}};
+  p.fingerprint = make_fingerprint(domain, key, cand);
+  return p;
+}
+
+void mark(rtx::store::Store& st, int64_t id, const char* status) { set_status(st, id, status); }
+
+}  // namespace
+
+TEST_CASE("evolve proposal: SHA-256 known answers (FIPS 180-2)", "[cpu]") {
+  CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  const std::string dir = rtx::test::temp_dir();
+  { std::ofstream(dir + "/f") << "abc"; }
+  CHECK(file_sha256(dir + "/f") == sha256_hex("abc"));
+  CHECK_THROWS_AS(file_sha256(dir + "/missing"), rtx::Error);
+}
+
+TEST_CASE("evolve proposal: envelope round trip and schema errors name the field", "[cpu]") {
+  const Proposal p = sample("memory", "memory|cpu:test", json::object(), {{"round_bytes", 256}});
+  const json j = to_json(p);
+  CHECK(j["schema"] == kProposalSchema);
+  const Proposal q = from_json(j, "x.json");
+  CHECK(content_sha256(q) == content_sha256(p));
+  CHECK(missing_fields(q).empty());
+  auto bad = [&](const std::function<void(json&)>& edit, const std::string& needle) {
+    json b = j;
+    edit(b);
+    try {
+      from_json(b, "x.json");
+      FAIL("accepted: " + needle);
+    } catch (const rtx::Error& e) {
+      CHECK(e.category() == rtx::ErrorCategory::Input);
+      CHECK_THAT(std::string(e.what()) + " " + e.where(), Catch::Contains(needle));
+    }
+  };
+  bad([](json& b) { b["schema"] = "rtx.proposal.v2"; }, "schema");
+  bad([](json& b) { b["domain"] = "astrology"; }, "domain");
+  bad([](json& b) { b["target"] = "profile"; }, "target");
+  bad([](json& b) { b.erase("key"); }, "key");
+  bad([](json& b) { b["actions"] = "x"; }, "actions");
+  bad([](json& b) { b["changeset"].erase("candidate"); }, "changeset.candidate");
+  bad([](json& b) { b["plan"] = 3; }, "plan");
+  Proposal incomplete = p;
+  incomplete.provenance.erase("env_sha256");
+  incomplete.plan.erase("why");
+  const auto m = missing_fields(incomplete);
+  CHECK(m.size() == 2);
+}
+
+TEST_CASE("evolve proposal: Ed25519 sign/verify; tampering and other keys are refused", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir();
+  const KeyPair k = generate_key(dir + "/k", false);
+  CHECK(k.public_key.size() == 32);
+  struct stat sb {};
+  REQUIRE(::stat((dir + "/k").c_str(), &sb) == 0);
+  CHECK((sb.st_mode & 0777) == 0600);
+  CHECK_THROWS_AS(generate_key(dir + "/k", false), rtx::Error);
+  const KeyPair again = load_key(dir + "/k");
+  CHECK(again.public_hex() == k.public_hex());
+
+  Proposal p = sample("memory", "memory|cpu:test", json::object(), {{"round_bytes", 256}});
+  CHECK(verify(p, k) == "envelope is not signed");
+  sign(p, k);
+  CHECK(verify(p, k) == "");
+  p.status = "promoted";  // status and validation are not signed content
+  p.validation = {{"x", 1}};
+  CHECK(verify(p, k) == "");
+  Proposal t = p;
+  t.changeset["candidate"]["round_bytes"] = 16;
+  CHECK_THAT(verify(t, k), Catch::Contains("modified after signing"));
+  Proposal forged = t;
+  forged.signature["content_sha256"] = content_sha256(t);  // hash updated, signature not
+  CHECK_THAT(verify(forged, k), Catch::Contains("does not verify"));
+  const KeyPair other = generate_key(dir + "/k2", false);
+  CHECK_THAT(verify(p, other), Catch::Contains("another key"));
+
+  ::chmod((dir + "/k").c_str(), 0644);
+  try {
+    load_key(dir + "/k");
+    FAIL("a world-readable key was accepted");
+  } catch (const rtx::Error& e) {
+    CHECK(e.category() == rtx::ErrorCategory::Environment);
+    CHECK_THAT(e.message(), Catch::Contains("0644"));
+  }
+  CHECK_THROWS_AS(load_key(dir + "/none"), rtx::Error);
+  { std::ofstream(dir + "/bad") << "zz"; }
+  ::chmod((dir + "/bad").c_str(), 0600);
+  CHECK_THROWS_AS(load_key(dir + "/bad"), rtx::Error);
+}
+
+TEST_CASE("evolve deploy: promote, rollback, rehearse, each one transaction; refusals leave the store as it was", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir();
+  rtx::store::Store st(dir + "/rtx.db");
+  CHECK(st.schema_version() == rtx::store::Store::latest_schema_version());
+  const KeyPair k = generate_key(dir + "/k", false);
+
+  // Config domain: no current version (defaults) -> v1 -> back to defaults.
+  Proposal p = sample("memory", "memory|cpu:test", json::object(), {{"round_bytes", 256}});
+  sign(p, k);
+  const int64_t id = insert_proposal(st, p, 0);
+  CHECK(load_proposal(st, id).status == "new");
+  CHECK_THROWS_AS(approve(st, id, "me", "manual"), rtx::Error);  // not passed yet
+  CHECK_THROWS_AS(promote(st, id, k, "me"), rtx::Error);         // not approved
+  mark(st, id, "passed");
+  record_gates(st, id, 0, {GateResult{"performance", true, "improvement_ci_lo", 0.2, 0.1, {{"reason", "x"}}}});
+  approve(st, id, "me", "manual");
+  const auto gates = gate_results(st, id);
+  REQUIRE(gates.size() == 2);
+  CHECK(gates[1].gate == "approval");
+  CHECK(gates[1].detail["actor"] == "me");
+  const DeployResult d = promote(st, id, k, "me");
+  CHECK_FALSE(d.from_version);
+  CHECK(*d.to_version == 1);
+  auto cur = current_config(st, "memory|cpu:test");
+  REQUIRE(cur);
+  CHECK(cur->config["round_bytes"] == 256);
+  CHECK(load_proposal(st, id).status == "promoted");
+  CHECK(latest_promoted(st) == id);
+
+  const Rehearsal r = rehearse(st, id, k, "me");
+  CHECK(r.seconds < 1.0);
+  CHECK(current_config(st, "memory|cpu:test")->version == 1);
+  const DeployResult b = rollback(st, id, k, "me");
+  CHECK(*b.from_version == 1);
+  CHECK_FALSE(b.to_version);
+  CHECK_FALSE(current_config(st, "memory|cpu:test"));
+  CHECK(load_proposal(st, id).status == "rolled_back");
+  CHECK_THROWS_AS(rollback(st, id, k, "me"), rtx::Error);  // not promoted any more
+
+  // Tuner domain over the real profiles tables: v1 current -> candidate v2 -> rollback to v1.
+  const std::string key = "matmul_forward|cpu.blocked|K=8,M=8,N=8|f32|cpu|cpu:test";
+  rtx::tune::save_profile(st, key, {{"MC", 0}}, rtx::tune::measured_under("cpu:test"), 0);
+  Proposal t = sample("tuner", key, {{"MC", 0}}, {{"MC", 64}});
+  t.changeset["base_version"] = 1;
+  sign(t, k);
+  const int64_t tid = insert_proposal(st, t, 0);
+  mark(st, tid, "approved");
+  // Tampering with the stored envelope is refused at promotion, and nothing changes.
+  st.exec("UPDATE proposals SET json = json_set(json, '$.changeset.candidate.MC', 128) WHERE id = " + std::to_string(tid));
+  try {
+    promote(st, tid, k, "me");
+    FAIL("tampered envelope promoted");
+  } catch (const rtx::Error& e) {
+    CHECK_THAT(e.message(), Catch::Contains("modified after signing"));
+  }
+  CHECK(current_profile(st, key)->version == 1);
+  st.exec("UPDATE proposals SET json = json_set(json, '$.changeset.candidate.MC', 64) WHERE id = " + std::to_string(tid));
+  const DeployResult td = promote(st, tid, k, "me");
+  CHECK(*td.from_version == 1);
+  CHECK(*td.to_version == 2);
+  CHECK(current_profile(st, key)->config["MC"] == 64);
+  // The promotions table logs it too.
+  auto& q = st.prepare("SELECT COUNT(*) FROM promotions WHERE proposal_id = ?1");
+  q.bind(1, tid);
+  q.step();
+  CHECK(q.column_int64(0) == 1);
+  q.reset();
+  // Tampered after promotion: rollback refused too.
+  st.exec("UPDATE proposals SET json = json_set(json, '$.key', 'x|y') WHERE id = " + std::to_string(tid));
+  CHECK_THROWS_AS(rollback(st, tid, k, "me"), rtx::Error);
+  CHECK(current_profile(st, key)->version == 2);
+  st.exec("UPDATE proposals SET json = json_set(json, '$.key', '" + key + "') WHERE id = " + std::to_string(tid));
+  // A later change supersedes it: rollback refused, naming the later version.
+  rtx::tune::save_profile(st, key, {{"MC", 32}}, rtx::tune::measured_under("cpu:test"), 0);
+  CHECK_THROWS_AS(rollback(st, tid, k, "me"), rtx::Error);
+  CHECK(current_profile(st, key)->version == 3);
+
+  // A proposal validated against v1 cannot be promoted once the baseline moved to v3.
+  Proposal late = sample("tuner", key, {{"MC", 0}}, {{"MC", 16}});
+  late.changeset["base_version"] = 1;
+  sign(late, k);
+  const int64_t lid = insert_proposal(st, late, 0);
+  mark(st, lid, "approved");
+  CHECK_THROWS_AS(promote(st, lid, k, "me"), rtx::Error);
+  CHECK(current_profile(st, key)->version == 3);
+  CHECK(st.integrity_check() == std::vector<std::string>{"ok"});
+}
+
+TEST_CASE("evolve proposal: the failed-before prior matches fingerprint and SKU", "[cpu]") {
+  rtx::store::Store st(":memory:");
+  Proposal p = sample("parallelism", "parallelism|cpu:test", {{"threads", 2}}, {{"threads", 1}});
+  const int64_t id = insert_proposal(st, p, 0);
+  CHECK_FALSE(failed_before(st, p.fingerprint, "cpu:test"));
+  set_status(st, id, "failed", json{{"gates", json::array()}});
+  CHECK(failed_before(st, p.fingerprint, "cpu:test"));
+  CHECK_FALSE(failed_before(st, p.fingerprint, "cpu:other"));
+  CHECK_FALSE(failed_before(st, make_fingerprint("parallelism", p.key, {{"threads", 4}}), "cpu:test"));
+  CHECK(list_proposals(st, "failed", 10) == std::vector<int64_t>{id});
+  CHECK(load_proposal(st, id).validation.contains("gates"));
+  CHECK_THROWS_AS(load_proposal(st, 999), rtx::Error);
+  CHECK_THROWS_AS(set_status(st, 999, "failed"), rtx::Error);
+}
+
+TEST_CASE("evolve deploy: kill -9 in the middle of promotions and rollbacks leaves a consistent store", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir(), db = dir + "/rtx.db";
+  const KeyPair k = generate_key(dir + "/k", false);
+  int64_t id = 0;
+  {
+    rtx::store::Store st(db);
+    Proposal p = sample("scheduler", "scheduler|cpu:test", json::object(), {{"max_batch", 8}});
+    sign(p, k);
+    id = insert_proposal(st, p, 0);
+    set_status(st, id, "approved");
+    promote(st, id, k, "me");
+  }
+  for (int i = 0; i < 12; ++i) {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      try {
+        rtx::store::Store st(db);
+        for (;;) rehearse(st, id, k, "loop");  // rollback + promote, forever
+      } catch (...) {
+      }
+      ::_exit(1);
+    }
+    ::usleep(static_cast<useconds_t>(20000 + 7919 * i % 60000));
+    ::kill(pid, SIGKILL);
+    int wst = 0;
+    ::waitpid(pid, &wst, 0);
+    REQUIRE(WIFSIGNALED(wst));  // it was still looping: killed mid-way
+    rtx::store::Store st(db);
+    REQUIRE(st.integrity_check() == std::vector<std::string>{"ok"});
+    const std::string status = load_proposal(st, id).status;
+    const auto cur = current_config(st, "scheduler|cpu:test");
+    if (status == "promoted") {
+      REQUIRE(cur);
+      CHECK(cur->version == 1);
+      CHECK(cur->config["max_batch"] == 8);
+    } else {
+      CHECK(status == "rolled_back");
+      CHECK_FALSE(cur);
+      promote(st, id, k, "me");  // put it back for the next round
+    }
+    auto& q = st.prepare("SELECT COUNT(*) FROM evolve_configs WHERE key = 'scheduler|cpu:test'");
+    q.step();
+    CHECK(q.column_int64(0) == 1);  // re-promotion reuses the version
+    q.reset();
+  }
+}
+
+TEST_CASE("evolve deploy: a later promotion supersedes; rolling it back restores the earlier one", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir();
+  rtx::store::Store st(dir + "/rtx.db");
+  const KeyPair k = generate_key(dir + "/k", false);
+  Proposal a = sample("memory", "memory|cpu:test", json::object(), {{"round_bytes", 256}});
+  sign(a, k);
+  const int64_t ia = insert_proposal(st, a, 0);
+  set_status(st, ia, "approved");
+  promote(st, ia, k, "me");
+  Proposal b = sample("memory", "memory|cpu:test", {{"round_bytes", 256}}, {{"round_bytes", 1024}});
+  b.changeset["base_version"] = 1;
+  sign(b, k);
+  const int64_t ib = insert_proposal(st, b, 0);
+  set_status(st, ib, "approved");
+  CHECK(*promote(st, ib, k, "me").to_version == 2);
+  CHECK(load_proposal(st, ia).status == "superseded");
+  CHECK_THROWS_AS(rollback(st, ia, k, "me"), rtx::Error);  // not in force
+  rollback(st, ib, k, "me");
+  CHECK(current_config(st, "memory|cpu:test")->version == 1);
+  CHECK(load_proposal(st, ia).status == "promoted");
+  CHECK(load_proposal(st, ib).status == "rolled_back");
+  rollback(st, ia, k, "me");
+  CHECK_FALSE(current_config(st, "memory|cpu:test"));
+}

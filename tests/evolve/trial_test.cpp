@@ -1,0 +1,87 @@
+// Trials run in-process: kernel cases are checked against the float64 reference and hash alike
+// on repeat; the allocation trace's data survives every allocator config; the serving trial's
+// tokens do not depend on scheduler knobs (batch invariance); bad specs are errors.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "rtx/core/error.hpp"
+#include "rtx/evolve/trial.hpp"
+#include "test_util.hpp"
+
+using namespace rtx::evolve;
+using nlohmann::json;
+
+namespace {
+json spec(const char* kind) { return {{"schema", kTrialSpecSchema}, {"kind", kind}, {"seed", 5}, {"samples", 3}, {"warmup", 1}}; }
+}  // namespace
+
+TEST_CASE("evolve trial: kernel cases (odd shapes) are checked and reproducible", "[cpu]") {
+  json s = spec("kernels");
+  s["threads"] = 1;
+  s["cases"] = json::array({{{"id", "mm"}, {"op", "matmul_forward"}, {"variant", "cpu.blocked"},
+                             {"shape", {{"M", 7}, {"N", 127}, {"K", 13}}}, {"dtype", "f32"}, {"params", json::object()}},
+                            {{"id", "sm"}, {"op", "softmax_forward"}, {"variant", "cpu.vec"}, {"shape", {{"N", 1}, {"C", 7}}},
+                             {"dtype", "f32"}, {"params", {{"ROWS", 8}}}}});
+  const json a = run_trial(s), b = run_trial(s);
+  REQUIRE(a["cases"].size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    CHECK(a["cases"][i]["ok"].get<bool>());
+    CHECK(a["cases"][i]["samples"].size() == 3);
+    CHECK(a["cases"][i]["repeat_checksum_equal"].get<bool>());
+    CHECK(a["cases"][i]["checksum"] == b["cases"][i]["checksum"]);
+    CHECK(a["cases"][i]["max_rel_err"].get<double>() <= a["cases"][i]["tolerance"].get<double>());
+  }
+  CHECK(a["peak_rss_bytes"].get<double>() > 0);
+  s["cases"][0]["params"] = {{"MC", 3}};  // not in the space
+  CHECK_THROWS_AS(run_trial(s), rtx::Error);
+}
+
+TEST_CASE("evolve trial: allocation trace under different allocator knobs", "[cpu]") {
+  json s = spec("alloc");
+  s["steps"] = 2;
+  const json base = run_trial(s);
+  s["config"] = {{"round_bytes", 256}, {"large_round_bytes", 1 << 20}};
+  const json cand = run_trial(s);
+  s["config"] = {{"caching", false}};
+  const json nocache = run_trial(s);
+  for (const json* r : {&base, &cand, &nocache}) {
+    CHECK((*r)["cases"][0]["ok"].get<bool>());
+    CHECK((*r)["cases"][0]["checksum"] == base["cases"][0]["checksum"]);  // same data whatever the knobs
+    CHECK((*r)["peak_reserved_bytes"].get<double>() >= (*r)["peak_allocated_bytes"].get<double>());
+  }
+  // Rounding large segments to 1 MiB instead of 2 MiB cannot reserve more for this trace.
+  CHECK(cand["peak_reserved_bytes"].get<double>() <= base["peak_reserved_bytes"].get<double>());
+  s["config"] = {{"round_bytes", 100}};
+  CHECK_THROWS_AS(run_trial(s), rtx::Error);
+  s["config"] = {{"colour", 1}};
+  CHECK_THROWS_AS(run_trial(s), rtx::Error);
+  CHECK(allocator_config_from_json(allocator_config_json(rtx::AllocatorConfig{}), "x").round_bytes == 512);
+}
+
+TEST_CASE("evolve trial: serving tokens are independent of the scheduler knobs", "[cpu]") {
+  const std::string model = rtx::test::data_dir() + "/stories260k/tinyllamas-stories-260k-f32.gguf";
+  REQUIRE(std::ifstream(model).good());
+  json s = spec("serve");
+  s["model"] = model;
+  s["requests"] = 5;
+  s["prompt_tokens"] = 7;
+  s["max_tokens"] = 9;
+  s["samples"] = 2;
+  const json a = run_trial(s);
+  s["config"] = {{"max_batch", 2}, {"kv_block_tokens", 8}, {"prefill_chunk", 3}};
+  const json b = run_trial(s);
+  CHECK(a["cases"][0]["ok"].get<bool>());
+  CHECK(a["cases"][0]["checksum"] == b["cases"][0]["checksum"]);
+  CHECK(a["cases"][0]["samples"].size() == 2);
+  s["config"] = {{"max_batch", 0}};
+  CHECK_THROWS_AS(run_trial(s), rtx::Error);
+}
+
+TEST_CASE("evolve trial: malformed specs", "[cpu]") {
+  CHECK_THROWS_AS(run_trial(json::object()), rtx::Error);
+  CHECK_THROWS_AS(run_trial(spec("astrology")), rtx::Error);
+  json s = spec("kernels");
+  s["cases"] = 3;
+  CHECK_THROWS_AS(run_trial(s), rtx::Error);
+}

@@ -365,7 +365,10 @@ TEST_CASE("serve: graceful shutdown ends in-flight streams and stops the listene
   auto fut = std::async(std::launch::async, [&] {
     return stream(*s, "/v1/completions", completion("Once", 500, 0, {{"stream", true}, {"ignore_eos", true}}));
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // Stop as soon as the request is generating (its 500 tokens take far longer than that).
+  for (int i = 0; i < 2000 && s->stats().output_tokens == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  REQUIRE(s->stats().output_tokens > 0);
   const auto t0 = std::chrono::steady_clock::now();
   s->server->stop();
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -506,8 +506,15 @@ json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
       err << line << "\n";
       if (val.passed && o.auto_approve) {
         approve(st, p.id, actor, "auto-policy");
-        const DeployResult d = promote(st, p.id, key, actor);
-        err << "    promoted (auto-approved by policy) in " << fmt("%.3f", d.seconds * 1e3) << " ms\n";
+        try {
+          const DeployResult d = promote(st, p.id, key, actor);
+          err << "    promoted (auto-approved by policy) in " << fmt("%.3f", d.seconds * 1e3) << " ms\n";
+        } catch (const Error& e) {
+          // Another proposal of this run promoted the same key first: this one was judged
+          // against the old baseline, so it stays approved but unpromoted (re-validate it).
+          err << "    approved, not promoted: " << e.message() << "\n";
+          report["notes"].push_back("#" + std::to_string(p.id) + " approved, not promoted: " + e.message());
+        }
       }
       report["proposals"].push_back(proposal_row(st, load_proposal(st, p.id)));
     }

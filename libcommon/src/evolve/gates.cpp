@@ -53,12 +53,34 @@ PerfJudgement judge_performance(const std::vector<std::vector<double>>& base, co
       if (!(x > 0)) throw_input(std::string("performance gate: non-positive ") + arm + " time", "gate performance");
     return t;
   };
-  const std::vector<double> pb = pass_times(base, "baseline"), pc = pass_times(cand, "candidate");
+  std::vector<double> pb = pass_times(base, "baseline"), pc = pass_times(cand, "candidate");
+  // Samples from sandboxed rounds: the unit of replication is the process, not the sample
+  // (samples within one process share its placement, clock and neighbours), so judge the
+  // per-round medians. With 4 rounds a pass needs every candidate round faster than every
+  // baseline round (Mann-Whitney p = 2/70) and the CI over all pairs above the threshold;
+  // fewer than 4 rounds can never show an improvement.
+  size_t per_round = 0;
+  if (rule.rounds >= 2 && pb.size() % rule.rounds == 0 && pc.size() % rule.rounds == 0 &&
+      pb.size() / rule.rounds == pc.size() / rule.rounds) {
+    per_round = pb.size() / rule.rounds;
+    auto medians = [&](const std::vector<double>& v) {
+      std::vector<double> m;
+      for (int r = 0; r < rule.rounds; ++r) {
+        std::vector<double> x(v.begin() + r * per_round, v.begin() + (r + 1) * per_round);
+        std::sort(x.begin(), x.end());
+        const size_t n = x.size();
+        m.push_back(n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]));
+      }
+      return m;
+    };
+    pb = medians(pb);
+    pc = medians(pc);
+  }
   stats::CompareOptions co;
   co.threshold = rule.threshold;
   co.alpha = rule.alpha;
   co.level = rule.level;
-  co.min_samples = 5;
+  co.min_samples = per_round ? 2 : 5;
   const stats::Comparison c = stats::compare_samples(pb, pc, co);
   PerfJudgement j;
   j.ratio = c.ratio;
@@ -69,34 +91,15 @@ PerfJudgement judge_performance(const std::vector<std::vector<double>>& base, co
   j.n_base = pb.size();
   j.n_cand = pc.size();
   const std::string ci = "improvement " + pct(j.improvement) + " (95% CI " + pct(j.lo) + " .. " + pct(j.hi) + ", p=" +
-                         std::to_string(j.p).substr(0, 6) + ", n=" + std::to_string(j.n_base) + "+" + std::to_string(j.n_cand) + ")";
+                         std::to_string(j.p).substr(0, 6) + ", n=" + std::to_string(j.n_base) + "+" + std::to_string(j.n_cand) +
+                         (per_round ? " round medians" : "") + ")";
   if (pb.size() < co.min_samples || pc.size() < co.min_samples) {
     j.outcome = PerfOutcome::Fail;
     j.reason = "too few samples: " + ci;
     return j;
   }
-  // Between processes: the improvement of each round's median pass time.
-  std::vector<double> round_imp;
-  if (rule.rounds >= 2 && pb.size() % rule.rounds == 0 && pc.size() % rule.rounds == 0) {
-    const size_t mb = pb.size() / rule.rounds, mc = pc.size() / rule.rounds;
-    auto median_of = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      const size_t n = v.size();
-      return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-    };
-    for (int r = 0; r < rule.rounds; ++r) {
-      const double b = median_of(std::vector<double>(pb.begin() + r * mb, pb.begin() + (r + 1) * mb));
-      const double c2 = median_of(std::vector<double>(pc.begin() + r * mc, pc.begin() + (r + 1) * mc));
-      round_imp.push_back(1 - c2 / b);
-    }
-  }
-  const double worst_round = round_imp.empty() ? 1.0 : *std::min_element(round_imp.begin(), round_imp.end());
   if (rule.require_improvement) {
-    if (j.lo >= rule.threshold && j.p < rule.alpha && worst_round <= 0) {
-      j.outcome = PerfOutcome::Fail;
-      j.reason = ci + ": but not every sandboxed round agrees (worst round " + pct(worst_round) +
-                 "): the pooled samples overstate the evidence";
-    } else if (j.lo >= rule.threshold && j.p < rule.alpha) {
+    if (j.lo >= rule.threshold && j.p < rule.alpha) {
       j.outcome = PerfOutcome::Pass;
       j.reason = ci + ": CI above the " + pct(rule.threshold) + " threshold";
     } else if (j.hi >= rule.threshold && j.lo < rule.threshold) {

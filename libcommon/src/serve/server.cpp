@@ -16,6 +16,7 @@
 #include <mutex>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "rtx/core/error.hpp"
 #include "rtx/serve/text.hpp"
@@ -128,6 +129,7 @@ struct Server::Impl {
   std::map<std::string, uint64_t> status_counts;  // "engine|status" -> count
   std::once_flag stop_once;
   int listen_fd = -1;
+  std::atomic<int> streaming{0};  // SSE responses not yet fully written
 
   void count(const std::string& engine, int status) {
     std::lock_guard<std::mutex> g(stat_mu);
@@ -278,6 +280,7 @@ struct Server::Impl {
     }
     // Streaming: server-sent events until data: [DONE].
     count(eng.label, 200);
+    ++streaming;
     const bool chat = ep == Endpoint::ChatCompletions;
     const bool want_lp = rq.logprobs;
     auto sent_role = std::make_shared<bool>(false);
@@ -325,8 +328,9 @@ struct Server::Impl {
             }
           }
         },
-        [job](bool success) {
+        [job, this](bool success) {
           if (!success && job->sched) job->sched->cancel(job->handle);
+          --streaming;
         });
   }
 
@@ -521,6 +525,9 @@ void Server::stop() {
     // so their HTTP threads end their responses properly.
     I->main.scheduler->shutdown(I->cfg.shutdown_deadline_s);
     if (I->canary.scheduler) I->canary.scheduler->shutdown(I->cfg.shutdown_deadline_s);
+    // Every request has its final event now; let the HTTP threads write it (and [DONE])
+    // before the listener closes, for at most 2 s (a client that stopped reading).
+    for (int i = 0; i < 400 && I->streaming.load() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     I->http.stop();
   });
 }

@@ -18,9 +18,9 @@ struct PerfRule {
   double alpha = 0.05;    ///< Mann-Whitney two-sided level
   double level = 0.95;    ///< Hodges-Lehmann CI level
   /// Sandboxed rounds the samples come from (each round's samples consecutive, the same count
-  /// per round); >= 2 adds a between-process check: an improvement passes only when every
-  /// round's median shows it (samples within one process are not independent of each other,
-  /// so the pooled CI alone overstates the evidence). 0 = no such check.
+  /// per round in both arms). >= 2: the gate compares the per-round medians (the process is
+  /// the unit of replication; pooled samples would overstate the evidence), so an improvement
+  /// needs >= 4 rounds. 0: the samples are independent (generated distributions, tests).
   int rounds = 0;
 };
 

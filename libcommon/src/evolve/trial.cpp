@@ -80,7 +80,9 @@ json run_kernels(const json& spec) {
     const kernels::Shape shape = c.at("shape").get<kernels::Shape>();
     const DType dt = parse_dtype(c.at("dtype").get<std::string>());
     kernels::Params p = v.space.defaults();
-    for (const auto& [name, value] : c.value("params", json::object()).get<kernels::Params>()) {
+    for (const auto& nv : c.value("params", json::object()).get<kernels::Params>()) {
+      const std::string& name = nv.first;  // named copies: C++17 lambdas cannot capture bindings
+      const auto value = nv.second;
       const auto it = std::find_if(v.space.params.begin(), v.space.params.end(), [&](const kernels::Param& q) { return q.name == name; });
       if (it == v.space.params.end() || std::find(it->values.begin(), it->values.end(), value) == it->values.end())
         throw_input("trial: " + name + "=" + std::to_string(value) + " is not in the parameter space of " + op.name + "/" + v.name,
@@ -279,7 +281,9 @@ json allocator_config_json(const AllocatorConfig& c) {
 AllocatorConfig allocator_config_from_json(const json& j, const std::string& where) {
   if (!j.is_object()) throw_input(where + ": expected a JSON object", where);
   AllocatorConfig c;
-  for (const auto& [k, v] : j.items()) {
+  for (const auto& item : j.items()) {
+    const std::string k = item.key();  // named copies: C++17 lambdas cannot capture bindings
+    const json& v = item.value();
     const auto as_size = [&](size_t& dst) {
       if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
         throw_input(where + ": '" + k + "' must be a non-negative integer (bytes)", where + "." + k);

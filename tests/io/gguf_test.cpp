@@ -378,3 +378,26 @@ TEST_CASE("gguf regression from fuzzing: a tensor with 0 dims is refused", "[cpu
     CHECK(std::string(e.what()).find("n_dims 0") != std::string::npos);
   }
 }
+
+TEST_CASE("gguf regression from fuzzing: a data section past the end of the file", "[cpu]") {
+  const auto read = [](const std::string& name) {
+    std::ifstream f(rtx::test::source_dir() + "/tests/fuzz/corpus/gguf/" + name, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    REQUIRE(!ss.str().empty());
+    return ss.str();
+  };
+  // No tensors and no alignment padding after the metadata: accepted, the (empty) data
+  // section starts at the end of the file instead of past it.
+  const std::string a = read("regress-no-tensors-no-padding");
+  const GgufFile f = GgufFile::parse(a, "regress-no-tensors-no-padding");
+  CHECK(f.tensors().empty());
+  CHECK(f.data_offset() == a.size());
+  // One tensor, but the file ends before the aligned data section: truncated.
+  try {
+    GgufFile::parse(read("regress-no-padding-2"), "regress-no-padding-2");
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.category() == ErrorCategory::Input);
+  }
+}

@@ -407,7 +407,15 @@ void GgufFile::init() {
     tensors_.push_back(std::move(ti));
   }
   data_offset_ = align_up(c.pos(), alignment_);
-  const uint64_t data_size = data_offset_ <= size_ ? size_ - data_offset_ : 0;
+  if (data_offset_ > size_) {
+    // The alignment padding before the data section is missing: fine for a file without
+    // tensors (the data section is empty; it starts at the end), truncated otherwise.
+    if (!tensors_.empty())
+      c.fail("data section", "starts at " + std::to_string(data_offset_) + ", past the end of the " +
+                                 std::to_string(size_) + "-byte file: truncated");
+    data_offset_ = size_;
+  }
+  const uint64_t data_size = size_ - data_offset_;
   std::vector<const GgufTensorInfo*> order;
   for (const auto& t : tensors_) {
     if (t.offset > data_size || t.nbytes > data_size - t.offset)

@@ -164,7 +164,7 @@ class LlamaModel final : public serve::Model {
   void forward(const std::vector<serve::SeqBatch>& batch, serve::KvCache& kv, float* logits) override {
     const int C = cfg_.dim, NH = cfg_.n_head, NKV = cfg_.n_kv_head, HS = cfg_.head_dim(), F = cfg_.ffn_dim;
     const int R = cfg_.n_rot / 2, QKV = C + 2 * NKV * HS, group = NH / NKV;
-    validate(batch, kv, logits);
+    serve::check_forward(batch, kv, info_, logits, "Llama forward");
     if (batch.empty()) return;
     OmpThreadsGuard threads_guard(threads_);
 
@@ -287,49 +287,6 @@ class LlamaModel final : public serve::Model {
     kernels::PackedMatmulWeight wgu;         // (2F, C): Wgate | Wup
     kernels::PackedMatmulWeight wdown;       // (C, F)
   };
-
-  /// Every check of forward() before anything is written (the cache stays unchanged on error).
-  void validate(const std::vector<serve::SeqBatch>& batch, const serve::KvCache& kv, const float* logits) const {
-    if (kv.n_layer() != cfg_.n_layer || kv.n_kv_head() != cfg_.n_kv_head || kv.head_dim() != cfg_.head_dim())
-      throw_input("Llama forward: the KV cache holds (layers " + std::to_string(kv.n_layer()) + ", kv heads " +
-                      std::to_string(kv.n_kv_head()) + ", head dim " + std::to_string(kv.head_dim()) +
-                      ") but the model needs (" + std::to_string(cfg_.n_layer) + ", " +
-                      std::to_string(cfg_.n_kv_head) + ", " + std::to_string(cfg_.head_dim()) + ")",
-                  "kv", "build the KvCache from the model's ModelInfo");
-    bool any_logits = false;
-    for (size_t s = 0; s < batch.size(); ++s) {
-      const serve::SeqBatch& b = batch[s];
-      const std::string where = "batch[" + std::to_string(s) + "]";
-      if (b.n < 1 || !b.tokens)
-        throw_input("Llama forward: " + where + " has n = " + std::to_string(b.n) +
-                        (b.tokens ? "" : " and no tokens") + "; each sequence needs >= 1 token",
-                    where);
-      if (b.pos < 0 || b.pos > cfg_.context - b.n)
-        throw_input("Llama forward: " + where + " covers positions [" + std::to_string(b.pos) + ", " +
-                        std::to_string(static_cast<long long>(b.pos) + b.n) + "), outside the context of " +
-                        std::to_string(cfg_.context),
-                    where, "shorten the sequence to the model's context");
-      for (int t = 0; t < b.n; ++t)
-        if (b.tokens[t] < 0 || b.tokens[t] >= cfg_.vocab)
-          throw_input("Llama forward: " + where + " token " + std::to_string(t) + " = " +
-                          std::to_string(b.tokens[t]) + " is outside [0, " + std::to_string(cfg_.vocab) + ")",
-                      where + ".tokens");
-      const int need = kv.blocks_for(b.pos + b.n);
-      if (b.n_blocks < need || !b.blocks)
-        throw_input("Llama forward: " + where + " has a block table of " + std::to_string(b.n_blocks) +
-                        " blocks; positions [0, " + std::to_string(b.pos + b.n) + ") need " + std::to_string(need),
-                    where + ".blocks", "allocate more KV blocks for the sequence");
-      for (int i = 0; i < need; ++i)
-        if (b.blocks[i] < 0 || b.blocks[i] >= kv.total_blocks())
-          throw_input("Llama forward: " + where + " block table entry " + std::to_string(i) + " = " +
-                          std::to_string(b.blocks[i]) + " is not a block of the cache (0.." +
-                          std::to_string(kv.total_blocks() - 1) + ")",
-                      where + ".blocks");
-      any_logits = any_logits || b.want_logits;
-    }
-    if (any_logits && !logits)
-      throw_input("Llama forward: a sequence wants logits but the logits pointer is null", "logits");
-  }
 
   LlamaConfig cfg_;
   serve::ModelInfo info_;

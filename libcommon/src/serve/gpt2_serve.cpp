@@ -25,38 +25,6 @@ namespace {
 
 using models::Gpt2Config;
 
-/// Checks every sequence of a batch before anything is written (so a failed call changes
-/// nothing); returns the total row count.
-int check_batch(const std::vector<SeqBatch>& batch, const KvCache& kv, const ModelInfo& info) {
-  long rows = 0;
-  for (size_t s = 0; s < batch.size(); ++s) {
-    const SeqBatch& b = batch[s];
-    const std::string where = "forward: sequence " + std::to_string(s);
-    if (b.n < 1 || !b.tokens) throw_input(where + ": n = " + std::to_string(b.n) + " new tokens (need >= 1)", "n");
-    if (b.pos < 0 || b.pos + static_cast<long>(b.n) > info.context)
-      throw_input(where + ": positions [" + std::to_string(b.pos) + ", " + std::to_string(b.pos + b.n) +
-                      ") exceed the context of " + std::to_string(info.context),
-                  "pos", "shorten the prompt or max_tokens");
-    if (!b.blocks || b.n_blocks < kv.blocks_for(b.pos + b.n))
-      throw_input(where + ": the block table holds " + std::to_string(b.n_blocks) + " blocks, " +
-                      std::to_string(kv.blocks_for(b.pos + b.n)) + " are needed",
-                  "blocks");
-    for (int i = 0; i < b.n_blocks; ++i)
-      if (b.blocks[i] < 0 || b.blocks[i] >= kv.total_blocks())
-        throw_input(where + ": block id " + std::to_string(b.blocks[i]) + " outside the pool", "blocks");
-    for (int i = 0; i < b.n; ++i)
-      if (b.tokens[i] < 0 || b.tokens[i] >= info.vocab)
-        throw_input(where + ": token id " + std::to_string(b.tokens[i]) + " at index " + std::to_string(i) +
-                        " is outside [0, " + std::to_string(info.vocab) + ")",
-                    "tokens");
-    rows += b.n;
-  }
-  if (rows > (1 << 24)) throw_input("forward: batch of " + std::to_string(rows) + " rows is too large", "batch");
-  if (kv.n_layer() != info.n_layer || kv.n_kv_head() != info.n_kv_head || kv.head_dim() != info.head_dim)
-    throw_input("forward: the KV cache geometry does not match the model", "kv");
-  return static_cast<int>(rows);
-}
-
 class Gpt2Serve final : public Model {
  public:
   Gpt2Serve(const Gpt2Config& cfg, std::vector<float> params, std::unique_ptr<io::Tokenizer> tok, ModelInfo base,
@@ -116,7 +84,7 @@ class Gpt2Serve final : public Model {
   const io::Tokenizer& tokenizer() const override { return *tok_; }
 
   void forward(const std::vector<SeqBatch>& batch, KvCache& kv, float* logits) override {
-    const int R = check_batch(batch, kv, info_);
+    const int R = check_forward(batch, kv, info_, logits, "GPT-2 forward");
     const int C = cfg_.n_embd, NH = cfg_.n_head, HS = C / NH, Tm = cfg_.block_size;
     const int saved_threads = omp_get_max_threads();
     if (threads_ > 0) omp_set_num_threads(threads_);
@@ -190,7 +158,6 @@ class Gpt2Serve final : public Model {
         ++W;
       }
     if (W == 0) return;
-    if (!logits) throw_input("forward: logits requested but the output pointer is null", "logits");
     kernels::layernorm_forward(proj_.data(), mean_.data(), rstd_.data(), ln_.data(), p("ln_f.weight"), p("ln_f.bias"),
                                W, C);
     kernels::matmul_forward_packed(logits, proj_.data(), head_, nullptr, W);

@@ -46,4 +46,50 @@ void KvCache::free(int block) {
   free_.push_back(block);
 }
 
+int check_forward(const std::vector<SeqBatch>& batch, const KvCache& kv, const ModelInfo& info, const float* logits,
+                  const std::string& model) {
+  if (kv.n_layer() != info.n_layer || kv.n_kv_head() != info.n_kv_head || kv.head_dim() != info.head_dim)
+    throw_input(model + ": the KV cache holds (layers " + std::to_string(kv.n_layer()) + ", kv heads " +
+                    std::to_string(kv.n_kv_head()) + ", head dim " + std::to_string(kv.head_dim()) +
+                    ") but the model needs (" + std::to_string(info.n_layer) + ", " + std::to_string(info.n_kv_head) +
+                    ", " + std::to_string(info.head_dim) + ")",
+                "kv", "build the KvCache from the model's ModelInfo");
+  long rows = 0;
+  bool any_logits = false;
+  for (size_t s = 0; s < batch.size(); ++s) {
+    const SeqBatch& b = batch[s];
+    const std::string where = "batch[" + std::to_string(s) + "]";
+    if (b.n < 1 || !b.tokens)
+      throw_input(model + ": " + where + " has n = " + std::to_string(b.n) + (b.tokens ? "" : " and no tokens") +
+                      "; each sequence needs >= 1 token",
+                  where);
+    if (b.pos < 0 || b.pos > info.context - b.n)
+      throw_input(model + ": " + where + " covers positions [" + std::to_string(b.pos) + ", " +
+                      std::to_string(static_cast<long long>(b.pos) + b.n) + "), outside the context of " +
+                      std::to_string(info.context),
+                  where, "shorten the sequence to the model's context");
+    for (int t = 0; t < b.n; ++t)
+      if (b.tokens[t] < 0 || b.tokens[t] >= info.vocab)
+        throw_input(model + ": " + where + " token " + std::to_string(t) + " = " + std::to_string(b.tokens[t]) +
+                        " is outside [0, " + std::to_string(info.vocab) + ")",
+                    where + ".tokens");
+    const int need = kv.blocks_for(b.pos + b.n);
+    if (b.n_blocks < need || !b.blocks)
+      throw_input(model + ": " + where + " has a block table of " + std::to_string(b.n_blocks) +
+                      " blocks; positions [0, " + std::to_string(b.pos + b.n) + ") need " + std::to_string(need),
+                  where + ".blocks", "allocate more KV blocks for the sequence");
+    for (int i = 0; i < need; ++i)
+      if (b.blocks[i] < 0 || b.blocks[i] >= kv.total_blocks())
+        throw_input(model + ": " + where + " block table entry " + std::to_string(i) + " = " +
+                        std::to_string(b.blocks[i]) + " is not a block of the cache (0.." +
+                        std::to_string(kv.total_blocks() - 1) + ")",
+                    where + ".blocks");
+    any_logits = any_logits || b.want_logits;
+    rows += b.n;
+  }
+  if (rows > (1 << 24)) throw_input(model + ": a batch of " + std::to_string(rows) + " rows is too large", "batch");
+  if (any_logits && !logits) throw_input(model + ": a sequence wants logits but the logits pointer is null", "logits");
+  return static_cast<int>(rows);
+}
+
 }  // namespace rtx::serve

@@ -103,6 +103,15 @@ class Model {
   virtual void forward(const std::vector<SeqBatch>& batch, KvCache& kv, float* logits) = 0;
 };
 
+/// The checks every Model::forward runs before writing anything (so a failed call leaves the
+/// cache unchanged): the cache's geometry matches `info`; per sequence n >= 1 with tokens,
+/// positions [pos, pos+n) inside the context, ids in [0, vocab), a block table covering pos+n
+/// with ids of the pool; `logits` non-null when a sequence wants logits. `model` names the
+/// caller in messages ("GPT-2 forward"). Returns the total row count. Error(Input) naming the
+/// sequence and field.
+int check_forward(const std::vector<SeqBatch>& batch, const KvCache& kv, const ModelInfo& info, const float* logits,
+                  const std::string& model);
+
 /// Options of load_model().
 struct LoadOptions {
   /// Threads for forward() (OpenMP); 0 = OpenMP's default.

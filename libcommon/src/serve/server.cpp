@@ -235,9 +235,14 @@ struct Server::Impl {
     job->sched = eng.scheduler;
     Scheduler::Refusal why = Scheduler::Refusal::None;
     std::string detail;
+    // A stream counts as in flight from before it is submitted, so that stop() cannot close the
+    // listener between the scheduler's first token and the first SSE write (httplib writes nothing
+    // once the listener is closed). The counter drops when its content provider is released.
+    if (rq.stream) ++streaming;
     job->handle = eng.scheduler->submit(
         std::move(g), [job](const TokenEvent& ev) { return job->on_event(ev); }, &why, &detail);
     if (!job->handle) {
+      if (rq.stream) --streaming;
       if (why == Scheduler::Refusal::QueueFull) send_error(res, overloaded(detail), eng.label);
       else if (why == Scheduler::Refusal::ShuttingDown)
         send_error(res, status_error(503, "server_error", detail, "shutting_down"), eng.label);
@@ -280,7 +285,6 @@ struct Server::Impl {
     }
     // Streaming: server-sent events until data: [DONE].
     count(eng.label, 200);
-    ++streaming;
     const bool chat = ep == Endpoint::ChatCompletions;
     const bool want_lp = rq.logprobs;
     auto sent_role = std::make_shared<bool>(false);

@@ -60,12 +60,20 @@ Body add_run(CLI::App& app, const rtx::cli::CommonOptions& common) {
   app.add_option("--timeout", o->v.sandbox.timeout_s, "Wall-clock limit of one sandboxed trial, s")
       ->capture_default_str()->check(CLI::Range(1.0, 3600.0));
   app.add_option("--model", o->v.model_path, "Serving model for the scheduler domain (default $RTX_DATA/stories260k/...f32.gguf)");
+  auto* no_canary = app.add_flag("--no-canary", "Scheduler domain: skip the serving canary gate");
+  app.add_option("--canary-seconds", o->v.canary_seconds, "Scheduler domain: seconds the canary serves load")
+      ->capture_default_str()->check(CLI::Range(0.5, 600.0));
+  app.add_option("--canary-sla-p95-ms", o->v.canary_rule.sla_p95_ms, "Absolute SLA on the canary's p95 latency, ms (0 = relative only)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--canary-sla-p99-ms", o->v.canary_rule.sla_p99_ms, "Absolute SLA on the canary's p99 latency, ms (0 = relative only)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_flag("--auto-approve-if-gates-pass", o->auto_approve, "Approve (recorded as policy) and promote what passes every gate");
   app.add_option("--actor", o->actor, "Name recorded with approvals and promotions (default $USER)");
   app.add_option("--key", o->key_path, "Signing key (default: evolve_ed25519.key next to the store; created if missing)");
   app.add_option("--format", *format, "Report format: text, md, json")->capture_default_str();
   app.add_option("-o,--out", *out, "Write the report to FILE (default stdout)");
-  return [&common, o, thresholds, format, out, strict]() {
+  return [&common, o, thresholds, format, out, strict, no_canary]() {
+    o->v.canary = no_canary->count() == 0;
     for (const auto& t : *thresholds) apply_threshold(*o, t);
     for (const auto& d : o->domains) rtx::evolve::target_of(d);
     rtx::evolve::format_report(nlohmann::json{{"proposals", nlohmann::json::array()}}, *format);  // validate --format early

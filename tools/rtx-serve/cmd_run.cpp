@@ -13,11 +13,13 @@
 
 #include "commands.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/evolve/deploy.hpp"
 #include "rtx/kernels/cpu_features.hpp"
 #include "rtx/serve/model.hpp"
 #include "rtx/serve/scheduler.hpp"
 #include "rtx/serve/server.hpp"
 #include "rtx/store/store.hpp"
+#include "rtx/telemetry/hwprofile.hpp"
 #include "rtx/tune/lookup.hpp"
 
 namespace rtx_serve {
@@ -34,7 +36,36 @@ struct RunArgs {
   size_t max_body = 1 << 20;
   bool no_profile = false;
   rtx::serve::SchedulerConfig sched;
+  /// Scheduler flags by SchedulerConfig JSON key: a flag given on the command line beats the
+  /// promoted config, which beats the built-in default.
+  std::vector<std::pair<std::string, CLI::Option*>> sched_flags;
+  CLI::Option* threads_flag = nullptr;
 };
+
+/// Apply the configs rtx-evolve promoted for this SKU (scheduler, parallelism) under the flags
+/// the user gave explicitly; says what it applied on stderr.
+void apply_promoted(RunArgs& a, const std::string& db, bool quiet) {
+  std::string sku;
+  try {
+    sku = rtx::telemetry::sku_key("cpu");
+  } catch (const rtx::Error& e) {
+    if (!quiet) std::fprintf(stderr, "rtx-serve: promoted configs: no SKU (%s); defaults\n", e.what());
+    return;
+  }
+  const auto pc = rtx::evolve::promoted_configs(db, sku);
+  if (const auto* sc = pc.get("scheduler")) {
+    nlohmann::json merged = a.sched.to_json();
+    for (const auto& [k, v] : sc->items()) merged[k] = v;
+    const nlohmann::json given = a.sched.to_json();
+    for (const auto& [k, opt] : a.sched_flags)
+      if (opt->count() > 0) merged[k] = given[k];
+    a.sched = rtx::serve::SchedulerConfig::from_json(merged, "promoted scheduler config (" + db + ")");
+  }
+  if (const auto* pj = pc.get("parallelism"))
+    if (a.threads_flag->count() == 0 && pj->contains("threads") && (*pj)["threads"].is_number_integer())
+      a.threads = std::max(0, (*pj)["threads"].get<int>());
+  if (!quiet) std::fprintf(stderr, "rtx-serve: %s\n", rtx::evolve::describe(pc).c_str());
+}
 
 /// An engine configuration file (--canary-profile): {"scheduler": {...SchedulerConfig keys...},
 /// "threads": N, "matmul": {"KC": .., "NR": ..}} — every key optional.
@@ -113,25 +144,33 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
   s.add_option("-m,--model", a->model, "GGUF (gpt2 or llama; f32/f16) or rtx checkpoint (.safetensors)")->required();
   s.add_option("--host", a->host, "Address to bind (loopback by default; 0.0.0.0 exposes it)")->capture_default_str();
   s.add_option("--port", a->port, "TCP port (0 = any free port, printed at start)")->capture_default_str();
-  s.add_option("-t,--threads", a->threads, "Threads for the forward pass (0 = OpenMP default)")->capture_default_str();
+  a->threads_flag = s.add_option("-t,--threads", a->threads, "Threads for the forward pass (0 = OpenMP default)")->capture_default_str();
   s.add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY' on every route but /health (or RTX_API_KEY)");
   s.add_option("--model-name", a->served_name, "Model id in /v1/models and requests (default: general.name or file name)");
   s.add_option("--chat-template", a->chat_template, "chatml | llama2 | plain (default) | a JSON template file");
-  s.add_option("--max-batch", a->sched.max_batch, "Most sequences decoding at once")->capture_default_str();
-  s.add_option("--token-budget", a->sched.token_budget, "Most tokens (prompt + decode) per forward step")->capture_default_str();
-  s.add_option("--prefill-chunk", a->sched.prefill_chunk, "Most prompt tokens of one sequence per step (chunked prefill)")
-      ->capture_default_str();
-  s.add_option("--batch-window-ms", a->sched.batch_window_ms, "When idle, wait this long for more requests to batch")
-      ->capture_default_str();
-  s.add_option("--kv-block-tokens", a->sched.kv_block_tokens, "Positions per KV cache block")->capture_default_str();
-  s.add_option("--kv-blocks", a->sched.kv_blocks, "KV cache blocks in the pool (0 = max-batch full contexts)")
-      ->capture_default_str();
-  s.add_option("--max-queue", a->sched.max_queue, "Waiting requests beyond which new ones get 429")->capture_default_str();
-  s.add_option("--request-timeout", a->sched.request_timeout_s, "Seconds before a request ends with a timeout")
-      ->capture_default_str();
-  s.add_option("--interactive-target-ms", a->sched.interactive_target_ms, "TTFT target of the interactive lane")
-      ->capture_default_str();
-  s.add_option("--batch-target-ms", a->sched.batch_target_ms, "TTFT target of the batch lane")->capture_default_str();
+  const auto sched_opt = [&](const char* flag, auto& member, const char* key, const char* help) {
+    a->sched_flags.emplace_back(key, s.add_option(flag, member, help)->capture_default_str());
+  };
+  sched_opt("--max-batch", a->sched.max_batch, "max_batch",
+            "Most sequences decoding at once");
+  sched_opt("--token-budget", a->sched.token_budget, "token_budget",
+            "Most tokens (prompt + decode) per forward step");
+  sched_opt("--prefill-chunk", a->sched.prefill_chunk, "prefill_chunk",
+            "Most prompt tokens of one sequence per step (chunked prefill)");
+  sched_opt("--batch-window-ms", a->sched.batch_window_ms, "batch_window_ms",
+            "When idle, wait this long for more requests to batch");
+  sched_opt("--kv-block-tokens", a->sched.kv_block_tokens, "kv_block_tokens",
+            "Positions per KV cache block");
+  sched_opt("--kv-blocks", a->sched.kv_blocks, "kv_blocks",
+            "KV cache blocks in the pool (0 = max-batch full contexts)");
+  sched_opt("--max-queue", a->sched.max_queue, "max_queue",
+            "Waiting requests beyond which new ones get 429");
+  sched_opt("--request-timeout", a->sched.request_timeout_s, "request_timeout_s",
+            "Seconds before a request ends with a timeout");
+  sched_opt("--interactive-target-ms", a->sched.interactive_target_ms, "interactive_target_ms",
+            "TTFT target of the interactive lane");
+  sched_opt("--batch-target-ms", a->sched.batch_target_ms, "batch_target_ms",
+            "TTFT target of the batch lane");
   s.add_option("--max-body-bytes", a->max_body, "Larger request bodies get 413")->capture_default_str();
   s.add_option("--canary-profile", a->canary_profile,
                "Engine configuration JSON for the canary ({\"scheduler\":{...},\"threads\":N,\"matmul\":{...}})");
@@ -139,13 +178,16 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
       ->capture_default_str();
   s.add_option("--shutdown-deadline", a->shutdown_deadline_s, "Seconds in-flight requests get after SIGTERM")
       ->capture_default_str();
-  s.add_flag("--no-profile", a->no_profile, "Do not load the promoted tuning profile (use kernel defaults)");
+  s.add_flag("--no-profile", a->no_profile,
+             "Do not load what rtx-evolve promoted (the kernel tuning profile, scheduler and thread configs)");
   return [a, &common]() {
     using namespace rtx::serve;
     if (a->api_key.empty())
       if (const char* k = std::getenv("RTX_API_KEY")) a->api_key = k;
     if (a->port < 0 || a->port > 65535) rtx::throw_usage("--port must be in [0, 65535]", "--port");
     if (a->threads < 0) rtx::throw_usage("--threads must be >= 0", "--threads");
+    const std::string db = common.db.empty() ? rtx::store::default_db_path() : common.db;
+    if (!a->no_profile) apply_promoted(*a, db, common.quiet);
     a->sched.validate();
     if (a->canary_fraction > 0 && a->canary_profile.empty())
       rtx::throw_usage("--canary-fraction needs --canary-profile", "--canary-fraction");
@@ -154,7 +196,6 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
     auto model = load_model(a->model, lo);
     if (!a->no_profile) {
       const int C = model->info().n_kv_head * model->info().head_dim;
-      const std::string db = common.db.empty() ? rtx::store::default_db_path() : common.db;
       lo.matmul = profile_matmul(db, a->sched.max_batch, 4 * C, C, common.quiet);
       if (lo.matmul.KC || lo.matmul.NR) model = load_model(a->model, lo);
     }

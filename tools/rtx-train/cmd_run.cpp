@@ -12,9 +12,14 @@
 
 #include "commands.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/core/allocator.hpp"
 #include "rtx/dist/comm.hpp"
+#include "rtx/evolve/deploy.hpp"
+#include "rtx/evolve/trial.hpp"
 #include "rtx/io/atomic_file.hpp"
 #include "rtx/models/train.hpp"
+#include "rtx/store/store.hpp"
+#include "rtx/telemetry/hwprofile.hpp"
 
 namespace rtx_train {
 
@@ -28,6 +33,7 @@ struct RunArgs {
       ckpt_interval = 0;
   float lr = 0, min_lr = 0, wd = 0, beta1 = 0, beta2 = 0, clip = 0, bucket_mb = 0;
   double dist_timeout = 0;
+  bool no_promoted = false;
 };
 
 std::string human_tokens(double x) {
@@ -74,7 +80,9 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
   auto* o_dto = s.add_option("--dist-timeout", a->dist_timeout,
                              "Data parallel: seconds a collective may wait for the other ranks before the job "
                              "ends with an error (default $RTX_DIST_TIMEOUT or 600)");
-  s.add_option("--threads", a->threads, "OpenMP threads (0: the runtime's default)");
+  auto* o_threads = s.add_option("--threads", a->threads, "OpenMP threads (0: the promoted config's, else the runtime's default)");
+  s.add_flag("--no-promoted", a->no_promoted,
+             "Ignore the configs rtx-evolve promoted for this machine (threads, attention fusion, CUDA allocator)");
   s.add_option("--log-interval", a->log_interval, "Without a TTY, print a line every N steps (default steps/20)");
 
   return [=, &common, &s]() {
@@ -126,6 +134,23 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
       c.kernels.matmul.impl = rtx::kernels::MatmulImpl::Blas;
     else
       rtx::throw_usage("--matmul must be blocked or blas (got '" + a->matmul + "')", "--matmul");
+    std::string promoted_line;
+    if (!a->no_promoted) {
+      // What rtx-evolve promoted for this SKU applies under the flags given explicitly.
+      const std::string db = common.db.empty() ? rtx::store::default_db_path() : common.db;
+      const auto pc = rtx::evolve::promoted_configs(db, rtx::telemetry::sku_key("cpu"));
+      if (const auto* pj = pc.get("parallelism"))
+        if (!o_threads->count() && pj->contains("threads") && (*pj)["threads"].is_number_integer())
+          a->threads = (*pj)["threads"].get<int>();
+      if (const auto* fj = pc.get("fusion"))  // fused (FlashAttention) or unfused attention
+        c.kernels.attention.algo = rtx::evolve::fusion_attention_fused(*fj, "promoted fusion config")
+                                       ? rtx::kernels::AttentionParams::Algo::Flash
+                                       : rtx::kernels::AttentionParams::Algo::Naive;
+      if (const auto* mj = pc.get("memory"))
+        if (c.backend == rtx::models::Backend::Cuda)
+          rtx::cuda_allocator(0).set_config(rtx::evolve::allocator_config_from_json(*mj, "promoted memory config"));
+      promoted_line = rtx::evolve::describe(pc);
+    }
     const int max_threads = 4 * std::max(1, omp_get_num_procs());
     if (a->threads < 0 || a->threads > max_threads)
       rtx::throw_usage("--threads must be in [0, " + std::to_string(max_threads) + "] (4x the CPUs; got " +
@@ -146,6 +171,7 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
       std::fprintf(stderr, "rtx-train: %s, %d layers, %d heads, %d channels, vocab %d; batch %d x %d x %d, %d steps, %s\n",
                    c.preset.empty() ? "custom model" : c.preset.c_str(), c.model.n_layer, c.model.n_head,
                    c.model.n_embd, c.model.vocab_size, c.batch, c.T(), c.grad_accum, c.steps, a->backend.c_str());
+      if (!promoted_line.empty()) std::fprintf(stderr, "rtx-train: %s\n", promoted_line.c_str());
       if (world.size() > 1)
         std::fprintf(stderr, "rtx-train: data parallel over %d %s ranks: global batch %d, buckets of %g MiB\n",
                      world.size(), world.backend(), c.batch * world.size(), static_cast<double>(c.bucket_mb));

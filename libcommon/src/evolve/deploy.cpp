@@ -2,6 +2,7 @@
 #include "rtx/evolve/deploy.hpp"
 
 #include <chrono>
+#include <filesystem>
 
 #include "rtx/core/error.hpp"
 #include "rtx/tune/records.hpp"
@@ -104,6 +105,34 @@ std::optional<ConfigVersion> current_profile(store::Store& st, const std::string
   if (q.step()) r = ConfigVersion{q.column_int64(0), json::parse(q.column_text(1))};
   q.reset();
   return r;
+}
+
+PromotedConfigs promoted_configs(const std::string& db_path, const std::string& sku) {
+  PromotedConfigs pc;
+  pc.sku = sku;
+  std::error_code ec;
+  if (!std::filesystem::exists(db_path, ec)) {
+    pc.note = "no store at " + db_path;
+    return pc;
+  }
+  try {
+    store::Store st(db_path);
+    for (const auto& d : known_domains()) {
+      if (target_of(d) != "config") continue;
+      if (auto c = current_config(st, d + "|" + sku)) pc.by_domain.emplace(d, std::move(*c));
+    }
+  } catch (const Error& e) {
+    pc.note = std::string("store not read (") + e.what() + ")";
+  }
+  return pc;
+}
+
+std::string describe(const PromotedConfigs& pc) {
+  if (!pc.note.empty()) return "promoted configs: " + pc.note + "; defaults";
+  if (pc.by_domain.empty()) return "promoted configs: none for " + pc.sku + "; defaults";
+  std::string s = "promoted configs for " + pc.sku + ":";
+  for (const auto& [d, c] : pc.by_domain) s += " " + d + " v" + std::to_string(c.version) + " " + c.config.dump();
+  return s;
 }
 
 void approve(store::Store& st, int64_t id, const std::string& actor, const std::string& mode) {

@@ -16,6 +16,8 @@
 #include "rtx/core/build_info.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/evolve/deploy.hpp"
+#include "rtx/evolve/history.hpp"
+#include "rtx/evolve/kg.hpp"
 #include "rtx/evolve/trial.hpp"
 #include "rtx/telemetry/hwprofile.hpp"
 #include "rtx/tune/lookup.hpp"
@@ -98,6 +100,16 @@ json arm_spec(store::Store& st, const Proposal& p, const json& config, const Val
       s["config"] = config;
       for (const auto& [k, v] : w[part].items()) s[k] = v;
       s["samples"] = std::max<size_t>(5, o.samples / 2 + 2);
+      parts.push_back(s);
+    }
+  } else if (p.domain == "fusion") {  // GPT-2 training steps; outputs compared with the base config's
+    for (const char* part : {"affected", "heldout"}) {
+      if (!w.contains(part)) continue;
+      json s = base_part("fusion");
+      s["config"] = config;
+      s["reference_config"] = p.changeset.value("base", json::object());
+      for (const auto& [k, v] : w[part].items()) s[k] = v;
+      s["samples"] = std::max<size_t>(3, o.samples / 2);
       parts.push_back(s);
     }
   } else {
@@ -193,6 +205,51 @@ void collect(Collected& c, const json& res) {
   c.peak_rss.push_back(res.value("peak_rss_bytes", 0.0));
 }
 
+/// One arm's per-case results for bench_results (record_validation): every sample, and the
+/// median of each round (each collect() call adds one round's samples and one peak_rss entry).
+void append_arm(std::vector<ArmCaseResult>& out, const json& spec, const Collected& c, const char* arm) {
+  const size_t rounds = c.peak_rss.size();
+  for (size_t i = 0; i < c.samples.size() && i < spec["parts"].size(); ++i) {
+    const json& part = spec["parts"][i];
+    for (size_t j = 0; j < c.samples[i].size(); ++j) {
+      ArmCaseResult r;
+      r.arm = arm;
+      r.part = i == 0 ? "affected" : "heldout";
+      r.case_id = c.ids[i][j];
+      r.kind = part.value("kind", std::string());
+      if (part.contains("cases") && j < part["cases"].size()) r.spec = part["cases"][j];
+      r.samples = c.samples[i][j];
+      const size_t per = rounds ? r.samples.size() / rounds : 0;
+      if (per > 0 && per * rounds == r.samples.size())
+        for (size_t k = 0; k < rounds; ++k)
+          r.round_medians.push_back(median_of(std::vector<double>(r.samples.begin() + static_cast<std::ptrdiff_t>(k * per),
+                                                                  r.samples.begin() + static_cast<std::ptrdiff_t>((k + 1) * per))));
+      out.push_back(std::move(r));
+    }
+  }
+}
+
+/// The serving domain's promotion gate: baseline and candidate scheduler configs behind one
+/// server (canary lane, half the requests each), in a sandboxed trial process.
+GateResult canary_gate(const Proposal& p, const json& base_cfg, const json& cand_cfg, const ValidateOptions& o) {
+  const json& w = p.plan.contains("workload") ? p.plan["workload"] : json::object();
+  json part = {{"schema", kTrialSpecSchema}, {"kind", "canary"},       {"seed", o.seed},
+               {"model", w.value("model", o.model_path)},               {"threads", 1},
+               {"base", base_cfg},  {"candidate", cand_cfg},            {"fraction", 0.5},
+               {"duration_s", o.canary_seconds}, {"concurrency", o.canary_concurrency}, {"max_tokens", 16}};
+  say(o.log, "    canary: baseline and candidate behind one server for " + std::to_string(o.canary_seconds) + " s");
+  ArmRun ar = run_arm({{"schema", kTrialSpecSchema}, {"parts", json::array({part})}}, o);
+  if (ar.problem.empty() && ar.result["parts"].empty()) ar.problem = "the canary trial returned nothing";
+  if (!ar.problem.empty()) {
+    GateResult g;
+    g.gate = "canary";
+    g.metric = "p99_e2e_ms";
+    g.detail = {{"reason", "the canary did not run to the end: " + ar.problem}};
+    return g;
+  }
+  return judge_canary(ar.result["parts"][0], o.canary_rule);
+}
+
 bool domain_is_exact(const std::string& d) { return d == "scheduler" || d == "memory"; }
 
 std::string actor_default() {
@@ -216,13 +273,14 @@ Validation validate(store::Store& st, int64_t id, const KeyPair& key, const Vali
   const std::vector<std::string> missing = missing_fields(p);
   const std::string sig = verify(p, key);
   safety.detail = {{"missing_fields", missing}, {"signature", sig.empty() ? "verified" : sig}};
+  std::vector<ArmCaseResult> measured;  // per-arm, per-case results: bench_results rows
   auto finish = [&](bool passed) {
     v.passed = passed;
     v.summary["gates"] = json::array();
     for (const auto& r : g)
       v.summary["gates"].push_back({{"gate", r.gate}, {"passed", r.passed}, {"metric", r.metric}, {"value", r.value},
                                     {"threshold", r.threshold}, {"detail", r.detail}});
-    record_gates(st, id, run_id, g);
+    record_validation(st, id, run_id, o.seed, g, measured);  // gates + bench_results, one transaction
     set_status(st, id, passed ? "passed" : "failed", v.summary);
     return v;
   };
@@ -356,6 +414,12 @@ Validation validate(store::Store& st, int64_t id, const KeyPair& key, const Vali
 
   bool all = true;
   for (const auto& r : g) all = all && r.passed;
+  if (all && p.domain == "scheduler" && o.canary) {
+    g.push_back(canary_gate(p, base_cfg, cand_cfg, o));
+    all = g.back().passed;
+  }
+  append_arm(measured, spec_a, ca, "baseline");
+  append_arm(measured, spec_b, cb, "candidate");
   return finish(all);
 }
 
@@ -522,6 +586,7 @@ json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
   report["summary"] = summarize(report["proposals"]);
   report["seconds"] = elapsed();
   report["notes"].push_back("run took " + fmt("%.1f", elapsed()) + " s");
+  kg_sync(st);  // the knowledge graph follows the tables this run wrote
   st.finish_run(run_id, "ok");
   return report;
 }

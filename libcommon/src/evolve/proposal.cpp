@@ -44,7 +44,7 @@ const json& field(const json& j, const char* name, const std::string& source) {
 }  // namespace
 
 const std::vector<std::string>& known_domains() {
-  static const std::vector<std::string> d = {"tuner", "parallelism", "scheduler", "memory"};
+  static const std::vector<std::string> d = {"tuner", "parallelism", "scheduler", "memory", "fusion"};
   return d;
 }
 
@@ -52,7 +52,7 @@ std::string target_of(const std::string& domain) {
   if (domain == "tuner") return "profile";
   for (const auto& d : known_domains())
     if (d == domain) return "config";
-  throw_input("unknown domain '" + domain + "'", "domain", "one of tuner, parallelism, scheduler, memory");
+  throw_input("unknown domain '" + domain + "'", "domain", "one of tuner, parallelism, scheduler, memory, fusion");
 }
 
 json to_json(const Proposal& p) {

@@ -1,6 +1,6 @@
 // The proposers: tuner (best recorded trial not yet current, exploring a few configurations
-// when the store has too few), parallelism (thread count), scheduler and memory (single-knob
-// moves from an ordered list). Each skips what already failed on this SKU.
+// when the store has too few), parallelism (thread count), scheduler, memory and fusion
+// (single-knob moves from an ordered list). Each skips what already failed on this SKU.
 #include "rtx/evolve/proposers.hpp"
 
 #include <omp.h>
@@ -35,6 +35,7 @@ json baseline_config(store::Store& st, const std::string& domain, const std::str
   if (domain == "parallelism") return {{"threads", omp_get_max_threads()}};
   if (domain == "scheduler") return serve::SchedulerConfig{}.to_json();
   if (domain == "memory") return allocator_config_json(AllocatorConfig{});
+  if (domain == "fusion") return fusion_default_config();
   throw_input("unknown domain '" + domain + "'", "domain");
 }
 
@@ -71,6 +72,8 @@ json make_provenance(const std::string& sku, const std::vector<std::string>& dat
 
 void finish_proposal(Proposal& p, const ProposeContext& ctx) {
   p.target = target_of(p.domain);
+  // A fusion candidate names a knob and value the trial can run (`rtx-evolve submit` comes here).
+  if (p.domain == "fusion") fusion_attention_fused(p.changeset.value("candidate", json(nullptr)), "changeset.candidate");
   p.fingerprint = make_fingerprint(p.domain, p.key, p.changeset["candidate"]);
   p.rollback = {{"restore_version", p.changeset.value("base_version", json(nullptr))},
                 {"command", "rtx-evolve rollback <ID>"},
@@ -231,6 +234,7 @@ std::vector<Proposal> from_moves(ProposeContext& ctx, const std::string& domain,
     try {  // a move that makes the configuration invalid is never proposed
       if (domain == "scheduler") serve::SchedulerConfig::from_json(cand, "candidate");
       if (domain == "memory") allocator_config_from_json(cand, "candidate");
+      if (domain == "fusion") fusion_attention_fused(cand, "candidate");
     } catch (const Error& e) {
       say(ctx, domain + ": skip " + m.dump() + ": " + e.message());
       continue;
@@ -306,6 +310,50 @@ class MemoryProposer : public Proposer {
   }
 };
 
+/// Fused vs unfused attention in a GPT-2 training step. Workload: the pack's gpt2_train_step
+/// cpu.model case (from the subset, else from the whole pack, else nanoGPT's shakespeare-char
+/// CPU shape); held out: a quarter of the batch at a longer, odd T. One OpenMP thread.
+class FusionProposer : public Proposer {
+ public:
+  std::string domain() const override { return "fusion"; }
+  std::vector<Proposal> propose(ProposeContext& ctx) override {
+    auto is_step = [](const app::bench::BenchCase& c) {
+      return c.op == "gpt2_train_step" && c.variant == "cpu.model" && c.skip_reason.empty();
+    };
+    std::string id, from = "the pack subset";
+    kernels::Shape shape;
+    for (const auto& c : ctx.cases)
+      if (id.empty() && is_step(c)) id = c.id, shape = c.shape;
+    if (id.empty() && !ctx.pack_path.empty()) {
+      try {  // the subset left it out: the pack's own case, at the pack's shape
+        app::bench::ExpandOptions eo;
+        eo.filter = "gpt2_train_step";
+        for (const auto& c : app::bench::expand_pack(app::bench::load_pack(ctx.pack_path), *ctx.reg, eo))
+          if (id.empty() && is_step(c)) id = c.id, shape = c.shape, from = ctx.pack_path;
+      } catch (const Error& e) {
+        say(ctx, "fusion: cannot read " + ctx.pack_path + ": " + e.message());
+      }
+    }
+    if (id.empty()) {
+      shape = {{"B", 12}, {"T", 64}, {"L", 4}, {"C", 128}, {"NH", 4}, {"V", 65}};
+      id = "gpt2_train_step/shakespeare-char-cpu";
+      from = "nanoGPT's shakespeare-char CPU config (no gpt2_train_step case in the pack)";
+    }
+    kernels::Shape held = shape;
+    held["B"] = std::max<int64_t>(1, shape.at("B") / 4);
+    int64_t t2 = shape.at("T") + std::max<int64_t>(1, shape.at("T") / 2);  // longer and odd: 64 -> 95
+    if (t2 % 2 == 0) --t2;
+    if (t2 == shape.at("T")) t2 += 2;
+    held["T"] = t2;
+    // One thread, as the scheduler domain: the knob is the attention algorithm, and a lone thread
+    // keeps a loaded machine's OpenMP barriers (10x swings at 2 threads) out of the numbers.
+    const json work = {{"affected", {{"case", id}, {"shape", shape}, {"threads", 1}}},
+                       {"heldout", {{"case", "heldout:gpt2_train_step/" + kernels::shape_to_string(held)}, {"shape", held}, {"threads", 1}}}};
+    const std::vector<json> moves = {{{"attention", "unfused"}}, {{"attention", "fused"}}};
+    return from_moves(ctx, "fusion", moves, work, "attention fused (flash) vs unfused (naive) in a GPT-2 training step of " + from);
+  }
+};
+
 }  // namespace
 
 std::vector<std::unique_ptr<Proposer>> default_proposers() {
@@ -314,6 +362,7 @@ std::vector<std::unique_ptr<Proposer>> default_proposers() {
   v.push_back(std::make_unique<ParallelismProposer>());
   v.push_back(std::make_unique<SchedulerProposer>());
   v.push_back(std::make_unique<MemoryProposer>());
+  v.push_back(std::make_unique<FusionProposer>());
   return v;
 }
 

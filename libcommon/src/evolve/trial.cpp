@@ -1,12 +1,15 @@
 // One arm of a proposal's A/B validation, run inside the sandboxed child: kernel cases, a
-// serving batch through serve::Scheduler, or a seeded allocation trace. Prints numbers only.
+// serving batch through serve::Scheduler, a seeded allocation trace, or GPT-2 training steps
+// with fused or unfused attention. Prints numbers only.
 #include "rtx/evolve/trial.hpp"
+#include "rtx/evolve/canary.hpp"
 
 #include <omp.h>
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -15,6 +18,7 @@
 #include "rtx/core/error.hpp"
 #include "rtx/core/philox.hpp"
 #include "rtx/kernels/registry.hpp"
+#include "rtx/models/gpt2.hpp"
 #include "rtx/serve/model.hpp"
 
 namespace rtx::evolve {
@@ -267,7 +271,152 @@ json run_alloc(const json& spec) {
                                    {"detail", ok ? "" : "a block's guard tags were overwritten (overlapping blocks)"}}})}};
 }
 
+/// GPT-2 training steps (zero_grad, forward, backward, AdamW at lr 1e-4, as the bench pack's
+/// gpt2_train_step cpu.model case) with attention fused or unfused. The first step's loss and
+/// gradients are compared with the reference configuration's (run first, in its own scope, so
+/// the process peak RSS is the larger model's, not the sum).
+json run_fusion(const json& spec) {
+  const bool fused = fusion_attention_fused(spec.value("config", json::object()), "trial config");
+  const bool ref_fused = fusion_attention_fused(spec.value("reference_config", fusion_default_config()), "trial reference_config");
+  if (!spec.contains("shape") || !spec["shape"].is_object())
+    throw_input("trial spec: 'shape' must be an object {B, T, L, C, NH, V}", "shape");
+  const json& sh = spec["shape"];
+  auto dim = [&](const char* k) {
+    if (!sh.contains(k) || !sh[k].is_number_integer() || sh[k].get<int64_t>() < 1 || sh[k].get<int64_t>() > (1 << 20))
+      throw_input(std::string("trial spec: shape.") + k + " must be an integer in [1, 2^20]", std::string("shape.") + k);
+    return static_cast<int>(sh[k].get<int64_t>());
+  };
+  const int B = dim("B"), T = dim("T");
+  models::Gpt2Config cfg;
+  cfg.n_layer = dim("L");
+  cfg.n_head = dim("NH");
+  cfg.n_embd = dim("C");
+  cfg.block_size = T;
+  cfg.vocab_size = dim("V");
+  cfg.validate();
+  const size_t samples = get<size_t>(spec, "samples", 5), warmup = get<size_t>(spec, "warmup", 1);
+  const uint64_t seed = get<uint64_t>(spec, "seed", 0);
+  const int threads = get<int>(spec, "threads", 0);
+  if (threads > 0) omp_set_num_threads(threads);
+  std::vector<int32_t> ids(static_cast<size_t>(B) * T), tgt(ids.size());
+  Philox rng(seed, 1);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<int32_t>(rng.next_u32() % static_cast<uint32_t>(cfg.vocab_size));
+    tgt[i] = static_cast<int32_t>(rng.next_u32() % static_cast<uint32_t>(cfg.vocab_size));
+  }
+  auto make_model = [&](bool f) {
+    models::Gpt2KernelParams kp;
+    kp.attention.algo = f ? kernels::AttentionParams::Algo::Flash : kernels::AttentionParams::Algo::Naive;
+    auto m = std::make_unique<models::Gpt2>(cfg, B, T, models::Backend::Cpu, kp);
+    m->init_weights(seed);
+    return m;
+  };
+  // Loss and gradients of one step from the current weights (no update).
+  auto grads_of = [&](models::Gpt2& m, std::vector<float>& g) {
+    m.zero_grad();
+    const float loss = m.forward(ids.data(), tgt.data(), B, T);
+    m.backward(1.0f);
+    g.resize(m.num_params());
+    m.get_grads(g.data());
+    return loss;
+  };
+  auto hash_of = [](float loss, const std::vector<float>& g) {
+    return fnv1a(fnv1a(kFnvBasis, &loss, sizeof loss), g.data(), g.size() * sizeof(float));
+  };
+  // The reference runs in every arm, the baseline's too, so both arms allocate and free the
+  // same buffers before their own model: the peak RSS difference is the configuration's.
+  float ref_loss = 0;
+  std::vector<float> ref_g;
+  {
+    auto r = make_model(ref_fused);
+    ref_loss = grads_of(*r, ref_g);
+  }
+  auto m = make_model(fused);
+  std::vector<float> init(m->num_params()), g;
+  m->get_params(init.data());
+  const float loss = grads_of(*m, g);
+  const uint64_t checksum = hash_of(loss, g);
+  // max|a-b| / max|b| per parameter tensor (a tensor whose reference gradient is all zero must
+  // match exactly), and the loss's relative difference.
+  bool finite = std::isfinite(loss);
+  double err = std::fabs(static_cast<double>(loss) - ref_loss) / std::max(std::fabs(static_cast<double>(ref_loss)), 1e-30);
+  std::string worst = "loss";
+  for (const models::ParamTensor& t : m->layout()) {
+    double dmax = 0, rmax = 0;
+    for (size_t i = t.offset; i < t.offset + t.numel; ++i) {
+      if (!std::isfinite(g[i])) finite = false;
+      dmax = std::max(dmax, std::fabs(static_cast<double>(g[i]) - ref_g[i]));
+      rmax = std::max(rmax, std::fabs(static_cast<double>(ref_g[i])));
+    }
+    const double e = rmax > 0 ? dmax / rmax : (dmax > 0 ? INFINITY : 0.0);
+    if (e > err) err = e, worst = t.name;
+  }
+  const double tol = 1e-5;  // fp32: sums in another order, same math
+  const double gnorm = m->grad_norm();
+  // Timed steps continue from the first step's gradients (its AdamW update is step 1).
+  models::AdamWConfig opt;
+  int step = 0;
+  m->step(++step, 1e-4f, opt);
+  std::vector<double> s;
+  for (size_t i = 0; i < warmup + samples; ++i) {
+    const double t0 = now_s();
+    m->zero_grad();
+    m->forward(ids.data(), tgt.data(), B, T);
+    m->backward(1.0f);
+    m->step(++step, 1e-4f, opt);
+    if (i >= warmup) s.push_back(now_s() - t0);
+  }
+  // The first step again from the initial weights: the same bits (deterministic on CPU).
+  m->set_params(init.data());
+  std::vector<float> g2;
+  const float loss2 = grads_of(*m, g2);
+  const bool repeat = hash_of(loss2, g2) == checksum;
+  const bool ok = finite && err <= tol && repeat;
+  char detail[256] = "";
+  if (!finite) std::snprintf(detail, sizeof detail, "non-finite loss or gradient");
+  else if (err > tol)
+    std::snprintf(detail, sizeof detail, "%s differs from the reference (attention %s) by %.3g relative (bound %.0e)",
+                  worst.c_str(), ref_fused ? "fused" : "unfused", err, tol);
+  else if (!repeat) std::snprintf(detail, sizeof detail, "the first step's loss/gradients differ when repeated");
+  char id[160];
+  std::snprintf(id, sizeof id, "gpt2_train_step/B=%d,T=%d,L=%d,C=%d,NH=%d,V=%d", B, T, cfg.n_layer, cfg.n_embd, cfg.n_head,
+                cfg.vocab_size);
+  return {{"schema", kTrialResultSchema},
+          {"threads", omp_get_max_threads()},
+          {"cases", json::array({{{"id", get<std::string>(spec, "case", id)},
+                                   {"samples", s},
+                                   {"unit", "s/step"},
+                                   {"attention", fused ? "fused" : "unfused"},
+                                   {"loss", loss},
+                                   {"reference_loss", ref_loss},
+                                   {"grad_norm", gnorm},
+                                   {"worst_tensor", worst},
+                                   {"checksum", hex64(checksum)},
+                                   {"repeat_checksum_equal", repeat},
+                                   {"max_rel_err", err},
+                                   {"tolerance", tol},
+                                   {"ok", ok},
+                                   {"detail", detail}}})}};
+}
+
 }  // namespace
+
+bool fusion_attention_fused(const json& c, const std::string& where) {
+  if (!c.is_object()) throw_input(where + ": expected a JSON object like {\"attention\": \"fused\"}", where);
+  bool fused = true;
+  for (const auto& item : c.items()) {
+    const json& v = item.value();
+    if (item.key() != "attention")
+      throw_input(where + ": unknown fusion knob '" + item.key() + "'", where + "." + item.key(), "known: attention");
+    if (!v.is_string() || (v != "fused" && v != "unfused"))
+      throw_input(where + ": fusion knob 'attention' must be \"fused\" or \"unfused\", not " + v.dump(), where + ".attention",
+                  "fused: FlashAttention (cpu.flash); unfused: naive (T,T) scores, softmax, x V (cpu.naive)");
+    fused = v == "fused";
+  }
+  return fused;
+}
+
+json fusion_default_config() { return {{"attention", "fused"}}; }
 
 json allocator_config_json(const AllocatorConfig& c) {
   return {{"caching", c.caching},
@@ -311,7 +460,9 @@ json run_trial(const json& spec) {
   if (kind == "kernels") out = run_kernels(spec);
   else if (kind == "serve") out = run_serve(spec);
   else if (kind == "alloc") out = run_alloc(spec);
-  else throw_input("trial spec: unknown kind '" + kind + "' (kernels, serve, alloc)", "kind");
+  else if (kind == "canary") out = run_canary_trial(spec);
+  else if (kind == "fusion") out = run_fusion(spec);
+  else throw_input("trial spec: unknown kind '" + kind + "' (kernels, serve, alloc, fusion, canary)", "kind");
   out["peak_rss_bytes"] = peak_rss_bytes();
   return out;
 }

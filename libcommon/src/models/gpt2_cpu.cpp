@@ -236,6 +236,7 @@ float Gpt2Cpu::forward(const int32_t* ids, const int32_t* targets, int B, int T)
   const size_t btc = static_cast<size_t>(BT) * C;
   const k::MatmulParams* mm = &kp_.matmul;
   const k::AttentionParams* ap = &kp_.attention;
+  const bool fused = ap->algo == k::AttentionParams::Algo::Flash;
   const k::OpParams* op = &kp_.elementwise;
   carve_acts(B, T);
   B_ = B;
@@ -270,7 +271,8 @@ float Gpt2Cpu::forward(const int32_t* ids, const int32_t* targets, int B, int T)
       telemetry::ScopedSpan span("attn");
       k::layernorm_forward(ln1, ln1_mean, ln1_rstd, residual, w.ln1w, w.ln1b, BT, C, op);
       k::matmul_forward(qkv, ln1, w.qkvw, w.qkvb, BT, 3 * C, C, mm);
-      k::attention_forward(atty, qkv, B, T, NH, HS, ap, lse);
+      // Fused (flash) saves the logsumexp for its backward; unfused (naive) saves nothing.
+      k::attention_forward(atty, qkv, B, T, NH, HS, ap, fused ? lse : nullptr);
       k::matmul_forward(a.proj, atty, w.projw, w.projb, BT, C, C, mm);
       k::residual_forward(res2, residual, a.proj, static_cast<int64_t>(btc), op);
     }
@@ -302,6 +304,7 @@ void Gpt2Cpu::backward(float loss_scale) {
   const size_t btc = static_cast<size_t>(BT) * C;
   const k::MatmulParams* mm = &kp_.matmul;
   const k::AttentionParams* ap = &kp_.attention;
+  const bool fused = ap->algo == k::AttentionParams::Algo::Flash;
   const k::OpParams* op = &kp_.elementwise;
   const Acts& a = A_;
 
@@ -348,7 +351,7 @@ void Gpt2Cpu::backward(float loss_scale) {
     // residual2 = residual + attn(ln1(residual)): dresidual is now d(residual2).
     k::matmul_backward(a.proj, g.projw, g.projb, a.dresidual, atty, w.projw, BT, C, C, mm);
     zero(a.dqkv, 3 * btc);
-    k::attention_backward(a.dqkv, a.proj, qkv, B, T, NH, HS, ap, atty, lse);
+    k::attention_backward(a.dqkv, a.proj, qkv, B, T, NH, HS, ap, fused ? atty : nullptr, fused ? lse : nullptr);
     k::matmul_backward(a.proj, g.qkvw, g.qkvb, a.dqkv, ln1, w.qkvw, BT, 3 * C, C, mm);
     k::layernorm_backward(a.dresidual, g.ln1w, g.ln1b, a.proj, residual, w.ln1w, ln1_mean, ln1_rstd, BT, C, op);
     ready(2 + 12 * static_cast<size_t>(l), 13 + 12 * static_cast<size_t>(l));  // layer l's 12 tensors

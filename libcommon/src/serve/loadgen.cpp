@@ -344,6 +344,7 @@ RequestResult run_one(httplib::Client& cli, const LoadConfig& cfg, int64_t index
   StreamState stream(is_chat_endpoint(cfg.endpoint), sent, r);
   req.response_handler = [&](const httplib::Response& res) {
     status = res.status;
+    r.engine = res.get_header_value("X-Rtx-Engine");
     return true;
   };
   req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
@@ -604,7 +605,8 @@ json to_json(const LoadReport& report, bool include_requests) {
                       {"output_tokens", r.output_tokens},
                       {"prompt_tokens", r.prompt_tokens},
                       {"usage_reported", r.usage_reported},
-                      {"output_chars", r.output_chars}});
+                      {"output_chars", r.output_chars},
+                      {"engine", r.engine}});
     }
     doc["requests"] = reqs;
   }

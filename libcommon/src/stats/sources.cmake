@@ -2,4 +2,5 @@
 list(APPEND RTX_COMMON_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/stats.cpp
   ${CMAKE_CURRENT_LIST_DIR}/compare.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/changepoint.cpp
 )

@@ -2,6 +2,7 @@
 // approval, signed promotion and rollback, each one store transaction. Not validation.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -21,6 +22,24 @@ struct ConfigVersion {
 std::optional<ConfigVersion> current_config(store::Store& st, const std::string& key);
 /// The current profile version of kernel profile `key` and its params, or nullopt.
 std::optional<ConfigVersion> current_profile(store::Store& st, const std::string& key);
+
+/// The promoted configurations a tool applies at start: for each config domain (parallelism,
+/// scheduler, memory, fusion) the current version of `<domain>|<sku>`, if one was promoted.
+struct PromotedConfigs {
+  std::string sku;                            ///< the SKU key the configs were looked up for
+  std::map<std::string, ConfigVersion> by_domain;
+  std::string note;  ///< why nothing was read ("no store at ...", an error), empty otherwise
+  /// The domain's promoted config, or nullptr.
+  const nlohmann::json* get(const std::string& domain) const {
+    auto it = by_domain.find(domain);
+    return it == by_domain.end() ? nullptr : &it->second.config;
+  }
+};
+/// Read the promoted configs for `sku` from the store at `db_path`, read-only. Never throws for a
+/// missing or unreadable store: the tool then runs on its defaults and `note` says why.
+PromotedConfigs promoted_configs(const std::string& db_path, const std::string& sku);
+/// One line for a tool's stderr: "promoted configs for SKU: scheduler v2, parallelism v1" or the note.
+std::string describe(const PromotedConfigs& pc);
 
 /// Record approval of a "passed" proposal (gate "approval" with the actor and mode "manual" or
 /// "auto-policy") and set status "approved". One transaction. Throws rtx::Error(Usage) when the

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "rtx/evolve/canary.hpp"
 #include "rtx/evolve/gates.hpp"
 #include "rtx/evolve/proposal.hpp"
 #include "rtx/evolve/proposers.hpp"
@@ -28,6 +29,12 @@ struct ValidateOptions {
   std::string model_path;     ///< serving model for the scheduler domain
   SandboxOptions sandbox;
   std::map<std::string, PerfRule> rules;  ///< per domain; default_rule() when absent
+  /// Serving domain: after every other gate passed, a canary through rtx-serve's canary lane
+  /// (evolve/canary.hpp) for `canary_seconds` at `canary_concurrency` clients.
+  bool canary = true;
+  double canary_seconds = 4;
+  int canary_concurrency = 8;
+  CanaryRule canary_rule;
   std::ostream* log = nullptr;
 };
 

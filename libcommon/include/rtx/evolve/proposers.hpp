@@ -1,6 +1,7 @@
 // rtx::evolve proposers ("agents"): one interface, one class per domain -- tuner (kernel
 // profiles from rtx-tune trials), parallelism (OpenMP threads), scheduler (rtx-serve knobs),
-// memory (caching-allocator knobs). Each returns signed-later, unvalidated proposals.
+// memory (caching-allocator knobs), fusion (fused vs unfused attention in GPT-2 training).
+// Each returns signed-later, unvalidated proposals.
 #pragma once
 #include <cstdint>
 #include <iosfwd>
@@ -39,15 +40,15 @@ class Proposer {
   virtual std::vector<Proposal> propose(ProposeContext& ctx) = 0;
 };
 
-/// The four proposers, in domain order tuner, parallelism, scheduler, memory. There is no
-/// fusion toggler: the registry has no fused/unfused variant pair of one op.
+/// The five proposers, in domain order tuner, parallelism, scheduler, memory, fusion (attention
+/// fused: cpu.flash, or unfused: cpu.naive, in the GPT-2 CPU model).
 std::vector<std::unique_ptr<Proposer>> default_proposers();
 
 /// Config key of a non-profile domain on a SKU: "<domain>|<sku>".
 std::string config_key(const std::string& domain, const std::string& sku);
 /// The configuration a domain runs with now: the current evolve config when one is promoted,
 /// else the built-in default ({"threads": omp_get_max_threads()}, SchedulerConfig{},
-/// AllocatorConfig{}). For the tuner: the current profile params, else the variant defaults.
+/// AllocatorConfig{}, {"attention": "fused"}). For the tuner: the current profile params, else the variant defaults.
 nlohmann::json baseline_config(store::Store& st, const std::string& domain, const std::string& key,
                                const kernels::Registry& reg);
 
@@ -57,6 +58,7 @@ nlohmann::json baseline_config(store::Store& st, const std::string& domain, cons
 nlohmann::json make_provenance(const std::string& sku, const std::vector<std::string>& data_files, uint64_t seed);
 
 /// Fill fingerprint, rollback plan and (when empty) provenance of a freshly made proposal.
+/// Throws rtx::Error(Input) naming the knob when a fusion candidate is not a valid config.
 void finish_proposal(Proposal& p, const ProposeContext& ctx);
 
 }  // namespace rtx::evolve

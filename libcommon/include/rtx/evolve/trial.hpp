@@ -1,6 +1,7 @@
 // rtx::evolve trials: what a sandboxed child measures for one arm (baseline or candidate) of a
 // proposal: kernel cases under explicit params and a thread count, a serving run of a model
-// through serve::Scheduler, or an allocation trace through CachingAllocator. The parent builds
+// through serve::Scheduler, an allocation trace through CachingAllocator, or GPT-2 training
+// steps with attention fused (flash) or unfused (naive). The parent builds
 // the spec (rtx.evolve.trial_spec.v1), the child (`rtx-evolve __trial`) prints the result.
 #pragma once
 #include <cstdint>
@@ -17,14 +18,20 @@ inline constexpr const char* kTrialSpecSchema = "rtx.evolve.trial_spec.v1";
 inline constexpr const char* kTrialResultSchema = "rtx.evolve.trial.v1";
 
 /// Run one trial in this process. Spec fields: "schema", "kind" ("kernels" | "serve" |
-/// "alloc"), "seed", "samples" (>= 1), "warmup" (>= 0), and per kind:
+/// "alloc" | "fusion"), "seed", "samples" (>= 1), "warmup" (>= 0), and per kind:
 ///  kernels: "threads" (0 default), "cases": [{"id", "op", "variant", "shape" {..}, "dtype",
 ///           "params" {..}}] -- samples are taken round-robin across cases (one each per pass);
 ///  serve:   "model" (path), "config" (SchedulerConfig JSON), "requests", "prompt_tokens",
 ///           "max_tokens", "threads" -- one sample = one batch of requests, s per output token;
 ///  alloc:   "config" (AllocatorConfig JSON, sizes in bytes), "steps" per sample -- a seeded
 ///           trace shaped like a small GPT training step (activations kept through forward,
-///           freed in reverse with short-lived gradient temporaries); s per step.
+///           freed in reverse with short-lived gradient temporaries); s per step;
+///  fusion:  "config" and "reference_config" (fusion configs, below), "shape" {"B","T","L","C",
+///           "NH","V"}, "threads" (0 default), "case" (id) -- one sample = one GPT-2 training
+///           step (zero_grad, forward, backward, AdamW) on a seeded batch; the first step's loss
+///           and gradients are compared with the reference config's (max|a-b|/max|b| per
+///           parameter tensor and the loss, fp32 bound 1e-5: "max_rel_err", "ok"); the
+///           checksum hashes that loss and every gradient bit.
 /// Result: {"schema", "cases": [{"id", "samples" (s), "checksum" (hex), "max_rel_err",
 /// "tolerance", "ok", "detail"}], "peak_rss_bytes", and for alloc "peak_reserved_bytes",
 /// "peak_allocated_bytes", "frag_pct"}. Throws rtx::Error(Input) for a malformed spec.
@@ -35,5 +42,14 @@ nlohmann::json run_trial(const nlohmann::json& spec);
 /// keys or wrong types are rtx::Error(Input) naming `where` and the key.
 nlohmann::json allocator_config_json(const AllocatorConfig& c);
 AllocatorConfig allocator_config_from_json(const nlohmann::json& j, const std::string& where);
+
+/// The fusion domain's configuration: {"attention": "fused" | "unfused"} -- fused runs
+/// FlashAttention (Dao et al. 2022: tiled, online softmax, scores never stored), unfused the
+/// naive three-pass attention (each head's (T,T) scores, softmax, then x V). Returns true for
+/// fused. A missing "attention" keeps the default (fused); another value, an unknown knob or a
+/// non-object is rtx::Error(Input) naming `where` and the knob.
+bool fusion_attention_fused(const nlohmann::json& config, const std::string& where);
+/// The built-in fusion configuration: {"attention": "fused"}.
+nlohmann::json fusion_default_config();
 
 }  // namespace rtx::evolve

@@ -70,7 +70,12 @@ size_t gpt2_num_params(const Gpt2Config& cfg);
 enum class Backend { Cpu, Cuda };
 
 /// Kernel parameters the model passes to the op library (from a tuned profile; defaults
-/// otherwise). `matmul.impl` Blocked (own GEMM) or Blas (OpenBLAS) on CPU.
+/// otherwise). `matmul.impl` Blocked (own GEMM) or Blas (OpenBLAS) on CPU. `attention.algo` is
+/// the attention fusion switch (rtx-evolve's fusion domain): Flash (default; fused,
+/// FlashAttention, Dao et al. 2022: scores never stored, the backward recomputes them from
+/// the saved output and logsumexp) or Naive (unfused: each head's (T,T) scores, softmax, then
+/// x V; the backward recomputes the probabilities per head, so nothing beyond qkv is saved).
+/// Same losses and gradients within fp32 rounding (1e-5 relative), not bit-identical.
 struct Gpt2KernelParams {
   kernels::MatmulParams matmul{};
   kernels::AttentionParams attention{};

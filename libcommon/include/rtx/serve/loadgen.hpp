@@ -99,6 +99,7 @@ struct RequestResult {
   int64_t prompt_tokens = 0;          ///< usage.prompt_tokens (0 when the server sent no usage)
   bool usage_reported = false;        ///< the stream carried a usage object
   int64_t output_chars = 0;           ///< bytes of generated text
+  std::string engine;                 ///< rtx-serve's X-Rtx-Engine header ("main", "canary"), "" if absent
 };
 
 /// Mean, median, standard deviation (population, numpy's default ddof=0) and percentiles of one

@@ -1,0 +1,94 @@
+// rtx::evolve history: one bench case's measurements over time (rtx-bench runs, evolve
+// validations' baseline arms, the current config after promotions) and its change points
+// (E-divisive means, rtx/stats/changepoint.hpp) linked to the promotion that caused them.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "rtx/evolve/proposal.hpp"
+#include "rtx/stats/changepoint.hpp"
+#include "rtx/store/store.hpp"
+
+namespace rtx::evolve {
+
+/// One point of a case's history: one bench_results row.
+struct CasePoint {
+  int64_t run_id = 0;                  ///< runs.id of the measuring run
+  std::string created_at;              ///< bench_results.created_at, UTC ISO-8601
+  double value = 0;                    ///< the metric (seconds for *_s metrics)
+  std::string source;                  ///< "rtx-bench" or "evolve:baseline" / "evolve:candidate"
+  std::optional<int64_t> proposal_id;  ///< the validated proposal, for evolve points
+};
+
+/// How the history is read and analysed.
+struct HistoryOptions {
+  std::string metric = "median_s";     ///< bench_results column: median_s, p10_s, p90_s, mad_s, gflops, gbps
+  std::string since;                   ///< keep points with created_at >= since ("2026-01-31" or ISO-8601); "" all
+  size_t limit = 0;                    ///< keep the newest `limit` points; 0 all
+  double pvalue = 0.05;                ///< e_divisive significance
+  size_t permutations = 199;
+  size_t min_size = 3;                 ///< smallest segment between change points
+  uint64_t seed = 0;
+  bool include_candidates = false;     ///< also evolve candidate arms (not the deployed config)
+};
+
+/// A case over time with its change points; caused_by[i] is the proposal promoted between the
+/// point before change_points[i] and the point at it (nullopt when no promotion lies there).
+struct CaseHistory {
+  std::string case_name;
+  std::string metric;
+  std::vector<CasePoint> points;                   ///< oldest first
+  std::vector<stats::ChangePoint> change_points;   ///< index into points
+  std::vector<std::optional<int64_t>> caused_by;   ///< same size as change_points
+};
+
+/// The history of `case_name`. Throws rtx::Error(Input) for an unknown case (listing close
+/// matches) and rtx::Error(Usage) for an unknown metric or a bad option.
+CaseHistory case_history(store::Store& st, const std::string& case_name, const HistoryOptions& o);
+
+/// Every case with bench_results rows and its point count (as case_history counts them, without
+/// --since/--limit), sorted by name.
+std::vector<std::pair<std::string, int64_t>> history_cases(store::Store& st);
+
+/// JSON form: {"schema": "rtx.history.v1", "case", "metric", "points": [{run_id, created_at, value,
+/// source, proposal_id}], "change_points": [{index, run_id, created_at, q, pvalue, mean_before,
+/// mean_after, median_before, median_after, relative_change, caused_by}]}.
+nlohmann::json to_json(const CaseHistory& h);
+
+/// Human table of a history (points, then change points with their proposal).
+std::string format_history(const CaseHistory& h);
+
+/// Human table of history_cases().
+std::string format_cases(const std::vector<std::pair<std::string, int64_t>>& cases);
+
+// ---- recording validations (called by validate() in loop.cpp) ---------------------------------
+
+/// One arm's measurements of one case in a validation.
+struct ArmCaseResult {
+  std::string arm;                     ///< "baseline" or "candidate"
+  std::string part;                    ///< "affected" or "heldout"
+  std::string case_id;                 ///< bench case id, e.g. "gelu_fwd_small/cpu.tanh/N=4096/f32"
+  /// The trial spec's case when it is a kernel case ({id, op, variant, shape, dtype, params}),
+  /// else {} (serve, alloc, fusion parts: op = the part's kind).
+  nlohmann::json spec = nlohmann::json::object();
+  std::string kind;                    ///< the trial part's kind: "kernels", "serve", "alloc", "fusion"
+  std::vector<double> samples;         ///< every sample of every round, seconds
+  std::vector<double> round_medians;   ///< one median per sandboxed process (round)
+};
+
+/// Record a validation in ONE transaction: its gate_results rows (as record_gates writes them)
+/// and one bench_results row per arm and case, under runs row `run_id` (an rtx-evolve run), or,
+/// when run_id is 0, under a new runs row (tool "rtx-evolve", args ["validate", "<id>"]).
+/// bench_results: median_s = median of the round medians; p10_s/p90_s/mad_s/ci over all samples
+/// (stats::percentile, mad, median_ci); n = number of samples; samples_json = the samples;
+/// params_json = the kernel params (kernel cases) plus "rtx_evolve": {"proposal_id", "arm",
+/// "part", "round_medians"}. Returns the run id used. Throws rtx::Error from the store.
+int64_t record_validation(store::Store& st, int64_t proposal_id, int64_t run_id, uint64_t seed,
+                          const std::vector<GateResult>& gates, const std::vector<ArmCaseResult>& results);
+
+}  // namespace rtx::evolve

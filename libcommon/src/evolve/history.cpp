@@ -1,0 +1,335 @@
+// rtx-evolve history: a bench case's points over time from bench_results, E-divisive change
+// points linked to the promotion between the points either side, and validation recording.
+#include "rtx/evolve/history.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+#include "rtx/core/build_info.hpp"
+#include "rtx/core/error.hpp"
+#include "rtx/kernels/registry.hpp"
+#include "rtx/stats/stats.hpp"
+#include "rtx/telemetry/hwprofile.hpp"
+
+namespace rtx::evolve {
+
+using nlohmann::json;
+
+namespace {
+
+const std::vector<std::string>& known_metrics() {
+  static const std::vector<std::string> m = {"median_s", "p10_s", "p90_s", "mad_s", "ci_lo_s", "ci_hi_s", "gflops", "gbps"};
+  return m;
+}
+
+/// Levenshtein distance (for "did you mean").
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+/// Up to 5 case names close to `name`: those containing it (or contained in it) first, then the
+/// nearest by edit distance.
+std::vector<std::string> close_matches(const std::vector<std::string>& names, const std::string& name) {
+  std::vector<std::pair<size_t, std::string>> scored;
+  for (const auto& n : names) {
+    const bool sub = !name.empty() && (n.find(name) != std::string::npos || name.find(n) != std::string::npos);
+    scored.push_back({sub ? 0 : 1 + edit_distance(n, name), n});
+  }
+  std::sort(scored.begin(), scored.end());
+  std::vector<std::string> out;
+  for (const auto& [d, n] : scored) {
+    if (out.size() >= 5) break;
+    if (d == 0 || d <= std::max<size_t>(4, name.size() / 2)) out.push_back(n);
+  }
+  return out;
+}
+
+/// Where a point comes from: "rtx-bench", "evolve:baseline", "evolve:candidate", or the tool.
+struct Origin {
+  std::string source;
+  std::optional<int64_t> proposal_id;
+};
+
+Origin origin(const std::string& tool, const std::string& params_json) {
+  Origin o{tool, std::nullopt};
+  if (tool != "rtx-evolve") return o;
+  const json p = json::parse(params_json, nullptr, false);
+  if (p.is_object() && p.contains("rtx_evolve") && p["rtx_evolve"].is_object()) {
+    const json& e = p["rtx_evolve"];
+    o.source = "evolve:" + e.value("arm", std::string("?"));
+    if (e.contains("proposal_id") && e["proposal_id"].is_number_integer()) o.proposal_id = e["proposal_id"].get<int64_t>();
+  }
+  return o;
+}
+
+std::string fmt(const char* f, double x) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, x);
+  return b;
+}
+
+/// A metric value with its unit: seconds scaled to s/ms/us/ns, GFLOP/s, GB/s.
+std::string with_unit(const std::string& metric, double v) {
+  if (metric == "gflops") return fmt("%.3f GFLOP/s", v);
+  if (metric == "gbps") return fmt("%.3f GB/s", v);
+  const double a = std::fabs(v);
+  if (a >= 1) return fmt("%.4g s", v);
+  if (a >= 1e-3) return fmt("%.4g ms", v * 1e3);
+  if (a >= 1e-6) return fmt("%.4g us", v * 1e6);
+  return fmt("%.4g ns", v * 1e9);
+}
+
+/// The proposal promoted in (after, upto]: the latest 'promote' in evolve_deployments, else in
+/// the v1 promotions log; nullopt when none.
+std::optional<int64_t> promoted_between(store::Store& st, const std::string& after, const std::string& upto) {
+  for (const char* table : {"evolve_deployments", "promotions"}) {
+    auto& q = st.prepare(std::string("SELECT proposal_id FROM ") + table +
+                         " WHERE action = 'promote' AND proposal_id IS NOT NULL AND created_at > ?1 AND created_at <= ?2 "
+                         "ORDER BY created_at DESC, id DESC LIMIT 1");
+    q.bind(1, after).bind(2, upto);
+    std::optional<int64_t> id;
+    if (q.step()) id = q.column_int64(0);
+    q.reset();
+    if (id) return id;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+CaseHistory case_history(store::Store& st, const std::string& case_name, const HistoryOptions& o) {
+  const auto& metrics = known_metrics();
+  if (std::find(metrics.begin(), metrics.end(), o.metric) == metrics.end()) {
+    std::string all;
+    for (const auto& m : metrics) all += (all.empty() ? "" : ", ") + m;
+    throw_usage("unknown metric '" + o.metric + "'", "--metric", "use one of " + all);
+  }
+  if (!(o.pvalue > 0 && o.pvalue <= 1))
+    throw_usage("--pvalue " + fmt("%g", o.pvalue) + " is not in (0, 1]", "--pvalue", "use e.g. 0.05");
+  if (o.permutations == 0) throw_usage("permutations must be >= 1", "--permutations");
+  if (o.min_size == 0) throw_usage("min_size must be >= 1", "--min-size");
+  if (!o.since.empty()) {  // compared as text with created_at: require its YYYY-MM-DD prefix
+    bool ok = o.since.size() >= 10 && o.since[4] == '-' && o.since[7] == '-';
+    for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9}) ok = ok && i < o.since.size() && std::isdigit(static_cast<unsigned char>(o.since[i]));
+    if (!ok)
+      throw_usage("--since '" + o.since + "' is not a UTC date", "--since", "use YYYY-MM-DD or ISO-8601, e.g. 2026-01-31T12:00");
+  }
+
+  CaseHistory h;
+  h.case_name = case_name;
+  h.metric = o.metric;
+  {
+    auto& exists = st.prepare("SELECT 1 FROM bench_results WHERE case_name = ?1 LIMIT 1");
+    exists.bind(1, case_name);
+    const bool found = exists.step();
+    exists.reset();
+    if (!found) {
+      std::vector<std::string> names;
+      for (const auto& [n, c] : history_cases(st)) names.push_back(n);
+      const auto near = close_matches(names, case_name);
+      std::string hint = names.empty() ? "the store has no bench results yet: run rtx-bench run or rtx-evolve run first"
+                                       : "run `rtx-evolve history` to list the " + std::to_string(names.size()) + " cases";
+      std::string msg = "no bench results for case '" + case_name + "' in " + st.path();
+      if (!near.empty()) {
+        msg += "; close matches:";
+        for (const auto& n : near) msg += "\n  " + n;
+      }
+      throw_input(msg, "CASE", hint);
+    }
+  }
+  auto& q = st.prepare("SELECT br.run_id, br.created_at, br." + o.metric +
+                       ", r.tool, br.params_json FROM bench_results br JOIN runs r ON r.id = br.run_id "
+                       "WHERE br.case_name = ?1 AND br." + o.metric + " IS NOT NULL AND br.created_at >= ?2 "
+                       "ORDER BY br.created_at, br.id");
+  q.bind(1, case_name).bind(2, o.since);
+  while (q.step()) {
+    const Origin org = origin(q.column_text(3), q.column_text(4));
+    if (org.source == "evolve:candidate" && !o.include_candidates) continue;
+    const double v = q.column_double(2);
+    if (!std::isfinite(v)) continue;
+    h.points.push_back({q.column_int64(0), q.column_text(1), v, org.source, org.proposal_id});
+  }
+  q.reset();
+  if (o.limit > 0 && h.points.size() > o.limit)
+    h.points.erase(h.points.begin(), h.points.end() - static_cast<std::ptrdiff_t>(o.limit));
+
+  std::vector<double> values;
+  for (const auto& p : h.points) values.push_back(p.value);
+  stats::EDivisiveOptions eo;
+  eo.pvalue = o.pvalue;
+  eo.permutations = o.permutations;
+  eo.min_size = o.min_size;
+  eo.seed = o.seed;
+  h.change_points = stats::e_divisive(values, eo);
+  for (const auto& cp : h.change_points)
+    h.caused_by.push_back(promoted_between(st, h.points[cp.index - 1].created_at, h.points[cp.index].created_at));
+  return h;
+}
+
+std::vector<std::pair<std::string, int64_t>> history_cases(store::Store& st) {
+  auto& q = st.prepare(
+      "SELECT br.case_name, COUNT(*) FROM bench_results br JOIN runs r ON r.id = br.run_id "
+      "WHERE br.median_s IS NOT NULL AND NOT (r.tool = 'rtx-evolve' AND "
+      "json_extract(br.params_json, '$.rtx_evolve.arm') IS 'candidate') "
+      "GROUP BY br.case_name ORDER BY br.case_name");
+  std::vector<std::pair<std::string, int64_t>> out;
+  while (q.step()) out.push_back({q.column_text(0), q.column_int64(1)});
+  q.reset();
+  return out;
+}
+
+json to_json(const CaseHistory& h) {
+  auto opt = [](const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); };
+  json pts = json::array();
+  for (const auto& p : h.points)
+    pts.push_back({{"run_id", p.run_id}, {"created_at", p.created_at}, {"value", p.value}, {"source", p.source},
+                   {"proposal_id", opt(p.proposal_id)}});
+  json cps = json::array();
+  for (size_t i = 0; i < h.change_points.size(); ++i) {
+    const auto& c = h.change_points[i];
+    const auto& at = h.points[c.index];
+    cps.push_back({{"index", c.index},
+                   {"run_id", at.run_id},
+                   {"created_at", at.created_at},
+                   {"q", c.q},
+                   {"pvalue", c.pvalue},
+                   {"mean_before", c.mean_before},
+                   {"mean_after", c.mean_after},
+                   {"median_before", c.median_before},
+                   {"median_after", c.median_after},
+                   {"relative_change", c.relative_change},
+                   {"caused_by", i < h.caused_by.size() ? opt(h.caused_by[i]) : json(nullptr)}});
+  }
+  return {{"schema", "rtx.history.v1"}, {"case", h.case_name}, {"metric", h.metric},
+          {"points", pts}, {"change_points", cps}};
+}
+
+std::string format_history(const CaseHistory& h) {
+  std::ostringstream os;
+  os << "case " << h.case_name << " (" << h.metric << ", " << h.points.size() << " points, oldest first)\n";
+  std::set<size_t> starts;
+  for (const auto& c : h.change_points) starts.insert(c.index);
+  char line[256];
+  std::snprintf(line, sizeof line, "  %4s  %-24s  %8s  %-18s  %8s  %s\n", "#", "created_at", "run", "source", "proposal",
+                h.metric.c_str());
+  os << line;
+  for (size_t i = 0; i < h.points.size(); ++i) {
+    const auto& p = h.points[i];
+    std::snprintf(line, sizeof line, "  %4zu  %-24s  %8lld  %-18s  %8s  %s%s\n", i, p.created_at.c_str(),
+                  static_cast<long long>(p.run_id), p.source.c_str(),
+                  p.proposal_id ? ("#" + std::to_string(*p.proposal_id)).c_str() : "-", with_unit(h.metric, p.value).c_str(),
+                  starts.count(i) ? "   <- change point" : "");
+    os << line;
+  }
+  if (h.change_points.empty()) {
+    os << "no change points";
+    if (h.points.size() < 2) os << " (too few points)";
+    os << "\n";
+    return os.str();
+  }
+  os << "change points (E-divisive means):\n";
+  for (size_t i = 0; i < h.change_points.size(); ++i) {
+    const auto& c = h.change_points[i];
+    os << "  at #" << c.index << " (" << h.points[c.index].created_at << "): " << with_unit(h.metric, c.mean_before) << " -> "
+       << with_unit(h.metric, c.mean_after) << " mean (" << fmt("%+.1f%%", 100 * c.relative_change) << "), median "
+       << with_unit(h.metric, c.median_before) << " -> " << with_unit(h.metric, c.median_after) << ", q "
+       << fmt("%.4g", c.q) << ", p " << fmt("%.3f", c.pvalue) << "; ";
+    if (i < h.caused_by.size() && h.caused_by[i])
+      os << "caused by proposal #" << *h.caused_by[i] << " (promoted in between)\n";
+    else
+      os << "no promotion between the points either side\n";
+  }
+  return os.str();
+}
+
+std::string format_cases(const std::vector<std::pair<std::string, int64_t>>& cases) {
+  std::ostringstream os;
+  if (cases.empty()) return "no bench results in the store (run rtx-bench run or rtx-evolve run first)\n";
+  os << "  points  case\n";
+  char line[64];
+  for (const auto& [name, n] : cases) {
+    std::snprintf(line, sizeof line, "  %6lld  ", static_cast<long long>(n));
+    os << line << name << "\n";
+  }
+  return os.str();
+}
+
+int64_t record_validation(store::Store& st, int64_t proposal_id, int64_t run_id, uint64_t seed,
+                          const std::vector<GateResult>& gates, const std::vector<ArmCaseResult>& results) {
+  std::string hw_json;
+  std::string sku;
+  if (run_id == 0 && !results.empty()) {  // probe outside the transaction (cached after the first call)
+    hw_json = telemetry::to_json(telemetry::hardware_profile()).dump();
+    sku = telemetry::sku_key("cpu");
+  }
+  store::Transaction tx(st);
+  auto& g = st.prepare(
+      "INSERT INTO gate_results (proposal_id, run_id, gate, passed, metric, value, threshold, detail_json) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+  if (run_id == 0 && !results.empty()) {
+    auto& r = st.prepare(
+        "INSERT INTO runs (tool, args_json, seed, git_sha, hw_sku, hw_json, status, finished_at) "
+        "VALUES ('rtx-evolve', ?1, ?2, ?3, ?4, ?5, 'ok', strftime('%Y-%m-%dT%H:%M:%fZ','now'))");
+    r.bind(1, json::array({"validate", std::to_string(proposal_id)}).dump())
+        .bind(2, static_cast<int64_t>(seed))
+        .bind(3, git_sha())
+        .bind(4, sku)
+        .bind(5, hw_json);
+    r.run();
+    run_id = st.last_insert_rowid();
+  }
+  for (const GateResult& r : gates) {
+    g.bind(1, proposal_id);
+    if (run_id) g.bind(2, run_id); else g.bind(2, nullptr);
+    g.bind(3, r.gate).bind(4, r.passed ? 1 : 0).bind(5, r.metric).bind(6, r.value).bind(7, r.threshold);
+    g.bind(8, r.detail.dump());
+    g.run();
+  }
+  auto& row = st.prepare(
+      "INSERT INTO bench_results (run_id, case_name, op, variant, backend, shape, dtype, params_json, median_s, p10_s, "
+      "p90_s, mad_s, n, ci_lo_s, ci_hi_s, samples_json) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)");
+  for (const ArmCaseResult& a : results) {
+    if (a.samples.empty()) continue;
+    const json& c = a.spec;
+    const bool kernel = c.is_object() && c.contains("op");
+    json params = kernel && c.contains("params") && c["params"].is_object() ? c["params"] : json::object();
+    params["rtx_evolve"] = {{"proposal_id", proposal_id}, {"arm", a.arm}, {"part", a.part}, {"round_medians", a.round_medians}};
+    const std::vector<double>& rm = a.round_medians.empty() ? a.samples : a.round_medians;
+    const stats::Interval ci = stats::median_ci(a.samples);
+    row.bind(1, run_id)
+        .bind(2, a.case_id)
+        .bind(3, kernel ? c["op"].get<std::string>() : a.kind)
+        .bind(4, kernel ? c.value("variant", std::string()) : std::string())
+        .bind(5, kernel ? c.value("backend", std::string("cpu")) : std::string("cpu"))
+        .bind(6, kernel && c.contains("shape") && c["shape"].is_object() ? kernels::shape_to_string(c["shape"].get<kernels::Shape>())
+                                                                        : std::string())
+        .bind(7, kernel ? c.value("dtype", std::string()) : std::string())
+        .bind(8, params.dump())
+        .bind(9, stats::median(rm))
+        .bind(10, stats::percentile(a.samples, 0.10))
+        .bind(11, stats::percentile(a.samples, 0.90))
+        .bind(12, stats::mad(a.samples))
+        .bind(13, static_cast<int64_t>(a.samples.size()))
+        .bind(14, ci.lo)
+        .bind(15, ci.hi)
+        .bind(16, json(a.samples).dump());
+    row.run();
+  }
+  tx.commit();
+  return run_id;
+}
+
+}  // namespace rtx::evolve

@@ -1,0 +1,196 @@
+// The serving canary gate: baseline and candidate scheduler configs behind one server (canary
+// lane) on the real stories260k model; judge_canary on hand-made results; promoted configs.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "rtx/core/error.hpp"
+#include "rtx/evolve/canary.hpp"
+#include "rtx/evolve/deploy.hpp"
+#include "rtx/serve/scheduler.hpp"
+#include "test_util.hpp"
+
+using nlohmann::json;
+using namespace rtx;
+using namespace rtx::evolve;
+
+namespace {
+
+std::string model_path() { return test::data_dir() + "/stories260k/tinyllamas-stories-260k-f32.gguf"; }
+
+json engine(int64_t completed, int64_t failed, double p95, double p99) {
+  return {{"completed", completed}, {"failed", failed}, {"rate_limited", 0}, {"errors", json::array()},
+          {"e2e", {{"count", completed}, {"p95_ms", p95}, {"p99_ms", p99}}},
+          {"ttft", {{"count", completed}, {"p95_ms", 1.0}, {"p99_ms", 1.0}}}};
+}
+
+json result(const json& main, const json& canary) {
+  return {{"schema", "rtx.evolve.canary.v1"}, {"fraction", 0.5}, {"requests", 40}, {"engines", {{"main", main}, {"canary", canary}}}};
+}
+
+}  // namespace
+
+TEST_CASE("canary: judge_canary applies the relative slack and the absolute SLA", "[cpu][evolve]") {
+  CanaryRule rule;  // p95 +15%, p99 +25%
+  // 100 -> 114.9 (p95) and 200 -> 249 (p99): inside.
+  GateResult g = judge_canary(result(engine(20, 0, 100, 200), engine(20, 0, 114.9, 249)), rule);
+  CHECK(g.passed);
+  CHECK(g.gate == "canary");
+  CHECK(g.value == Approx(249));
+  CHECK(g.threshold == Approx(250));
+  // p95 just over 115 ms fails, naming both numbers.
+  g = judge_canary(result(engine(20, 0, 100, 200), engine(20, 0, 115.5, 200)), rule);
+  CHECK_FALSE(g.passed);
+  CHECK_THAT(g.detail["reason"].get<std::string>(), Catch::Contains("p95 115.5 ms > limit 115.0 ms"));
+  // An absolute SLA tighter than the relative limit wins.
+  rule.sla_p99_ms = 150;
+  g = judge_canary(result(engine(20, 0, 100, 200), engine(20, 0, 100, 160)), rule);
+  CHECK_FALSE(g.passed);
+  CHECK(g.threshold == Approx(150));
+  rule.sla_p99_ms = 0;
+  // A failed canary request fails the gate even when it is fast; too few requests gives no verdict.
+  CHECK_FALSE(judge_canary(result(engine(20, 0, 100, 200), engine(20, 1, 50, 60)), rule).passed);
+  g = judge_canary(result(engine(20, 0, 100, 200), engine(3, 0, 50, 60)), rule);
+  CHECK_FALSE(g.passed);
+  CHECK_THAT(g.detail["reason"].get<std::string>(), Catch::Contains("too few completed requests"));
+  CHECK_THROWS_AS(judge_canary(json{{"engines", {{"main", engine(1, 0, 1, 1)}}}}, rule), Error);
+}
+
+TEST_CASE("canary: one server, two engines; a planted max_batch=1 candidate is caught, A/A is not", "[cpu][evolve]") {
+  serve::SchedulerConfig base;
+  base.max_batch = 8;
+  json spec = {{"model", model_path()}, {"threads", 1},        {"base", base.to_json()}, {"candidate", base.to_json()},
+               {"fraction", 0.5},      {"duration_s", 1.5},  {"concurrency", 8},      {"max_tokens", 16}, {"seed", 7}};
+  const json aa = run_canary_trial(spec);
+  INFO(aa.dump(1));
+  const json& m = aa["engines"]["main"];
+  const json& c = aa["engines"]["canary"];
+  CHECK(aa["unrouted"] == 0);
+  CHECK(m["failed"] == 0);
+  CHECK(c["failed"] == 0);
+  // The router alternates by request number: the two engines get the same share (within one).
+  const int64_t mc = m["completed"].get<int64_t>(), cc = c["completed"].get<int64_t>();
+  CHECK(mc >= 8);
+  CHECK(std::abs(mc - cc) <= 1);
+  CHECK(m["e2e"]["p99_ms"].get<double>() >= m["e2e"]["p95_ms"].get<double>());
+  CHECK(m["e2e"]["p95_ms"].get<double>() > 0);
+  // A/A on a shared 2-core machine: the same config must not look 2x worse.
+  CanaryRule loose;
+  loose.p95_slack = loose.p99_slack = 1.0;
+  CHECK(judge_canary(aa, loose).passed);
+
+  // Planted regression: the candidate decodes one sequence at a time, so its 4 concurrent
+  // requests queue behind each other and its p95 is several times the baseline's.
+  serve::SchedulerConfig slow = base;
+  slow.max_batch = 1;
+  slow.kv_blocks = 0;
+  spec["candidate"] = slow.to_json();
+  const json bad = run_canary_trial(spec);
+  INFO(bad.dump(1));
+  const GateResult g = judge_canary(bad, CanaryRule{});
+  CHECK_FALSE(g.passed);
+  CHECK(bad["engines"]["canary"]["e2e"]["p95_ms"].get<double>() > 1.5 * bad["engines"]["main"]["e2e"]["p95_ms"].get<double>());
+}
+
+TEST_CASE("canary: a bad spec is an input error naming the field", "[cpu][evolve]") {
+  CHECK_THROWS_WITH(run_canary_trial(json{{"fraction", 0.5}}), Catch::Contains("'model'"));
+  CHECK_THROWS_WITH(run_canary_trial(json{{"model", model_path()}, {"fraction", 1.0}}), Catch::Contains("fraction"));
+  CHECK_THROWS_WITH(run_canary_trial(json{{"model", model_path()}, {"concurrency", "8"}}), Catch::Contains("concurrency"));
+  CHECK_THROWS_WITH(run_canary_trial(json{{"model", model_path()}, {"candidate", {{"max_batch", 0}}}}),
+                    Catch::Contains("max_batch"));
+}
+
+TEST_CASE("promoted configs: a missing store gives defaults and says why", "[cpu][evolve]") {
+  const auto pc = promoted_configs("/nonexistent/rtx.db", "cpu:test");
+  CHECK(pc.by_domain.empty());
+  CHECK(pc.get("scheduler") == nullptr);
+  CHECK_THAT(describe(pc), Catch::Contains("no store at /nonexistent/rtx.db"));
+}
+
+TEST_CASE("promoted configs: the current version of each config domain for the SKU", "[cpu][evolve]") {
+  const std::string db = test::temp_dir() + "/promoted.db";
+  {
+    store::Store st(db);
+    st.exec(R"SQL(
+      INSERT INTO evolve_configs (key, version, config_json) VALUES
+        ('scheduler|cpu:test', 1, '{"max_batch": 4}'), ('scheduler|cpu:test', 2, '{"max_batch": 12}'),
+        ('parallelism|cpu:test', 1, '{"threads": 3}'), ('parallelism|cpu:other', 1, '{"threads": 9}');
+      INSERT INTO evolve_config_current (key, version) VALUES
+        ('scheduler|cpu:test', 2), ('parallelism|cpu:test', 1), ('parallelism|cpu:other', 1);
+    )SQL");
+  }
+  const auto pc = promoted_configs(db, "cpu:test");
+  REQUIRE(pc.get("scheduler") != nullptr);
+  CHECK((*pc.get("scheduler"))["max_batch"] == 12);  // the current version, not the newest row by chance
+  CHECK(pc.by_domain.at("scheduler").version == 2);
+  REQUIRE(pc.get("parallelism") != nullptr);
+  CHECK((*pc.get("parallelism"))["threads"] == 3);  // this SKU's, not cpu:other's
+  CHECK(pc.get("memory") == nullptr);
+  CHECK_THAT(describe(pc), Catch::Contains("scheduler v2") && Catch::Contains("parallelism v1"));
+  // A file that is not a store: defaults, and the note says so (the tool still starts).
+  const std::string junk = test::temp_dir() + "/junk.db";
+  { std::FILE* f = std::fopen(junk.c_str(), "wb"); std::fputs("not sqlite at all, just text padding the header", f); std::fclose(f); }
+  const auto bad = promoted_configs(junk, "cpu:test");
+  CHECK(bad.by_domain.empty());
+  CHECK_THAT(describe(bad), Catch::Contains("store not read"));
+}
+
+TEST_CASE("rtx-serve and rtx-train start with what rtx-evolve promoted; explicit flags win", "[cpu][evolve][cli]") {
+  const std::string home = test::temp_dir();
+  const std::string db = home + "/rtx.db";
+  const std::string doctor = test::run(test::tool_path("rtx-doctor") + " --json", "RTX_HOME=" + home).out;
+  const auto at = doctor.find("\"cpu:");
+  REQUIRE(at != std::string::npos);
+  const std::string sku = doctor.substr(at + 1, doctor.find('"', at + 1) - at - 1);
+  {
+    store::Store st(db);
+    auto& q = st.prepare("INSERT INTO evolve_configs (key, version, config_json) VALUES (?1, 1, ?2)");
+    auto& c = st.prepare("INSERT INTO evolve_config_current (key, version) VALUES (?1, 1)");
+    for (const auto& [key, cfg] : std::vector<std::pair<std::string, std::string>>{
+             {"scheduler|" + sku, R"({"max_batch": 5})"}, {"parallelism|" + sku, R"({"threads": 1})"},
+             {"fusion|" + sku, R"({"attention": "unfused"})"}}) {
+      q.bind(1, key);
+      q.bind(2, cfg);
+      q.step();
+      q.reset();
+      c.bind(1, key);
+      c.step();
+      c.reset();
+    }
+  }
+  const std::string env = "RTX_HOME=" + home;
+  const std::string serve = "timeout -s TERM 3 " + test::tool_path("rtx-serve") + " run --port 0 -m " + model_path();
+  auto p = test::run(serve, env);
+  CHECK_THAT(p.err, Catch::Contains("scheduler v1") && Catch::Contains("max_batch 5,"));
+  p = test::run(serve + " --max-batch 9", env);
+  CHECK_THAT(p.err, Catch::Contains("max_batch 9,"));
+  p = test::run(serve + " --no-profile", env);
+  CHECK_THAT(p.err, !Catch::Contains("max_batch 5,") && !Catch::Contains("promoted configs"));
+  // A store that is not a store: the server still starts on its defaults and says why.
+  const std::string junk = test::temp_dir() + "/junk.db";
+  { std::FILE* f = std::fopen(junk.c_str(), "wb"); std::fputs("this is not an SQLite database file at all.", f); std::fclose(f); }
+  p = test::run(serve + " --db " + junk, env);
+  CHECK_THAT(p.err, Catch::Contains("store not read") && Catch::Contains("max_batch 32,"));
+
+  // rtx-train: the promoted thread count and attention fusion apply; --no-promoted ignores them.
+  const std::string data = home + "/data";
+  const std::string train = test::tool_path("rtx-train");
+  REQUIRE(test::run(train + " prepare --tokenizer char " + test::data_dir() + "/tinyshakespeare/input.txt -o " + data, env)
+              .exit_code == 0);
+  const std::string cfg = home + "/cfg.json";
+  {
+    std::FILE* f = std::fopen(cfg.c_str(), "wb");
+    std::fputs(R"({"model": {"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 16, "vocab_size": 65},
+                   "batch": 2, "steps": 2, "eval_iters": 0})", f);
+    std::fclose(f);
+  }
+  const std::string run = train + " run --data " + data + " --config " + cfg;
+  p = test::run(run, env);
+  INFO(p.err);
+  CHECK(p.exit_code == 0);
+  CHECK_THAT(p.err, Catch::Contains("fusion v1 {\"attention\":\"unfused\"}") && Catch::Contains("parallelism v1"));
+  p = test::run(run + " --no-promoted", env);
+  CHECK(p.exit_code == 0);
+  CHECK_THAT(p.err, !Catch::Contains("promoted configs"));
+}

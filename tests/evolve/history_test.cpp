@@ -1,0 +1,296 @@
+// Tests of rtx-evolve history: a store with bench_results rows (a planted 20% step right after a
+// promotion), change points linked to that proposal, flat noise, validation recording, the CLI.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "rtx/core/error.hpp"
+#include "rtx/core/philox.hpp"
+#include "rtx/evolve/history.hpp"
+#include "rtx/store/store.hpp"
+#include "test_util.hpp"
+
+using nlohmann::json;
+
+namespace {
+
+const std::string kCase = "matmul_fwd_small/cpu.blocked/K=128,M=256,N=384/f32";
+
+/// Point i's timestamp: one hour apart from 2026-01-01T00:00, plus `minute` minutes.
+std::string at(int i, int minute = 0) {
+  char b[40];
+  std::snprintf(b, sizeof b, "2026-01-%02dT%02d:%02d:00.000Z", 1 + i / 24, i % 24, minute);
+  return b;
+}
+
+int64_t add_run(rtx::store::Store& st, const std::string& tool) {
+  auto& q = st.prepare("INSERT INTO runs (tool, status) VALUES (?1, 'ok')");
+  q.bind(1, tool);
+  q.run();
+  return st.last_insert_rowid();
+}
+
+void add_point(rtx::store::Store& st, const std::string& name, int i, double median_s, const std::string& tool = "rtx-bench",
+               const json& params = json::object()) {
+  const int64_t run = add_run(st, tool);
+  auto& q = st.prepare(
+      "INSERT INTO bench_results (run_id, case_name, op, variant, backend, shape, dtype, params_json, median_s, n, created_at) "
+      "VALUES (?1, ?2, 'matmul', 'cpu.blocked', 'cpu', 'K=128,M=256,N=384', 'f32', ?3, ?4, 11, ?5)");
+  q.bind(1, run).bind(2, name).bind(3, params.dump()).bind(4, median_s).bind(5, at(i));
+  q.run();
+}
+
+int64_t add_proposal(rtx::store::Store& st) {
+  auto& q = st.prepare("INSERT INTO proposals (key, status, json) VALUES ('threads@cpu', 'promoted', '{}')");
+  q.run();
+  return st.last_insert_rowid();
+}
+
+/// A 'promote' deployment of proposal `id` at time `when`.
+void add_promotion(rtx::store::Store& st, int64_t id, const std::string& when) {
+  auto& q = st.prepare(
+      "INSERT INTO evolve_deployments (proposal_id, target, key, from_version, to_version, action, created_at) "
+      "VALUES (?1, 'config', 'threads@cpu', NULL, 1, 'promote', ?2)");
+  q.bind(1, id).bind(2, when);
+  q.run();
+}
+
+/// 40 points of kCase: 20 at ~1 ms, then 20 at ~0.8 ms (a 20% speedup) after proposal `step`
+/// was promoted between points 19 and 20; a decoy promotion (no effect) between points 7 and 8.
+/// Points 10..14 and 25..29 are evolve baseline arms; each has a candidate row beside it (excluded).
+struct Planted {
+  int64_t step = 0, decoy = 0;
+};
+Planted plant(rtx::store::Store& st) {
+  Planted p;
+  p.decoy = add_proposal(st);
+  p.step = add_proposal(st);
+  rtx::Philox rng(42);
+  for (int i = 0; i < 40; ++i) {
+    const double level = i < 20 ? 1.0e-3 : 0.8e-3;
+    const double v = level * (1.0 + 0.01 * static_cast<double>(rng.next_normal()));
+    if ((i >= 10 && i < 15) || (i >= 25 && i < 30)) {
+      const int64_t pid = i < 20 ? p.decoy : p.step;
+      add_point(st, kCase, i, v, "rtx-evolve", {{"tile", 64}, {"rtx_evolve", {{"proposal_id", pid}, {"arm", "baseline"}}}});
+      add_point(st, kCase, i, 0.5 * v, "rtx-evolve", {{"rtx_evolve", {{"proposal_id", pid}, {"arm", "candidate"}}}});
+    } else {
+      add_point(st, kCase, i, v);
+    }
+  }
+  add_promotion(st, p.decoy, at(7, 30));
+  add_promotion(st, p.step, at(19, 30));
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("history: a planted 20% step is found at the promotion and linked to its proposal", "[cpu]") {
+  rtx::store::Store st(":memory:");
+  const Planted p = plant(st);
+  rtx::evolve::HistoryOptions o;
+  const auto h = rtx::evolve::case_history(st, kCase, o);
+  REQUIRE(h.points.size() == 40);  // the 10 candidate rows are not part of the deployed history
+  CHECK(h.points[10].source == "evolve:baseline");
+  CHECK(h.points[10].proposal_id == p.decoy);
+  CHECK(h.points[0].source == "rtx-bench");
+  CHECK_FALSE(h.points[0].proposal_id);
+  REQUIRE(h.change_points.size() == 1);
+  REQUIRE(h.caused_by.size() == 1);
+  const auto& c = h.change_points[0];
+  CHECK(c.index == 20);
+  REQUIRE(h.caused_by[0]);
+  CHECK(*h.caused_by[0] == p.step);
+  CHECK(c.relative_change == Approx(-0.2).margin(0.01));
+  CHECK(c.mean_before == Approx(1.0e-3).epsilon(0.01));
+  CHECK(c.mean_after == Approx(0.8e-3).epsilon(0.01));
+  CHECK(c.pvalue <= 0.05);
+  CHECK(h.points[20].created_at == at(20));
+
+  // With the candidates included, the 0.5x rows appear as points.
+  o.include_candidates = true;
+  CHECK(rtx::evolve::case_history(st, kCase, o).points.size() == 50);
+
+  // --since / --limit keep the newest points (indices shift, the link stays).
+  rtx::evolve::HistoryOptions w;
+  w.since = at(10);
+  auto hs = rtx::evolve::case_history(st, kCase, w);
+  REQUIRE(hs.points.size() == 30);
+  REQUIRE(hs.change_points.size() == 1);
+  CHECK(hs.change_points[0].index == 10);
+  CHECK(hs.caused_by[0] == p.step);
+  w.since = "";
+  w.limit = 12;  // the newest 12 points all lie after the step: nothing to see
+  hs = rtx::evolve::case_history(st, kCase, w);
+  CHECK(hs.points.size() == 12);
+  CHECK(hs.points.front().created_at == at(28));
+  CHECK(hs.change_points.empty());
+
+  // JSON form.
+  const json j = rtx::evolve::to_json(h);
+  CHECK(j["schema"] == "rtx.history.v1");
+  CHECK(j["points"].size() == 40);
+  CHECK(j["change_points"][0]["index"] == 20);
+  CHECK(j["change_points"][0]["caused_by"] == p.step);
+  CHECK(rtx::evolve::format_history(h).find("caused by proposal #" + std::to_string(p.step)) != std::string::npos);
+}
+
+TEST_CASE("history: no false change point on a flat noisy series of 60 points", "[cpu]") {
+  rtx::store::Store st(":memory:");
+  rtx::Philox rng(7);
+  for (int i = 0; i < 60; ++i) add_point(st, "flat", i, 2.0e-3 * (1.0 + 0.02 * static_cast<double>(rng.next_normal())));
+  add_promotion(st, add_proposal(st), at(30, 30));  // a promotion that changed nothing
+  const auto h = rtx::evolve::case_history(st, "flat", {});
+  CHECK(h.points.size() == 60);
+  CHECK(h.change_points.empty());
+  CHECK(h.caused_by.empty());
+}
+
+TEST_CASE("history: cases, unknown case, bad metric, tiny series", "[cpu]") {
+  rtx::store::Store st(":memory:");
+  CHECK(rtx::evolve::history_cases(st).empty());
+  const Planted p = plant(st);
+  (void)p;
+  add_point(st, "gelu_fwd_small/cpu.tanh/N=4096/f32", 0, 1e-5);
+  const auto cases = rtx::evolve::history_cases(st);
+  REQUIRE(cases.size() == 2);
+  CHECK(cases[0].first == "gelu_fwd_small/cpu.tanh/N=4096/f32");
+  CHECK(cases[0].second == 1);
+  CHECK(cases[1].first == kCase);
+  CHECK(cases[1].second == 40);
+  // One point: no change point, not an error.
+  const auto one = rtx::evolve::case_history(st, "gelu_fwd_small/cpu.tanh/N=4096/f32", {});
+  CHECK(one.points.size() == 1);
+  CHECK(one.change_points.empty());
+  // Unknown case: Input error naming the close match.
+  try {
+    rtx::evolve::case_history(st, "matmul_fwd_small/cpu.blocked/K=128,M=256,N=385/f32", {});
+    FAIL("expected rtx::Error");
+  } catch (const rtx::Error& e) {
+    CHECK(e.category() == rtx::ErrorCategory::Input);
+    CHECK(std::string(e.what()).find(kCase) != std::string::npos);
+  }
+  rtx::evolve::HistoryOptions o;
+  o.metric = "median_s; DROP TABLE runs";
+  CHECK_THROWS_AS(rtx::evolve::case_history(st, kCase, o), rtx::Error);
+  o.metric = "gflops";  // a metric no row has: zero points, not an error
+  CHECK(rtx::evolve::case_history(st, kCase, o).points.empty());
+  o.metric = "median_s";
+  o.since = "last week";
+  CHECK_THROWS_AS(rtx::evolve::case_history(st, kCase, o), rtx::Error);
+  o.since = "";
+  o.pvalue = 0;
+  CHECK_THROWS_AS(rtx::evolve::case_history(st, kCase, o), rtx::Error);
+}
+
+TEST_CASE("record_validation writes gates and per-arm bench_results in one transaction", "[cpu]") {
+  rtx::store::Store st(":memory:");
+  const int64_t pid = add_proposal(st);
+  rtx::evolve::GateResult g;
+  g.gate = "performance";
+  g.passed = true;
+  g.metric = "improvement_lo_frac";
+  g.value = 0.12;
+  std::vector<rtx::evolve::ArmCaseResult> rows(2);
+  rows[0].arm = "baseline";
+  rows[0].part = "affected";
+  rows[0].case_id = kCase;
+  rows[0].kind = "kernels";
+  rows[0].spec = {{"id", kCase}, {"op", "matmul"}, {"variant", "cpu.blocked"}, {"shape", {{"K", 128}, {"M", 256}, {"N", 384}}},
+                  {"dtype", "f32"}, {"params", {{"tile", 32}}}};
+  rows[0].samples = {1.0, 2.0, 3.0, 10.0, 11.0, 12.0, 5.0, 6.0, 7.0};
+  rows[0].round_medians = {2.0, 11.0, 6.0};
+  rows[1] = rows[0];
+  rows[1].arm = "candidate";
+  rows[1].samples = {1.0, 1.0, 1.0};
+  rows[1].round_medians = {1.0};
+  const int64_t run = rtx::evolve::record_validation(st, pid, 0, 5, {g}, rows);
+  const auto r = st.get_run(run);
+  REQUIRE(r);
+  CHECK(r->tool == "rtx-evolve");
+  CHECK(r->seed == 5);
+  auto& q = st.prepare(
+      "SELECT case_name, op, shape, median_s, n, json_extract(params_json, '$.rtx_evolve.arm'), "
+      "json_extract(params_json, '$.rtx_evolve.proposal_id'), json_extract(params_json, '$.tile'), samples_json "
+      "FROM bench_results WHERE run_id = ?1 ORDER BY id");
+  q.bind(1, run);
+  REQUIRE(q.step());
+  CHECK(q.column_text(0) == kCase);
+  CHECK(q.column_text(1) == "matmul");
+  CHECK(q.column_text(2) == "K=128,M=256,N=384");
+  CHECK(q.column_double(3) == 6.0);  // median of the round medians {2, 11, 6}
+  CHECK(q.column_int64(4) == 9);
+  CHECK(q.column_text(5) == "baseline");
+  CHECK(q.column_int64(6) == pid);
+  CHECK(q.column_int64(7) == 32);
+  CHECK(json::parse(q.column_text(8)).size() == 9);
+  REQUIRE(q.step());
+  CHECK(q.column_text(5) == "candidate");
+  CHECK_FALSE(q.step());
+  q.reset();
+  auto& gq = st.prepare("SELECT COUNT(*) FROM gate_results WHERE proposal_id = ?1 AND run_id = ?2");
+  gq.bind(1, pid).bind(2, run);
+  REQUIRE(gq.step());
+  CHECK(gq.column_int64(0) == 1);
+  gq.reset();
+  // The baseline arm is part of the case's history; the candidate is not.
+  const auto h = rtx::evolve::case_history(st, kCase, {});
+  REQUIRE(h.points.size() == 1);
+  CHECK(h.points[0].source == "evolve:baseline");
+  CHECK(h.points[0].proposal_id == pid);
+
+  // A failing write (no such proposal: foreign key) leaves nothing behind, runs row included.
+  auto count = [&](const char* table) {
+    auto& c = st.prepare(std::string("SELECT COUNT(*) FROM ") + table);
+    c.step();
+    const int64_t n = c.column_int64(0);
+    c.reset();
+    return n;
+  };
+  const int64_t runs0 = count("runs"), bench0 = count("bench_results"), gates0 = count("gate_results");
+  CHECK_THROWS_AS(rtx::evolve::record_validation(st, pid + 1000, 0, 5, {g}, rows), rtx::Error);
+  CHECK(count("runs") == runs0);
+  CHECK(count("bench_results") == bench0);
+  CHECK(count("gate_results") == gates0);
+}
+
+TEST_CASE("rtx-evolve history CLI: JSON, table, case list, bad input", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir(), db = dir + "/rtx.db";
+  int64_t step = 0;
+  {
+    rtx::store::Store st(db);
+    step = plant(st).step;
+  }
+  const std::string ev = rtx::test::tool_path("rtx-evolve") + " --db " + db + " ";
+  auto r = rtx::test::run(ev + "--json history '" + kCase + "'");
+  REQUIRE(r.exit_code == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["schema"] == "rtx.history.v1");
+  CHECK(j["case"] == kCase);
+  CHECK(j["metric"] == "median_s");
+  CHECK(j["points"].size() == 40);
+  REQUIRE(j["change_points"].size() == 1);
+  CHECK(j["change_points"][0]["index"] == 20);
+  CHECK(j["change_points"][0]["caused_by"] == step);
+  CHECK(j["change_points"][0]["relative_change"].get<double>() == Approx(-0.2).margin(0.01));
+
+  r = rtx::test::run(ev + "history '" + kCase + "' --since 2026-01-01T10 --limit 25 --pvalue 0.01");
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("25 points") != std::string::npos);
+  CHECK(r.out.find("caused by proposal #" + std::to_string(step)) != std::string::npos);
+
+  r = rtx::test::run(ev + "--json history");
+  REQUIRE(r.exit_code == 0);
+  const json l = json::parse(r.out);
+  REQUIRE(l["cases"].size() == 1);
+  CHECK(l["cases"][0]["case"] == kCase);
+  CHECK(l["cases"][0]["points"] == 40);
+
+  r = rtx::test::run(ev + "history matmul_fwd_small/cpu.blocked");
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find(kCase) != std::string::npos);  // the close match is listed
+  CHECK(rtx::test::run(ev + "history '" + kCase + "' --metric bogus").exit_code == 2);
+  CHECK(rtx::test::run(ev + "history '" + kCase + "' --pvalue 2").exit_code == 2);
+}

@@ -1,0 +1,436 @@
+// rtx-evolve mcp: the MCP server driven in-process (scripted JSON-RPC sessions: lifecycle, exact
+// ids and error codes, each tool against the store) and one session piped through the real binary.
+#include <catch2/catch.hpp>
+
+#include <omp.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "rtx/evolve/deploy.hpp"
+#include "rtx/evolve/kg.hpp"
+#include "rtx/evolve/mcp.hpp"
+#include "rtx/evolve/proposers.hpp"
+#include "rtx/kernels/registry.hpp"
+#include "rtx/store/store.hpp"
+#include "rtx/telemetry/hwprofile.hpp"
+#include "test_util.hpp"
+
+using nlohmann::json;
+using rtx::evolve::McpServer;
+
+namespace {
+
+/// Feed `lines` to a server (one message per line) and return its replies, one JSON per line.
+std::vector<json> session(McpServer& srv, const std::vector<std::string>& lines) {
+  std::string text;
+  for (const auto& l : lines) text += l + "\n";
+  std::istringstream in(text);
+  std::ostringstream out;
+  const size_t n = srv.serve(in, out);
+  std::vector<json> replies;
+  std::istringstream rd(out.str());
+  for (std::string l; std::getline(rd, l);) {
+    REQUIRE(l.find('\n') == std::string::npos);
+    replies.push_back(json::parse(l));
+  }
+  REQUIRE(replies.size() == n);
+  return replies;
+}
+
+std::string req(const json& id, const std::string& method, const json& params = json::object()) {
+  return json{{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", params}}.dump();
+}
+std::string call(const json& id, const std::string& tool, const json& args) {
+  return req(id, "tools/call", {{"name", tool}, {"arguments", args}});
+}
+std::string init(const json& id, const std::string& version = rtx::evolve::kMcpProtocolVersion) {
+  return req(id, "initialize", {{"protocolVersion", version}, {"capabilities", json::object()},
+                                {"clientInfo", {{"name", "test"}, {"version", "0"}}}});
+}
+const std::string kInitialized = R"({"jsonrpc":"2.0","method":"notifications/initialized"})";
+
+/// One call on an initialized server: the reply to it.
+json one(McpServer& srv, const std::string& line) {
+  if (!srv.initialized()) session(srv, {init("init"), kInitialized});
+  const auto r = session(srv, {line});
+  REQUIRE(r.size() == 1);
+  return r[0];
+}
+/// A successful tool result's structuredContent (checks the result's shape on the way).
+json ok(const json& reply) {
+  INFO(reply.dump());
+  REQUIRE(reply.contains("result"));
+  const json& r = reply["result"];
+  REQUIRE(r["isError"] == false);
+  REQUIRE(r["content"].is_array());
+  REQUIRE(r["content"][0]["type"] == "text");
+  CHECK(json::parse(r["content"][0]["text"].get<std::string>()) == r["structuredContent"]);
+  return r["structuredContent"];
+}
+/// A tool execution error's text.
+std::string tool_error(const json& reply) {
+  INFO(reply.dump());
+  REQUIRE(reply.contains("result"));
+  REQUIRE(reply["result"]["isError"] == true);
+  CHECK_FALSE(reply["result"].contains("structuredContent"));
+  return reply["result"]["content"][0]["text"];
+}
+int error_code(const json& reply) {
+  INFO(reply.dump());
+  REQUIRE(reply.contains("error"));
+  CHECK_FALSE(reply.contains("result"));
+  return reply["error"]["code"];
+}
+
+struct Fixture {
+  std::string dir = rtx::test::temp_dir();
+  std::string db = dir + "/rtx.db";
+  rtx::store::Store st{db};
+  rtx::evolve::KeyPair key = rtx::evolve::generate_key(rtx::evolve::default_key_path(db), false);
+  std::string sku = rtx::telemetry::sku_key("cpu");
+  rtx::evolve::McpOptions opts() const {
+    rtx::evolve::McpOptions o;
+    o.default_pack = rtx::test::source_dir() + "/benchpacks/core.json";
+    return o;
+  }
+};
+
+/// An external memory-domain proposal as an agent writes it (docs/evolution.md "External proposals").
+json memory_proposal(const std::string& sku, int64_t segment) {
+  return {{"schema", "rtx.proposal.v1"},
+          {"domain", "memory"},
+          {"target", "config"},
+          {"key", rtx::evolve::config_key("memory", sku)},
+          {"plan", {{"why", "agent: smaller segments"}, {"workload", {{"affected", {{"steps", 10}}}}}}},
+          {"actions", json::array()},
+          {"changeset", {{"candidate", {{"large_round_bytes", 1 << 20}, {"small_segment_bytes", segment}}}}}};
+}
+
+}  // namespace
+
+TEST_CASE("evolve mcp: lifecycle, JSON-RPC ids and error codes", "[cpu]") {
+  Fixture f;
+  McpServer srv(f.st, f.opts());
+  const auto r = session(
+      srv, {
+               req(1, "tools/list"),                                               // before initialize: refused
+               req("p0", "ping"),                                                  // ping is allowed before initialize
+               R"({"jsonrpc":"2.0","method":"notifications/initialized"})",        // notification: no reply
+               init(2),                                                            // initialize
+               kInitialized,                                                       // no reply
+               req(3, "tools/list"),                                               //
+               R"({"jsonrpc": "2.0", "id": 4, "method")",                          // parse error
+               req(5, "resources/list"),                                           // method not found
+               call(6, "make_coffee", json::object()),                             // unknown tool
+               call(7, "proposal_status", json::object()),                         // missing argument
+               call(8, "proposal_status", {{"id", "seven"}}),                      // wrong type
+               call(9, "proposal_status", {{"id", 1}, {"verbose", true}}),         // unknown argument
+               call(10, "query_knowledge", {{"question", "astrology"}}),          // not in the enum
+               R"({"jsonrpc":"2.0","method":"notifications/whatever","params":{}})",  // unknown notification: silent
+               R"([{"jsonrpc":"2.0","id":11,"method":"ping"}])",                   // batch: refused
+               R"({"jsonrpc":"1.0","id":12,"method":"ping"})",                     // wrong version
+               R"({"jsonrpc":"2.0","id":99,"result":{}})",                         // a response: ignored
+               "",                                                                 // blank line: skipped
+               req(13, "initialize", {{"protocolVersion", "2025-06-18"}}),        // second initialize
+               R"({"jsonrpc":"2.0","id":{"a":1},"method":"ping"})",                // id of a wrong type
+               R"({"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"arguments":{}}})",  // no tool name
+               R"("just a string")",                                               // not an object
+               req(15, "ping") + "\r",                                             // CRLF line ending
+               "{\"jsonrpc\":\"2.0\",\"id\":16,\"method\":\"ping\",\"params\":{\"x\":\"\xff\"}}",  // not UTF-8
+           });
+  REQUIRE(r.size() == 19);  // 24 lines: 5 notifications, responses or blank lines get no reply
+  CHECK(r[0]["id"] == 1);
+  CHECK(error_code(r[0]) == -32600);
+  CHECK_THAT(r[0]["error"]["message"].get<std::string>(), Catch::Contains("initialize"));
+  CHECK(r[1]["id"] == "p0");
+  CHECK(r[1]["result"] == json::object());
+
+  // initialize: the client's version echoed, tools capability, server info.
+  CHECK(r[2]["id"] == 2);
+  CHECK(r[2]["jsonrpc"] == "2.0");
+  const json& ini = r[2]["result"];
+  CHECK(ini["protocolVersion"] == "2025-06-18");
+  CHECK(ini["capabilities"] == json{{"tools", {{"listChanged", false}}}});
+  CHECK(ini["serverInfo"]["name"] == "rtx-evolve");
+  CHECK(ini["serverInfo"]["version"].is_string());
+  CHECK(srv.protocol_version() == "2025-06-18");
+
+  // tools/list: the five tools, each with a JSON Schema input (required listed) and output.
+  CHECK(r[3]["id"] == 3);
+  const json& tools = r[3]["result"]["tools"];
+  std::vector<std::string> names;
+  for (const auto& t : tools) {
+    names.push_back(t["name"]);
+    CHECK(t["title"].is_string());
+    CHECK(t["description"].get<std::string>().size() > 40);
+    CHECK(t["inputSchema"]["type"] == "object");
+    CHECK(t["inputSchema"]["required"].is_array());
+    CHECK(t["inputSchema"]["additionalProperties"] == false);
+    CHECK(t["outputSchema"]["type"] == "object");
+  }
+  CHECK(names == std::vector<std::string>{"list_benchmarks", "get_baseline", "submit_proposal", "proposal_status", "query_knowledge"});
+  CHECK(tools[3]["inputSchema"]["required"] == json::array({"id"}));
+  CHECK(tools[2]["inputSchema"]["required"] == json::array({"proposal"}));
+
+  CHECK(r[4]["id"] == nullptr);
+  CHECK(error_code(r[4]) == -32700);
+  CHECK(r[5]["id"] == 5);
+  CHECK(error_code(r[5]) == -32601);
+  CHECK(r[6]["id"] == 6);
+  CHECK(error_code(r[6]) == -32602);
+  CHECK_THAT(r[6]["error"]["message"].get<std::string>(), Catch::Contains("make_coffee"));
+  CHECK(r[7]["id"] == 7);
+  CHECK(error_code(r[7]) == -32602);
+  CHECK_THAT(r[7]["error"]["message"].get<std::string>(), Catch::Contains("missing required argument 'id'"));
+  CHECK(r[8]["id"] == 8);
+  CHECK(error_code(r[8]) == -32602);
+  CHECK_THAT(r[8]["error"]["message"].get<std::string>(), Catch::Contains("argument 'id': expected integer, got string"));
+  CHECK(r[9]["id"] == 9);
+  CHECK(error_code(r[9]) == -32602);
+  CHECK_THAT(r[9]["error"]["message"].get<std::string>(), Catch::Contains("unknown argument 'verbose'"));
+  CHECK(r[10]["id"] == 10);
+  CHECK(error_code(r[10]) == -32602);
+  CHECK(r[11]["id"] == nullptr);
+  CHECK(error_code(r[11]) == -32600);
+  CHECK_THAT(r[11]["error"]["message"].get<std::string>(), Catch::Contains("batch"));
+  CHECK(r[12]["id"] == 12);
+  CHECK(error_code(r[12]) == -32600);
+  CHECK(r[13]["id"] == 13);
+  CHECK(error_code(r[13]) == -32600);
+  CHECK(r[14]["id"] == nullptr);
+  CHECK(error_code(r[14]) == -32600);
+  CHECK(r[15]["id"] == 14);
+  CHECK(error_code(r[15]) == -32602);
+  CHECK(r[16]["id"] == nullptr);
+  CHECK(error_code(r[16]) == -32600);
+  CHECK(r[17]["id"] == 15);
+  CHECK(r[17]["result"] == json::object());
+  CHECK(r[18]["id"] == nullptr);  // (session() re-parsed the reply: it is valid UTF-8 itself)
+  CHECK(error_code(r[18]) == -32700);
+}
+
+TEST_CASE("evolve mcp: version negotiation and float ids", "[cpu]") {
+  Fixture f;
+  McpServer srv(f.st, f.opts());
+  // An unsupported revision is answered with ours; the client decides whether to go on.
+  const auto r = session(srv, {init(1, "1999-01-01"), req(1.5, "ping"), req(-7, "ping")});
+  REQUIRE(r.size() == 3);
+  CHECK(r[0]["result"]["protocolVersion"] == rtx::evolve::kMcpProtocolVersion);
+  CHECK(error_code(r[1]) == -32600);  // MCP ids are strings or integers
+  CHECK(r[1]["id"] == nullptr);
+  CHECK(r[2]["id"] == -7);
+  // Missing protocolVersion: invalid params, and the server stays uninitialized.
+  McpServer s2(f.st, f.opts());
+  const auto r2 = session(s2, {req(1, "initialize", {{"capabilities", json::object()}}), req(2, "tools/list")});
+  CHECK(error_code(r2[0]) == -32602);
+  CHECK(error_code(r2[1]) == -32600);
+  CHECK_FALSE(s2.initialized());
+}
+
+TEST_CASE("evolve mcp: list_benchmarks and get_baseline", "[cpu]") {
+  Fixture f;
+  McpServer srv(f.st, f.opts());
+  const std::string pack = rtx::test::source_dir() + "/benchpacks/core.json";
+
+  // The whole default pack, as expand_pack gives it.
+  const json all = ok(one(srv, call(1, "list_benchmarks", json::object())));
+  const auto expected = rtx::app::bench::expand_pack(rtx::app::bench::load_pack(pack), rtx::kernels::registry(), {});
+  REQUIRE(all["cases"].size() == expected.size());
+  size_t skipped = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    CHECK(all["cases"][i]["id"] == expected[i].id);
+    CHECK(all["cases"][i]["op"] == expected[i].op);
+    CHECK(all["cases"][i]["shape"] == json(expected[i].shape));
+    CHECK(all["cases"][i]["runnable"] == expected[i].skip_reason.empty());
+    CHECK(all["cases"][i]["skip_reason"] == expected[i].skip_reason);
+    skipped += !expected[i].skip_reason.empty();
+  }
+  CHECK(all["skipped"] == skipped);
+  CHECK(all["runnable"] == expected.size() - skipped);
+  CHECK(all["pack"] == pack);
+
+  const json mm = ok(one(srv, call(2, "list_benchmarks", {{"pack", pack}, {"filter", "^matmul_fwd_small/.*N=65/"}})));
+  REQUIRE(mm["cases"].size() >= 1);
+  for (const auto& c : mm["cases"]) CHECK(c["op"] == "matmul_forward");
+  CHECK_THAT(tool_error(one(srv, call(3, "list_benchmarks", {{"pack", f.dir + "/missing.json"}}))), Catch::Contains("missing.json"));
+  CHECK_THAT(tool_error(one(srv, call(4, "list_benchmarks", {{"filter", "(unclosed"}}))), Catch::Contains("filter"));
+
+  // A config key with nothing promoted: the built-in defaults.
+  const std::string pkey = rtx::evolve::config_key("parallelism", f.sku);
+  const json b = ok(one(srv, call(5, "get_baseline", {{"key", pkey}})));
+  CHECK(b["sku"] == f.sku);
+  CHECK(b["key"]["version"] == nullptr);
+  CHECK(b["key"]["domain"] == "parallelism");
+  CHECK(b["key"]["config"] == json{{"threads", omp_get_max_threads()}});
+
+  // Two recorded bench results of a case: the later one is the baseline.
+  const std::string case_id = "mm_small/cpu.blocked/K=128,M=64,N=65/f32";
+  // A newer row of an evolve candidate arm is not the baseline (what runs here) and is skipped.
+  for (int i = 0; i < 3; ++i) {
+    const int64_t run = f.st.begin_run(i < 2 ? "rtx-bench" : "rtx-evolve", "[]", 0, "sha", f.sku, "{}");
+    auto& q = f.st.prepare(
+        "INSERT INTO bench_results (run_id, case_name, op, variant, backend, shape, dtype, params_json, median_s, ci_lo_s, "
+        "ci_hi_s, n, created_at) VALUES (?1, ?2, 'matmul_forward', 'cpu.blocked', 'cpu', 'K=128,M=64,N=65', 'f32', ?8, ?3, ?4, ?5, ?6, ?7)");
+    q.bind(1, run).bind(2, case_id).bind(3, 1e-3 * (i + 1)).bind(4, 0.9e-3 * (i + 1)).bind(5, 1.1e-3 * (i + 1)).bind(6, 10 + i);
+    q.bind(7, i == 0 ? "2026-01-01T00:00:00.000Z" : i == 1 ? "2026-02-01T00:00:00.000Z" : "2026-03-01T00:00:00.000Z");
+    q.bind(8, i < 2 ? "{}" : R"({"rtx_evolve": {"arm": "candidate", "proposal_id": 1}})");
+    q.run();
+  }
+  const json c = ok(one(srv, call(6, "get_baseline", {{"case", case_id}})));
+  REQUIRE(c["case"]["latest"].is_object());
+  CHECK(c["case"]["results_recorded"] == 2);
+  CHECK(c["case"]["latest"]["median_s"].get<double>() == Approx(2e-3));
+  CHECK(c["case"]["latest"]["ci95_s"][0].get<double>() == Approx(1.8e-3));
+  CHECK(c["case"]["latest"]["ci95_s"][1].get<double>() == Approx(2.2e-3));
+  CHECK(c["case"]["latest"]["n"] == 11);
+  CHECK(c["case"]["latest"]["when"] == "2026-02-01T00:00:00.000Z");
+  CHECK(c["case"]["latest"]["source"] == "rtx-bench");
+  CHECK(c["case"]["latest"]["run_id"].get<int64_t>() > 0);
+  // ... and the kernel profile in force for its key here: the variant defaults.
+  const auto& var = rtx::kernels::registry().variant("matmul_forward", "cpu.blocked");
+  CHECK(c["case"]["profile"]["config"] == json(var.space.defaults()));
+  CHECK(c["case"]["profile"]["key"] == "matmul_forward|cpu.blocked|K=128,M=64,N=65|f32|cpu|" + f.sku);
+  CHECK(c["case"]["profile"]["version"] == nullptr);
+
+  const json none = ok(one(srv, call(7, "get_baseline", {{"case", "nope/x/N=1/f32"}})));
+  CHECK(none["case"]["latest"] == nullptr);
+  CHECK(none["case"]["results_recorded"] == 0);
+  CHECK_THAT(tool_error(one(srv, call(8, "get_baseline", {{"key", "garbage"}}))), Catch::Contains("garbage"));
+  CHECK_THAT(tool_error(one(srv, call(9, "get_baseline", {{"key", "astrology|" + f.sku}}))), Catch::Contains("astrology"));
+  CHECK(error_code(one(srv, call(10, "get_baseline", json::object()))) == -32602);
+  CHECK(error_code(one(srv, call(11, "get_baseline", {{"key", 7}}))) == -32602);
+}
+
+TEST_CASE("evolve mcp: submit_proposal, proposal_status, query_knowledge", "[cpu]") {
+  Fixture f;
+  McpServer srv(f.st, f.opts());
+
+  // A valid proposal is stored, re-based and signed with the store's key, status new.
+  const json sub = ok(one(srv, call(1, "submit_proposal", {{"proposal", memory_proposal(f.sku, 1 << 20)}})));
+  const int64_t id = sub["id"];
+  CHECK(id > 0);
+  CHECK(sub["status"] == "new");
+  CHECK(sub["validated"] == false);
+  const rtx::evolve::Proposal p = rtx::evolve::load_proposal(f.st, id);
+  CHECK(rtx::evolve::verify(p, f.key).empty());
+  CHECK(p.changeset["candidate"]["small_segment_bytes"] == 1 << 20);
+  CHECK(p.plan["submitted_from"] == "mcp submit_proposal");
+
+  // Read it back.
+  const json reply = one(srv, call(2, "proposal_status", {{"id", id}}));
+  const json st = ok(reply);
+  CHECK(st["id"] == id);
+  CHECK(st["status"] == "new");
+  CHECK(st["domain"] == "memory");
+  CHECK(st["key"] == rtx::evolve::config_key("memory", f.sku));
+  CHECK(st["gates"] == json::array());
+  CHECK(st["approve"] == "");
+  CHECK(st["rollback"] == "");
+  REQUIRE(reply["result"]["content"].size() == 2);  // JSON, then the `rtx-evolve status` lines
+  CHECK_THAT(reply["result"]["content"][1]["text"].get<std::string>(), Catch::Contains("#" + std::to_string(id) + " [memory]"));
+
+  // Gates recorded by a validation show with their numbers; a failed gate is what the knowledge graph reports.
+  rtx::evolve::GateResult g;
+  g.gate = "performance";
+  g.passed = false;
+  g.metric = "improvement_lo_frac";
+  g.value = -0.031;
+  g.threshold = 0.10;
+  g.detail = {{"reason", "CI lower bound -3.1% below the 10% threshold"}};
+  rtx::evolve::record_gates(f.st, id, 0, {g});
+  rtx::evolve::set_status(f.st, id, "failed");
+  const json st2 = ok(one(srv, call(3, "proposal_status", {{"id", id}})));
+  CHECK(st2["status"] == "failed");
+  REQUIRE(st2["gates"].size() == 1);
+  CHECK(st2["gates"][0]["gate"] == "performance");
+  CHECK(st2["gates"][0]["passed"] == false);
+  CHECK(st2["gates"][0]["value"].get<double>() == Approx(-0.031));
+  CHECK(st2["gates"][0]["threshold"].get<double>() == Approx(0.10));
+  CHECK_THAT(st2["gates"][0]["reason"].get<std::string>(), Catch::Contains("threshold"));
+
+  const json kq = ok(one(srv, call(4, "query_knowledge", {{"question", "failed"}, {"domain", "memory"}, {"limit", 5}})));
+  const json direct = rtx::evolve::kg_query(f.st, rtx::evolve::KgQuery{"failed", "", "", "", "memory", 5});
+  CHECK(kq == direct);
+  REQUIRE(kq["rows"].size() == 1);
+  CHECK(kq["rows"][0]["proposal_id"] == id);
+  CHECK(kq["rows"][0]["gate"] == "performance");
+  const json none = ok(one(srv, call(5, "query_knowledge", {{"question", "improved"}})));
+  CHECK(none["rows"] == json::array());
+  CHECK(error_code(one(srv, call(6, "query_knowledge", {{"question", "failed"}, {"limit", 0}}))) == -32602);
+  CHECK(error_code(one(srv, call(7, "query_knowledge", {{"limit", 3}}))) == -32602);
+
+  // Malformed proposals are tool errors naming the reason, and nothing is stored.
+  CHECK_THAT(tool_error(one(srv, call(8, "submit_proposal", {{"proposal", {{"schema", "rtx.proposal.v9"}}}}))), Catch::Contains("schema"));
+  json other_sku = memory_proposal(f.sku, 1 << 19);
+  other_sku["key"] = "memory|cpu:some-other-host";
+  CHECK_THAT(tool_error(one(srv, call(9, "submit_proposal", {{"proposal", other_sku}}))), Catch::Contains("config key must be"));
+  json bad_knob = memory_proposal(f.sku, 1 << 19);
+  bad_knob["changeset"]["candidate"]["warp_drive"] = 9;
+  CHECK_THAT(tool_error(one(srv, call(10, "submit_proposal", {{"proposal", bad_knob}}))), Catch::Contains("warp_drive"));
+  CHECK(rtx::evolve::list_proposals(f.st, "", 100).size() == 1);
+  CHECK(error_code(one(srv, call(11, "submit_proposal", {{"proposal", "{}"}}))) == -32602);
+  CHECK(error_code(one(srv, call(12, "submit_proposal", {{"proposal", json::object()}, {"validate", "yes"}}))) == -32602);
+  CHECK(error_code(one(srv, call(13, "submit_proposal", {{"proposal", json::object()}, {"rounds", 1}}))) == -32602);
+
+  // No proposal 99999: a tool error naming it.
+  CHECK_THAT(tool_error(one(srv, call(14, "proposal_status", {{"id", 99999}}))), Catch::Contains("99999"));
+
+  // Without a signing key, submit is a tool error that says how to make one.
+  rtx::evolve::McpOptions o = f.opts();
+  o.key_path = f.dir + "/no-such.key";
+  McpServer nokey(f.st, o);
+  CHECK_THAT(tool_error(one(nokey, call(1, "submit_proposal", {{"proposal", memory_proposal(f.sku, 1 << 18)}}))),
+             Catch::Contains("keygen"));
+}
+
+TEST_CASE("evolve mcp: a session through the rtx-evolve binary, with a validated proposal", "[cpu]") {
+  Fixture f;
+  const std::string sess = f.dir + "/session.jsonl";
+  {
+    std::ofstream s(sess);
+    s << init(1) << "\n" << kInitialized << "\n" << req(2, "tools/list") << "\n"
+      << call(3, "submit_proposal", {{"proposal", memory_proposal(f.sku, 1 << 20)}, {"validate", true}, {"rounds", 2}}) << "\n"
+      << call(4, "proposal_status", {{"id", 1}}) << "\n"
+      << call(5, "get_baseline", {{"key", rtx::evolve::config_key("memory", f.sku)}}) << "\n"
+      << "not json\n"
+      << req(6, "no/such/method") << "\n";
+  }
+  // The subshell's own redirection feeds the session (run() gives the command </dev/null).
+  auto r = rtx::test::run("(" + rtx::test::tool_path("rtx-evolve") + " --db " + f.db + " mcp --timeout 60 < " + sess + ")");
+  INFO(r.out << "\n--- stderr ---\n" << r.err);
+  REQUIRE(r.exit_code == 0);  // end of input ends the server cleanly
+  CHECK_THAT(r.err, Catch::Contains("serving"));
+  // stdout carries protocol messages only: every line a JSON-RPC 2.0 reply, in order.
+  std::vector<json> replies;
+  std::istringstream rd(r.out);
+  for (std::string l; std::getline(rd, l);) {
+    const json j = json::parse(l);
+    CHECK(j["jsonrpc"] == "2.0");
+    replies.push_back(j);
+  }
+  REQUIRE(replies.size() == 7);
+  CHECK(replies[0]["id"] == 1);
+  CHECK(replies[0]["result"]["serverInfo"]["name"] == "rtx-evolve");
+  CHECK(replies[1]["result"]["tools"].size() == 5);
+  const json sub = ok(replies[2]);
+  CHECK(sub["id"] == 1);
+  CHECK(sub["validated"] == true);
+  CHECK((sub["status"] == "passed" || sub["status"] == "failed"));
+  std::vector<std::string> gates;
+  for (const auto& g : sub["gates"]) gates.push_back(g["gate"]);
+  for (const char* want : {"safety", "determinism", "performance", "memory"})
+    CHECK(std::find(gates.begin(), gates.end(), want) != gates.end());
+  const json st = ok(replies[3]);
+  CHECK(st["status"] == sub["status"]);
+  CHECK(st["gates"].size() == sub["gates"].size());
+  CHECK(st["approve"] == (sub["status"] == "passed" ? "rtx-evolve approve 1" : ""));
+  CHECK(ok(replies[4])["key"]["domain"] == "memory");
+  CHECK(replies[5]["id"] == nullptr);
+  CHECK(error_code(replies[5]) == -32700);
+  CHECK(replies[6]["id"] == 6);
+  CHECK(error_code(replies[6]) == -32601);
+}

@@ -1,0 +1,50 @@
+// rtx-evolve history [CASE]: a bench case over time with its E-divisive change points and the
+// proposals that caused them; without CASE, the cases with their point counts. Flags only.
+#include <iostream>
+#include <memory>
+
+#include "commands.hpp"
+#include "rtx/evolve/history.hpp"
+
+namespace rtx_evolve {
+
+Body add_history(CLI::App& app, const rtx::cli::CommonOptions& common) {
+  auto name = std::make_shared<std::string>();
+  auto o = std::make_shared<rtx::evolve::HistoryOptions>();
+  app.add_option("CASE", *name, "Bench case id (omit to list the cases)");
+  app.add_option("--metric", o->metric, "bench_results column: median_s, p10_s, p90_s, mad_s, ci_lo_s, ci_hi_s, gflops, gbps")
+      ->capture_default_str();
+  app.add_option("--since", o->since, "Only points measured at or after this UTC date/time (2026-01-31 or ISO-8601)");
+  app.add_option("--limit", o->limit, "Only the newest N points (0: all)")->capture_default_str();
+  app.add_option("--pvalue", o->pvalue, "Permutation-test significance of a change point")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-9, 1.0));
+  app.add_option("--permutations", o->permutations, "Permutations per candidate change point")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--min-size", o->min_size, "Fewest points between change points")->capture_default_str()->check(CLI::Range(1, 100000));
+  app.add_flag("--candidates", o->include_candidates, "Also show evolve candidate arms (not a deployed configuration)");
+  return [&common, name, o]() {
+    rtx::store::Store st(rtx::store::resolve_db_path(common.db));
+    if (name->empty()) {
+      const auto cases = rtx::evolve::history_cases(st);
+      if (common.json) {
+        nlohmann::json arr = nlohmann::json::array();
+        for (const auto& [c, n] : cases) arr.push_back({{"case", c}, {"points", n}});
+        std::cout << nlohmann::json{{"schema", "rtx.history.v1"}, {"cases", arr}}.dump(2) << "\n";
+      } else {
+        std::cout << rtx::evolve::format_cases(cases);
+      }
+      return 0;
+    }
+    o->seed = common.seed;
+    const rtx::evolve::CaseHistory h = rtx::evolve::case_history(st, *name, *o);
+    if (common.json)
+      std::cout << rtx::evolve::to_json(h).dump(2) << "\n";
+    else
+      std::cout << rtx::evolve::format_history(h);
+    return 0;
+  };
+}
+
+}  // namespace rtx_evolve

@@ -1,0 +1,35 @@
+// rtx-evolve mcp: an MCP server (JSON-RPC 2.0, one message per line) on stdin/stdout for external
+// agents; flags only, the server is rtx::evolve::McpServer. Logs go to stderr, never stdout.
+#include <iostream>
+
+#include "commands.hpp"
+#include "rtx/evolve/mcp.hpp"
+
+namespace rtx_evolve {
+
+Body add_mcp(CLI::App& app, const rtx::cli::CommonOptions& common) {
+  auto o = std::make_shared<rtx::evolve::McpOptions>();
+  app.add_option("--key", o->key_path, "Signing key of submit_proposal (default: evolve_ed25519.key next to the store)");
+  app.add_option("--pack", o->default_pack, "Bench pack list_benchmarks uses when the call names none")->capture_default_str();
+  app.add_option("--rounds", o->validate.rounds, "A/B pairs of submit_proposal {validate: true}")
+      ->capture_default_str()->check(CLI::Range(2, 50));
+  app.add_option("--timeout", o->validate.sandbox.timeout_s, "Wall-clock limit of one sandboxed trial, s")
+      ->capture_default_str()->check(CLI::Range(1.0, 3600.0));
+  app.add_option("--model", o->validate.model_path, "Serving model for scheduler-domain validation");
+  app.footer(
+      "Speaks MCP 2025-06-18 over stdio: one JSON-RPC 2.0 message per line on stdin, replies on stdout, logs on stderr;\n"
+      "JSON-RPC batches are refused (-32600). Ends with exit 0 at end of input. Tools: list_benchmarks, get_baseline,\n"
+      "submit_proposal, proposal_status, query_knowledge (docs/evolution.md, \"MCP server\").");
+  return [&common, o]() {
+    rtx::store::Store st(rtx::store::resolve_db_path(common.db));
+    o->validate.seed = common.seed;
+    o->log = common.quiet ? nullptr : &std::cerr;
+    o->validate.log = o->log;
+    rtx::evolve::McpServer server(st, *o);
+    if (o->log) *o->log << "rtx-evolve mcp: serving " << st.path() << " on stdio (MCP " << rtx::evolve::kMcpProtocolVersion << ")\n";
+    server.serve(std::cin, std::cout);
+    return 0;
+  };
+}
+
+}  // namespace rtx_evolve

@@ -129,6 +129,27 @@ TEST_CASE("rtx-evolve: run, report, approve, rollback, rehearse, export, submit"
   }
   check_consistent(db);
 
+  // A proposal stored without validation (as MCP's submit_proposal does) is validated later by
+  // `validate ID`, once: a second validation of a decided proposal is refused.
+  ext["changeset"] = {{"candidate", {{"large_round_bytes", 4 << 20}}}};
+  { std::ofstream(dir + "/ext2.json") << ext.dump(); }
+  auto stored = run(evolve() + common + "--json submit --no-validate " + dir + "/ext2.json");
+  INFO(stored.err);
+  REQUIRE(stored.exit_code == 0);
+  const int64_t vid = json::parse(stored.out)["id"];
+  CHECK(json::parse(stored.out)["status"] == "new");
+  auto val = run(evolve() + common + "--json validate " + std::to_string(vid) + " --rounds 2");
+  INFO(val.err);
+  REQUIRE((val.exit_code == 0 || val.exit_code == 1));
+  const json vj = json::parse(val.out);
+  CHECK(vj["status"] == (val.exit_code == 0 ? "passed" : "failed"));
+  CHECK(vj["validation"]["gates"].size() >= 3);
+  auto again = run(evolve() + common + "validate " + std::to_string(vid));
+  CHECK(again.exit_code == 2);
+  CHECK_THAT(again.err, Catch::Contains("only a proposal that is 'new'"));
+  CHECK(run(evolve() + common + "validate 999999").exit_code == 2);
+  check_consistent(db);
+
   // Bad input: unknown subcommand flag, missing file, wrong schema, unknown domain, bad id.
   CHECK(run(evolve() + common + "run --budget 0").exit_code == 2);
   CHECK(run(evolve() + common + "submit " + dir + "/missing.json").exit_code == 2);

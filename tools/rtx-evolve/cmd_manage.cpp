@@ -108,6 +108,37 @@ Body add_submit(CLI::App& app, const rtx::cli::CommonOptions& common) {
   };
 }
 
+Body add_validate(CLI::App& app, const rtx::cli::CommonOptions& common) {
+  auto id = std::make_shared<int64_t>(0);
+  auto key = std::make_shared<std::string>();
+  auto v = std::make_shared<rtx::evolve::ValidateOptions>();
+  app.add_option("ID", *id, "Proposal id (status new, or interrupted by a killed run)")->required();
+  app.add_option("--key", *key, "Signing key (default next to the store)");
+  app.add_option("--rounds", v->rounds, "A/B pairs")->capture_default_str()->check(CLI::Range(2, 50));
+  app.add_option("--model", v->model_path, "Serving model for the scheduler domain (default $RTX_DATA/stories260k/...f32.gguf)");
+  return [&common, id, key, v]() {
+    rtx::store::Store st(rtx::store::resolve_db_path(common.db));
+    const rtx::evolve::KeyPair k = rtx::evolve::load_key(key_path(*key, common));
+    const rtx::evolve::Proposal p = rtx::evolve::load_proposal(st, *id);
+    // A failed proposal is not re-validated: measuring again until a noisy result passes would
+    // make the gate's error rate meaningless. Submit it again (a new id) if the code changed.
+    if (p.status != "new" && p.status != "interrupted")
+      rtx::throw_usage("proposal " + std::to_string(*id) + " is '" + p.status +
+                           "'; only a proposal that is 'new' (submitted with --no-validate or over MCP) or "
+                           "'interrupted' can be validated",
+                       "ID");
+    v->seed = common.seed;
+    if (!common.quiet) v->log = &std::cerr;
+    const rtx::evolve::Validation val = rtx::evolve::validate(st, *id, k, *v, 0);
+    const json out = {{"id", *id}, {"status", val.passed ? "passed" : "failed"}, {"validation", val.summary}};
+    if (common.json) std::cout << out.dump(2) << "\n";
+    else
+      std::cerr << "proposal " << *id << ": " << out["status"].get<std::string>()
+                << (val.passed ? " (approve with: rtx-evolve approve " + std::to_string(*id) + ")" : "") << "\n";
+    return val.passed ? 0 : 1;
+  };
+}
+
 Body add_approve(CLI::App& app, const rtx::cli::CommonOptions& common) {
   auto id = std::make_shared<int64_t>(0);
   auto key = std::make_shared<std::string>();

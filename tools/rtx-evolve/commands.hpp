@@ -13,6 +13,7 @@ Body add_status(CLI::App& app, const rtx::cli::CommonOptions& common);
 Body add_history(CLI::App& app, const rtx::cli::CommonOptions& common);
 Body add_export(CLI::App& app, const rtx::cli::CommonOptions& common);
 Body add_submit(CLI::App& app, const rtx::cli::CommonOptions& common);
+Body add_validate(CLI::App& app, const rtx::cli::CommonOptions& common);
 Body add_approve(CLI::App& app, const rtx::cli::CommonOptions& common);
 Body add_rollback(CLI::App& app, const rtx::cli::CommonOptions& common);
 Body add_rehearse(CLI::App& app, const rtx::cli::CommonOptions& common);

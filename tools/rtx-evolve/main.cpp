@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   subs.add("export", "Write a proposal's rtx.proposal.v1 envelope", [&](CLI::App& s) { return rtx_evolve::add_export(s, common); });
   subs.add("submit", "Submit an external rtx.proposal.v1 (FILE or -), then validate it like the rest",
            [&](CLI::App& s) { return rtx_evolve::add_submit(s, common); });
+  subs.add("validate", "Validate a stored proposal (status new or interrupted) with the sandboxed A/B gates",
+           [&](CLI::App& s) { return rtx_evolve::add_validate(s, common); });
   subs.add("approve", "Approve a proposal that passed every gate and promote it (signature verified)",
            [&](CLI::App& s) { return rtx_evolve::add_approve(s, common); });
   subs.add("rollback", "Restore the version a promoted proposal replaced (signature verified)",

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "rtx/core/error.hpp"
+#include "rtx/evolve/deploy.hpp"
 #include "rtx/evolve/loop.hpp"
 #include "rtx/evolve/proposers.hpp"
 #include "rtx/evolve/trial.hpp"
@@ -89,8 +90,22 @@ TEST_CASE("evolve fusion: the proposer toggles attention with a complete envelop
   const int64_t id = insert_proposal(st, p, 0);
   set_status(st, id, "failed");
   CHECK(prop->propose(ctx).empty());
+
+  // On another SKU, with "unfused" promoted there, the proposal is to go back to fused.
   ctx.sku = "cpu:another-sku";
-  CHECK(prop->propose(ctx).size() == 1);
+  std::vector<Proposal> qs = prop->propose(ctx);
+  REQUIRE(qs.size() == 1);
+  sign(qs[0], key);
+  const int64_t id2 = insert_proposal(st, qs[0], 0);
+  set_status(st, id2, "passed");
+  approve(st, id2, "test", "manual");
+  promote(st, id2, key, "test");
+  CHECK(baseline_config(st, "fusion", "fusion|cpu:another-sku", *ctx.reg) == json{{"attention", "unfused"}});
+  qs = prop->propose(ctx);
+  REQUIRE(qs.size() == 1);
+  CHECK(qs[0].changeset["base"] == json{{"attention", "unfused"}});
+  CHECK(qs[0].changeset["candidate"] == fusion_default_config());
+  CHECK(qs[0].changeset["base_version"] == 1);
 }
 
 TEST_CASE("evolve fusion: trial arms give the same loss and gradients within fp32 1e-5", "[cpu]") {

@@ -275,9 +275,6 @@ int64_t record_validation(store::Store& st, int64_t proposal_id, int64_t run_id,
     sku = telemetry::sku_key("cpu");
   }
   store::Transaction tx(st);
-  auto& g = st.prepare(
-      "INSERT INTO gate_results (proposal_id, run_id, gate, passed, metric, value, threshold, detail_json) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
   if (run_id == 0 && !results.empty()) {
     auto& r = st.prepare(
         "INSERT INTO runs (tool, args_json, seed, git_sha, hw_sku, hw_json, status, finished_at) "
@@ -290,13 +287,7 @@ int64_t record_validation(store::Store& st, int64_t proposal_id, int64_t run_id,
     r.run();
     run_id = st.last_insert_rowid();
   }
-  for (const GateResult& r : gates) {
-    g.bind(1, proposal_id);
-    if (run_id) g.bind(2, run_id); else g.bind(2, nullptr);
-    g.bind(3, r.gate).bind(4, r.passed ? 1 : 0).bind(5, r.metric).bind(6, r.value).bind(7, r.threshold);
-    g.bind(8, r.detail.dump());
-    g.run();
-  }
+  insert_gates(st, proposal_id, run_id, gates);
   auto& row = st.prepare(
       "INSERT INTO bench_results (run_id, case_name, op, variant, backend, shape, dtype, params_json, median_s, p10_s, "
       "p90_s, mad_s, n, ci_lo_s, ci_hi_s, samples_json) "

@@ -109,7 +109,7 @@ json arm_spec(store::Store& st, const Proposal& p, const json& config, const Val
       s["config"] = config;
       s["reference_config"] = p.changeset.value("base", json::object());
       for (const auto& [k, v] : w[part].items()) s[k] = v;
-      s["samples"] = std::max<size_t>(3, o.samples / 2);
+      s["samples"] = std::max<size_t>(3, o.samples / 3);  // a whole training step per sample
       parts.push_back(s);
     }
   } else {

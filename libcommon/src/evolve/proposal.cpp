@@ -331,6 +331,11 @@ void set_status(store::Store& st, int64_t id, const std::string& status, const s
 
 void record_gates(store::Store& st, int64_t proposal_id, int64_t run_id, const std::vector<GateResult>& g) {
   store::Transaction tx(st);
+  insert_gates(st, proposal_id, run_id, g);
+  tx.commit();
+}
+
+void insert_gates(store::Store& st, int64_t proposal_id, int64_t run_id, const std::vector<GateResult>& g) {
   auto& q = st.prepare(
       "INSERT INTO gate_results (proposal_id, run_id, gate, passed, metric, value, threshold, detail_json) "
       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
@@ -345,7 +350,6 @@ void record_gates(store::Store& st, int64_t proposal_id, int64_t run_id, const s
     q.bind(8, r.detail.dump());
     q.run();
   }
-  tx.commit();
 }
 
 std::vector<GateResult> gate_results(store::Store& st, int64_t proposal_id) {

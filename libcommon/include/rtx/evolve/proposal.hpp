@@ -108,6 +108,9 @@ struct GateResult {
 };
 /// Record gate results of a proposal (one transaction for all).
 void record_gates(store::Store& st, int64_t proposal_id, int64_t run_id, const std::vector<GateResult>& g);
+/// The same rows, inside the caller's open transaction (record_validation writes gates and
+/// bench_results together).
+void insert_gates(store::Store& st, int64_t proposal_id, int64_t run_id, const std::vector<GateResult>& g);
 /// Gate results of a proposal, in insertion order.
 std::vector<GateResult> gate_results(store::Store& st, int64_t proposal_id);
 

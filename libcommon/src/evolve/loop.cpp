@@ -425,22 +425,25 @@ Validation validate(store::Store& st, int64_t id, const KeyPair& key, const Vali
 
 // ---- the loop -----------------------------------------------------------------------------------
 
-namespace {
-
 std::string change_text(const Proposal& p) {
   std::string s;
   for (const auto& a : p.actions) {
     if (!s.empty()) s += ", ";
     s += a.value("set", std::string("?")) + " " + a.value("from", json(nullptr)).dump() + " -> " + a.value("to", json(nullptr)).dump();
   }
-  return s.empty() ? p.changeset["candidate"].dump() : s;
+  return s.empty() ? p.changeset.value("candidate", json::object()).dump() : s;
+}
+
+json gates_json(store::Store& st, int64_t id) {
+  json gates = json::array();
+  for (const auto& r : gate_results(st, id))
+    gates.push_back({{"gate", r.gate}, {"passed", r.passed}, {"metric", r.metric}, {"value", r.value}, {"threshold", r.threshold},
+                     {"reason", r.detail.value("reason", std::string())}, {"detail", r.detail}});
+  return gates;
 }
 
 json proposal_row(store::Store& st, const Proposal& p) {
-  json gates = json::array();
-  for (const auto& r : gate_results(st, p.id))
-    gates.push_back({{"gate", r.gate}, {"passed", r.passed}, {"metric", r.metric}, {"value", r.value}, {"threshold", r.threshold},
-                     {"reason", r.detail.value("reason", std::string())}, {"detail", r.detail}});
+  const json gates = gates_json(st, p.id);
   json deps = json::array();
   auto& q = st.prepare("SELECT action, from_version, to_version, actor, created_at FROM evolve_deployments WHERE proposal_id = ?1 ORDER BY id");
   q.bind(1, p.id);
@@ -462,6 +465,8 @@ json proposal_row(store::Store& st, const Proposal& p) {
           {"rollback", p.status == "promoted" ? "rtx-evolve rollback " + std::to_string(p.id) : ""},
           {"approve", p.status == "passed" ? "rtx-evolve approve " + std::to_string(p.id) : ""}};
 }
+
+namespace {
 
 json summarize(const json& rows) {
   size_t passed = 0, failed = 0, promoted = 0;

@@ -267,24 +267,6 @@ bool valid_id(const json& id) { return id.is_string() || id.is_number_integer();
 
 // ---- tool bodies --------------------------------------------------------------------------------
 
-std::string change_text(const Proposal& p) {
-  std::string s;
-  for (const auto& a : p.actions) {
-    if (!s.empty()) s += ", ";
-    s += a.value("set", std::string("?")) + " " + a.value("from", json(nullptr)).dump() + " -> " + a.value("to", json(nullptr)).dump();
-  }
-  return s.empty() ? p.changeset.value("candidate", json::object()).dump() : s;
-}
-
-json gates_json(store::Store& st, int64_t id) {
-  json gates = json::array();
-  for (const auto& r : gate_results(st, id))
-    gates.push_back({{"gate", r.gate}, {"passed", r.passed}, {"metric", r.metric}, {"value", r.value}, {"threshold", r.threshold},
-                     {"reason", r.detail.value("reason", std::string())}, {"detail", r.detail}});
-  return gates;
-}
-
-json opt_json(const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); }
 /// An argument the schema checked as "integer" (which admits 3.0).
 int64_t as_int(const json& v) { return v.is_number_integer() ? v.get<int64_t>() : static_cast<int64_t>(v.get<double>()); }
 json opt_json(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
@@ -590,26 +572,10 @@ json McpServer::run_tool(const std::string& name, const json& args) {
   }
   if (name == "proposal_status") {
     const Proposal p = load_proposal(st_, as_int(args["id"]));
-    json deps = json::array();
-    auto& q = st_.prepare(
-        "SELECT action, from_version, to_version, actor, created_at FROM evolve_deployments WHERE proposal_id = ?1 ORDER BY id");
-    q.bind(1, p.id);
-    while (q.step())
-      deps.push_back({{"action", q.column_text(0)}, {"from_version", opt_json(q.column_opt_int64(1))},
-                      {"to_version", opt_json(q.column_opt_int64(2))}, {"actor", q.column_text(3)}, {"at", q.column_text(4)}});
-    q.reset();
-    return {{"id", p.id},
-            {"domain", p.domain},
-            {"target", p.target},
-            {"key", p.key},
-            {"change", change_text(p)},
-            {"why", p.plan.value("why", std::string())},
-            {"status", p.status},
-            {"gates", gates_json(st_, p.id)},
-            {"deployments", deps},
-            {"rollback_plan", p.rollback},
-            {"rollback", p.status == "promoted" ? "rtx-evolve rollback " + std::to_string(p.id) : ""},
-            {"approve", p.status == "passed" ? "rtx-evolve approve " + std::to_string(p.id) : ""}};
+    json row = proposal_row(st_, p);
+    row["target"] = p.target;
+    row["rollback_plan"] = p.rollback;
+    return row;
   }
   if (name == "query_knowledge") {
     KgQuery q;

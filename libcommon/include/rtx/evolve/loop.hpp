@@ -53,6 +53,14 @@ struct Validation {
 Validation validate(store::Store& st, int64_t proposal_id, const KeyPair& key, const ValidateOptions& o,
                     int64_t run_id);
 
+/// One line for a proposal's actions ("threads 2 -> 1, ..."), or its candidate JSON when it has none.
+std::string change_text(const Proposal& p);
+/// A proposal's gates as report rows: gate, passed, metric, value, threshold, reason, detail.
+nlohmann::json gates_json(store::Store& st, int64_t proposal_id);
+/// A proposal as a report row: id, domain, key, change, why, status, gates, deployments
+/// (evolve_deployments), and the rollback / approve command that applies to its status.
+nlohmann::json proposal_row(store::Store& st, const Proposal& p);
+
 /// `rtx-evolve run`.
 struct RunOptions {
   std::string pack = "benchpacks/core.json";

@@ -9,5 +9,5 @@ foreach(t ${RTX_FUZZ_TARGETS})
   set_target_properties(fuzz_replay_${t} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   add_test(NAME fuzz_replay_${t} COMMAND fuzz_replay_${t} ${CMAKE_CURRENT_LIST_DIR}/corpus/${t})
   set_tests_properties(fuzz_replay_${t} PROPERTIES LABELS "fuzz" TIMEOUT 300
-    ENVIRONMENT "RTX_DATA=${RTX_DATA_DIR};ASAN_OPTIONS=intercept_tls_get_addr=0:detect_leaks=1")
+    ENVIRONMENT "RTX_DATA=${RTX_DATA_DIR};RTX_SOURCE_DIR=${PROJECT_SOURCE_DIR};ASAN_OPTIONS=intercept_tls_get_addr=0:detect_leaks=1")
 endforeach()

@@ -22,7 +22,7 @@ Body add_kg_query(CLI::App& app, const rtx::cli::CommonOptions& common) {
       ->required();
   app.add_option("--op", q->op, "Only proposals whose affected cases run this op (matmul, gelu, serve, alloc, ...)");
   app.add_option("--sku", q->sku, "Only proposals measured on a SKU containing this text (case-insensitive)");
-  app.add_option("--domain", q->domain, "Only proposals of this domain (tuner, parallelism, scheduler, memory, ...)");
+  app.add_option("--domain", q->domain, "Only proposals of this domain (tuner, parallelism, scheduler, memory, fusion)");
   app.add_option("--gate", q->gate, "failed: only this gate (determinism, performance, heldout, memory, safety, ...)");
   app.add_option("--limit", q->limit, "Most rows")->capture_default_str()->check(CLI::Range(1, 100000));
   return [&common, q]() {

@@ -46,7 +46,7 @@ Body add_run(CLI::App& app, const rtx::cli::CommonOptions& common) {
   app.add_flag("--strict", *strict, "Exit 1 when any proposal failed a gate");
   app.add_option("--pack", o->pack, "Bench pack (rtx.benchpack.v1)")->capture_default_str();
   app.add_option("--filter", o->filter, "Case-id regex of the subset to work on (default: small f32 ops)");
-  app.add_option("--domain", o->domains, "Domains to propose in (tuner, parallelism, scheduler, memory; repeatable; default all)");
+  app.add_option("--domain", o->domains, "Domains to propose in (tuner, parallelism, scheduler, memory, fusion; repeatable; default all)");
   app.add_option("--budget", o->budget, "Most proposals validated in this run")->capture_default_str()->check(CLI::Range(1, 1000));
   app.add_option("--budget-per-domain", o->budget_per_domain, "Most proposals per domain")->capture_default_str()->check(CLI::Range(1, 1000));
   app.add_option("--explore", o->explore_evals, "Tuner: configurations measured per key when the store has fewer trials")

@@ -547,14 +547,23 @@ json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
   vo.log = &err;
   size_t used = 0;
   const std::string actor = o.actor.empty() ? actor_default() : o.actor;
-  for (auto& proposer : default_proposers()) {
+  auto proposers = default_proposers();
+  const auto enabled = [&](const std::string& dom) {
+    return o.domains.empty() || std::find(o.domains.begin(), o.domains.end(), dom) != o.domains.end();
+  };
+  size_t domains_left = 0;
+  for (const auto& pr : proposers) domains_left += enabled(pr->domain()) ? 1 : 0;
+  for (auto& proposer : proposers) {
     const std::string dom = proposer->domain();
-    if (!o.domains.empty() && std::find(o.domains.begin(), o.domains.end(), dom) == o.domains.end()) continue;
+    if (!enabled(dom)) continue;
+    --domains_left;
     if (used >= o.budget) {
       report["notes"].push_back("budget of " + std::to_string(o.budget) + " proposals spent before domain " + dom);
       continue;
     }
-    ctx.budget = std::min(o.budget_per_domain, o.budget - used);
+    // Keep one proposal for each domain still to come, so a small budget spans every domain.
+    const size_t left = o.budget - used;
+    ctx.budget = std::min(o.budget_per_domain, left > domains_left ? left - domains_left : size_t{1});
     err << "[" << dom << "] proposing\n";
     std::vector<Proposal> props = proposer->propose(ctx);
     if (props.empty()) report["notes"].push_back(dom + ": nothing to propose");

@@ -520,7 +520,9 @@ std::string svg_series(const json& c) {
     vmax = std::max(vmax, p["value"].get<double>());
     vmin = std::min(vmin, p["value"].get<double>());
   }
-  const auto [scale, unit] = case_unit(c);
+  const auto su = case_unit(c);
+  const double scale = su.first;  // a plain variable: lambdas may not capture structured bindings (C++17, clang)
+  const auto& unit = su.second;
   const std::vector<double> ticks = nice_ticks(std::min(0.0, vmin * scale), vmax * scale, 5);
   const double y0 = ticks.front(), y1 = ticks.back();
   auto X = [&](size_t i) { return l + (n > 1 ? pw * static_cast<double>(i) / static_cast<double>(n - 1) : pw / 2); };

@@ -402,14 +402,14 @@ json run_fusion(const json& spec) {
 }  // namespace
 
 bool fusion_attention_fused(const json& c, const std::string& where) {
-  if (!c.is_object()) throw_input(where + ": expected a JSON object like {\"attention\": \"fused\"}", where);
+  if (!c.is_object()) throw_input("a fusion config must be a JSON object like {\"attention\": \"fused\"}", where);
   bool fused = true;
   for (const auto& item : c.items()) {
     const json& v = item.value();
     if (item.key() != "attention")
-      throw_input(where + ": unknown fusion knob '" + item.key() + "'", where + "." + item.key(), "known: attention");
+      throw_input("unknown fusion knob '" + item.key() + "'", where + "." + item.key(), "known: attention");
     if (!v.is_string() || (v != "fused" && v != "unfused"))
-      throw_input(where + ": fusion knob 'attention' must be \"fused\" or \"unfused\", not " + v.dump(), where + ".attention",
+      throw_input("fusion knob 'attention' must be \"fused\" or \"unfused\", not " + v.dump(), where + ".attention",
                   "fused: FlashAttention (cpu.flash); unfused: naive (T,T) scores, softmax, x V (cpu.naive)");
     fused = v == "fused";
   }

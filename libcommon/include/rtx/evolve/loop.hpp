@@ -67,7 +67,7 @@ struct RunOptions {
   /// Case-id regex of the subset (default: four small f32 ops, ~1 s of measurement each).
   std::string filter =
       "^(matmul_fwd_small/cpu\\.blocked/K=128,M=256,N=(384|65)|(gelu_fwd_small|softmax_attn_small|layernorm_fwd_small)/.*)/f32$";
-  std::vector<std::string> domains;   ///< empty: all four
+  std::vector<std::string> domains;   ///< empty: all five
   size_t budget = 6;                  ///< most proposals validated in this run
   size_t budget_per_domain = 2;
   size_t explore_evals = 4;

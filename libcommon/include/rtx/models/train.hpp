@@ -90,7 +90,10 @@ struct TrainResult {
   double mean_tokens_per_s = 0;  ///< over steps after the first (warm); all ranks' tokens
   int ranks = 1;                 ///< data-parallel ranks that trained
   double comm_s = 0;             ///< data-parallel: seconds inside gradient all-reduces
-  double exposed_comm_s = 0;     ///< ... of which the step waited for after its backward
+  /// Seconds the steps waited for all-reduces after their backward: mostly comm_s not hidden by
+  /// the backward, plus any time the communication thread was not scheduled (so under CPU
+  /// oversubscription it can exceed comm_s).
+  double exposed_comm_s = 0;
   uint64_t params_fnv = 0;       ///< FNV-1a 64 of the final parameters (equal on every rank; checked)
   std::string checkpoint;        ///< path of the last checkpoint written ("" if none)
   bool interrupted = false;      ///< stopped early by should_stop (checkpoint written when out_dir set)

@@ -150,6 +150,21 @@ TEST_CASE("rtx-evolve: run, report, approve, rollback, rehearse, export, submit"
   CHECK(run(evolve() + common + "validate 999999").exit_code == 2);
   check_consistent(db);
 
+  // What an approver reads is what would be promoted: actions that disagree with the candidate,
+  // and a candidate that changes nothing, are refused; empty actions are computed.
+  ext["changeset"] = {{"candidate", {{"large_round_bytes", 8 << 20}}}};
+  ext["actions"] = json::array({{{"set", "large_round_bytes"}, {"from", 1}, {"to", 64 << 20}}});
+  { std::ofstream(dir + "/lie.json") << ext.dump(); }
+  auto lie = run(evolve() + common + "submit --no-validate " + dir + "/lie.json");
+  CHECK(lie.exit_code == 2);
+  CHECK_THAT(lie.err, Catch::Contains("does not match the candidate"));
+  ext["actions"] = json::array();
+  ext["changeset"] = {{"candidate", json::object()}};
+  { std::ofstream(dir + "/noop.json") << ext.dump(); }
+  auto noop = run(evolve() + common + "submit --no-validate " + dir + "/noop.json");
+  CHECK(noop.exit_code == 2);
+  CHECK_THAT(noop.err, Catch::Contains("changes nothing"));
+
   // Bad input: unknown subcommand flag, missing file, wrong schema, unknown domain, bad id.
   CHECK(run(evolve() + common + "run --budget 0").exit_code == 2);
   CHECK(run(evolve() + common + "submit " + dir + "/missing.json").exit_code == 2);

@@ -28,16 +28,17 @@ std::string actor_or_user(const std::string& a) {
   return u && *u ? u : "unknown";
 }
 
+/// A proposal or spec file ("-" = stdin) through the shared reader: a directory, a missing file
+/// or more than 64 MiB (e.g. /dev/zero) is an Input error naming the path.
 std::string read_text(const std::string& path) {
-  std::stringstream ss;
-  if (path == "-") {
-    ss << std::cin.rdbuf();
-  } else {
-    std::ifstream f(path);
-    if (!f) rtx::throw_input("cannot read file", path);
-    ss << f.rdbuf();
+  rtx::io::ReadLimits lim;
+  lim.max_bytes = uint64_t{64} << 20;
+  try {
+    return rtx::io::read_text_file(path, lim);
+  } catch (const rtx::Error& e) {
+    if (e.category() != rtx::ErrorCategory::Environment) throw;
+    rtx::throw_input("cannot read file: " + e.message(), e.where().empty() ? path : e.where());
   }
-  return ss.str();
 }
 
 json parse_json(const std::string& text, const std::string& source) {
@@ -103,7 +104,10 @@ Body add_submit(CLI::App& app, const rtx::cli::CommonOptions& common) {
     if (common.json) std::cout << out.dump(2) << "\n";
     else
       std::cerr << "proposal " << id << ": " << out["status"].get<std::string>()
-                << (out["status"] == "passed" ? " (approve with: rtx-evolve approve " + std::to_string(id) + ")" : "") << "\n";
+                << (out["status"] == "passed" ? " (approve with: rtx-evolve approve " + std::to_string(id) + ")"
+                    : out["status"] == "new"  ? " (stored and signed; validate with: rtx-evolve validate " + std::to_string(id) + ")"
+                                              : "")
+                << "\n";
     return out["status"] == "failed" ? 1 : 0;
   };
 }
@@ -116,17 +120,27 @@ Body add_validate(CLI::App& app, const rtx::cli::CommonOptions& common) {
   app.add_option("--key", *key, "Signing key (default next to the store)");
   app.add_option("--rounds", v->rounds, "A/B pairs")->capture_default_str()->check(CLI::Range(2, 50));
   app.add_option("--model", v->model_path, "Serving model for the scheduler domain (default $RTX_DATA/stories260k/...f32.gguf)");
-  return [&common, id, key, v]() {
+  app.add_option("--timeout", v->sandbox.timeout_s, "Wall-clock limit of one sandboxed trial, s")
+      ->capture_default_str()->check(CLI::Range(1.0, 86400.0));
+  auto* no_canary = app.add_flag("--no-canary", "Scheduler domain: skip the serving canary gate");
+  auto* resume = app.add_flag("--resume", "Also validate a proposal left 'validating' by a killed process");
+  return [&common, id, key, v, no_canary, resume]() {
+    v->canary = no_canary->count() == 0;
     rtx::store::Store st(rtx::store::resolve_db_path(common.db));
     const rtx::evolve::KeyPair k = rtx::evolve::load_key(key_path(*key, common));
     const rtx::evolve::Proposal p = rtx::evolve::load_proposal(st, *id);
     // A failed proposal is not re-validated: measuring again until a noisy result passes would
     // make the gate's error rate meaningless. Submit it again (a new id) if the code changed.
-    if (p.status != "new" && p.status != "interrupted")
+    const bool resumable = p.status == "validating" && resume->count() > 0;
+    if (p.status != "new" && p.status != "interrupted" && !resumable)
       rtx::throw_usage("proposal " + std::to_string(*id) + " is '" + p.status +
                            "'; only a proposal that is 'new' (submitted with --no-validate or over MCP) or "
                            "'interrupted' can be validated",
-                       "ID");
+                       "ID",
+                       p.status == "validating"
+                           ? "if the process validating it was killed, run `rtx-evolve validate " + std::to_string(*id) +
+                                 " --resume` (make sure no other rtx-evolve is validating it)"
+                           : "");
     v->seed = common.seed;
     if (!common.quiet) v->log = &std::cerr;
     const rtx::evolve::Validation val = rtx::evolve::validate(st, *id, k, *v, 0);

@@ -1,4 +1,5 @@
 // rtx-evolve run / status: bind flags into RunOptions and print the report.
+#include <cmath>
 #include <iostream>
 #include <sstream>
 
@@ -74,6 +75,13 @@ Body add_run(CLI::App& app, const rtx::cli::CommonOptions& common) {
   app.add_option("-o,--out", *out, "Write the report to FILE (default stdout)");
   return [&common, o, thresholds, format, out, strict, no_canary]() {
     o->v.canary = no_canary->count() == 0;
+    // CLI11's range checks let NaN through (every comparison with NaN is false).
+    for (const auto& [flag, x] : {std::pair<const char*, double>{"--canary-seconds", o->v.canary_seconds},
+                                  {"--canary-sla-p95-ms", o->v.canary_rule.sla_p95_ms},
+                                  {"--canary-sla-p99-ms", o->v.canary_rule.sla_p99_ms},
+                                  {"--timeout", o->v.sandbox.timeout_s},
+                                  {"--time-budget", o->time_budget_s}})
+      if (!std::isfinite(x)) rtx::throw_usage(std::string(flag) + " must be a finite number", flag);
     for (const auto& t : *thresholds) apply_threshold(*o, t);
     for (const auto& d : o->domains) rtx::evolve::target_of(d);
     rtx::evolve::format_report(nlohmann::json{{"proposals", nlohmann::json::array()}}, *format);  // validate --format early

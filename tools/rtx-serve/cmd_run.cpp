@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -43,7 +44,8 @@ struct RunArgs {
 };
 
 /// Apply the configs rtx-evolve promoted for this SKU (scheduler, parallelism) under the flags
-/// the user gave explicitly; says what it applied on stderr.
+/// the user gave explicitly. A promoted value that is not valid here is ignored with a warning:
+/// the store never stops the server. Says what it applied on stderr.
 void apply_promoted(RunArgs& a, const std::string& db, bool quiet) {
   std::string sku;
   try {
@@ -53,18 +55,35 @@ void apply_promoted(RunArgs& a, const std::string& db, bool quiet) {
     return;
   }
   const auto pc = rtx::evolve::promoted_configs(db, sku);
+  std::map<std::string, std::string> outcome;
   if (const auto* sc = pc.get("scheduler")) {
-    nlohmann::json merged = a.sched.to_json();
-    for (const auto& [k, v] : sc->items()) merged[k] = v;
-    const nlohmann::json given = a.sched.to_json();
-    for (const auto& [k, opt] : a.sched_flags)
-      if (opt->count() > 0) merged[k] = given[k];
-    a.sched = rtx::serve::SchedulerConfig::from_json(merged, "promoted scheduler config (" + db + ")");
+    const std::string where = "promoted scheduler config v" + std::to_string(pc.by_domain.at("scheduler").version);
+    try {
+      if (!sc->is_object()) rtx::throw_input(where + " is not a JSON object", "scheduler");
+      nlohmann::json merged = a.sched.to_json();
+      for (const auto& item : sc->items()) merged[item.key()] = item.value();
+      const nlohmann::json given = a.sched.to_json();
+      for (const auto& [k, opt] : a.sched_flags)
+        if (opt->count() > 0) merged[k] = given[k];
+      rtx::serve::SchedulerConfig cfg = rtx::serve::SchedulerConfig::from_json(merged, where);
+      cfg.validate();
+      a.sched = cfg;
+      outcome["scheduler"] = "";
+    } catch (const rtx::Error& e) {
+      outcome["scheduler"] = std::string("invalid here: ") + e.what();
+    }
   }
-  if (const auto* pj = pc.get("parallelism"))
-    if (a.threads_flag->count() == 0 && pj->contains("threads") && (*pj)["threads"].is_number_integer())
-      a.threads = std::max(0, (*pj)["threads"].get<int>());
-  if (!quiet) std::fprintf(stderr, "rtx-serve: %s\n", rtx::evolve::describe(pc).c_str());
+  if (const auto* pj = pc.get("parallelism")) {
+    const nlohmann::json t = pj->is_object() ? pj->value("threads", nlohmann::json()) : nlohmann::json();
+    if (a.threads_flag->count() > 0) outcome["parallelism"] = "--threads given";
+    else if (!t.is_number_integer() || t.get<int64_t>() < 1 || t.get<int64_t>() > 4096)
+      outcome["parallelism"] = "invalid here: 'threads' must be an integer in [1, 4096], not " + t.dump();
+    else {
+      a.threads = t.get<int>();
+      outcome["parallelism"] = "";
+    }
+  }
+  if (!quiet) std::fprintf(stderr, "rtx-serve: %s\n", rtx::evolve::describe(pc, outcome).c_str());
 }
 
 /// An engine configuration file (--canary-profile): {"scheduler": {...SchedulerConfig keys...},

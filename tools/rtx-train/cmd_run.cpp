@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -136,20 +137,45 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
       rtx::throw_usage("--matmul must be blocked or blas (got '" + a->matmul + "')", "--matmul");
     std::string promoted_line;
     if (!a->no_promoted) {
-      // What rtx-evolve promoted for this SKU applies under the flags given explicitly.
+      // What rtx-evolve promoted for this SKU applies under the flags given explicitly; a value
+      // that is not valid here is ignored with the reason (the store never stops a run).
       const std::string db = common.db.empty() ? rtx::store::default_db_path() : common.db;
       const auto pc = rtx::evolve::promoted_configs(db, rtx::telemetry::sku_key("cpu"));
-      if (const auto* pj = pc.get("parallelism"))
-        if (!o_threads->count() && pj->contains("threads") && (*pj)["threads"].is_number_integer())
-          a->threads = (*pj)["threads"].get<int>();
-      if (const auto* fj = pc.get("fusion"))  // fused (FlashAttention) or unfused attention
-        c.kernels.attention.algo = rtx::evolve::fusion_attention_fused(*fj, "promoted fusion config")
-                                       ? rtx::kernels::AttentionParams::Algo::Flash
-                                       : rtx::kernels::AttentionParams::Algo::Naive;
-      if (const auto* mj = pc.get("memory"))
-        if (c.backend == rtx::models::Backend::Cuda)
-          rtx::cuda_allocator(0).set_config(rtx::evolve::allocator_config_from_json(*mj, "promoted memory config"));
-      promoted_line = rtx::evolve::describe(pc);
+      std::map<std::string, std::string> outcome;
+      if (const auto* pj = pc.get("parallelism")) {
+        const nlohmann::json t = pj->is_object() ? pj->value("threads", nlohmann::json()) : nlohmann::json();
+        const int64_t hi = 4 * std::max(1, omp_get_num_procs());
+        if (o_threads->count()) outcome["parallelism"] = "--threads given";
+        else if (!t.is_number_integer() || t.get<int64_t>() < 1 || t.get<int64_t>() > hi)
+          outcome["parallelism"] = "invalid here: 'threads' must be an integer in [1, " + std::to_string(hi) + "], not " + t.dump();
+        else {
+          a->threads = static_cast<int>(t.get<int64_t>());
+          outcome["parallelism"] = "";
+        }
+      }
+      if (const auto* fj = pc.get("fusion")) {  // fused (FlashAttention) or unfused attention
+        try {
+          c.kernels.attention.algo = rtx::evolve::fusion_attention_fused(*fj, "promoted fusion config")
+                                         ? rtx::kernels::AttentionParams::Algo::Flash
+                                         : rtx::kernels::AttentionParams::Algo::Naive;
+          outcome["fusion"] = "";
+        } catch (const rtx::Error& e) {
+          outcome["fusion"] = std::string("invalid here: ") + e.what();
+        }
+      }
+      if (const auto* mj = pc.get("memory")) {
+        if (c.backend != rtx::models::Backend::Cuda) {
+          outcome["memory"] = "the CUDA caching allocator's knobs; this run is on the CPU";
+        } else {
+          try {
+            rtx::cuda_allocator(0).set_config(rtx::evolve::allocator_config_from_json(*mj, "promoted memory config"));
+            outcome["memory"] = "";
+          } catch (const rtx::Error& e) {
+            outcome["memory"] = std::string("not applied: ") + e.what();
+          }
+        }
+      }
+      promoted_line = rtx::evolve::describe(pc, outcome);
     }
     const int max_threads = 4 * std::max(1, omp_get_num_procs());
     if (a->threads < 0 || a->threads > max_threads)

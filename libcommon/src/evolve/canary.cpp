@@ -5,7 +5,10 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <chrono>
 #include <thread>
+
+#include <httplib.h>
 
 #include "rtx/core/error.hpp"
 #include "rtx/serve/loadgen.hpp"
@@ -69,6 +72,24 @@ json run_canary_trial(const json& spec) {
                        serve::Engine{canary_model.get(), &canary_sched, "canary"}, sc);
   const int port = server.bind();
   std::thread listener([&server] { server.run(); });
+  {
+    // One health check first: without a loopback (a network namespace where "lo" is down) every
+    // request would fail at once and the load generator would spin on connection errors.
+    httplib::Client probe("127.0.0.1", port);
+    probe.set_connection_timeout(2, 0);
+    auto ok = probe.Get("/health");
+    for (int i = 0; i < 20 && !ok; ++i) {  // the listener may still be starting
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      ok = probe.Get("/health");
+    }
+    if (!ok) {
+      server.stop();
+      listener.join();
+      throw_env("canary: cannot reach its own server on 127.0.0.1:" + std::to_string(port) + " (" +
+                    httplib::to_string(ok.error()) + "); is the loopback device down in this network namespace?",
+                "127.0.0.1:" + std::to_string(port));
+    }
+  }
 
   serve::LoadConfig lc;
   lc.port = port;
@@ -114,8 +135,12 @@ json run_canary_trial(const json& spec) {
                       {"ttft", stats_json(serve::latency_stats(ttft))}};
   }
   int64_t unrouted = 0;  // requests that failed before any engine answered (no X-Rtx-Engine)
+  json unrouted_errors = json::array();
   for (const auto& r : rep.requests)
-    if (r.engine.empty()) ++unrouted;
+    if (r.engine.empty()) {
+      ++unrouted;
+      if (unrouted_errors.size() < 5) unrouted_errors.push_back(r.error);
+    }
   return {{"schema", kCanarySchema},
           {"fraction", fraction},
           {"duration_s", duration},
@@ -123,6 +148,7 @@ json run_canary_trial(const json& spec) {
           {"max_tokens", max_tokens},
           {"requests", rep.requests.size()},
           {"unrouted", unrouted},
+          {"unrouted_errors", unrouted_errors},
           {"engines", engines}};
 }
 
@@ -148,6 +174,12 @@ GateResult judge_canary(const json& result, const CanaryRule& rule) {
                   std::to_string(cc) + ", need " + std::to_string(rule.min_requests) + " each)");
   if (c["failed"].get<int64_t>() > 0)
     why.push_back(std::to_string(c["failed"].get<int64_t>()) + " canary request(s) failed");
+  const int64_t unrouted = result.value("unrouted", int64_t{0});
+  if (unrouted > 0) {
+    const json& errs = result.value("unrouted_errors", json::array());
+    why.push_back(std::to_string(unrouted) + " request(s) reached no engine" +
+                  (errs.empty() ? std::string() : " (first: " + errs[0].get<std::string>() + ")"));
+  }
   char buf[160];
   if (c95 > lim95) {
     std::snprintf(buf, sizeof buf, "canary p95 %.1f ms > limit %.1f ms (baseline p95 %.1f ms)", c95, lim95, m95);
@@ -164,6 +196,7 @@ GateResult judge_canary(const json& result, const CanaryRule& rule) {
               {"limit_p99_ms", lim99},
               {"rule", {{"p95_slack", rule.p95_slack}, {"p99_slack", rule.p99_slack}, {"sla_p95_ms", rule.sla_p95_ms},
                         {"sla_p99_ms", rule.sla_p99_ms}, {"min_requests", rule.min_requests}}},
+              {"unrouted", unrouted},
               {"fraction", result.value("fraction", 0.0)},
               {"requests", result.value("requests", json(0))}};
   if (!why.empty()) {

@@ -127,11 +127,20 @@ PromotedConfigs promoted_configs(const std::string& db_path, const std::string& 
   return pc;
 }
 
-std::string describe(const PromotedConfigs& pc) {
+std::string describe(const PromotedConfigs& pc, const std::map<std::string, std::string>& outcome) {
   if (!pc.note.empty()) return "promoted configs: " + pc.note + "; defaults";
-  if (pc.by_domain.empty()) return "promoted configs: none for " + pc.sku + "; defaults";
+  std::string applied, ignored;
+  for (const auto& [d, why] : outcome) {
+    auto it = pc.by_domain.find(d);
+    if (it == pc.by_domain.end()) continue;
+    const std::string item = d + " v" + std::to_string(it->second.version);
+    if (why.empty()) applied += (applied.empty() ? "" : ", ") + item + " " + it->second.config.dump(-1, ' ', false, json::error_handler_t::replace);
+    else ignored += (ignored.empty() ? "" : ", ") + item + " (" + why + ")";
+  }
+  if (applied.empty() && ignored.empty()) return "promoted configs: none for " + pc.sku + "; defaults";
   std::string s = "promoted configs for " + pc.sku + ":";
-  for (const auto& [d, c] : pc.by_domain) s += " " + d + " v" + std::to_string(c.version) + " " + c.config.dump();
+  if (!applied.empty()) s += " applied " + applied;
+  if (!ignored.empty()) s += std::string(applied.empty() ? "" : ";") + " ignored " + ignored;
   return s;
 }
 

@@ -143,8 +143,11 @@ GateResult judge_heldout(const std::vector<std::vector<double>>& base, const std
   const PerfJudgement j = judge_performance(base, cand, r);
   GateResult g = j.gate();
   g.gate = "heldout";
+  // A guard, not a second performance test: it fails only when the held-out workload is shown
+  // slower beyond the tolerance; a CI straddling -tolerance passes and is marked borderline.
   g.passed = j.outcome != PerfOutcome::Fail;
   g.threshold = -tolerance;
+  g.detail["borderline"] = j.outcome == PerfOutcome::Borderline;
   return g;
 }
 

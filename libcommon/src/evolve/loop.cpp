@@ -216,6 +216,9 @@ void append_arm(std::vector<ArmCaseResult>& out, const json& spec, const Collect
       r.arm = arm;
       r.part = i == 0 ? "affected" : "heldout";
       r.case_id = c.ids[i][j];
+      // A held-out workload is its own series in history even when the trial names it like the
+      // affected one (the allocation trace, the serving batch): kernel cases already say "heldout:".
+      if (i > 0 && r.case_id.rfind("heldout:", 0) != 0) r.case_id = "heldout:" + r.case_id;
       r.kind = part.value("kind", std::string());
       if (part.contains("cases") && j < part["cases"].size()) r.spec = part["cases"][j];
       r.samples = c.samples[i][j];
@@ -237,8 +240,10 @@ GateResult canary_gate(const Proposal& p, const json& base_cfg, const json& cand
                {"model", w.value("model", o.model_path)},               {"threads", 1},
                {"base", base_cfg},  {"candidate", cand_cfg},            {"fraction", 0.5},
                {"duration_s", o.canary_seconds}, {"concurrency", o.canary_concurrency}, {"max_tokens", 16}};
-  say(o.log, "    canary: baseline and candidate behind one server for " + std::to_string(o.canary_seconds) + " s");
-  ArmRun ar = run_arm({{"schema", kTrialSpecSchema}, {"parts", json::array({part})}}, o);
+  say(o.log, "    canary: baseline and candidate behind one server for " + fmt("%g", o.canary_seconds) + " s");
+  ValidateOptions oc = o;
+  oc.sandbox.loopback = true;  // the canary serves on 127.0.0.1 inside the network namespace
+  ArmRun ar = run_arm({{"schema", kTrialSpecSchema}, {"parts", json::array({part})}}, oc);
   if (ar.problem.empty() && ar.result["parts"].empty()) ar.problem = "the canary trial returned nothing";
   if (!ar.problem.empty()) {
     GateResult g;
@@ -286,6 +291,7 @@ Validation validate(store::Store& st, int64_t id, const KeyPair& key, const Vali
   };
   if (!missing.empty() || !sig.empty()) {
     safety.passed = false;
+    safety.detail["reason"] = !sig.empty() ? "signature: " + sig : "incomplete envelope: " + json(missing).dump();
     g.push_back(safety);
     return finish(false);
   }
@@ -298,12 +304,14 @@ Validation validate(store::Store& st, int64_t id, const KeyPair& key, const Vali
   } catch (const Error& e) {
     safety.passed = false;
     safety.detail["error"] = "cannot build the trial: " + e.message();
+    safety.detail["reason"] = safety.detail["error"];
     g.push_back(safety);
     return finish(false);
   }
   if (spec_a["parts"].empty()) {
     safety.passed = false;
     safety.detail["error"] = "the proposal's plan.workload names nothing to measure";
+    safety.detail["reason"] = safety.detail["error"];
     g.push_back(safety);
     return finish(false);
   }
@@ -339,6 +347,7 @@ Validation validate(store::Store& st, int64_t id, const KeyPair& key, const Vali
                              {"address_space_bytes", o.sandbox.address_space_bytes}};
   if (!failures.empty()) {
     safety.detail["failures"] = failures;
+    safety.detail["reason"] = failures.front() + (failures.size() > 1 ? " (and " + std::to_string(failures.size() - 1) + " more)" : "");
     g.push_back(safety);
     return finish(false);
   }
@@ -440,6 +449,17 @@ json gates_json(store::Store& st, int64_t id) {
     gates.push_back({{"gate", r.gate}, {"passed", r.passed}, {"metric", r.metric}, {"value", r.value}, {"threshold", r.threshold},
                      {"reason", r.detail.value("reason", std::string())}, {"detail", r.detail}});
   return gates;
+}
+
+std::string gate_value_text(const json& g) {
+  const std::string gate = g.value("gate", std::string());
+  const double v = g.value("value", 0.0);
+  if (gate == "performance" || gate == "heldout") return fmt("%+.1f%%", 100 * v) + " CI lo";
+  if (gate == "memory") return fmt("%.3g", v) + " B";
+  if (gate == "determinism") return fmt("%.2g", v) + " rel err";
+  if (gate == "safety") return fmt("%.0f", v) + " failures";
+  if (gate == "canary") return "p99 " + fmt("%.1f", v) + " ms";
+  return fmt("%.4g", v);
 }
 
 json proposal_row(store::Store& st, const Proposal& p) {
@@ -630,11 +650,7 @@ std::string format_report(const json& r, const std::string& format) {
     for (const auto& g : p["gates"]) {
       if (g["gate"] == "approval") continue;
       if (!gates.empty()) gates += md ? "<br>" : "; ";
-      std::string val;
-      if (g["gate"] == "performance" || g["gate"] == "heldout") val = fmt("%+.1f%%", 100 * g.value("value", 0.0)) + " CI lo";
-      else if (g["gate"] == "memory") val = fmt("%.3g", g.value("value", 0.0)) + " B";
-      else if (g["gate"] == "determinism") val = fmt("%.2g", g.value("value", 0.0)) + " rel err";
-      else val = fmt("%.0f", g.value("value", 0.0)) + " failures";
+      const std::string val = gate_value_text(g);
       gates += (g["passed"].get<bool>() ? "pass " : "FAIL ") + g["gate"].get<std::string>() + " (" + val + ")";
     }
     const std::string change = p["change"].get<std::string>();
@@ -646,17 +662,19 @@ std::string format_report(const json& r, const std::string& format) {
         << p["status"].get<std::string>() << "\n    gates: " << gates << "\n";
   }
   s << "\n";
-  std::vector<std::string> promoted, waiting, failed;
+  std::vector<std::string> promoted, waiting, failed, stuck;
   for (const auto& p : r["proposals"]) {
     const std::string st = p["status"], id = std::to_string(p["id"].get<int64_t>());
     if (st == "promoted") promoted.push_back(id);
     if (st == "passed") waiting.push_back(id);
+    if (st == "approved") stuck.push_back(id);
     if (st == "failed") {
       std::string why;
       for (const auto& g : p["gates"])
         if (!g["passed"].get<bool>()) {
           why = g["gate"].get<std::string>() + ": " + g.value("reason", std::string());
-          if (g["gate"] == "safety" && g["detail"].contains("failures")) why += g["detail"]["failures"].dump();
+          if (g["gate"] == "safety" && g.value("reason", std::string()).empty() && g["detail"].contains("failures"))
+            why += g["detail"]["failures"].dump();
           break;
         }
       failed.push_back("#" + id + " " + why);
@@ -671,6 +689,14 @@ std::string format_report(const json& r, const std::string& format) {
   if (!waiting.empty()) {
     s << (md ? "**Passed, waiting for approval** (approving promotes):\n\n" : "Passed every gate, waiting for approval:\n");
     for (const auto& id : waiting) s << b << (md ? "`" : "") << "rtx-evolve approve " << id << (md ? "`" : "") << "\n";
+    s << "\n";
+  }
+  if (!stuck.empty()) {
+    s << (md ? "**Approved, not promoted**" : "Approved, not promoted")
+      << " (the baseline moved after validation; `rtx-evolve approve ID` promotes it once the version it was "
+         "validated against is current again, e.g. after a rollback; otherwise submit the change again):\n";
+    if (md) s << "\n";
+    for (const auto& id : stuck) s << b << "#" << id << "\n";
     s << "\n";
   }
   if (!failed.empty()) {
@@ -716,9 +742,28 @@ int64_t submit(store::Store& st, const json& doc, const std::string& source, con
   auto cur = p.domain == "tuner" ? current_profile(st, p.key) : current_config(st, p.key);
   p.changeset["base"] = base;
   p.changeset["base_version"] = cur ? json(cur->version) : json(nullptr);
-  if (p.actions.empty())
-    for (const auto& [k, v] : p.changeset["candidate"].items())
-      if (!base.contains(k) || base[k] != v) p.actions.push_back({{"set", k}, {"from", base.value(k, json(nullptr))}, {"to", v}});
+  // The candidate is the base with the submitted knobs changed (a partial candidate keeps
+  // every other knob as it runs here), and the actions are computed from the two, so what an
+  // approver reads is exactly what would be promoted.
+  json cand = base.is_object() ? base : json::object();
+  for (const auto& item : p.changeset["candidate"].items()) cand[item.key()] = item.value();
+  json actions = json::array();
+  for (const auto& item : cand.items())
+    if (!base.contains(item.key()) || base[item.key()] != item.value())
+      actions.push_back({{"set", item.key()}, {"from", base.value(item.key(), json(nullptr))}, {"to", item.value()}});
+  if (actions.empty())
+    throw_input("the candidate changes nothing: it equals what runs here now (" + base.dump() + ")",
+                source + ": field 'changeset.candidate'");
+  for (const auto& a : p.actions) {
+    const std::string knob = a.is_object() ? a.value("set", std::string()) : std::string();
+    if (knob.empty() || !cand.contains(knob) || !a.contains("to") || a["to"] != cand[knob])
+      throw_input("action " + a.dump() + " does not match the candidate (" + knob + " = " +
+                      (cand.contains(knob) ? cand[knob].dump() : std::string("unset")) +
+                      "); leave 'actions' empty to have them computed",
+                  source + ": field 'actions'");
+  }
+  p.changeset["candidate"] = cand;
+  p.actions = actions;
   if (!p.plan.contains("why")) p.plan["why"] = "submitted from " + source;
   p.plan["submitted_from"] = source;
   p.provenance = make_provenance(sku, {}, 0);

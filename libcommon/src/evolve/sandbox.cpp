@@ -3,9 +3,13 @@
 #include "rtx/evolve/sandbox.hpp"
 
 #include <fcntl.h>
+#include <net/if.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +25,23 @@
 namespace rtx::evolve {
 
 namespace {
+
+/// Set IFF_UP on "lo" in the current network namespace (socket + two ioctls: safe between fork
+/// and exec). Returns false when it cannot (the trial then finds no loopback and says so).
+bool loopback_up() {
+  const int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return false;
+  struct ifreq ifr;
+  std::memset(&ifr, 0, sizeof ifr);
+  std::memcpy(ifr.ifr_name, "lo", 3);
+  bool ok = ::ioctl(s, SIOCGIFFLAGS, &ifr) == 0;
+  if (ok && !(ifr.ifr_flags & IFF_UP)) {
+    ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP | IFF_RUNNING);
+    ok = ::ioctl(s, SIOCSIFFLAGS, &ifr) == 0;
+  }
+  ::close(s);
+  return ok;
+}
 
 int temp_fd() {
   const char* dir = std::getenv("TMPDIR");
@@ -76,6 +97,9 @@ SandboxResult run_sandboxed(const std::vector<std::string>& argv, const SandboxO
   if (pid < 0) throw_env(std::string("fork failed: ") + std::strerror(errno), "sandbox");
   if (pid == 0) {
     ::setpgid(0, 0);
+    // The trial dies with the controller (a killed `rtx-evolve validate` leaves no orphan).
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() == 1) ::_exit(126);  // the parent died before prctl
     ::dup2(out_fd, 1);
     ::dup2(err_fd, 2);
     const int devnull = ::open("/dev/null", O_RDONLY);
@@ -83,7 +107,10 @@ SandboxResult run_sandboxed(const std::vector<std::string>& argv, const SandboxO
     ::setrlimit(RLIMIT_CPU, &cpu);
     ::setrlimit(RLIMIT_AS, &as);
     char isolated = '0';
-    if (o.isolate_network && ::unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0) isolated = '1';
+    if (o.isolate_network && ::unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0) {
+      isolated = '1';
+      if (o.loopback) loopback_up();
+    }
     (void)!::write(status_pipe[1], &isolated, 1);
     ::execv(args[0], args.data());
     const char e = 'E';

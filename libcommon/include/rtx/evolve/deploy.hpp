@@ -38,8 +38,11 @@ struct PromotedConfigs {
 /// Read the promoted configs for `sku` from the store at `db_path`, read-only. Never throws for a
 /// missing or unreadable store: the tool then runs on its defaults and `note` says why.
 PromotedConfigs promoted_configs(const std::string& db_path, const std::string& sku);
-/// One line for a tool's stderr: "promoted configs for SKU: scheduler v2, parallelism v1" or the note.
-std::string describe(const PromotedConfigs& pc);
+/// One line for a tool's stderr about the promoted configs it looked at: `outcome` maps each
+/// domain the tool uses to "" (applied) or why it was not ("--threads given", "invalid: ...");
+/// domains the tool does not use are not mentioned. E.g. "promoted configs for cpu:...:
+/// applied scheduler v2 {...}; ignored parallelism v1 (--threads given)", or the note.
+std::string describe(const PromotedConfigs& pc, const std::map<std::string, std::string>& outcome);
 
 /// Record approval of a "passed" proposal (gate "approval" with the actor and mode "manual" or
 /// "auto-policy") and set status "approved". One transaction. Throws rtx::Error(Usage) when the

@@ -57,6 +57,9 @@ Validation validate(store::Store& st, int64_t proposal_id, const KeyPair& key, c
 std::string change_text(const Proposal& p);
 /// A proposal's gates as report rows: gate, passed, metric, value, threshold, reason, detail.
 nlohmann::json gates_json(store::Store& st, int64_t proposal_id);
+/// A gate's recorded value with its unit, for reports: "+12.0% CI lo", "1.2e+06 B",
+/// "3e-07 rel err", "0 failures", "p99 41.2 ms".
+std::string gate_value_text(const nlohmann::json& gate_row);
 /// A proposal as a report row: id, domain, key, change, why, status, gates, deployments
 /// (evolve_deployments), and the rollback / approve command that applies to its status.
 nlohmann::json proposal_row(store::Store& st, const Proposal& p);

@@ -15,6 +15,9 @@ struct SandboxOptions {
   double cpu_s = 240;                          ///< RLIMIT_CPU (s of CPU time, all threads)
   size_t address_space_bytes = size_t(16) << 30;  ///< RLIMIT_AS
   bool isolate_network = true;                 ///< try unshare(CLONE_NEWUSER | CLONE_NEWNET)
+  /// Inside the private network namespace, bring the loopback device up (it starts down), so a
+  /// trial can serve and load-test on 127.0.0.1 (the serving canary) with no other network.
+  bool loopback = false;
 };
 
 /// What happened to the child.

@@ -185,6 +185,92 @@ TEST_CASE("history: cases, unknown case, bad metric, tiny series", "[cpu]") {
   CHECK_THROWS_AS(rtx::evolve::case_history(st, kCase, o), rtx::Error);
 }
 
+TEST_CASE("history: --since reads dates, ISO-8601 with offsets and ages, and compares instants", "[cpu]") {
+  using rtx::evolve::normalize_since;
+  CHECK(normalize_since("", 0).empty());
+  CHECK(normalize_since("2026-11-30", 0) == "2026-11-30T00:00:00.000Z");
+  CHECK(normalize_since("2026-01-01T10", 0) == "2026-01-01T10:00:00.000Z");  // reduced precision
+  CHECK(normalize_since("2026-11-30T08:30Z", 0) == "2026-11-30T08:30:00.000Z");
+  CHECK(normalize_since("2026-11-30T08:30:50", 0) == "2026-11-30T08:30:50.000Z");  // no zone: UTC
+  CHECK(normalize_since("2026-11-30 08:30:50.1239Z", 0) == "2026-11-30T08:30:50.123Z");
+  // Offsets are converted to UTC (local = UTC + offset), across day, month and year boundaries.
+  CHECK(normalize_since("2026-11-30T08:30:50+05:00", 0) == "2026-11-30T03:30:50.000Z");
+  CHECK(normalize_since("2026-11-30T08:30:50-05:30", 0) == "2026-11-30T14:00:50.000Z");
+  CHECK(normalize_since("2026-11-30T08:30:50+0530", 0) == "2026-11-30T03:00:50.000Z");
+  CHECK(normalize_since("2026-11-30T08:30+05", 0) == "2026-11-30T03:30:00.000Z");
+  CHECK(normalize_since("2026-01-01T02:00+03:00", 0) == "2025-12-31T23:00:00.000Z");
+  CHECK(normalize_since("2024-02-28T23:00-02:00", 0) == "2024-02-29T01:00:00.000Z");  // leap day
+  CHECK(normalize_since("2026-11-30T08:30:50.5-00:00", 0) == "2026-11-30T08:30:50.500Z");
+  // Real calendar: leap years by the Gregorian rule.
+  CHECK(normalize_since("2000-02-29", 0) == "2000-02-29T00:00:00.000Z");
+  CHECK(normalize_since("2024-02-29", 0) == "2024-02-29T00:00:00.000Z");
+  // Ages before `now` (2026-11-30T08:30:50.750Z = 1796027450.75 s, checked by hand: 20787 days
+  // from 1970-01-01 to 2026-11-30, + 8:30:50.75).
+  const double now = 20787.0 * 86400 + 8 * 3600 + 30 * 60 + 50.75;
+  CHECK(normalize_since("0m", now) == "2026-11-30T08:30:50.750Z");
+  CHECK(normalize_since("30m", now) == "2026-11-30T08:00:50.750Z");
+  CHECK(normalize_since("12h", now) == "2026-11-29T20:30:50.750Z");
+  CHECK(normalize_since("7d", now) == "2026-11-23T08:30:50.750Z");
+  CHECK(normalize_since("365d", now) == "2025-11-30T08:30:50.750Z");
+  // Everything else is an Input error naming --since.
+  for (const char* bad : {"2026-99-99", "2026-02-30", "2025-02-29", "1900-02-29", "2026-04-31", "2026-00-10", "0000-01-01",
+                          "2026-11-30 garbage", "2026-11-30T", "2026-11-30T24:00", "2026-11-30T12:60", "2026-11-30T12:30:60",
+                          "2026-11-30T08:30+24:00", "2026-11-30T08:30+05:60", "2026-11-30T08:30:50+05:00x", "2026-1-1",
+                          "26-11-30", "last week", "7w", "-3d", "7 d", "d", "1234567d", "2026-11-30Z", " 2026-11-30",
+                          "9999-12-31T23:00-05:00"}) {
+    INFO(bad);
+    try {
+      normalize_since(bad, now);
+      FAIL("accepted");
+    } catch (const rtx::Error& e) {
+      CHECK(e.category() == rtx::ErrorCategory::Input);
+      CHECK(e.where() == "--since");
+    }
+  }
+
+  // case_history compares instants: a row stored as "2026-01-01 10:30:00" (space, no zone) lies
+  // after 10:00Z although it sorts before "2026-01-01T10..." as text.
+  rtx::store::Store st(":memory:");
+  const Planted p = plant(st);
+  (void)p;
+  rtx::evolve::HistoryOptions w;
+  w.since = "2026-01-01T15:00+05:00";  // = 10:00Z = at(10)
+  CHECK(rtx::evolve::case_history(st, kCase, w).points.size() == 30);
+  w.since = "2026-01-01T10:00:00.001Z";
+  CHECK(rtx::evolve::case_history(st, kCase, w).points.size() == 29);
+  st.exec("UPDATE bench_results SET created_at = '2026-01-01 10:30:00' WHERE created_at = '" + at(10) + "'");
+  w.since = "2026-01-01T10:00Z";
+  CHECK(rtx::evolve::case_history(st, kCase, w).points.size() == 30);
+  w.since = "100000d";  // every point
+  CHECK(rtx::evolve::case_history(st, kCase, w).points.size() == 40);
+  w.since = "2026-99-99";
+  CHECK_THROWS_AS(rtx::evolve::case_history(st, kCase, w), rtx::Error);
+}
+
+TEST_CASE("history: a held-out workload is its own case", "[cpu]") {
+  // The memory domain measures its held-out workload under "heldout:<id>" (loop.cpp): two series.
+  rtx::store::Store st(":memory:");
+  const std::string affected = "alloc:gpt2-small-step", heldout = "heldout:alloc:gpt2-small-step";
+  for (int i = 0; i < 6; ++i) {
+    add_point(st, affected, i, 1.0e-3);
+    add_point(st, heldout, i, 5.0e-3);
+  }
+  add_point(st, heldout, 6, 5.0e-3);
+  const auto cases = rtx::evolve::history_cases(st);
+  REQUIRE(cases.size() == 2);
+  CHECK(cases[0] == std::make_pair(affected, int64_t{6}));
+  CHECK(cases[1] == std::make_pair(heldout, int64_t{7}));
+  const auto a = rtx::evolve::case_history(st, affected, {});
+  const auto h = rtx::evolve::case_history(st, heldout, {});
+  REQUIRE(a.points.size() == 6);
+  REQUIRE(h.points.size() == 7);
+  for (const auto& pt : a.points) CHECK(pt.value == 1.0e-3);
+  for (const auto& pt : h.points) CHECK(pt.value == 5.0e-3);
+  CHECK(a.change_points.empty());
+  CHECK(h.change_points.empty());
+  CHECK(rtx::evolve::to_json(h)["case"] == heldout);
+}
+
 TEST_CASE("record_validation writes gates and per-arm bench_results in one transaction", "[cpu]") {
   rtx::store::Store st(":memory:");
   const int64_t pid = add_proposal(st);
@@ -293,4 +379,25 @@ TEST_CASE("rtx-evolve history CLI: JSON, table, case list, bad input", "[cpu]") 
   CHECK(r.err.find(kCase) != std::string::npos);  // the close match is listed
   CHECK(rtx::test::run(ev + "history '" + kCase + "' --metric bogus").exit_code == 2);
   CHECK(rtx::test::run(ev + "history '" + kCase + "' --pvalue 2").exit_code == 2);
+
+  // --since: the same forms as report, bad ones refused naming --since; --limit >= 1.
+  r = rtx::test::run(ev + "--json history '" + kCase + "' --since 2026-01-01T15:00+05:00");
+  REQUIRE(r.exit_code == 0);
+  CHECK(json::parse(r.out)["points"].size() == 30);
+  r = rtx::test::run(ev + "--json history '" + kCase + "' --since 100000d");
+  REQUIRE(r.exit_code == 0);
+  CHECK(json::parse(r.out)["points"].size() == 40);
+  for (const char* bad : {"2026-99-99", "'2026-11-30 garbage'", "2026-02-30", "7w"}) {
+    INFO(bad);
+    r = rtx::test::run(ev + "history '" + kCase + "' --since " + bad);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("--since") != std::string::npos);
+  }
+  for (const char* bad : {"-1", "0", "x"}) {
+    INFO(bad);
+    CHECK(rtx::test::run(ev + "history '" + kCase + "' --limit " + bad).exit_code == 2);
+  }
+  r = rtx::test::run(ev + "--json history '" + kCase + "' --limit 1");
+  REQUIRE(r.exit_code == 0);
+  CHECK(json::parse(r.out)["points"].size() == 1);
 }

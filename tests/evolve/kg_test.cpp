@@ -214,6 +214,29 @@ TEST_CASE("evolve kg: what improved <op> on <SKU>?", "[cpu]") {
   lim.question = "improved";
   lim.limit = 1;
   CHECK(ids(kg_query(f.st, lim)) == std::vector<int64_t>{f.p2});
+
+  // The memory domain's performance threshold is "no regression" (-5%): its gate passes a change
+  // that measured 1.5% slower, and one that measured nothing (0). Neither improved anything; the
+  // one that measured 4% faster did.
+  const json alloc = {{"id", "alloc:gpt2-small-step"}};
+  const int64_t slower = f.add(make("memory", "memory|cpu:skuA", "cpu:skuA", {{"affected", {alloc}}}),
+                               {det(true, 0, 0), perf(true, -0.015, -0.03, 0.0, -0.05, {"alloc:gpt2-small-step"}),
+                                ok("memory"), ok("safety")},
+                               "passed");
+  const int64_t flat = f.add(make("memory", "memory|cpu:skuA|b", "cpu:skuA", {{"affected", {alloc}}}),
+                             {det(true, 0, 0), perf(true, 0.0, -0.01, 0.01, -0.05, {"alloc:gpt2-small-step"}), ok("memory"),
+                              ok("safety")},
+                             "passed");
+  const int64_t faster = f.add(make("memory", "memory|cpu:skuA|c", "cpu:skuA", {{"affected", {alloc}}}),
+                               {det(true, 0, 0), perf(true, 0.04, 0.01, 0.07, -0.05, {"alloc:gpt2-small-step"}),
+                                ok("memory"), ok("safety")},
+                               "passed");
+  CHECK(slower < flat);
+  const json mem = ask(f, "improved", "", "", "", "memory");
+  REQUIRE(ids(mem) == std::vector<int64_t>{faster});
+  CHECK(mem["rows"][0]["improvement"].get<double>() == Approx(0.04));
+  CHECK(ids(ask(f, "improved")) == std::vector<int64_t>{faster, f.p2, f.p1});
+  for (const auto& row : ask(f, "improved")["rows"]) CHECK(row["improvement"].get<double>() > 0);
 }
 
 TEST_CASE("evolve kg: which changes hurt determinism? what failed which gate and why?", "[cpu]") {

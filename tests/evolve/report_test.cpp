@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -273,8 +274,13 @@ TEST_CASE("report: Markdown tables have the right rows", "[cpu]") {
   CHECK_THAT(md, Catch::Contains("| **total** | 7 |"));
   CHECK_THAT(md, Catch::Contains("| SKU-A | matmul | 1 | "));
   CHECK_THAT(md, Catch::Contains("| +20.0% | [+15.0%, +25.0%] |"));
-  CHECK_THAT(md, Catch::Contains("&lt;script&gt;"));
-  CHECK_THAT(md, Catch::Contains("\\| pipe"));
+  // Markdown is not HTML: '<' before a tag name becomes &lt; (no raw HTML), '>' stays as typed
+  // ("knob 1 -> 2"), and nothing inside a code span is entity-escaped.
+  CHECK_THAT(md, Catch::Contains("&lt;script>alert(\"x\")&lt;/script> & 'more' \\| pipe"));
+  CHECK_THAT(md, Catch::Contains("knob 1 -> 2"));
+  CHECK(count_of(md, "&gt;") == 0);
+  CHECK(count_of(md, "-&gt;") == 0);
+  CHECK(count_of(md, "Z UTC") == 0);
   CHECK_THAT(md, Catch::Contains("`rtx-evolve approve 3`"));
   CHECK_THAT(md, Catch::Contains("| " + kCase + " | 24 | "));
   // Queue table: header, separator and one row per proposal.
@@ -284,6 +290,50 @@ TEST_CASE("report: Markdown tables have the right rows", "[cpu]") {
     if (line.rfind("| ", 0) == 0 && line.find(" | tuner | ") != std::string::npos && line.find("|---") == std::string::npos)
       ++rows;
   CHECK(rows == 4);  // proposals 1, 2, 6, 7
+}
+
+TEST_CASE("report: Markdown escaping and gate reasons from the detail", "[cpu]") {
+  rtx::store::Store st(":memory:");
+  // A safety failure with only detail.failures (no reason), another with nothing at all, and a
+  // why with comparison signs that are not HTML.
+  Proposal a = make("memory", "memory|SKU-A", "SKU-A", "failed", "p < 0.05 and a -> b, <b>bold</b>, <!-- c -->");
+  insert_proposal(st, a, 0);
+  record_gates(st, a.id, 0,
+               {GateResult{"safety", false, "sandbox_failures", 2, 0,
+                           {{"failures", {"candidate trial 1: killed by signal 9 (SIGKILL)", "baseline trial 2: timed out"}}}}});
+  Proposal b = make("tuner", "gelu|cpu.ref|{}|f32|cpu|SKU-A", "SKU-A", "failed");
+  insert_proposal(st, b, 0);
+  record_gates(st, b.id, 0, {GateResult{"safety", false, "sandbox_failures", 1, 0, json::object()}});
+  const json r = build_report(st, ReportOptions{});
+  const json& top = r["gate_failures"]["top_reasons"];
+  REQUIRE(top.size() == 2);
+  std::set<std::string> reasons;
+  for (const auto& t : top) reasons.insert(t["reason"].get<std::string>());
+  CHECK(reasons == std::set<std::string>{"candidate trial 1: killed by signal 9 (SIGKILL); baseline trial 2: timed out",
+                                         "(no reason recorded)"});
+  for (const auto& p : r["queue"]["proposals"])
+    if (p["id"] == a.id) {
+      CHECK(p["gates"][0]["reason"] == "candidate trial 1: killed by signal 9 (SIGKILL); baseline trial 2: timed out");
+      CHECK_THAT(p["action"].get<std::string>(), Catch::Contains("failed safety: candidate trial 1: killed"));
+    }
+  const std::string md = render_report(r, "md");
+  CHECK_THAT(md, Catch::Contains("(why: p < 0.05 and a -> b, &lt;b>bold&lt;/b>, &lt;!-- c -->)"));
+  CHECK_THAT(md, Catch::Contains("killed by signal 9 (SIGKILL); baseline trial 2: timed out | 1 |"));
+  const std::string html = render_report(r, "html");
+  CHECK_THAT(html, Catch::Contains("p &lt; 0.05 and a -&gt; b"));  // HTML still escapes everything
+  // The header says the time once, with its Z.
+  const std::string at = r["generated_at"];
+  REQUIRE(at.size() == 24);
+  CHECK(at.back() == 'Z');
+  CHECK_THAT(md, Catch::Contains("generated " + at + "\n"));
+  CHECK_THAT(html, Catch::Contains("generated " + at + " &middot;"));
+  CHECK(count_of(md + html, "Z UTC") == 0);
+
+  // A store path with a backtick and a pipe stays one code span in one table-safe line.
+  rtx::store::Store odd(":memory:");
+  json doc = build_report(odd, ReportOptions{});
+  doc["db"] = "/tmp/a`b|c<d>.db";
+  CHECK_THAT(render_report(doc, "md"), Catch::Contains("store ``/tmp/a`b\\|c<d>.db``, generated"));
 }
 
 TEST_CASE("report: an empty store gives a clear report", "[cpu]") {
@@ -326,6 +376,7 @@ TEST_CASE("report: --since forms and nice axis ticks", "[cpu]") {
   CHECK(normalize_since("2026-01-31T12:34Z", 0) == "2026-01-31T12:34:00.000Z");
   CHECK(normalize_since("2026-01-31T12:34:56.7Z", 0) == "2026-01-31T12:34:56.700Z");
   CHECK(normalize_since("2024-02-29 23:59:59", 0) == "2024-02-29T23:59:59.000Z");
+  CHECK(normalize_since("2024-02-29T23:59:59+01:00", 0) == "2024-02-29T22:59:59.000Z");
   const double now = 10 * 86400.0;
   CHECK(normalize_since("7d", now) == "1970-01-04T00:00:00.000Z");
   CHECK(normalize_since("12h", now) == "1970-01-10T12:00:00.000Z");
@@ -381,6 +432,12 @@ TEST_CASE("rtx-evolve report: CLI writes one HTML file, md, json; bad input exit
   auto bad = rtx::test::run(tool + "report --format pdf");
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Catch::Contains("--format"));
+  auto j3 = rtx::test::run(tool + "--json report --since 2021-01-01T05:00+05:00");  // = 2021-01-01T00:00Z
+  REQUIRE(j3.exit_code == 0);
+  CHECK(json::parse(j3.out)["since"] == "2021-01-01T00:00:00.000Z");
+  CHECK(json::parse(j3.out)["win_rate"]["overall"]["validated"] == 5);
+  CHECK(rtx::test::run(tool + "report --since '2026-11-30 garbage'").exit_code == 2);
+  CHECK(rtx::test::run(tool + "report --since 2026-02-30").exit_code == 2);
   auto bs = rtx::test::run(tool + "report --since yesterday");
   CHECK(bs.exit_code == 2);
   CHECK_THAT(bs.err, Catch::Contains("--since"));

@@ -14,8 +14,9 @@ Body add_history(CLI::App& app, const rtx::cli::CommonOptions& common) {
   app.add_option("CASE", *name, "Bench case id (omit to list the cases)");
   app.add_option("--metric", o->metric, "bench_results column: median_s, p10_s, p90_s, mad_s, ci_lo_s, ci_hi_s, gflops, gbps")
       ->capture_default_str();
-  app.add_option("--since", o->since, "Only points measured at or after this UTC date/time (2026-01-31 or ISO-8601)");
-  app.add_option("--limit", o->limit, "Only the newest N points (0: all)")->capture_default_str();
+  app.add_option("--since", o->since,
+                 "Only points measured since: YYYY-MM-DD, ISO-8601 (2026-01-31T12:00Z, +05:30 offsets) or an age: 30m, 12h, 7d");
+  app.add_option("--limit", o->limit, "Only the newest N points (default: all)")->check(CLI::Range(1, 1000000000));
   app.add_option("--pvalue", o->pvalue, "Permutation-test significance of a change point")
       ->capture_default_str()
       ->check(CLI::Range(1e-9, 1.0));
@@ -25,6 +26,7 @@ Body add_history(CLI::App& app, const rtx::cli::CommonOptions& common) {
   app.add_option("--min-size", o->min_size, "Fewest points between change points")->capture_default_str()->check(CLI::Range(1, 100000));
   app.add_flag("--candidates", o->include_candidates, "Also show evolve candidate arms (not a deployed configuration)");
   return [&common, name, o]() {
+    rtx::evolve::normalize_since(o->since, 0);  // a bad --since is refused before the store is opened
     rtx::store::Store st(rtx::store::resolve_db_path(common.db));
     if (name->empty()) {
       const auto cases = rtx::evolve::history_cases(st);

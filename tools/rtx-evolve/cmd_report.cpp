@@ -15,7 +15,7 @@ Body add_report(CLI::App& app, const rtx::cli::CommonOptions& common) {
   app.add_option("-o,--out", *out, "Write the report to FILE atomically (default - stdout)")->capture_default_str();
   app.add_option("--format", *format, "html (one self-contained page), md (Markdown for CI logs), json")
       ->capture_default_str();
-  app.add_option("--since", o->since, "Only what was created since: YYYY-MM-DD, YYYY-MM-DDTHH:MM[:SS]Z (UTC), or an age: 7d, 12h, 30m");
+  app.add_option("--since", o->since, "Only what was created since: YYYY-MM-DD, ISO-8601 (2026-01-31T12:00Z, +05:30 offsets) or an age: 30m, 12h, 7d");
   app.add_option("-n,--limit", o->limit, "Newest N proposals listed in the queue")->capture_default_str()->check(CLI::Range(1, 100000));
   app.add_option("--cases", o->max_cases, "Performance-over-time charts (the most measured cases)")
       ->capture_default_str()->check(CLI::Range(0, 1000));

@@ -3,9 +3,11 @@
 #include "rtx/evolve/history.hpp"
 
 #include <algorithm>
-#include <cctype>
+#include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -91,6 +93,54 @@ std::string with_unit(const std::string& metric, double v) {
   return fmt("%.4g ns", v * 1e9);
 }
 
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant, "chrono-Compatible Low-Level
+/// Date Algorithms", days_from_civil).
+int64_t days_from_civil(int64_t y, int64_t m, int64_t d) {
+  y -= m <= 2;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const int64_t yoe = y - era * 400;
+  const int64_t doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + doe - 719468;
+}
+
+/// The inverse (same source, civil_from_days): {year, month, day}.
+std::array<int64_t, 3> civil_from_days(int64_t z) {
+  z += 719468;
+  const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  const int64_t doe = z - era * 146097;
+  const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const int64_t mp = (5 * doy + 2) / 153;
+  const int64_t d = doy - (153 * mp + 2) / 5 + 1;
+  const int64_t m = mp < 10 ? mp + 3 : mp - 9;
+  return {yoe + era * 400 + (m <= 2), m, d};
+}
+
+int64_t days_in_month(int64_t y, int64_t m) {
+  static const int n[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+  return m == 2 && leap ? 29 : n[m - 1];
+}
+
+int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+
+const char* kSinceHint = "use YYYY-MM-DD, YYYY-MM-DDThh:mm[:ss][Z|+hh:mm] or an age such as 30m, 12h, 7d";
+
+/// "YYYY-MM-DDTHH:MM:SS.mmmZ" of milliseconds since the Unix epoch; Input error outside 0001-9999.
+std::string utc_text(int64_t ms, const std::string& since) {
+  const int64_t day = floor_div(ms, 86400000), in_day = ms - day * 86400000;
+  const auto ymd = civil_from_days(day);
+  if (ymd[0] < 1 || ymd[0] > 9999)
+    throw_input("'" + since + "' lies outside the years 0001-9999", "--since", kSinceHint);
+  char b[64];
+  std::snprintf(b, sizeof b, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%03lldZ", static_cast<long long>(ymd[0]),
+                static_cast<long long>(ymd[1]), static_cast<long long>(ymd[2]), static_cast<long long>(in_day / 3600000),
+                static_cast<long long>(in_day / 60000 % 60), static_cast<long long>(in_day / 1000 % 60),
+                static_cast<long long>(in_day % 1000));
+  return b;
+}
+
 /// The proposal promoted in (after, upto]: the latest 'promote' in evolve_deployments, else in
 /// the v1 promotions log; nullopt when none.
 std::optional<int64_t> promoted_between(store::Store& st, const std::string& after, const std::string& upto) {
@@ -109,6 +159,42 @@ std::optional<int64_t> promoted_between(store::Store& st, const std::string& aft
 
 }  // namespace
 
+std::string normalize_since(const std::string& since, double now_epoch_s) {
+  if (since.empty()) return "";
+  static const std::regex rel(R"(^([0-9]{1,6})([mhd])$)");
+  static const std::regex abs(
+      R"(^([0-9]{4})-([0-9]{2})-([0-9]{2})(?:[T ]([0-9]{2})(?::([0-9]{2})(?::([0-9]{2})(?:[.,]([0-9]+))?)?)?)"
+      R"((Z|[+-][0-9]{2}(?::?[0-9]{2})?)?)?$)");
+  std::smatch m;
+  if (std::regex_match(since, m, rel)) {
+    const int64_t n = std::stoll(m[1].str());
+    const int64_t unit_ms = m[2] == "d" ? 86400000 : m[2] == "h" ? 3600000 : 60000;
+    return utc_text(static_cast<int64_t>(std::floor(now_epoch_s * 1000.0)) - n * unit_ms, since);
+  }
+  if (!std::regex_match(since, m, abs))
+    throw_input("cannot read '" + since + "' as a date, a date and time, or an age", "--since", kSinceHint);
+  auto num = [&](size_t i) { return m[i].matched ? std::stoll(m[i].str()) : 0LL; };
+  const int64_t y = num(1), mo = num(2), d = num(3), hh = num(4), mi = num(5), ss = num(6);
+  std::string frac = m[7].matched ? m[7].str().substr(0, 3) : "";
+  while (frac.size() < 3) frac += '0';
+  const int64_t ms = std::stoll(frac);
+  if (y < 1 || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo))
+    throw_input("no such date '" + since + "'", "--since", kSinceHint);
+  if (hh > 23 || mi > 59 || ss > 59)
+    throw_input("no such time of day in '" + since + "'", "--since", kSinceHint);
+  int64_t offset_min = 0;  // local time = UTC + offset
+  if (m[8].matched && m[8].str() != "Z") {
+    const std::string z = m[8].str();
+    const int64_t oh = std::stoll(z.substr(1, 2));
+    const std::string rest = z.size() > 3 ? z.substr(z[3] == ':' ? 4 : 3) : "00";
+    const int64_t om = std::stoll(rest);
+    if (oh > 23 || om > 59) throw_input("no such UTC offset in '" + since + "'", "--since", kSinceHint);
+    offset_min = (z[0] == '-' ? -1 : 1) * (oh * 60 + om);
+  }
+  const int64_t local_ms = ((days_from_civil(y, mo, d) * 24 + hh) * 60 + mi) * 60000 + ss * 1000 + ms;
+  return utc_text(local_ms - offset_min * 60000, since);
+}
+
 CaseHistory case_history(store::Store& st, const std::string& case_name, const HistoryOptions& o) {
   const auto& metrics = known_metrics();
   if (std::find(metrics.begin(), metrics.end(), o.metric) == metrics.end()) {
@@ -120,12 +206,9 @@ CaseHistory case_history(store::Store& st, const std::string& case_name, const H
     throw_usage("--pvalue " + fmt("%g", o.pvalue) + " is not in (0, 1]", "--pvalue", "use e.g. 0.05");
   if (o.permutations == 0) throw_usage("permutations must be >= 1", "--permutations");
   if (o.min_size == 0) throw_usage("min_size must be >= 1", "--min-size");
-  if (!o.since.empty()) {  // compared as text with created_at: require its YYYY-MM-DD prefix
-    bool ok = o.since.size() >= 10 && o.since[4] == '-' && o.since[7] == '-';
-    for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9}) ok = ok && i < o.since.size() && std::isdigit(static_cast<unsigned char>(o.since[i]));
-    if (!ok)
-      throw_usage("--since '" + o.since + "' is not a UTC date", "--since", "use YYYY-MM-DD or ISO-8601, e.g. 2026-01-31T12:00");
-  }
+  const double now_s =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const std::string since = normalize_since(o.since, now_s);
 
   CaseHistory h;
   h.case_name = case_name;
@@ -151,9 +234,10 @@ CaseHistory case_history(store::Store& st, const std::string& case_name, const H
   }
   auto& q = st.prepare("SELECT br.run_id, br.created_at, br." + o.metric +
                        ", r.tool, br.params_json FROM bench_results br JOIN runs r ON r.id = br.run_id "
-                       "WHERE br.case_name = ?1 AND br." + o.metric + " IS NOT NULL AND br.created_at >= ?2 "
-                       "ORDER BY br.created_at, br.id");
-  q.bind(1, case_name).bind(2, o.since);
+                       "WHERE br.case_name = ?1 AND br." + o.metric + " IS NOT NULL "
+                       "AND (?2 = '' OR julianday(br.created_at) >= julianday(?2)) "  // instants, not text
+                       "ORDER BY julianday(br.created_at), br.created_at, br.id");
+  q.bind(1, case_name).bind(2, since);
   while (q.step()) {
     const Origin org = origin(q.column_text(3), q.column_text(4));
     if (org.source == "evolve:candidate" && !o.include_candidates) continue;

@@ -385,6 +385,10 @@ bool matches(const json& p, const std::string& op, const std::string& sku, const
 
 }  // namespace
 
+std::string gate_reason_text(const std::string& gate, bool passed, const json& detail) {
+  return gate_reason(gate, passed, detail.is_object() ? detail : json::object());
+}
+
 const std::vector<std::string>& kg_questions() {
   static const std::vector<std::string> q = {"improved", "hurt-determinism", "failed"};
   return q;
@@ -533,6 +537,9 @@ json kg_query(store::Store& st, const KgQuery& q) {
       for (auto it = dr.first; it != dr.second; ++it)
         if (it->second.second == "judged_by") delta = &g.at(it->second.first);
       const json dp = delta ? delta->props : json::object();
+      // "Improved" means measured faster: a gate with a "no regression" threshold (memory) passes
+      // a change that measured slower, and one without a metric delta measured nothing.
+      if (!(num(dp, "improvement") > 0)) continue;
       json r = base;
       r["improvement"] = num(dp, "improvement");
       r["ci_lo"] = num(dp, "ci_lo");

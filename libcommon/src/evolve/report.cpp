@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -14,6 +15,8 @@
 
 #include "rtx/core/error.hpp"
 #include "rtx/evolve/history.hpp"
+#include "rtx/evolve/kg.hpp"
+#include "rtx/evolve/loop.hpp"
 #include "rtx/evolve/proposal.hpp"
 
 namespace rtx::evolve {
@@ -110,40 +113,6 @@ json win_row(const std::string& domain, int64_t validated, int64_t passed, int64
 
 // ---- inputs -----------------------------------------------------------------------------------
 
-std::string normalize_since(const std::string& since, double now_epoch_s) {
-  if (since.empty()) return "";
-  static const std::regex rel(R"(^([0-9]{1,6})([dhm])$)");
-  static const std::regex abs(
-      R"(^([0-9]{4})-([0-9]{2})-([0-9]{2})(?:[T ]([0-9]{2}):([0-9]{2})(?::([0-9]{2})(?:\.([0-9]{1,3})[0-9]*)?)?)?Z?$)");
-  std::smatch m;
-  if (std::regex_match(since, m, rel)) {
-    const double n = std::stod(m[1].str());
-    const double unit = m[2] == "d" ? 86400.0 : m[2] == "h" ? 3600.0 : 60.0;
-    return iso_utc(now_epoch_s - n * unit);
-  }
-  if (std::regex_match(since, m, abs)) {
-    auto num = [&](int i) { return m[i].matched ? std::stoi(m[i].str()) : 0; };
-    std::tm tm{};
-    tm.tm_year = num(1) - 1900;
-    tm.tm_mon = num(2) - 1;
-    tm.tm_mday = num(3);
-    tm.tm_hour = num(4);
-    tm.tm_min = num(5);
-    tm.tm_sec = num(6);
-    std::tm check = tm;
-    const std::time_t t = timegm(&check);
-    // timegm normalizes out-of-range fields (2026-02-30 -> 03-02): a change means a bad date.
-    if (check.tm_year != tm.tm_year || check.tm_mon != tm.tm_mon || check.tm_mday != tm.tm_mday ||
-        check.tm_hour != tm.tm_hour || check.tm_min != tm.tm_min || check.tm_sec != tm.tm_sec)
-      throw_input("no such date or time '" + since + "'", "--since", "use e.g. 2026-01-31, 2026-01-31T12:00:00Z or 7d");
-    std::string ms = m[7].matched ? m[7].str() : "0";
-    while (ms.size() < 3) ms += "0";
-    return iso_utc(static_cast<double>(t)).substr(0, 20) + ms + "Z";
-  }
-  throw_input("cannot read '" + since + "' as a date or an age", "--since",
-              "use YYYY-MM-DD, YYYY-MM-DDTHH:MM[:SS]Z (UTC) or an age such as 7d, 12h, 30m");
-}
-
 std::vector<double> nice_ticks(double lo, double hi, int target) {
   if (!std::isfinite(lo) || !std::isfinite(hi)) return {0.0, 1.0};
   if (hi < lo) std::swap(lo, hi);
@@ -199,7 +168,8 @@ json build_report(store::Store& st, const ReportOptions& o) {
   // Proposals in range, newest first.
   std::vector<std::pair<int64_t, std::string>> rows;  // id, created_at
   {
-    auto& q = st.prepare("SELECT id, created_at FROM proposals WHERE created_at >= ?1 ORDER BY id DESC");
+    auto& q = st.prepare(  // compared as instants, not as text
+        "SELECT id, created_at FROM proposals WHERE ?1 = '' OR julianday(created_at) >= julianday(?1) ORDER BY id DESC");
     q.bind(1, since);
     while (q.step()) rows.emplace_back(q.column_int64(0), q.column_text(1));
     q.reset();
@@ -240,7 +210,7 @@ json build_report(store::Store& st, const ReportOptions& o) {
     std::string failed_why;
     json gate_rows = json::array();
     for (const auto& g : gates) {
-      const std::string reason = g.detail.is_object() ? g.detail.value("reason", std::string()) : std::string();
+      const std::string reason = gate_reason_text(g.gate, g.passed, g.detail);  // reason, else detail.failures, ...
       gate_rows.push_back({{"gate", g.gate}, {"passed", g.passed}, {"metric", g.metric}, {"value", g.value},
                            {"threshold", g.threshold}, {"reason", reason}});
       if (g.gate != "approval") {
@@ -593,16 +563,6 @@ std::string numbers_text(const json& p) {
   return s;
 }
 
-std::string gate_value_text(const json& g) {
-  const std::string gate = g.value("gate", std::string());
-  const double v = g.value("value", 0.0);
-  if (gate == "performance" || gate == "heldout") return pct(v) + " CI lo";
-  if (gate == "memory") return fmt("%.3g", v) + " B";
-  if (gate == "determinism") return fmt("%.2g", v) + " rel err";
-  if (gate == "safety") return fmt("%.0f", v) + " failures";
-  return fmt("%.4g", v);
-}
-
 const char* kCss = R"CSS(
 body{font-family:sans-serif;margin:24px;color:#222;max-width:1200px}
 h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:32px}
@@ -631,7 +591,7 @@ std::string html_report(const json& r) {
   s << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>rtx-evolve report</title>\n<style>"
     << kCss << "</style>\n</head>\n<body>\n<h1>rtx-evolve report</h1>\n";
   s << "<p class=\"meta\">store <code>" << E(r.value("db", std::string())) << "</code> &middot; generated "
-    << E(r.value("generated_at", std::string())) << " UTC";
+    << E(r.value("generated_at", std::string()));  // ISO-8601 with Z: already says UTC
   if (!r.value("since", std::string()).empty()) s << " &middot; since " << E(r["since"].get<std::string>());
   s << " &middot; schema " << E(r.value("schema", std::string())) << "</p>\n";
   s << "<nav><a href=\"#queue\">Proposal queue</a><a href=\"#winrate\">Win rate</a><a href=\"#gates\">Gate failures</a>"
@@ -811,25 +771,46 @@ std::string html_report(const json& r) {
   return s.str();
 }
 
-/// A Markdown table cell: one line, '|' escaped, '<' '>' as entities (no HTML injection in a
-/// rendered log).
+/// Markdown (GFM) plain text for a table cell or a line: one line, '|' as "\\|", and '<' as "&lt;"
+/// only where it could open raw HTML or an autolink (before a letter, '/', '!' or '?'; CommonMark
+/// 0.30 6.5/6.6), so "p < 0.05" and "a -> b" stay readable in a CI log and render the same.
 std::string md(const std::string& x) {
   std::string o;
-  for (char c : x) {
+  for (size_t i = 0; i < x.size(); ++i) {
+    const char c = x[i];
+    const char next = i + 1 < x.size() ? x[i + 1] : '\0';
     if (c == '|') o += "\\|";
     else if (c == '\n' || c == '\r') o += ' ';
-    else if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
+    else if (c == '<' && (std::isalpha(static_cast<unsigned char>(next)) || next == '/' || next == '!' || next == '?'))
+      o += "&lt;";
     else o += c;
   }
   return o;
 }
 
+/// A GFM code span: contents literal (no entity escaping: a code span shows "&lt;" as typed),
+/// '|' as "\\|" (GFM tables split cells on it even in code spans), newlines as spaces, and a
+/// fence longer than any backtick run inside (CommonMark 0.30 6.1).
+std::string md_code(const std::string& x) {
+  std::string body;
+  size_t run = 0, longest = 0;
+  for (char c : x) {
+    run = c == '`' ? run + 1 : 0;
+    longest = std::max(longest, run);
+    if (c == '|') body += "\\|";
+    else if (c == '\n' || c == '\r') body += ' ';
+    else body += c;
+  }
+  const std::string fence(longest + 1, '`');
+  const bool pad = !body.empty() && (body.front() == '`' || body.back() == '`');
+  return fence + (pad ? " " : "") + body + (pad ? " " : "") + fence;
+}
+
 std::string md_report(const json& r) {
   std::ostringstream s;
   const json& q = r["queue"];
-  s << "## rtx-evolve report\n\nstore `" << md(r.value("db", std::string())) << "`, generated "
-    << r.value("generated_at", std::string()) << " UTC"
+  s << "## rtx-evolve report\n\nstore " << md_code(r.value("db", std::string())) << ", generated "
+    << md(r.value("generated_at", std::string()))
     << (r.value("since", std::string()).empty() ? "" : ", since " + r["since"].get<std::string>()) << "\n\n";
 
   s << "### Proposal queue\n\n";
@@ -853,7 +834,7 @@ std::string md_report(const json& r) {
         << md(p["domain"].get<std::string>()) << " | " << md(p["key"].get<std::string>()) << " | "
         << md(p["change"].get<std::string>() + (p["why"].get<std::string>().empty() ? "" : " (why: " + p["why"].get<std::string>() + ")"))
         << " | " << md(p["status"].get<std::string>()) << " | " << md(gates) << " | "
-        << md(numbers_text(p)) << " | " << md(p["action"].get<std::string>()) << (cmd.empty() ? "" : ": `" + cmd + "`")
+        << md(numbers_text(p)) << " | " << md(p["action"].get<std::string>()) << (cmd.empty() ? "" : ": " + md_code(cmd))
         << " |\n";
     }
     s << "\n";

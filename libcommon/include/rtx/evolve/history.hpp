@@ -28,8 +28,10 @@ struct CasePoint {
 /// How the history is read and analysed.
 struct HistoryOptions {
   std::string metric = "median_s";     ///< bench_results column: median_s, p10_s, p90_s, mad_s, gflops, gbps
-  std::string since;                   ///< keep points with created_at >= since ("2026-01-31" or ISO-8601); "" all
-  size_t limit = 0;                    ///< keep the newest `limit` points; 0 all
+  /// Keep points measured at or after this instant, in any form normalize_since() reads
+  /// ("2026-01-31", "2026-01-31T12:00:00+05:00", "7d"); compared as instants; "" all.
+  std::string since;
+  size_t limit = 0;                    ///< keep the newest `limit` points; 0 all (the CLI asks for >= 1)
   double pvalue = 0.05;                ///< e_divisive significance
   size_t permutations = 199;
   size_t min_size = 3;                 ///< smallest segment between change points
@@ -47,8 +49,23 @@ struct CaseHistory {
   std::vector<std::optional<int64_t>> caused_by;   ///< same size as change_points
 };
 
+/// `--since` (history and report) -> the UTC instant "YYYY-MM-DDTHH:MM:SS.mmmZ", the store's own
+/// timestamp form. Reads (ISO 8601-1:2019, calendar dates, extended format):
+///  - a date "YYYY-MM-DD" (midnight UTC);
+///  - a date and time "YYYY-MM-DDThh[:mm[:ss[.f...]]]" (T or one space), with no zone (UTC), "Z",
+///    or an offset "+hh:mm" / "-hh:mm" / "+hhmm" / "+hh", converted to UTC (2026-11-30T08:30+05:00
+///    -> 2026-11-30T03:30:00.000Z); fractions beyond milliseconds are truncated;
+///  - an age before `now_epoch_s` (seconds since the Unix epoch): "<N>m" minutes, "<N>h" hours,
+///    "<N>d" days (N up to 6 digits).
+/// Dates are checked against the proleptic Gregorian calendar (2026-02-30, 2025-02-29, 24:00 and
+/// 12:60 are refused); years 0001-9999. "" stays "". Throws rtx::Error(Input) naming --since for
+/// anything else, trailing text included.
+std::string normalize_since(const std::string& since, double now_epoch_s);
+
 /// The history of `case_name`. Throws rtx::Error(Input) for an unknown case (listing close
-/// matches) and rtx::Error(Usage) for an unknown metric or a bad option.
+/// matches) or a bad `since` (normalize_since, relative to now), rtx::Error(Usage) for an unknown
+/// metric or a bad option. Ids are exact: "heldout:alloc:gpt2-small-step" (a held-out workload)
+/// and "alloc:gpt2-small-step" are separate series.
 CaseHistory case_history(store::Store& st, const std::string& case_name, const HistoryOptions& o);
 
 /// Every case with bench_results rows and its point count (as case_history counts them, without

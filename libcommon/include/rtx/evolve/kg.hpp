@@ -42,8 +42,10 @@ const std::vector<std::string>& kg_questions();
 /// question:
 ///  improved: {"proposal_id", "domain", "key", "sku", "status", "improvement", "ci_lo", "ci_hi",
 ///   "p", "threshold", "promoted", "cases"} (fractions of time saved, from the metric delta),
-///   proposals whose performance gate passed and that passed validation as a whole (status
-///   passed, approved, promoted, superseded or rolled_back: see "status", "promoted");
+///   proposals whose performance gate passed, that passed validation as a whole (status
+///   passed, approved, promoted, superseded or rolled_back: see "status", "promoted") and whose
+///   measured improvement is > 0 (a "no regression" threshold, as the memory domain's, passes
+///   a change that measured slower: that did not improve anything);
 ///  hurt-determinism: {..., "max_rel_err", "bound", "reason"}, determinism gate failed;
 ///  failed: {..., "gate", "metric", "value", "threshold", "reason"}, one row per failed gate.
 /// Every row also carries "change" and "ops" (the ops of the proposal's affected cases; serving
@@ -74,6 +76,12 @@ nlohmann::json kg_graph(store::Store& st, const KgExportFilter& f);
 /// rtx::Error(Input) for another format (naming dot|svg|json), rtx::Error(Environment) for svg
 /// when rtx was built without Graphviz, rtx::Error(Internal) when libgvc fails on the dot text.
 std::string kg_render(const nlohmann::json& graph, const std::string& format);
+
+/// Why a gate failed (or what it recorded), from its detail_json: detail.reason when present, else
+/// the gate-specific fields joined with "; ": detail.failures (any gate), safety's
+/// missing_fields / signature / error, determinism's checksum and parity flags, approval's actor.
+/// "" when the detail says nothing. Used by the graph's gate nodes and by rtx-evolve report.
+std::string gate_reason_text(const std::string& gate, bool passed, const nlohmann::json& detail);
 
 /// Escape a string for a double-quoted Graphviz ID (backslash, quote, newline).
 std::string dot_quote(const std::string& s);

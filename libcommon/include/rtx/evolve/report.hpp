@@ -8,25 +8,21 @@
 
 #include <nlohmann/json.hpp>
 
+#include "rtx/evolve/history.hpp"  // normalize_since: the one --since parser of history and report
 #include "rtx/store/store.hpp"
 
 namespace rtx::evolve {
 
 /// What `rtx-evolve report` covers.
 struct ReportOptions {
-  /// Only proposals, gate results and measurements created at or after this UTC time, in the
-  /// store's ISO-8601 text form (normalize_since()); "" = everything.
+  /// Only proposals, gate results and measurements created at or after this instant, in any
+  /// form normalize_since() (rtx/evolve/history.hpp) reads: "2026-01-31", ISO-8601 with Z or an
+  /// offset, or an age "7d"; compared as instants; "" = everything.
   std::string since;
   size_t limit = 20;      ///< newest proposals listed in the queue (counts cover all in range)
   size_t max_cases = 12;  ///< performance-over-time charts (cases with the most points first)
   size_t max_points = 200;///< newest points kept per case
 };
-
-/// `--since` value -> "YYYY-MM-DDTHH:MM:SS.mmmZ" (UTC), comparable as text with the store's
-/// timestamps. Accepts "YYYY-MM-DD", "YYYY-MM-DDTHH:MM[:SS[.fff]][Z]", or an age relative to
-/// `now_epoch_s` (seconds since the Unix epoch): "<N>d", "<N>h", "<N>m" (minutes).
-/// "" stays "". Throws rtx::Error(Input) naming --since for anything else (or a bad date).
-std::string normalize_since(const std::string& since, double now_epoch_s);
 
 /// Build the report document (rtx.report.v1, kind "evolve.report") from the store tables
 /// proposals, gate_results, evolve_deployments, bench_results and runs:
@@ -42,7 +38,9 @@ std::string normalize_since(const std::string& since, double now_epoch_s);
 ///                  failed; promoted: ever promoted (promoted, superseded, rolled_back, or a
 ///                  promote row in evolve_deployments).
 ///  "gate_failures": {"by_gate": [{"gate","evaluated","failed"}], "top_reasons":
-///                  [{"gate","reason","count"}] (at most 10, most frequent first)}
+///                  [{"gate","reason","count"}] (at most 10, most frequent first)}. A gate's
+///                  reason is detail.reason, else what gate_reason_text (kg.hpp) finds in its
+///                  detail (safety: detail.failures joined with "; "), else "(no reason recorded)".
 ///  "impact":      {"groups": [{"sku","op","promoted","in_force","best_improvement","items":
 ///                  [{"id","key","status","improvement","ci_lo","ci_hi","threshold"}]}]}:
 ///                  ever-promoted proposals with a performance gate, grouped by SKU and op

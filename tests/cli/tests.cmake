@@ -2,3 +2,4 @@
 include(${CMAKE_CURRENT_LIST_DIR}/doctor.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/bench.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/train.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/robustness.cmake)

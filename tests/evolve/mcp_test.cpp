@@ -3,13 +3,17 @@
 #include <catch2/catch.hpp>
 
 #include <omp.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstdint>
 #include <fstream>
 #include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "rtx/core/error.hpp"
 #include "rtx/evolve/deploy.hpp"
 #include "rtx/evolve/kg.hpp"
 #include "rtx/evolve/mcp.hpp"
@@ -433,4 +437,123 @@ TEST_CASE("evolve mcp: a session through the rtx-evolve binary, with a validated
   CHECK(error_code(replies[5]) == -32700);
   CHECK(replies[6]["id"] == 6);
   CHECK(error_code(replies[6]) == -32601);
+}
+
+TEST_CASE("evolve mcp: pack paths from an agent are bounded (devices, FIFOs, huge files, empty path)", "[cpu]") {
+  Fixture f;
+  McpServer srv(f.st, f.opts());
+  auto refused = [&](const std::string& pack) { return tool_error(one(srv, call(1, "list_benchmarks", {{"pack", pack}}))); };
+  // /dev/zero used to be read without bound (10 GB RSS): refused without reading.
+  std::string e = refused("/dev/zero");
+  CHECK_THAT(e, Catch::Contains("/dev/zero") && Catch::Contains("not a regular file"));
+  // A FIFO without a writer: refused at once, not waited on.
+  const std::string fifo = f.dir + "/pack.fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THAT(refused(fifo), Catch::Contains(fifo) && Catch::Contains("not a regular file"));
+  // A regular file over 64 MiB (sparse: no disk used) is refused by its size; 64 MiB exactly is
+  // read (then fails as JSON: it is all zero bytes).
+  const std::string big = f.dir + "/big.json";
+  { std::ofstream create(big); }
+  REQUIRE(::truncate(big.c_str(), (off_t{64} << 20) + 1) == 0);
+  CHECK_THAT(refused(big), Catch::Contains(big) && Catch::Contains("larger than 64 MiB"));
+  REQUIRE(::truncate(big.c_str(), off_t{64} << 20) == 0);
+  e = refused(big);
+  CHECK_THAT(e, Catch::Contains(big));
+  CHECK_THAT(e, !Catch::Contains("larger than"));
+  CHECK_THAT(refused(""), Catch::Contains("path is empty"));
+  CHECK_THAT(refused(f.dir), Catch::Contains("is a directory"));
+  // A regular pack still lists.
+  CHECK(ok(one(srv, call(2, "list_benchmarks", {{"pack", rtx::test::source_dir() + "/benchpacks/smoke.json"}})))["cases"].size() >= 1);
+}
+
+TEST_CASE("evolve mcp: proposal ids outside int64 or below 1 are invalid params", "[cpu]") {
+  Fixture f;
+  McpServer srv(f.st, f.opts());
+  for (const char* id : {"18446744073709551615", "9223372036854775808", "0", "-1", "-9223372036854775808", "1e30", "0.5"}) {
+    INFO(id);
+    const json r = one(srv, std::string(R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"proposal_status","arguments":{"id":)") +
+                                id + "}}}");
+    CHECK(r["id"] == 7);
+    CHECK(error_code(r) == -32602);
+  }
+  const json big = one(srv, R"({"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"proposal_status","arguments":{"id":18446744073709551615}}})");
+  CHECK_THAT(big["error"]["message"].get<std::string>(), Catch::Contains("signed 64-bit"));
+  // The largest int64 passes the schema: a tool error (no such proposal), not a protocol error.
+  CHECK_THAT(tool_error(one(srv, call(9, "proposal_status", {{"id", INT64_MAX}}))), Catch::Contains("9223372036854775807"));
+}
+
+TEST_CASE("evolve mcp: long and deeply nested messages are refused without exhausting memory", "[cpu]") {
+  Fixture f;
+  rtx::evolve::McpOptions o = f.opts();
+  // The default cap: a 16 MiB + 1 line is refused and skipped; the next message is answered.
+  {
+    McpServer srv(f.st, o);
+    const std::string huge = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"x\":\"" +
+                             std::string((size_t{16} << 20) - 40, 'a') + "\"}}";
+    REQUIRE(huge.size() > (size_t{16} << 20));
+    const auto r = session(srv, {huge, req(2, "ping")});
+    REQUIRE(r.size() == 2);
+    CHECK(r[0]["id"] == nullptr);
+    CHECK(error_code(r[0]) == -32600);
+    CHECK_THAT(r[0]["error"]["message"].get<std::string>(), Catch::Contains("message longer than 16 MiB"));
+    CHECK(r[1]["id"] == 2);
+    CHECK(r[1]["result"] == json::object());
+  }
+  o.max_message_bytes = 64;
+  McpServer srv(f.st, o);
+  const std::string at_limit = req(3, "ping");  // 46 bytes
+  REQUIRE(at_limit.size() <= 64);
+  const auto r = session(srv, {std::string(65, ' ') + at_limit, at_limit, "", std::string(1000, '['), req(4, "ping")});
+  REQUIRE(r.size() == 4);
+  CHECK(error_code(r[0]) == -32600);
+  CHECK_THAT(r[0]["error"]["message"].get<std::string>(), Catch::Contains("longer than 64 bytes"));
+  CHECK(r[1]["id"] == 3);
+  CHECK(error_code(r[2]) == -32600);
+  CHECK(r[3]["id"] == 4);
+
+  // Nesting: 5 M deep used ~400 MB; now refused as a parse error before parsing. 512 levels
+  // are accepted; brackets inside strings (with escaped quotes) do not count.
+  McpServer deep(f.st, f.opts());
+  session(deep, {init("init"), kInitialized});
+  auto nested = [](size_t n) { return std::string(n, '[') + std::string(n, ']'); };
+  const auto d = session(deep, {std::string(5'000'000, '['),
+                                R"({"jsonrpc":"2.0","id":5,"method":"ping","params":{"x":)" + nested(510) + "}}",
+                                R"({"jsonrpc":"2.0","id":6,"method":"ping","params":{"x":)" + nested(511) + "}}",
+                                R"({"jsonrpc":"2.0","id":7,"method":"ping","params":{"x":"\"[)" + std::string(100000, '[') + "\"}}"});
+  REQUIRE(d.size() == 4);
+  CHECK(error_code(d[0]) == -32700);
+  CHECK_THAT(d[0]["error"]["message"].get<std::string>(), Catch::Contains("deeper than 512"));
+  CHECK(d[1]["id"] == 5);  // 1 + 1 + 510 = 512 levels
+  CHECK(d[1]["result"] == json::object());
+  CHECK(error_code(d[2]) == -32700);  // 513 levels
+  CHECK(d[3]["id"] == 7);
+  CHECK(d[3]["result"] == json::object());
+}
+
+TEST_CASE("evolve mcp: a closed stdout ends the server with exit 3, not SIGPIPE", "[cpu]") {
+  Fixture f;
+  // In process: a reply that cannot be written is an Environment error.
+  {
+    McpServer srv(f.st, f.opts());
+    std::istringstream in(req(1, "ping") + "\n");
+    std::ostringstream out;
+    out.setstate(std::ios::badbit);
+    try {
+      srv.serve(in, out);
+      FAIL("serve did not throw");
+    } catch (const rtx::Error& e) {
+      CHECK(e.category() == rtx::ErrorCategory::Environment);
+      CHECK_THAT(std::string(e.what()), Catch::Contains("stdout closed"));
+    }
+  }
+  // The binary: the reader of its stdout exits before the reply is written (EPIPE).
+  const std::string rc = f.dir + "/rc";
+  auto r = rtx::test::run("( (sleep 0.5; echo '" + req(1, "ping") + "') | { " + rtx::test::tool_path("rtx-evolve") + " --db " +
+                          f.db + " mcp; echo $? > " + rc + "; } | true )");
+  std::ifstream in(rc);
+  int code = -1;
+  in >> code;
+  INFO(r.err);
+  CHECK(code == 3);
+  CHECK_THAT(r.err, Catch::Contains("stdout closed"));
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
 
 #include "rtx/core/error.hpp"
 #include "rtx/evolve/deploy.hpp"
@@ -295,4 +296,42 @@ TEST_CASE("evolve deploy: a later promotion supersedes; rolling it back restores
   CHECK(load_proposal(st, ib).status == "rolled_back");
   rollback(st, ia, k, "me");
   CHECK_FALSE(current_config(st, "memory|cpu:test"));
+}
+
+TEST_CASE("evolve proposal: a stored row edited into unreadable JSON is an Input error naming the row", "[cpu]") {
+  rtx::store::Store st(":memory:");
+  Proposal p = sample("memory", "memory|cpu:test", json::object(), {{"round_bytes", 256}});
+  const int64_t id = insert_proposal(st, p, 0);
+  Proposal q = sample("memory", "memory|cpu:test", json::object(), {{"round_bytes", 512}});
+  const int64_t ok = insert_proposal(st, q, 0);
+  record_gates(st, ok, 0, {GateResult{"safety", true, "violations", 0, 0, json{{"n", 1}}}});
+  auto input_error = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const rtx::Error& e) {
+      CHECK(e.category() == rtx::ErrorCategory::Input);
+      return std::string(e.what());
+    }
+    FAIL("no rtx::Error thrown");
+    return std::string();
+  };
+  const std::string sid = std::to_string(id);
+  // Invalid UTF-8 inside a string (the finding's repro: plan.why = "A\xFFB").
+  st.exec("UPDATE proposals SET json = json_set(json, '$.plan.why', CAST(X'41FF42' AS TEXT)) WHERE id = " + sid);
+  std::string msg = input_error([&] { load_proposal(st, id); });
+  CHECK(msg.find("proposal " + sid + " in :memory:") != std::string::npos);
+  CHECK(msg.find("stored JSON is unreadable") != std::string::npos);
+  // (The table's CHECK (json_valid(json)) keeps truncated JSON out; invalid UTF-8 gets past it.)
+  // JSON that is not an envelope names the row too.
+  st.exec("UPDATE proposals SET json = '[1]' WHERE id = " + sid);
+  msg = input_error([&] { load_proposal(st, id); });
+  CHECK(msg.find("proposal " + sid) != std::string::npos);
+  // The other row still loads; a gate row with unreadable detail names gate and proposal.
+  CHECK(load_proposal(st, ok).changeset["candidate"]["round_bytes"] == 512);
+  REQUIRE(gate_results(st, ok).size() == 1);
+  CHECK(gate_results(st, ok)[0].detail["n"] == 1);
+  st.exec("UPDATE gate_results SET detail_json = CAST(X'7B2261223A2241FF42227D' AS TEXT) WHERE proposal_id = " + std::to_string(ok));
+  msg = input_error([&] { gate_results(st, ok); });
+  CHECK(msg.find("gate 'safety' of proposal " + std::to_string(ok)) != std::string::npos);
+  CHECK(load_proposal(st, ok).id == ok);  // the statement was reset: the store still works
 }

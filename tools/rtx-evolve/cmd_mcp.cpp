@@ -1,5 +1,6 @@
 // rtx-evolve mcp: an MCP server (JSON-RPC 2.0, one message per line) on stdin/stdout for external
 // agents; flags only, the server is rtx::evolve::McpServer. Logs go to stderr, never stdout.
+#include <csignal>
 #include <iostream>
 
 #include "commands.hpp"
@@ -18,13 +19,17 @@ Body add_mcp(CLI::App& app, const rtx::cli::CommonOptions& common) {
   app.add_option("--model", o->validate.model_path, "Serving model for scheduler-domain validation");
   app.footer(
       "Speaks MCP 2025-06-18 over stdio: one JSON-RPC 2.0 message per line on stdin, replies on stdout, logs on stderr;\n"
-      "JSON-RPC batches are refused (-32600). Ends with exit 0 at end of input. Tools: list_benchmarks, get_baseline,\n"
-      "submit_proposal, proposal_status, query_knowledge (docs/evolution.md, \"MCP server\").");
+      "JSON-RPC batches and messages over 16 MiB are refused (-32600). Ends with exit 0 at end of input, exit 3 when\n"
+      "stdout is closed. Tools: list_benchmarks, get_baseline, submit_proposal, proposal_status, query_knowledge\n"
+      "(docs/evolution.md, \"MCP server\").");
   return [&common, o]() {
     rtx::store::Store st(rtx::store::resolve_db_path(common.db));
     o->validate.seed = common.seed;
     o->log = common.quiet ? nullptr : &std::cerr;
     o->validate.log = o->log;
+    // A client that closes its end must not kill the server silently: a failed write is
+    // reported (serve throws Environment "stdout closed", exit 3) instead of SIGPIPE.
+    std::signal(SIGPIPE, SIG_IGN);
     rtx::evolve::McpServer server(st, *o);
     if (o->log) *o->log << "rtx-evolve mcp: serving " << st.path() << " on stdio (MCP " << rtx::evolve::kMcpProtocolVersion << ")\n";
     server.serve(std::cin, std::cout);

@@ -58,7 +58,7 @@ int run_tool(CLI::App& app, int argc, char** argv, const CommonOptions& o, const
     if (json)
       std::cout << nlohmann::json{{"error", {{"category", "usage"}, {"message", e.what()}, {"where", "command line"},
                                              {"hint", "run with --help for usage"}, {"exit_code", 2}}}}
-                       .dump(2)
+                       .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
                 << std::endl;
     return 2;
   }
@@ -68,7 +68,9 @@ int run_tool(CLI::App& app, int argc, char** argv, const CommonOptions& o, const
     if (o.json) {
       nlohmann::json j = {{"error", {{"category", category}, {"message", msg}, {"where", where},
                                      {"hint", hint}, {"exit_code", code}}}};
-      std::cout << j.dump(2) << std::endl;
+      // The message quotes user input (a path, an argument, a parser's view of a file), which
+      // may be invalid UTF-8: replace it (U+FFFD) rather than throw out of the error path.
+      std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
     }
     return code;
   };
@@ -85,6 +87,13 @@ int run_tool(CLI::App& app, int argc, char** argv, const CommonOptions& o, const
     return report(category_name(e.category()), e.what(), e.where(), e.hint(), e.exit_code());
   } catch (const std::bad_alloc&) {
     return report("environment", "out of memory", "", "reduce the problem size", 3);
+  } catch (const nlohmann::json::type_error& e) {
+    // 316: a JSON document being written holds text that is not UTF-8. Such text comes from
+    // outside (an argument, a file, a store row), so it is bad input, not a crash.
+    if (e.id == 316)
+      return report("input", std::string("input text is not valid UTF-8, cannot write it as JSON (") + e.what() + ")", "",
+                    "pass UTF-8 text (arguments, files, store rows)", 2);
+    return report("internal", std::string("internal error: ") + e.what(), "", "please report this", 4);
   } catch (const std::exception& e) {
     return report("internal", std::string("internal error: ") + e.what(), "", "please report this", 4);
   }

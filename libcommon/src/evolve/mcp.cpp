@@ -3,6 +3,7 @@
 #include "rtx/evolve/mcp.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <istream>
 #include <ostream>
 #include <utility>
@@ -67,6 +68,9 @@ std::string mcp_schema_problem(const json& schema, const json& value, const std:
       names += (names.empty() ? "" : " or ") + one.get<std::string>();
     }
     if (!ok) return label(where) + ": expected " + names + ", got " + type_of(value);
+    // 18446744073709551615 parses as an unsigned integer: tool bodies read int64.
+    if (value.is_number_unsigned() && value.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+      return label(where) + ": " + value.dump() + " is outside the signed 64-bit integer range";
   }
   if (schema.contains("enum")) {
     const json& e = schema["enum"];
@@ -262,6 +266,67 @@ json rpc_error(const json& id, int code, const std::string& message) {
   return {{"jsonrpc", "2.0"}, {"id", id}, {"error", {{"code", code}, {"message", message}}}};
 }
 
+std::string mib_text(size_t bytes) {
+  return bytes % (size_t{1} << 20) == 0 ? std::to_string(bytes >> 20) + " MiB" : std::to_string(bytes) + " bytes";
+}
+
+json too_long_error(size_t max_bytes) {
+  return rpc_error(nullptr, kInvalidRequest,
+                   "invalid request: message longer than " + mib_text(max_bytes) + "; it was skipped, send one message per line");
+}
+
+/// How deeply arrays and objects nest in `text` (brackets inside strings do not count), counted
+/// up to `limit` + 1 at most: the parser's DOM of a 5 M-deep "[[[[" line would take ~400 MB.
+size_t nesting_depth(const std::string& text, size_t limit) {
+  size_t depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) break;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+enum class LineRead { kLine, kTooLong, kEnd };
+
+/// Read one line ('\n' dropped) of at most `max` bytes into `line`. A longer line is read on to
+/// its end without being kept (kTooLong); kEnd at end of input with nothing read.
+LineRead read_bounded_line(std::istream& in, std::string& line, size_t max) {
+  line.clear();
+  std::streambuf* sb = in.rdbuf();
+  if (!sb) return LineRead::kEnd;
+  using traits = std::char_traits<char>;
+  bool any = false, too_long = false;
+  for (;;) {
+    const traits::int_type c = sb->sbumpc();
+    if (traits::eq_int_type(c, traits::eof())) {
+      in.setstate(std::ios::eofbit);
+      if (!any) return LineRead::kEnd;
+      break;
+    }
+    any = true;
+    if (c == '\n') break;
+    if (too_long) continue;
+    if (line.size() >= max) {
+      too_long = true;
+      std::string().swap(line);
+      continue;
+    }
+    line.push_back(traits::to_char_type(c));
+  }
+  return too_long ? LineRead::kTooLong : LineRead::kLine;
+}
+
 /// MCP request ids are strings or integers (never null).
 bool valid_id(const json& id) { return id.is_string() || id.is_number_integer(); }
 
@@ -326,7 +391,12 @@ json case_baseline(store::Store& st, const std::string& case_id) {
   }
   const std::string op = q.column_text(1), variant = q.column_text(2), backend = q.column_text(3), shape = q.column_text(4),
                     dtype = q.column_text(5);
-  json params = json::parse(q.column_text(6));
+  json params = json::parse(q.column_text(6), nullptr, false);
+  if (params.is_discarded()) {
+    q.reset();
+    throw_input("bench result of case '" + case_id + "' in " + st.path() + ": stored params_json is unreadable", st.path(),
+                "the row was changed outside rtx");
+  }
   std::string source = q.column_text(17);
   if (params.is_object() && params.contains("rtx_evolve")) {
     source = "evolve:" + params["rtx_evolve"].value("arm", std::string("baseline"));
@@ -383,12 +453,21 @@ const KeyPair& McpServer::key() {
 size_t McpServer::serve(std::istream& in, std::ostream& out) {
   size_t replies = 0;
   std::string line;
-  while (std::getline(in, line)) {
-    const std::optional<json> r = handle_line(line);
+  for (;;) {
+    const LineRead got = read_bounded_line(in, line, o_.max_message_bytes);
+    if (got == LineRead::kEnd) break;
+    std::optional<json> r;
+    if (got == LineRead::kTooLong) {
+      if (o_.log) *o_.log << "rtx-evolve mcp: skipped a message longer than " << mib_text(o_.max_message_bytes) << "\n";
+      r = too_long_error(o_.max_message_bytes);
+    } else {
+      r = handle_line(line);
+    }
     if (!r) continue;
     // Replace invalid UTF-8 (from the store or a message) rather than throw: stdout stays protocol.
     out << r->dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
     out.flush();
+    if (!out) throw_env("stdout closed: cannot write the reply", "<stdout>", "the client stopped reading; nothing more is served");
     ++replies;
   }
   if (o_.log) *o_.log << "rtx-evolve mcp: end of input, " << replies << " replies\n";
@@ -399,6 +478,10 @@ std::optional<json> McpServer::handle_line(const std::string& raw) {
   std::string line = raw;
   if (!line.empty() && line.back() == '\r') line.pop_back();
   if (line.find_first_not_of(" \t") == std::string::npos) return std::nullopt;
+  if (line.size() > o_.max_message_bytes) return too_long_error(o_.max_message_bytes);
+  if (nesting_depth(line, o_.max_depth) > o_.max_depth)
+    return rpc_error(nullptr, kParseError,
+                     "parse error: arrays/objects nested deeper than " + std::to_string(o_.max_depth) + " levels");
   json msg;
   try {
     msg = json::parse(line);

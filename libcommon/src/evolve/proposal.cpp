@@ -41,6 +41,17 @@ const json& field(const json& j, const char* name, const std::string& source) {
   return j.at(name);
 }
 
+/// A JSON column of a stored row. A row edited outside rtx (invalid UTF-8, truncated JSON) is
+/// bad input naming the row, not an internal parse_error.
+json parse_stored(const std::string& text, const std::string& row, const std::string& db) {
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw_input(row + " in " + db + ": stored JSON is unreadable (" + e.what() + ")", db,
+                "the row was changed outside rtx; restore the store from a backup or fix the row with sqlite3");
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string>& known_domains() {
@@ -291,7 +302,8 @@ Proposal load_proposal(store::Store& st, int64_t id) {
   }
   const std::string text = q.column_text(0), status = q.column_text(1);
   q.reset();
-  Proposal p = from_json(json::parse(text), st.path() + ": proposal " + std::to_string(id));
+  const std::string row = "proposal " + std::to_string(id);
+  Proposal p = from_json(parse_stored(text, row, st.path()), st.path() + ": " + row);
   p.id = id;
   p.status = status;
   return p;
@@ -364,7 +376,12 @@ std::vector<GateResult> gate_results(store::Store& st, int64_t proposal_id) {
     r.metric = q.column_text(2);
     r.value = q.column_double(3);
     r.threshold = q.column_double(4);
-    r.detail = json::parse(q.column_text(5));
+    try {
+      r.detail = parse_stored(q.column_text(5), "gate '" + r.gate + "' of proposal " + std::to_string(proposal_id), st.path());
+    } catch (const Error&) {
+      q.reset();
+      throw;
+    }
     v.push_back(std::move(r));
   }
   q.reset();

@@ -140,27 +140,59 @@ void atomic_write_file(const std::string& path_in, std::string_view bytes) {
   }
 }
 
-std::string read_text_file(const std::string& path_or_dash) {
+namespace {
+
+std::string size_text(uint64_t bytes) {
+  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
+  return std::to_string(bytes) + " bytes";
+}
+
+[[noreturn]] void throw_too_large(const std::string& path, uint64_t max_bytes) {
+  throw Error(ErrorCategory::Input, "larger than " + size_text(max_bytes) + ", refusing to read it", path,
+              "pass a smaller file");
+}
+
+}  // namespace
+
+std::string read_text_file(const std::string& path_or_dash, const ReadLimits& limits) {
   std::string out;
   char buf[1 << 16];
   if (path_or_dash == "-") {
     size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) out.append(buf, n);
+    while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) {
+      out.append(buf, n);
+      if (out.size() > limits.max_bytes) throw_too_large("<stdin>", limits.max_bytes);
+    }
     if (std::ferror(stdin)) throw_errno("cannot read", "<stdin>", errno);
     return out;
   }
   const std::string& path = path_or_dash;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (path.empty()) throw Error(ErrorCategory::Input, "empty file path", "<empty path>", "pass a file path");
+  // O_NONBLOCK: opening a FIFO without a writer must not hang when only regular files are wanted
+  // (it does not change reads of a regular file).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (limits.regular_only ? O_NONBLOCK : 0));
   if (fd < 0) {
     const int err = errno;
     if (err == ENOENT || err == ENOTDIR)
       throw Error(ErrorCategory::Input, "no such file", path, "check the path");
+    if (err == EISDIR) throw Error(ErrorCategory::Input, "is a directory, expected a file", path);
     throw_errno("cannot open", path, err);
   }
   struct stat st {};
-  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-    ::close(fd);
-    throw Error(ErrorCategory::Input, "is a directory, expected a file", path);
+  if (::fstat(fd, &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      ::close(fd);
+      throw Error(ErrorCategory::Input, "is a directory, expected a file", path);
+    }
+    if (limits.regular_only && !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      throw Error(ErrorCategory::Input, "not a regular file (a device, pipe or socket), refusing to read it", path,
+                  "pass a regular file");
+    }
+    if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > limits.max_bytes) {
+      ::close(fd);
+      throw_too_large(path, limits.max_bytes);
+    }
   }
   for (;;) {
     const ssize_t n = ::read(fd, buf, sizeof buf);
@@ -172,6 +204,10 @@ std::string read_text_file(const std::string& path_or_dash) {
       throw_errno("cannot read", path, err);
     }
     out.append(buf, static_cast<size_t>(n));
+    if (out.size() > limits.max_bytes) {  // a file that grew, or a device
+      ::close(fd);
+      throw_too_large(path, limits.max_bytes);
+    }
   }
   ::close(fd);
   return out;

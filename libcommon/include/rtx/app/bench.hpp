@@ -61,8 +61,12 @@ struct Pack {
 /// 'shapes'), empty names, names with control characters (< 0x20, 0x7f) or '/', duplicate
 /// case names (naming both), runner defaults out of range. Format: docs/bench_packs.md.
 Pack parse_pack(const nlohmann::json& doc, const std::string& source);
+/// Largest pack file load_pack reads (a pack is a few KiB of JSON).
+inline constexpr uint64_t kMaxPackBytes = uint64_t{64} << 20;
 /// Read and parse a pack file ("-" = stdin); errors as parse_pack, plus rtx::Error(Input)
-/// for a missing, unreadable (any read error) or invalid JSON file.
+/// naming the path for an empty path, a missing, unreadable (any read error) or invalid JSON
+/// file, a file that is not a regular file (/dev/zero, a FIFO: refused without reading) and
+/// input larger than kMaxPackBytes (64 MiB).
 Pack load_pack(const std::string& path);
 
 /// One runnable (or skipped) benchmark: a pack case at one variant, shape and dtype.

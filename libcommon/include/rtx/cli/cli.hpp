@@ -25,9 +25,9 @@ void add_common_options(CLI::App& app, CommonOptions& o);
 
 /// Parse argv and run `body`, mapping outcomes to exit codes: body's return value as is;
 /// --help 0; CLI parse errors 2; rtx::Error by category (2 usage/input, 3 env, 4 internal);
-/// any other exception 4. Before `body`, opens the telemetry sink (--events / RTX_EVENTS) and
+/// a JSON document with text that is not UTF-8 (nlohmann type_error 316) 2; any other exception 4. Before `body`, opens the telemetry sink (--events / RTX_EVENTS) and
 /// sets the run seed (rtx::telemetry::init_from_options). Errors go to stderr as "rtx-x: error: ..." and, under --json,
-/// also as {"error": {...}} on stdout.
+/// also as {"error": {...}} on stdout (invalid UTF-8 in the message written as U+FFFD).
 int run_tool(CLI::App& app, int argc, char** argv, const CommonOptions& o, const std::function<int()>& body);
 
 /// A tool's subcommands (rtx-bench run/compare, rtx-train prepare/run/...): exactly one is

@@ -42,6 +42,11 @@ struct McpOptions {
   ValidateOptions validate;
   /// Diagnostics (one line per event; never protocol messages). nullptr: silent.
   std::ostream* log = nullptr;
+  /// Longest message (one line, bytes) read; a longer one is answered kInvalidRequest and
+  /// skipped to its end without being kept in memory.
+  size_t max_message_bytes = size_t{16} << 20;
+  /// Deepest nesting of arrays and objects in a message; deeper is kParseError (before parsing).
+  size_t max_depth = 512;
 };
 
 /// An MCP server over one store. Tools (docs/evolution.md "MCP server"): list_benchmarks,
@@ -59,11 +64,14 @@ class McpServer {
 
   /// Serve `in` until EOF: each line (a trailing '\r' dropped; blank lines skipped) is one
   /// message; each reply is written to `out` as one line of compact UTF-8 JSON and flushed.
-  /// Returns the number of replies written. Never throws for bad input.
+  /// A line longer than max_message_bytes is answered kInvalidRequest ("message longer than
+  /// 16 MiB") and skipped. Returns the number of replies written. Never throws for bad input;
+  /// a reply that cannot be written (stdout closed) is rtx::Error(Environment) "stdout closed".
   size_t serve(std::istream& in, std::ostream& out);
 
   /// Handle one line of input: the reply, or nullopt when none is due (a notification, a
-  /// response, a blank line).
+  /// response, a blank line). A line over max_message_bytes is kInvalidRequest, one nested
+  /// deeper than max_depth kParseError.
   std::optional<nlohmann::json> handle_line(const std::string& line);
   /// Handle one parsed message (an object, or an array: refused as a batch).
   std::optional<nlohmann::json> handle(const nlohmann::json& msg);
@@ -92,7 +100,8 @@ class McpServer {
 
 /// Why `args` does not satisfy `schema` ("" when it does). Supports the subset the tool
 /// schemas use: type (object, string, integer, number, boolean, array), properties, required,
-/// additionalProperties false, enum, minimum, maximum, anyOf. Names the argument at fault
+/// additionalProperties false, enum, minimum, maximum, anyOf; an "integer" must fit int64.
+/// Names the argument at fault
 /// ("argument 'id': expected integer, got string").
 std::string mcp_schema_problem(const nlohmann::json& schema, const nlohmann::json& value, const std::string& where = "");
 

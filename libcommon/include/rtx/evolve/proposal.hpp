@@ -89,7 +89,8 @@ std::string verify(const Proposal& p, const KeyPair& k);
 /// Insert `p` (status as in p) into proposals; returns and sets p.id. `run_id` 0: none. One transaction.
 int64_t insert_proposal(store::Store& st, Proposal& p, int64_t run_id);
 /// Load a proposal by id from its stored JSON (the envelope as stored, id and status from the
-/// row). Throws rtx::Error(Input) "no proposal N in <db>" when absent.
+/// row). Throws rtx::Error(Input) "no proposal N in <db>" when absent and "proposal N in <db>:
+/// stored JSON is unreadable (...)" when the row's JSON does not parse (edited outside rtx).
 Proposal load_proposal(store::Store& st, int64_t id);
 /// Ids of proposals, newest first (status filter "" = all), at most `limit`.
 std::vector<int64_t> list_proposals(store::Store& st, const std::string& status, size_t limit);
@@ -111,7 +112,8 @@ void record_gates(store::Store& st, int64_t proposal_id, int64_t run_id, const s
 /// The same rows, inside the caller's open transaction (record_validation writes gates and
 /// bench_results together).
 void insert_gates(store::Store& st, int64_t proposal_id, int64_t run_id, const std::vector<GateResult>& g);
-/// Gate results of a proposal, in insertion order.
+/// Gate results of a proposal, in insertion order. A detail_json that does not parse is
+/// rtx::Error(Input) naming the gate and the proposal.
 std::vector<GateResult> gate_results(store::Store& st, int64_t proposal_id);
 
 /// True when a proposal with this fingerprint already failed a gate on `sku` (the learned prior).

@@ -18,10 +18,22 @@ namespace rtx::io {
 /// /dev/null, a FIFO) is written in place, never replaced; a directory is a Usage error.
 void atomic_write_file(const std::string& path, std::string_view bytes);
 
+/// Bounds on what read_text_file accepts (the defaults accept anything, as before).
+struct ReadLimits {
+  /// Most bytes read; a longer input is refused with rtx::Error(Input) "larger than N bytes"
+  /// (a regular file by its size, before reading; stdin, a device or a pipe after reading
+  /// max_bytes + 1 bytes, so /dev/zero costs at most max_bytes of memory).
+  uint64_t max_bytes = UINT64_MAX;
+  /// Refuse anything but a regular file (a device, FIFO or socket) with rtx::Error(Input),
+  /// without blocking on it; "-" (stdin) is still read.
+  bool regular_only = false;
+};
+
 /// Whole contents of `path_or_dash` ("-" reads stdin to EOF). Throws rtx::Error(Input) naming
-/// the path for a missing file or a directory, rtx::Error(Environment) for other read errors
-/// (permission denied, I/O error) with the errno text.
-std::string read_text_file(const std::string& path_or_dash);
+/// the path for a missing file or a directory and for input outside `limits`,
+/// rtx::Error(Environment) for other read errors (permission denied, I/O error) with the
+/// errno text.
+std::string read_text_file(const std::string& path_or_dash, const ReadLimits& limits = {});
 
 /// Write `bytes` to stdout when `path_or_dash` is "-" (flushed; a failed write throws
 /// rtx::Error(Environment)), else atomic_write_file(path, bytes).

@@ -306,10 +306,16 @@ Pack parse_pack(const json& doc, const std::string& src) {
 }
 
 Pack load_pack(const std::string& path) {
+  if (path.empty()) throw_input("the bench pack path is empty", "<empty path>", "pass an rtx.benchpack.v1 file");
   const std::string src = path == "-" ? "<stdin>" : path;
   std::string text;
   try {
-    text = io::read_text_file(path);
+    // Pack paths come from agents too (MCP list_benchmarks): a device (/dev/zero), a FIFO or a
+    // huge file must not be read without bound.
+    io::ReadLimits lim;
+    lim.max_bytes = kMaxPackBytes;
+    lim.regular_only = true;
+    text = io::read_text_file(path, lim);
   } catch (const Error& e) {
     // A pack that cannot be read (permission denied, /proc/self/mem, a directory) is bad
     // input to this command: exit 2 like a missing file (docs/tools/rtx-bench.md).

@@ -74,14 +74,12 @@ void apply_promoted(RunArgs& a, const std::string& db, bool quiet) {
     }
   }
   if (const auto* pj = pc.get("parallelism")) {
-    const nlohmann::json t = pj->is_object() ? pj->value("threads", nlohmann::json()) : nlohmann::json();
+    std::string why;
     if (a.threads_flag->count() > 0) outcome["parallelism"] = "--threads given";
-    else if (!t.is_number_integer() || t.get<int64_t>() < 1 || t.get<int64_t>() > 4096)
-      outcome["parallelism"] = "invalid here: 'threads' must be an integer in [1, 4096], not " + t.dump();
-    else {
-      a.threads = t.get<int>();
+    else if (const auto t = rtx::evolve::promoted_threads(*pj, 4096, &why)) {
+      a.threads = *t;
       outcome["parallelism"] = "";
-    }
+    } else outcome["parallelism"] = why;
   }
   if (!quiet) std::fprintf(stderr, "rtx-serve: %s\n", rtx::evolve::describe(pc, outcome).c_str());
 }

@@ -143,15 +143,12 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
       const auto pc = rtx::evolve::promoted_configs(db, rtx::telemetry::sku_key("cpu"));
       std::map<std::string, std::string> outcome;
       if (const auto* pj = pc.get("parallelism")) {
-        const nlohmann::json t = pj->is_object() ? pj->value("threads", nlohmann::json()) : nlohmann::json();
-        const int64_t hi = 4 * std::max(1, omp_get_num_procs());
+        std::string why;
         if (o_threads->count()) outcome["parallelism"] = "--threads given";
-        else if (!t.is_number_integer() || t.get<int64_t>() < 1 || t.get<int64_t>() > hi)
-          outcome["parallelism"] = "invalid here: 'threads' must be an integer in [1, " + std::to_string(hi) + "], not " + t.dump();
-        else {
-          a->threads = static_cast<int>(t.get<int64_t>());
+        else if (const auto t = rtx::evolve::promoted_threads(*pj, 4 * std::max(1, omp_get_num_procs()), &why)) {
+          a->threads = *t;
           outcome["parallelism"] = "";
-        }
+        } else outcome["parallelism"] = why;
       }
       if (const auto* fj = pc.get("fusion")) {  // fused (FlashAttention) or unfused attention
         try {

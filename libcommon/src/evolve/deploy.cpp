@@ -127,6 +127,13 @@ PromotedConfigs promoted_configs(const std::string& db_path, const std::string& 
   return pc;
 }
 
+std::optional<int> promoted_threads(const json& config, int max_threads, std::string* why) {
+  const json t = config.is_object() ? config.value("threads", json()) : json();
+  if (t.is_number_integer() && t.get<int64_t>() >= 1 && t.get<int64_t>() <= max_threads) return static_cast<int>(t.get<int64_t>());
+  if (why) *why = "invalid here: 'threads' must be an integer in [1, " + std::to_string(max_threads) + "], not " + t.dump();
+  return std::nullopt;
+}
+
 std::string describe(const PromotedConfigs& pc, const std::map<std::string, std::string>& outcome) {
   if (!pc.note.empty()) return "promoted configs: " + pc.note + "; defaults";
   std::string applied, ignored;

@@ -38,6 +38,9 @@ struct PromotedConfigs {
 /// Read the promoted configs for `sku` from the store at `db_path`, read-only. Never throws for a
 /// missing or unreadable store: the tool then runs on its defaults and `note` says why.
 PromotedConfigs promoted_configs(const std::string& db_path, const std::string& sku);
+/// The thread count of a promoted parallelism config ({"threads": N}) when it is an integer in
+/// [1, max_threads]; otherwise nullopt and `why` says what is wrong (for describe()).
+std::optional<int> promoted_threads(const nlohmann::json& config, int max_threads, std::string* why);
 /// One line for a tool's stderr about the promoted configs it looked at: `outcome` maps each
 /// domain the tool uses to "" (applied) or why it was not ("--threads given", "invalid: ...");
 /// domains the tool does not use are not mentioned. E.g. "promoted configs for cpu:...:

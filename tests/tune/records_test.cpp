@@ -4,12 +4,14 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <functional>
 
 #include "rtx/core/build_info.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/kernels/registry.hpp"
 #include "rtx/store/store.hpp"
 #include "rtx/telemetry/hwprofile.hpp"
+#include "rtx/tune/efficiency.hpp"
 #include "rtx/tune/lookup.hpp"
 #include "rtx/tune/records.hpp"
 #include "rtx/tune/search.hpp"
@@ -356,4 +358,119 @@ TEST_CASE("export/import round trip, SKU refusal and all-or-nothing", "[cpu]") {
   bad["entries"][1] = bad["entries"][0];
   CHECK_THROWS_WITH(import_profiles(d, bad, "p.json", false), Catch::Contains("duplicate"));
   CHECK(current_profiles(d).empty());
+}
+
+// ---- efficiency (replay of strategies against a fully recorded grid) ------------------------
+
+namespace {
+
+// 10 x 10 grid with one point within 3% of the optimum: f(7,3) = 1, every other point >= 1.05.
+Space space_10x10(bool reject_a0 = false) {
+  Space s;
+  s.params = {{"A", {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, 0, ""}, {"B", {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, 0, ""}};
+  if (reject_a0) s.validate = [](const Params& p) { return p.at("A") == 0 ? std::string("A=0 invalid") : ""; };
+  return s;
+}
+double f_10x10(const Params& p) {
+  return 1 + 0.1 * std::abs(static_cast<double>(p.at("A")) - 7) + 0.05 * std::abs(static_cast<double>(p.at("B")) - 3);
+}
+std::vector<TrialRecord> record_all(const Space& s, const std::function<double(const Params&)>& f) {
+  std::vector<TrialRecord> v;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const Params p = s.at(i);
+    if (s.validate && !s.validate(p).empty()) continue;
+    TrialRecord r;
+    r.config = p;
+    r.eval.status = Evaluation::Status::Ok;
+    r.eval.samples.assign(30, f(p));
+    r.eval.median = f(p);
+    v.push_back(r);
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("efficiency: grid finds the needle at its grid position, random at (n+1)/2 on average", "[cpu]") {
+  const Space s = space_10x10();
+  const auto rec = record_all(s, f_10x10);
+  EfficiencyOptions o;
+  o.strategies = {"grid", "random", "tpe", "halving"};
+  o.seeds = 400;
+  o.abort_ratio = 0;
+  const EfficiencyReport r = efficiency(s, rec, o);
+  CHECK(r.grid_points == 100);
+  CHECK(r.valid_points == 100);
+  CHECK(r.recorded == 100);
+  CHECK(r.ok == 100);
+  CHECK(r.optimum_s == 1.0);
+  CHECK(r.optimum == Params{{"A", 7}, {"B", 3}});
+  CHECK(r.within_target == 1);
+  CHECK(r.worst_ratio == Approx(1 + 0.7 + 0.3));
+  REQUIRE(r.default_ratio);
+  CHECK(*r.default_ratio == Approx(f_10x10({{"A", 0}, {"B", 0}})));
+  CHECK(r.budget == 100);
+  REQUIRE(r.strategies.size() == 4);
+  // grid: last parameter fastest, so (A=7, B=3) is the 7*10+3+1 = 74th evaluation, every seed.
+  const StrategyEfficiency& g = r.strategies[0];
+  CHECK(g.reached == 400);
+  CHECK(g.mean_evals == 74);
+  CHECK(g.worst_evals == 74);
+  CHECK(g.mean_ratio[72] > 1.0);
+  CHECK(g.mean_ratio[73] == 1.0);
+  CHECK(g.mean_ratio[0] == Approx(f_10x10({{"A", 0}, {"B", 0}})));
+  // random without replacement: the one needle's position is uniform on 1..100, mean 50.5,
+  // sd 28.9 -> sd of a 400-seed mean 1.44.
+  const StrategyEfficiency& rnd = r.strategies[1];
+  CHECK(rnd.reached == 400);
+  CHECK(std::abs(rnd.mean_evals - 50.5) < 6);
+  CHECK(rnd.mean_ratio.back() == 1.0);
+  for (size_t e = 1; e < rnd.mean_ratio.size(); ++e) CHECK(rnd.mean_ratio[e] <= rnd.mean_ratio[e - 1]);
+  // TPE on a separable landscape beats random on average.
+  CHECK(r.strategies[2].mean_evals < rnd.mean_evals);
+  CHECK(r.strategies[2].reached == 400);
+}
+
+TEST_CASE("efficiency: invalid points, partial grids, failed optimum, short budgets, bad options", "[cpu]") {
+  const Space s = space_10x10(true);
+  auto rec = record_all(s, f_10x10);
+  EfficiencyOptions o;
+  o.strategies = {"grid"};
+  o.seeds = 2;
+  EfficiencyReport r = efficiency(s, rec, o);
+  CHECK(r.valid_points == 90);
+  CHECK(r.recorded == 90);
+  CHECK(r.budget == 90);
+  CHECK(r.strategies[0].mean_evals == 64);  // (A=7,B=3) is the 64th valid point in grid order
+  CHECK_FALSE(r.default_ratio);             // the defaults (A=0) are invalid
+
+  // A wrong output at the optimum: it never counts; the optimum is the next point.
+  for (auto& t : rec)
+    if (t.config == Params{{"A", 7}, {"B", 3}}) t.eval.status = Evaluation::Status::Fail;
+  r = efficiency(s, rec, o);
+  CHECK(r.failed == 1);
+  CHECK(r.optimum_s == Approx(1.05));
+  CHECK(r.optimum.at("A") == 7);
+  CHECK(r.within_target == 2);              // (7,2) and (7,4) are both 1.05
+
+  // A short budget: nobody reaches the target, a miss counts as the budget.
+  o.budget = 10;
+  r = efficiency(s, rec, o);
+  CHECK(r.strategies[0].reached == 0);
+  CHECK(r.strategies[0].mean_evals == 10);
+  CHECK(r.strategies[0].mean_ratio.size() == 10);
+  o.budget = 0;
+
+  // A grid with a hole is refused unless partial is allowed.
+  rec.pop_back();
+  CHECK_THROWS_WITH(efficiency(s, rec, o), Catch::Contains("89 of 90 valid points"));
+  r = efficiency(s, rec, o, true);
+  CHECK(r.recorded == 89);
+
+  CHECK_THROWS_AS(efficiency(s, {}, o), rtx::Error);
+  o.strategies = {"annealing"};
+  CHECK_THROWS_WITH(efficiency(s, rec, o, true), Catch::Contains("unknown strategy"));
+  o.strategies = {"grid"};
+  o.seeds = 0;
+  CHECK_THROWS_AS(efficiency(s, rec, o, true), rtx::Error);
 }

@@ -2,6 +2,7 @@
 // through the store, show --stats, export/import (rtx.profile.v1, SKU refusal), exit codes.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -103,6 +104,59 @@ TEST_CASE("rtx-tune run/show/export/import end to end", "[cpu][cli]") {
   CHECK(p.exit_code == 0);
 }
 
+TEST_CASE("rtx-tune efficiency replays strategies against a recorded grid", "[cpu][cli]") {
+  const std::string d = rtx::test::temp_dir();
+  const std::string db = " --db " + d + "/rtx.db";
+  const std::string key = " --op attention_forward --shape B=1,T=7,NH=2,HS=8";
+  // A partly recorded grid is refused (naming the coverage), then the full grid is recorded.
+  auto p = run(tune() + " run" + key + " --strategy random --budget 4evals --max-samples 5 --max-time 0.01" + db);
+  REQUIRE(p.exit_code == 0);
+  p = run(tune() + " efficiency" + key + db);
+  CHECK(p.exit_code == 2);
+  CHECK(p.err.find("4 of 20 valid points") != std::string::npos);
+  p = run(tune() + " run" + key + " --strategy grid --budget 100evals --abort-ratio 0 --max-samples 5 --max-time 0.01 --json" + db);
+  REQUIRE(p.exit_code == 0);
+  const json tuned = parse_out(p)["keys"][0];
+
+  p = run(tune() + " efficiency" + key + " --seeds 6 --json" + db);
+  INFO(p.err);
+  REQUIRE(p.exit_code == 0);
+  const json doc = parse_out(p);
+  CHECK(doc["schema"] == "rtx.tune.efficiency.v1");
+  CHECK(doc["seeds"] == 6);
+  CHECK(doc["within"].get<double>() == Approx(0.03));
+  REQUIRE(doc["keys"].size() == 1);
+  const json k = doc["keys"][0];
+  CHECK(k["valid_points"] == 20);
+  CHECK(k["recorded"] == 20);
+  CHECK(k["budget"] == 20);
+  // The optimum is the recorded best, the same one `run` reported.
+  CHECK(k["optimum"]["median_s"].get<double>() == Approx(tuned["best"]["median_s"].get<double>()));
+  CHECK(k["optimum"]["params"] == tuned["best"]["params"]);
+  REQUIRE(k["strategies"].size() == 4);
+  for (const json& se : k["strategies"]) {
+    INFO(se["strategy"]);
+    CHECK(se["evals_to_target"].size() == 6);
+    CHECK(se["mean_ratio"].size() == 20);
+    CHECK(se["mean_ratio"].back().get<double>() >= 1.0);
+    CHECK(se["mean_evals"].get<double>() >= 1);
+    CHECK(se["worst_evals"].get<size_t>() <= 20);
+  }
+  // Exhaustive grid and random (without replacement, budget = grid) always get there.
+  CHECK(k["strategies"][0]["reached"] == 6);
+  CHECK(k["strategies"][0]["mean_ratio"].back() == 1.0);
+  CHECK(k["strategies"][1]["reached"] == 6);
+
+  p = run(tune() + " efficiency" + key + " --seeds 3 --strategies random,tpe --format csv" + db);
+  REQUIRE(p.exit_code == 0);
+  CHECK(p.out.rfind("key,strategy,evaluations,mean_ratio,worst_ratio\n", 0) == 0);
+  CHECK(std::count(p.out.begin(), p.out.end(), '\n') == 1 + 2 * 20);
+  p = run(tune() + " efficiency" + key + " --seeds 3" + db);
+  REQUIRE(p.exit_code == 0);
+  CHECK(p.out.find("best: ") != std::string::npos);
+  CHECK(p.out.find("20 recorded") != std::string::npos);
+}
+
 TEST_CASE("rtx-tune exit codes on bad input", "[cpu][cli]") {
   const std::string db = " --db " + rtx::test::temp_dir() + "/rtx.db";
   struct Bad {
@@ -119,6 +173,11 @@ TEST_CASE("rtx-tune exit codes on bad input", "[cpu][cli]") {
            {" run --op matmul_forward --shape M=8,N=8,K=8 --variant cpu.nope", 2},
            {" run --pack x.json --op matmul_forward --shape M=8,N=8,K=8", 2},
            {" run --op matmul_forward --shape M=8,N=8,K=8 --replay", 2},  // nothing recorded
+           {" efficiency", 2},
+           {" efficiency --op matmul_forward --shape M=8,N=8,K=8", 2},  // nothing recorded
+           {" efficiency --op matmul_forward --shape M=8,N=8,K=8 --within 150%", 2},
+           {" efficiency --op matmul_forward --shape M=8,N=8,K=8 --strategies grid,annealing", 2},
+           {" efficiency --op matmul_forward --shape M=8,N=8,K=8 --format xml", 2},
            {" import /nonexistent.json", 2},
            {" export", 2},
            {" frobnicate", 2},

@@ -1,4 +1,5 @@
-// `rtx-tune run`: binds flags into rtx::app::tune::RunCommand.
+// `rtx-tune run` and `rtx-tune efficiency`: bind flags into rtx::app::tune's RunCommand and
+// EfficiencyCommand.
 #include <iostream>
 #include <memory>
 
@@ -16,6 +17,8 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common, int argc, char*
   s.add_option("--variant", c->variant, "Variant (default: the backend's first tunable one)");
   s.add_option("--dtype", c->dtype, "f32 or bf16")->capture_default_str();
   s.add_option("--backend", c->backend, "cpu or cuda")->capture_default_str();
+  s.add_option("--serve", c->serve, "Tune rtx-serve's scheduler knobs and threads for this model file (GGUF or checkpoint)");
+  s.add_option("--workload", c->workload, "With --serve: the batch measured, requests=N,prompt=N,gen=N")->capture_default_str();
   s.add_option("--strategy", c->strategy, "grid, random, halving or tpe")->capture_default_str();
   s.add_option("--budget", c->budget, "Evaluations (200evals, 200) or wall time (120s, 5m)")->capture_default_str();
   s.add_flag("--replay", c->replay, "Run the strategy against recorded trials only: nothing is timed or written");
@@ -35,6 +38,37 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common, int argc, char*
     c->progress = rtx::cli::stderr_is_tty();
     c->argv.assign(argv, argv + argc);
     return rtx::app::tune::run_run(*c, std::cout, std::cerr);
+  };
+}
+
+Body add_efficiency(CLI::App& s, const rtx::cli::CommonOptions& common) {
+  auto c = std::make_shared<rtx::app::tune::EfficiencyCommand>();
+  s.add_option("--pack", c->pack, "Study every case of this bench pack that has recorded trials");
+  s.add_option("--op", c->op, "Op whose recorded grid to replay (with --shape)");
+  s.add_option("--shape", c->shape, "Shape of the recorded key, e.g. M=256,N=768,K=768");
+  s.add_option("--variant", c->variant, "Variant (default: the backend's first tunable one)");
+  s.add_option("--dtype", c->dtype, "f32 or bf16")->capture_default_str();
+  s.add_option("--backend", c->backend, "cpu or cuda")->capture_default_str();
+  s.add_option("--serve", c->serve, "Study the recorded scheduler grid of this model file");
+  s.add_option("--workload", c->workload, "With --serve: the recorded workload")->capture_default_str();
+  s.add_option("--strategies", c->strategies, "Comma list of strategies to replay")->capture_default_str();
+  s.add_option("--seeds", c->seeds, "Replays per strategy (seeds --seed .. --seed + N - 1)")->capture_default_str();
+  s.add_option("--within", c->within, "Target: within this of the optimum (3% or 0.03)")->capture_default_str();
+  s.add_option("--budget", c->budget, "Evaluations per replay (0: as many as the grid has)")->capture_default_str();
+  s.add_flag("--default-first", c->default_first, "Evaluate the defaults first, as rtx-tune run does");
+  s.add_flag("--partial", c->partial, "Accept a grid with unrecorded valid points (the optimum is then the recorded one)");
+  s.add_option("--min-samples", c->min_samples, "Samples of halving's lowest rung")->capture_default_str();
+  s.add_option("--max-samples", c->max_samples, "Most samples a replayed evaluation sees")->capture_default_str();
+  s.add_option("--abort-ratio", c->abort_ratio, "Early abort above this x the best median (0: never)")->capture_default_str();
+  s.add_option("--format", c->format, "table, json or csv (the full curves)")->capture_default_str();
+  CLI::App* parent = s.get_parent();
+  return [c, parent, &common]() {
+    c->seed = common.seed;
+    if (const CLI::Option* seed = parent ? parent->get_option_no_throw("--seed") : nullptr)
+      for (const std::string& text : seed->results()) c->seed = rtx::app::bench::parse_seed(text);
+    if (common.json) c->format = "json";
+    c->db = common.db;
+    return rtx::app::tune::run_efficiency(*c, std::cout, std::cerr);
   };
 }
 

@@ -9,6 +9,7 @@
 namespace rtx_tune {
 using Body = std::function<int()>;
 Body add_run(CLI::App& app, const rtx::cli::CommonOptions& common, int argc, char** argv);
+Body add_efficiency(CLI::App& app, const rtx::cli::CommonOptions& common);
 Body add_show(CLI::App& app, const rtx::cli::CommonOptions& common);
 Body add_export(CLI::App& app, const rtx::cli::CommonOptions& common);
 Body add_import(CLI::App& app, const rtx::cli::CommonOptions& common);

@@ -1,4 +1,4 @@
-// rtx-tune: search kernel parameters (run), list tuned profiles (show), move them between
+// rtx-tune: search kernel parameters (run), compare strategies on a recorded grid (efficiency), list tuned profiles (show), move them between
 // machines (export / import). Flags only; the logic is rtx::app::tune in libcommon.
 #include <iostream>
 
@@ -11,6 +11,8 @@ int main(int argc, char** argv) {
   rtx::cli::Subcommands subs(app);
   subs.add("run", "Search the parameter space of an op (or every case of a bench pack) and record the best as a profile",
       [&](CLI::App& s) { return rtx_tune::add_run(s, common, argc, argv); });
+  subs.add("efficiency", "Replay each strategy over seeds against a recorded grid: evaluations to reach the optimum",
+      [&](CLI::App& s) { return rtx_tune::add_efficiency(s, common); });
   subs.add("show", "List the current tuned profiles (--stats: trial counts and lookup outcomes)",
       [&](CLI::App& s) { return rtx_tune::add_show(s, common); });
   subs.add("export", "Write the current profiles as an rtx.profile.v1 artifact",

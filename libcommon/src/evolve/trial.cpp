@@ -20,6 +20,7 @@
 #include "rtx/kernels/registry.hpp"
 #include "rtx/models/gpt2.hpp"
 #include "rtx/serve/model.hpp"
+#include "rtx/serve/tuning.hpp"
 
 namespace rtx::evolve {
 
@@ -132,55 +133,21 @@ json run_serve(const json& spec) {
   lo.threads = get<int>(spec, "threads", 0);
   auto model = serve::load_model(path, lo);
   const serve::SchedulerConfig cfg = serve::SchedulerConfig::from_json(spec.value("config", json::object()), "trial config");
-  const int nreq = get<int>(spec, "requests", 8), plen = get<int>(spec, "prompt_tokens", 16),
-            max_tokens = get<int>(spec, "max_tokens", 24);
+  serve::BatchWorkload w;
+  w.requests = get<int>(spec, "requests", 8);
+  w.prompt_tokens = get<int>(spec, "prompt_tokens", 16);
+  w.max_tokens = get<int>(spec, "max_tokens", 24);
+  w.seed = get<uint64_t>(spec, "seed", 0);
+  const int nreq = w.requests, plen = w.prompt_tokens, max_tokens = w.max_tokens;
   const size_t samples = get<size_t>(spec, "samples", 5), warmup = get<size_t>(spec, "warmup", 1);
-  const uint64_t seed = get<uint64_t>(spec, "seed", 0);
-  const int vocab = model->info().vocab;
-  std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(nreq));
-  for (int r = 0; r < nreq; ++r) {
-    auto& pr = prompts[static_cast<size_t>(r)];
-    if (model->info().bos >= 0) pr.push_back(model->info().bos);
-    for (int t = 0; t < plen; ++t)
-      pr.push_back(static_cast<int32_t>(philox_u32(seed, 0xe701u + static_cast<uint64_t>(r), static_cast<uint64_t>(t)) %
-                                        static_cast<uint32_t>(vocab)));
-  }
   std::vector<double> s;
   uint64_t checksum = 0;
   bool first = true, stable = true;
   for (size_t i = 0; i < warmup + samples; ++i) {
-    serve::Scheduler sch(*model, cfg);
-    std::vector<std::vector<int32_t>> toks(static_cast<size_t>(nreq));
-    std::mutex mu;
-    const double t0 = now_s();
-    for (int r = 0; r < nreq; ++r) {
-      serve::GenRequest g;
-      g.prompt = prompts[static_cast<size_t>(r)];
-      g.max_tokens = max_tokens;
-      g.sampling.temperature = 0;
-      g.ignore_eos = true;
-      serve::Scheduler::Refusal why{};
-      std::string detail;
-      auto* dst = &toks[static_cast<size_t>(r)];
-      if (!sch.submit(g, [dst, &mu](const serve::TokenEvent& ev) {
-            std::lock_guard<std::mutex> lk(mu);
-            if (ev.token >= 0) dst->push_back(ev.token);
-            return true;
-          }, &why, &detail))
-        throw_input("trial: the scheduler refused request " + std::to_string(r) + ": " + detail, "config");
-    }
-    sch.shutdown(120);
-    const double el = now_s() - t0;
-    size_t ntok = 0;
-    uint64_t h = kFnvBasis;
-    for (const auto& t : toks) {
-      ntok += t.size();
-      h = fnv1a(h, t.data(), t.size() * sizeof(int32_t));
-    }
-    if (ntok == 0) throw_input("trial: no tokens generated", "serve");
-    if (first) checksum = h, first = false;
-    else if (h != checksum) stable = false;
-    if (i >= warmup) s.push_back(el / static_cast<double>(ntok));
+    const serve::BatchRun run = serve::run_batch(*model, cfg, w);
+    if (first) checksum = run.checksum, first = false;
+    else if (run.checksum != checksum) stable = false;
+    if (i >= warmup) s.push_back(run.seconds / static_cast<double>(run.tokens));
   }
   return {{"schema", kTrialResultSchema},
           {"cases", json::array({{{"id", "serve:" + model->info().name + "/req=" + std::to_string(nreq) + ",prompt=" +

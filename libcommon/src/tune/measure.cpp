@@ -1,6 +1,7 @@
 // KernelObjective: check first, then time with rtx-bench's stop rule, with early abort.
 #include "rtx/tune/measure.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -52,10 +53,18 @@ Evaluation KernelObjective::evaluate(const Params& p, const EvalBudget& b) {
     inst->run();
     inst->sync();
   }
+  Evaluation timed = sample_until(b, [&] { return inst->timed_run(); });
+  return timed;
+}
+
+Evaluation sample_until(const EvalBudget& b, const std::function<double()>& sample) {
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  Evaluation e;
   const auto t0 = Clock::now();
   const size_t max_n = std::max<size_t>(1, b.max_samples);
   while (e.samples.size() < max_n) {
-    e.samples.push_back(inst->timed_run());
+    e.samples.push_back(sample());
     const size_t n = e.samples.size();
     if (b.abort_above > 0 && n == std::max<size_t>(1, b.abort_after) && n < max_n) {
       const double m = stats::median(e.samples);

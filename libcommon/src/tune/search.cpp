@@ -462,6 +462,7 @@ SearchResult search(const Space& space, Objective& objective, const SearchOption
       update_best();
     }
     res.trials.back().best_so_far = best;
+    if (res.best) res.trials.back().best_index = res.trials[*res.best].index;
     if (e.counts) res.curve.push_back(best);
     cache[{p.index, p.rung}] = e;
     if (o.on_trial) o.on_trial(res.trials.back(), res.evaluations);

@@ -275,8 +275,8 @@ CompareReport compare_artifacts(const nlohmann::json& base, const nlohmann::json
 /// Throws rtx::Error(Usage) for another format.
 std::string format_compare(const CompareReport& r, const std::string& format);
 
-/// Parse "5%", "5 %" or "0.05" into 0.05. Throws rtx::Error(Usage) naming --threshold.
-double parse_threshold(const std::string& s);
+/// Parse "5%", "5 %" or "0.05" into 0.05 (in [0, 1)). Throws rtx::Error(Usage) naming `flag`.
+double parse_threshold(const std::string& s, const char* flag = "--threshold");
 
 // ---- commands (what the tool's subcommands call) ----------------------------------------------
 

@@ -18,14 +18,23 @@ namespace rtx::app::tune {
 
 inline constexpr const char* kTuneRunSchema = "rtx.tune.v1";
 
-/// `rtx-tune run`.
-struct RunCommand {
+/// What to tune: a bench pack's cases or one op at one shape (the tuning keys).
+struct Target {
   std::string pack;              ///< --pack FILE (every runnable case with a tunable variant)
   std::string op;                ///< --op NAME (with --shape)
   std::string shape;             ///< "M=64,N=64,K=64" or "64x64x64"
   std::string variant;           ///< "" : the backend's first variant with a non-empty space
   std::string dtype = "f32";
   std::string backend = "cpu";
+  /// --serve MODEL: tune rtx-serve's scheduler knobs and forward threads for this model file
+  /// (serve::scheduler_space) instead of a kernel; key op "serve_scheduler", variant the
+  /// model's file stem, shape the workload.
+  std::string serve;
+  std::string workload = "requests=16,prompt=32,gen=32";  ///< --workload (with --serve)
+};
+
+/// `rtx-tune run`.
+struct RunCommand : Target {
   std::string strategy = "random";
   std::string budget = "200evals";
   uint64_t seed = 0;
@@ -48,6 +57,36 @@ struct RunCommand {
 /// Throws rtx::Error (Usage: bad flags, --pack with --op; Input: unknown op/variant, bad
 /// shape or pack; Environment: no GPU for cuda).
 int run_run(const RunCommand& c, std::ostream& out, std::ostream& err);
+
+inline constexpr const char* kEfficiencySchema = "rtx.tune.efficiency.v1";
+
+/// `rtx-tune efficiency`: replay strategies over seeds against each key's recorded grid.
+struct EfficiencyCommand : Target {
+  std::string strategies = "grid,random,halving,tpe";  ///< comma list
+  size_t seeds = 20;
+  uint64_t seed = 0;             ///< first seed
+  std::string within = "3%";     ///< "3%" or "0.03"
+  size_t budget = 0;             ///< evaluations per replay; 0: the recorded grid's
+  bool default_first = false;
+  bool partial = false;          ///< allow a grid with unrecorded valid points
+  size_t min_samples = 5, max_samples = 30;
+  double abort_ratio = 1.5;
+  std::string format = "table";  ///< table | json | csv (--json: json)
+  std::string db;
+};
+/// Prints, per key, the grid's coverage and optimum, and per strategy the evaluations to come
+/// within the target (mean, median, worst over seeds; share of the grid) and the mean
+/// best-so-far ratio at 1%, 5%, 10%, 25%, 50% and 100% of the budget.
+/// json: {"schema": "rtx.tune.efficiency.v1", "within", "seeds", "first_seed", "keys": [{"key",
+/// "grid_points", "valid_points", "recorded", "ok", "failed", "aborted", "optimum": {"params",
+/// "median_s"}, "worst_ratio", "default_ratio", "within_target", "budget", "best_strategy",
+/// "goal_met", "strategies": [{"strategy", "reached", "mean_evals", "median_evals", "worst_evals",
+/// "mean_evals_pct_of_grid", "evals_to_target" (per seed, null: missed), "mean_ratio",
+/// "worst_ratio"}]}]}. csv: key,strategy,evaluations,mean_ratio,worst_ratio (one row per
+/// evaluation count). goal_met: the best strategy reached the target on every seed with a mean
+/// <= 25% of the grid's evaluations (issue 5's goal). Returns 0. Throws rtx::Error(Usage) for bad
+/// flags, rtx::Error(Input) when a key has no (or a partial) recorded grid.
+int run_efficiency(const EfficiencyCommand& c, std::ostream& out, std::ostream& err);
 
 /// `rtx-tune show [--stats]`.
 struct ShowCommand {

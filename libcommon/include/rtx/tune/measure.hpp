@@ -3,6 +3,7 @@
 // statistics (median, 95% median CI stop rule) and aborting early when clearly slower.
 #pragma once
 #include <cstdint>
+#include <functional>
 
 #include "rtx/core/dtype.hpp"
 #include "rtx/kernels/registry.hpp"
@@ -36,5 +37,12 @@ class KernelObjective : public Objective {
   uint64_t seed_;
   size_t warmup_;
 };
+
+/// rtx-bench's sampling under a tuning budget, for any objective: calls `sample()` (one timed
+/// run, s) until b.max_samples, until app::bench::converged (95% median CI within b.max_rel_ci,
+/// once b.min_samples are taken), or until b.max_time s have passed with at least b.min_samples;
+/// after b.abort_after samples whose median exceeds b.abort_above (> 0), stops with aborted =
+/// true and the reason. Returns status Ok with samples and median (stats::median).
+Evaluation sample_until(const EvalBudget& b, const std::function<double()>& sample);
 
 }  // namespace rtx::tune

@@ -155,6 +155,9 @@ struct Trial {
   size_t rung = 0;
   Evaluation eval;
   double best_so_far = 0;    ///< best Ok median after this trial (0 while none)
+  /// Grid index of the incumbent (the point best_so_far belongs to) after this trial; nullopt
+  /// while no trial is Ok.
+  std::optional<size_t> best_index;
 };
 
 /// Driver settings.

@@ -56,7 +56,7 @@ std::string csv_quote(const std::string& s) {
 
 }  // namespace
 
-double parse_threshold(const std::string& s) {
+double parse_threshold(const std::string& s, const char* flag) {
   std::string t;
   for (char ch : s)
     if (!std::isspace(static_cast<unsigned char>(ch))) t += ch;
@@ -68,10 +68,10 @@ double parse_threshold(const std::string& s) {
     v = std::stod(t, &pos);
     if (pos != t.size()) throw std::invalid_argument("trailing");
   } catch (const std::exception&) {
-    throw_usage("bad threshold '" + s + "'", "--threshold", "write e.g. 5% or 0.05");
+    throw_usage("bad value '" + s + "'", flag, "write e.g. 5% or 0.05");
   }
   if (percent) v /= 100;
-  if (!(v >= 0 && v < 1)) throw_usage("threshold '" + s + "' is outside [0%, 100%)", "--threshold", "write e.g. 5% or 0.05");
+  if (!(v >= 0 && v < 1)) throw_usage("'" + s + "' is outside [0%, 100%)", flag, "write e.g. 5% or 0.05");
   return v;
 }
 

@@ -1,20 +1,25 @@
 // The rtx-tune subcommands (run, show, export, import): glue between flags, the registry, the
 // search driver, the store's trials and profiles, and the rtx.profile.v1 artifact.
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <ostream>
 #include <set>
+#include <thread>
 
 #include "rtx/app/bench.hpp"
 #include "rtx/app/tune.hpp"
 #include "rtx/core/build_info.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/io/artifact.hpp"
+#include "rtx/serve/tuning.hpp"
 #include "rtx/store/store.hpp"
 #include "rtx/telemetry/hwprofile.hpp"
+#include "rtx/tune/efficiency.hpp"
 #include "rtx/tune/lookup.hpp"
 #include "rtx/tune/measure.hpp"
 
@@ -32,16 +37,46 @@ const kernels::Variant& default_tunable_variant(const kernels::OpDef& op, kernel
 
 namespace {
 
-/// One thing to tune.
+/// One thing to tune: a kernel variant at a shape, or (model non-empty) rtx-serve's scheduler
+/// for a model file under a batch workload.
 struct Job {
   const kernels::OpDef* op = nullptr;
   const kernels::Variant* variant = nullptr;
   TuneKey key;
+  std::string model;
+  serve::BatchWorkload workload;
 };
 
-std::vector<Job> resolve_jobs(const RunCommand& c, kernels::Backend backend, const std::string& sku, std::ostream& err) {
+int max_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
+
+Space job_space(const Job& j) {
+  return j.model.empty() ? variant_space(*j.variant, j.key.shape) : serve::scheduler_space(max_threads(), j.workload);
+}
+
+/// Exactly one of --pack, --op, --serve.
+void check_target(const Target& c, const char* hint) {
+  const int n = !c.pack.empty() + !c.op.empty() + !c.serve.empty();
+  if (n != 1)
+    throw_usage(n == 0 ? "nothing to tune" : "--pack, --op and --serve are exclusive", "--pack/--op/--serve", hint);
+  if (!c.op.empty() && c.shape.empty()) throw_usage("--op needs --shape", "--shape", "e.g. --shape M=64,N=64,K=64");
+}
+
+std::vector<Job> resolve_jobs(const Target& c, kernels::Backend backend, const std::string& sku, bool quiet, std::ostream& err) {
   const kernels::Registry& reg = kernels::registry();
   std::vector<Job> jobs;
+  if (!c.serve.empty()) {
+    if (backend != kernels::Backend::CPU) throw_usage("--serve tunes the CPU serving engine", "--backend", "drop --backend");
+    if (!std::filesystem::is_regular_file(c.serve)) throw_input("--serve " + c.serve + ": no such model file", c.serve);
+    Job j;
+    j.model = c.serve;
+    j.workload = serve::BatchWorkload::from_shape(kernels::parse_shape(c.workload, {"requests", "prompt", "gen"}), "--workload");
+    std::string stem = std::filesystem::path(c.serve).stem().string();
+    for (char& ch : stem)
+      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '-' && ch != '_') ch = '_';
+    j.key = TuneKey{serve::kSchedulerTuneOp, stem, j.workload.shape(), DType::F32, backend, sku};
+    jobs.push_back(std::move(j));
+    return jobs;
+  }
   auto add = [&](const kernels::OpDef& op, const kernels::Variant& v, const kernels::Shape& s, DType dt) {
     Job j;
     j.op = &op;
@@ -59,7 +94,7 @@ std::vector<Job> resolve_jobs(const RunCommand& c, kernels::Backend backend, con
       if (!bc.skip_reason.empty()) continue;
       const kernels::Variant& v = reg.variant(bc.op, bc.variant);
       if (v.space.grid_size() <= 1) {
-        if (!c.quiet) err << "rtx-tune: " << bc.id << ": variant has no parameters to tune; skipped\n";
+        if (!quiet) err << "rtx-tune: " << bc.id << ": variant has no parameters to tune; skipped\n";
         continue;
       }
       add(reg.op(bc.op), v, bc.shape, bc.dtype);
@@ -110,10 +145,7 @@ struct Progress {
 }  // namespace
 
 int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
-  if (c.pack.empty() == c.op.empty())
-    throw_usage(c.pack.empty() ? "nothing to tune" : "--pack and --op are exclusive", "--pack/--op",
-                "pass --pack PACK, or --op NAME --shape M=..,N=..,K=..");
-  if (!c.op.empty() && c.shape.empty()) throw_usage("--op needs --shape", "--shape", "e.g. --shape M=64,N=64,K=64");
+  check_target(c, "pass --pack PACK, --op NAME --shape M=..,N=..,K=.., or --serve MODEL");
   const Budget budget = parse_budget(c.budget);
   {
     const auto names = strategy_names();
@@ -126,7 +158,7 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
   if (!(c.abort_ratio == 0 || c.abort_ratio > 1)) throw_usage("--abort-ratio must be 0 (off) or > 1", "--abort-ratio");
   const kernels::Backend backend = kernels::parse_backend(c.backend);
   const std::string sku = telemetry::sku_key(c.backend);
-  const std::vector<Job> jobs = resolve_jobs(c, backend, sku, err);
+  const std::vector<Job> jobs = resolve_jobs(c, backend, sku, c.quiet, err);
 
   store::Store st(store::resolve_db_path(c.db));
   const json hw = telemetry::to_json(telemetry::hardware_profile());
@@ -140,7 +172,7 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
   try {
     for (size_t ji = 0; ji < jobs.size(); ++ji) {
       const Job& j = jobs[ji];
-      const Space space = variant_space(*j.variant, j.key.shape);
+      const Space space = job_space(j);
       TrialStore trials(st, j.key);
       SearchOptions so;
       so.strategy = c.strategy;
@@ -165,6 +197,12 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
         if (rec.empty())
           throw_input("no recorded trials for " + j.key.str(), "--replay", "run rtx-tune run without --replay first");
         ReplayObjective obj(std::move(rec));
+        r = search(space, obj, so);
+      } else if (!j.model.empty()) {
+        serve::BatchWorkload w = j.workload;
+        w.seed = c.seed;
+        serve::SchedulerObjective sched(j.model, w);
+        RecordingObjective obj(sched, trials, run_id);
         r = search(space, obj, so);
       } else {
         KernelObjective kernel(*j.op, *j.variant, j.key.shape, j.key.dtype, c.seed);
@@ -236,6 +274,151 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
   if (run_id) st.finish_run(run_id, all_found ? "ok" : "fail");
   if (c.json) out << doc.dump(2) << "\n";
   return all_found ? 0 : 1;
+}
+
+namespace {
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> v;
+  std::string cur;
+  for (char ch : s + ",") {
+    if (ch == ',') {
+      if (!cur.empty()) v.push_back(cur);
+      cur.clear();
+    } else if (!std::isspace(static_cast<unsigned char>(ch))) {
+      cur += ch;
+    }
+  }
+  return v;
+}
+
+/// Fractions of the budget at which the table shows the mean best-so-far ratio.
+constexpr double kCheckpoints[] = {0.01, 0.05, 0.10, 0.25, 0.50, 1.0};
+constexpr double kGoalShare = 0.25;  // issue 5: within the target using <= 25% of the grid
+
+}  // namespace
+
+int run_efficiency(const EfficiencyCommand& c, std::ostream& out, std::ostream& err) {
+  check_target(c, "pass --op NAME --shape M=..,N=..,K=.. (or --serve MODEL --workload ..): the key whose grid was recorded");
+  if (c.format != "table" && c.format != "json" && c.format != "csv")
+    throw_usage("unknown format '" + c.format + "'", "--format", "one of table, json, csv");
+  if (c.min_samples < 1 || c.max_samples < c.min_samples)
+    throw_usage("need 1 <= --min-samples <= --max-samples", "--min-samples");
+  if (!(c.abort_ratio == 0 || c.abort_ratio > 1)) throw_usage("--abort-ratio must be 0 (off) or > 1", "--abort-ratio");
+  EfficiencyOptions o;
+  o.strategies = split_commas(c.strategies);
+  o.seeds = c.seeds;
+  o.first_seed = c.seed;
+  o.within = bench::parse_threshold(c.within, "--within");
+  o.budget = c.budget;
+  o.default_first = c.default_first;
+  o.eval.min_samples = c.min_samples;
+  o.eval.max_samples = c.max_samples;
+  o.abort_ratio = c.abort_ratio;
+  const kernels::Backend backend = kernels::parse_backend(c.backend);
+  const std::string sku = telemetry::sku_key(c.backend);
+  const std::vector<Job> jobs = resolve_jobs(c, backend, sku, true, err);
+  store::Store st(store::resolve_db_path(c.db));
+
+  json doc = {{"schema", kEfficiencySchema}, {"within", o.within}, {"seeds", o.seeds},
+              {"first_seed", o.first_seed},  {"keys", json::array()}};
+  std::string csv = "key,strategy,evaluations,mean_ratio,worst_ratio\n";
+  std::string table;
+  char line[512];
+  for (const Job& j : jobs) {
+    TrialStore trials(st, j.key);
+    const std::vector<TrialRecord> rec = trials.all();
+    if (rec.empty() && !c.pack.empty()) {
+      err << "rtx-tune: " << j.key.str() << ": no recorded trials; skipped\n";
+      continue;
+    }
+    if (rec.empty())
+      throw_input("no recorded trials for " + j.key.str(), j.model.empty() ? "--op" : "--serve",
+                  "record the grid first: rtx-tune run " +
+                      (j.model.empty() ? "--op " + j.key.op + " --shape " + kernels::shape_to_string(j.key.shape)
+                                       : "--serve " + j.model + " --workload " + kernels::shape_to_string(j.key.shape)) +
+                      " --strategy grid --budget 100000evals --abort-ratio 0");
+    const Space space = job_space(j);
+    const EfficiencyReport r = efficiency(space, rec, o, c.partial);
+    const StrategyEfficiency* best = nullptr;
+    for (const StrategyEfficiency& se : r.strategies)
+      if (!best || se.reached > best->reached || (se.reached == best->reached && se.mean_evals < best->mean_evals)) best = &se;
+    const double grid_evals = static_cast<double>(r.recorded);
+    const bool goal = best && best->reached == best->evals_to_target.size() && best->mean_evals <= kGoalShare * grid_evals;
+    json k = {{"key", j.key.str()},
+              {"grid_points", r.grid_points},
+              {"valid_points", r.valid_points},
+              {"recorded", r.recorded},
+              {"ok", r.ok},
+              {"failed", r.failed},
+              {"aborted", r.aborted},
+              {"optimum", {{"params", r.optimum}, {"median_s", r.optimum_s}}},
+              {"worst_ratio", r.worst_ratio},
+              {"default_ratio", r.default_ratio ? json(*r.default_ratio) : json(nullptr)},
+              {"within_target", r.within_target},
+              {"budget", r.budget},
+              {"best_strategy", best ? json(best->strategy) : json(nullptr)},
+              {"goal_met", goal},
+              {"strategies", json::array()}};
+    std::snprintf(line, sizeof line,
+                  "%s\n  grid %zu points, %zu valid, %zu recorded (%zu ok, %zu failed, %zu aborted)%s\n"
+                  "  optimum %s %s; worst %.2fx; defaults %s; %zu points within %.3g%%\n"
+                  "  %zu seeds per strategy, %zu evaluations each%s\n",
+                  j.key.str().c_str(), r.grid_points, r.valid_points, r.recorded, r.ok, r.failed, r.aborted,
+                  r.recorded < r.valid_points ? " [partial]" : "", kernels::params_to_string(r.optimum).c_str(),
+                  bench::format_seconds(r.optimum_s).c_str(), r.worst_ratio,
+                  r.default_ratio ? (std::to_string(*r.default_ratio).substr(0, 5) + "x").c_str() : "not recorded",
+                  r.within_target, o.within * 100, o.seeds, r.budget, c.default_first ? " (defaults first)" : "");
+    table += line;
+    std::snprintf(line, sizeof line, "  %-8s %9s %8s %8s %8s %7s", "strategy", "reached", "mean", "median", "worst", "%grid");
+    table += line;
+    for (double f : kCheckpoints) {
+      std::snprintf(line, sizeof line, " %7s", ("@" + std::to_string(static_cast<int>(f * 100)) + "%").c_str());
+      table += line;
+    }
+    table += "\n";
+    for (const StrategyEfficiency& se : r.strategies) {
+      json per_seed = json::array();
+      for (const auto& e : se.evals_to_target) per_seed.push_back(e ? json(*e) : json(nullptr));
+      k["strategies"].push_back({{"strategy", se.strategy},
+                                 {"reached", se.reached},
+                                 {"mean_evals", se.mean_evals},
+                                 {"median_evals", se.median_evals},
+                                 {"worst_evals", se.worst_evals},
+                                 {"mean_evals_pct_of_grid", 100 * se.mean_evals / grid_evals},
+                                 {"evals_to_target", per_seed},
+                                 {"mean_ratio", se.mean_ratio},
+                                 {"worst_ratio", se.worst_ratio}});
+      std::snprintf(line, sizeof line, "  %-8s %5zu/%-3zu %8.1f %8zu %8zu %6.1f%%", se.strategy.c_str(), se.reached,
+                    se.evals_to_target.size(), se.mean_evals, se.median_evals, se.worst_evals,
+                    100 * se.mean_evals / grid_evals);
+      table += line;
+      for (double f : kCheckpoints) {
+        const size_t e = std::max<size_t>(1, static_cast<size_t>(std::ceil(f * static_cast<double>(r.budget))));
+        std::snprintf(line, sizeof line, " %7.3f", se.mean_ratio[std::min(e, se.mean_ratio.size()) - 1]);
+        table += line;
+      }
+      table += "\n";
+      for (size_t e = 0; e < se.mean_ratio.size(); ++e) {
+        std::snprintf(line, sizeof line, ",%s,%zu,%.6g,%.6g\n", se.strategy.c_str(), e + 1, se.mean_ratio[e], se.worst_ratio[e]);
+        csv += j.key.str() + line;
+      }
+    }
+    if (best) {
+      std::snprintf(line, sizeof line, "  best: %s, within %.3g%% of the optimum after %.1f evaluations on average (%.1f%% of the grid's %zu), %zu/%zu seeds: goal (<= 25%%, every seed) %s\n",
+                    best->strategy.c_str(), o.within * 100, best->mean_evals, 100 * best->mean_evals / grid_evals, r.recorded,
+                    best->reached, best->evals_to_target.size(), goal ? "met" : "NOT met");
+      table += line;
+    }
+    table += "  (reached: seeds within the target; mean/median/worst: evaluations to get there, a miss counts as the budget;\n"
+             "   @N%: mean incumbent median / optimum after N% of the budget)\n";
+    doc["keys"].push_back(std::move(k));
+  }
+  if (doc["keys"].empty()) throw_input(c.pack + ": no case of the pack has recorded trials", "--pack", "record a grid with rtx-tune run first");
+  if (c.format == "json") out << doc.dump(2) << "\n";
+  else if (c.format == "csv") out << csv;
+  else out << table;
+  return 0;
 }
 
 int run_show(const ShowCommand& c, std::ostream& out, std::ostream& err) {

@@ -19,6 +19,7 @@
 #include "rtx/serve/generate.hpp"
 #include "rtx/serve/model.hpp"
 #include "rtx/serve/scheduler.hpp"
+#include "rtx/serve/tuning.hpp"
 #include "test_util.hpp"
 
 using namespace rtx;
@@ -432,4 +433,82 @@ TEST_CASE("scheduler config: JSON round trip and validation name the knob", "[cp
   CHECK_THROWS_WITH(SchedulerConfig::from_json({{"max_batch", "8"}}), Catch::Contains("max_batch"));
   CHECK_THROWS_WITH(SchedulerConfig::from_json({{"bogus", 1}}), Catch::Contains("bogus"));
   CHECK_THROWS_WITH(SchedulerConfig::from_json({{"token_budget", 4}, {"max_batch", 8}}), Catch::Contains("token_budget"));
+}
+
+TEST_CASE("scheduler tuning: space rules, knob mapping, batched runs equal sequential ones, objective", "[cpu][serve]") {
+  const std::string path = rtx::test::data_dir() + "/stories260k/tinyllamas-stories-260k-f32.gguf";
+  BatchWorkload w;
+  w.requests = 5;
+  w.prompt_tokens = 7;
+  w.max_tokens = 6;
+  w.seed = 3;
+  const tune::Space s = scheduler_space(2, w);
+  REQUIRE(s.params.size() == 5);
+  CHECK(s.params[0].values == std::vector<int64_t>{0, 1, 2});
+  CHECK(s.size() == 3 * 7 * 6 * 5 * 3);
+  const tune::Params d = s.defaults();
+  CHECK(s.validate(d).empty());  // the default max_batch (32) stays measurable
+  CHECK(scheduler_config_from(d).to_json() == SchedulerConfig{}.to_json());
+  tune::Params p = d;
+  p["max_batch"] = 8;
+  CHECK_THAT(s.validate(p), Catch::Contains("max_batch 8 > the workload's 5 requests"));
+  p["max_batch"] = 4;
+  p["token_budget"] = 64;
+  p["prefill_chunk"] = 128;
+  CHECK_THAT(s.validate(p), Catch::Contains("prefill_chunk"));
+  p["prefill_chunk"] = 16;
+  CHECK(s.validate(p).empty());
+  p["threads"] = 1;
+  const SchedulerConfig c = scheduler_config_from(p);
+  CHECK(c.max_batch == 4);
+  CHECK(c.token_budget == 64);
+  CHECK(c.prefill_chunk == 16);
+  CHECK(c.kv_block_tokens == SchedulerConfig{}.kv_block_tokens);
+  CHECK(tuned_threads(p) == 1);
+  CHECK(tuned_threads({}) == 0);
+  CHECK_THROWS_WITH(scheduler_config_from({{"max_batches", 4}}), Catch::Contains("unknown scheduler knob 'max_batches'"));
+  CHECK_THROWS_AS(scheduler_config_from({{"max_batch", 0}}), Error);
+
+  CHECK(BatchWorkload::from_shape({{"requests", 3}, {"gen", 2}}, "w").requests == 3);
+  CHECK(BatchWorkload::from_shape({{"requests", 3}, {"gen", 2}}, "w").prompt_tokens == BatchWorkload{}.prompt_tokens);
+  CHECK_THROWS_WITH(BatchWorkload::from_shape({{"requests", 0}}, "--workload"), Catch::Contains("requests=0 is outside"));
+  CHECK_THROWS_WITH(BatchWorkload::from_shape({{"tokens", 3}}, "--workload"), Catch::Contains("unknown workload dim 'tokens'"));
+  CHECK(BatchWorkload::from_shape(w.shape(), "w").shape() == w.shape());
+  CHECK(tune_model_name("/a/b/my model|v1.gguf") == "my_model_v1");
+
+  // Batching must not change what a request generates: every request of a batched run equals
+  // the same request run one at a time (max_batch 1), and prefill chunking changes nothing.
+  auto model = load_model(path);
+  SchedulerConfig one;
+  one.max_batch = 1;
+  const BatchRun seq = run_batch(*model, one, w);
+  const BatchRun bat = run_batch(*model, c, w);
+  REQUIRE(seq.outputs.size() == 5);
+  CHECK(seq.tokens == 5 * 6);
+  for (size_t r = 0; r < 5; ++r) {
+    INFO("request " << r);
+    CHECK(bat.outputs[r] == seq.outputs[r]);
+  }
+  CHECK(bat.checksum == seq.checksum);
+  CHECK(seq.seconds > 0);
+  w.seed = 4;
+  CHECK(run_batch(*model, c, w).checksum != seq.checksum);  // other prompts, other tokens
+  w.seed = 3;
+
+  SchedulerObjective obj(path, w);
+  tune::EvalBudget b;
+  b.min_samples = 2;
+  b.max_samples = 3;
+  b.max_time = 0.01;
+  for (const tune::Params& q : {d, p}) {
+    const tune::Evaluation e = obj.evaluate(q, b);
+    INFO(e.reason);
+    CHECK(e.status == tune::Evaluation::Status::Ok);
+    CHECK(e.samples.size() >= 2);
+    CHECK(e.samples.size() <= 3);
+    CHECK(e.median > 0);
+  }
+  const tune::Evaluation bad = obj.evaluate({{"max_batch", 4}, {"token_budget", 2}}, b);
+  CHECK(bad.status == tune::Evaluation::Status::Skip);
+  CHECK_THAT(bad.reason, Catch::Contains("token_budget"));
 }

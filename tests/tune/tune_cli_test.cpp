@@ -157,6 +157,42 @@ TEST_CASE("rtx-tune efficiency replays strategies against a recorded grid", "[cp
   CHECK(p.out.find("20 recorded") != std::string::npos);
 }
 
+TEST_CASE("rtx-tune run --serve tunes the scheduler; rtx-serve starts with the profile", "[cpu][cli]") {
+  const std::string d = rtx::test::temp_dir();
+  const std::string db = " --db " + d + "/rtx.db";
+  const std::string model = rtx::test::data_dir() + "/stories260k/tinyllamas-stories-260k-f32.gguf";
+  auto p = run(tune() + " run --serve " + model +
+               " --workload requests=4,prompt=8,gen=4 --strategy random --budget 6evals --min-samples 2 --max-samples 3 --max-time 0.01 --json" + db);
+  INFO(p.err);
+  REQUIRE(p.exit_code == 0);
+  const json k = parse_out(p)["keys"][0];
+  CHECK(k["op"] == "serve_scheduler");
+  CHECK(k["variant"] == "tinyllamas-stories-260k-f32");
+  CHECK(k["shape"] == json{{"gen", 4}, {"prompt", 8}, {"requests", 4}});
+  CHECK(k["evaluations"] == 6);
+  CHECK(k["failed"] == 0);  // no knob changes what a greedy request generates
+  CHECK(k["default"]["params"] ==
+        json{{"kv_block_tokens", 16}, {"max_batch", 32}, {"prefill_chunk", 256}, {"threads", 0}, {"token_budget", 512}});
+  REQUIRE(k["best"].is_object());
+  CHECK(k["profile_version"] == 1);
+  const int best_batch = k["best"]["params"]["max_batch"].get<int>();
+
+  const std::string serve = "timeout -s TERM 3 " + rtx::test::tool_path("rtx-serve") + " run --port 0 -m " + model + db;
+  p = run(serve);
+  CHECK_THAT(p.err, Catch::Contains("tuned scheduler: ") && Catch::Contains(k["key"].get<std::string>()) &&
+                        Catch::Contains("max_batch " + std::to_string(best_batch) + ","));
+  p = run(serve + " --max-batch 3");
+  CHECK_THAT(p.err, Catch::Contains("flags kept: max_batch") && Catch::Contains("max_batch 3,"));
+  p = run(serve + " --no-profile");
+  CHECK_THAT(p.err, !Catch::Contains("tuned scheduler") && Catch::Contains("max_batch 32,"));
+
+  CHECK(run(tune() + " run --serve " + d + "/none.gguf" + db).exit_code == 2);
+  CHECK(run(tune() + " run --serve " + model + " --op matmul_forward --shape M=8,N=8,K=8" + db).exit_code == 2);
+  p = run(tune() + " run --serve " + model + " --workload requests=0" + db);
+  CHECK(p.exit_code == 2);
+  CHECK_THAT(p.err, Catch::Contains("requests=0 is outside"));
+}
+
 TEST_CASE("rtx-tune exit codes on bad input", "[cpu][cli]") {
   const std::string db = " --db " + rtx::test::temp_dir() + "/rtx.db";
   struct Bad {

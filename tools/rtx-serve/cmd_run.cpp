@@ -21,6 +21,7 @@
 #include "rtx/serve/server.hpp"
 #include "rtx/store/store.hpp"
 #include "rtx/telemetry/hwprofile.hpp"
+#include "rtx/serve/tuning.hpp"
 #include "rtx/tune/lookup.hpp"
 
 namespace rtx_serve {
@@ -84,6 +85,40 @@ void apply_promoted(RunArgs& a, const std::string& db, bool quiet) {
   if (!quiet) std::fprintf(stderr, "rtx-serve: %s\n", rtx::evolve::describe(pc, outcome).c_str());
 }
 
+/// Apply rtx-tune's scheduler profile for this model file and SKU (the entry nearest to the
+/// default batch workload) under the flags given explicitly; rtx-evolve's promoted configs,
+/// applied after, override it (they passed gates; a tuned profile is one measurement). Never
+/// stops the server: a profile that is not valid here is reported and ignored.
+void apply_tuned(RunArgs& a, const std::string& db, bool quiet) {
+  if (!std::filesystem::exists(db)) return;
+  try {
+    rtx::store::Store st(db);
+    rtx::tune::ProfileLookup lookup(st);
+    const auto ans = lookup.find(rtx::serve::kSchedulerTuneOp, rtx::serve::tune_model_name(a.model),
+                                 rtx::kernels::Backend::CPU, rtx::serve::BatchWorkload{}.shape(), rtx::DType::F32);
+    if (!ans.params) {
+      if (!quiet) std::fprintf(stderr, "rtx-serve: tuned scheduler: no rtx-tune profile for this model and SKU\n");
+      return;
+    }
+    const nlohmann::json given = a.sched.to_json();
+    nlohmann::json tuned = rtx::serve::scheduler_config_from(*ans.params, a.sched).to_json();
+    std::string kept;
+    for (const auto& [k, opt] : a.sched_flags)
+      if (opt->count() > 0) tuned[k] = given[k], kept += " " + k;
+    rtx::serve::SchedulerConfig cfg = rtx::serve::SchedulerConfig::from_json(tuned, "tuned profile " + ans.key);
+    cfg.validate();
+    a.sched = cfg;
+    const int t = rtx::serve::tuned_threads(*ans.params);
+    if (t > 0 && a.threads_flag->count() == 0) a.threads = t;
+    else if (t > 0) kept += " threads";
+    if (!quiet)
+      std::fprintf(stderr, "rtx-serve: tuned scheduler: %s from %s%s%s\n", rtx::kernels::params_to_string(*ans.params).c_str(),
+                   ans.key.c_str(), kept.empty() ? "" : "; flags kept:", kept.c_str());
+  } catch (const rtx::Error& e) {
+    if (!quiet) std::fprintf(stderr, "rtx-serve: tuned scheduler: not applied (%s)\n", e.what());
+  }
+}
+
 /// An engine configuration file (--canary-profile): {"scheduler": {...SchedulerConfig keys...},
 /// "threads": N, "matmul": {"KC": .., "NR": ..}} — every key optional.
 struct EngineProfile {
@@ -140,7 +175,9 @@ rtx::kernels::MatmulParams profile_matmul(const std::string& db, int M, int N, i
   try {
     rtx::store::Store st(db);
     rtx::tune::ProfileLookup lookup(st);
-    const auto ans = lookup.find("matmul", nullptr, {{"M", M}, {"N", N}, {"K", K}}, rtx::DType::F32);
+    const auto& reg = rtx::kernels::registry();
+    const auto ans = lookup.find("matmul_forward", &reg.variant("matmul_forward", "cpu.blocked"), {{"M", M}, {"N", N}, {"K", K}},
+                                 rtx::DType::F32);
     if (ans.params) {
       mp = rtx::kernels::matmul_params_from(*ans.params, rtx::kernels::MatmulImpl::Blocked);
       if (!rtx::kernels::matmul_params_invalid(mp, rtx::kernels::cpu_isa_active()).empty()) mp = {};
@@ -196,7 +233,7 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
   s.add_option("--shutdown-deadline", a->shutdown_deadline_s, "Seconds in-flight requests get after SIGTERM")
       ->capture_default_str();
   s.add_flag("--no-profile", a->no_profile,
-             "Do not load what rtx-evolve promoted (the kernel tuning profile, scheduler and thread configs)");
+             "Do not load tuned profiles (rtx-tune: matmul parameters, scheduler knobs and threads) nor what rtx-evolve promoted");
   return [a, &common]() {
     using namespace rtx::serve;
     if (a->api_key.empty())
@@ -204,7 +241,10 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
     if (a->port < 0 || a->port > 65535) rtx::throw_usage("--port must be in [0, 65535]", "--port");
     if (a->threads < 0) rtx::throw_usage("--threads must be >= 0", "--threads");
     const std::string db = common.db.empty() ? rtx::store::default_db_path() : common.db;
-    if (!a->no_profile) apply_promoted(*a, db, common.quiet);
+    if (!a->no_profile) {
+      apply_tuned(*a, db, common.quiet);
+      apply_promoted(*a, db, common.quiet);
+    }
     a->sched.validate();
     if (a->canary_fraction > 0 && a->canary_profile.empty())
       rtx::throw_usage("--canary-fraction needs --canary-profile", "--canary-fraction");

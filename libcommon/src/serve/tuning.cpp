@@ -3,7 +3,9 @@
 #include "rtx/serve/tuning.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <filesystem>
 #include <mutex>
 
 #include "rtx/core/error.hpp"
@@ -26,6 +28,13 @@ double now_s() {
 }
 
 }  // namespace
+
+std::string tune_model_name(const std::string& model_path) {
+  std::string stem = std::filesystem::path(model_path).stem().string();
+  for (char& ch : stem)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '-' && ch != '_') ch = '_';
+  return stem.empty() ? "_" : stem;
+}
 
 kernels::Shape BatchWorkload::shape() const { return {{"requests", requests}, {"prompt", prompt_tokens}, {"gen", max_tokens}}; }
 

@@ -65,13 +65,23 @@ void ProfileLookup::load(std::vector<ProfileEntry> entries) {
 
 ProfileLookup::Answer ProfileLookup::find(const std::string& op, const kernels::Variant* v, const kernels::Shape& s,
                                           DType dt) {
+  return find_impl(op, v ? v->name : "", v ? v->backend : kernels::Backend::CPU, s, dt, v);
+}
+
+ProfileLookup::Answer ProfileLookup::find(const std::string& op, const std::string& variant, kernels::Backend backend,
+                                          const kernels::Shape& s, DType dt) {
+  return find_impl(op, variant, backend, s, dt, nullptr);
+}
+
+ProfileLookup::Answer ProfileLookup::find_impl(const std::string& op, const std::string& variant,
+                                               kernels::Backend backend, const kernels::Shape& s, DType dt,
+                                               const kernels::Variant* v) {
   Answer a;
-  const kernels::Backend backend = v ? v->backend : kernels::Backend::CPU;
   const std::string& sku = backend == kernels::Backend::CUDA ? cuda_sku_ : cpu_sku_;
   if (sku.empty()) return a;
   TuneKey want;
   want.op = op;
-  want.variant = v ? v->name : "";
+  want.variant = variant;
   want.shape = s;
   want.dtype = dt;
   want.backend = backend;

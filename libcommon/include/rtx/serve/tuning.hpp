@@ -19,6 +19,10 @@ namespace rtx::serve {
 /// requests=..|f32|cpu|<sku>").
 inline constexpr const char* kSchedulerTuneOp = "serve_scheduler";
 
+/// The tuning key's variant for a model file: its file stem with characters outside
+/// [A-Za-z0-9._-] replaced by '_' ("tinyllamas-stories-260k-f32" for ..-f32.gguf).
+std::string tune_model_name(const std::string& model_path);
+
 /// A batch workload: `requests` greedy requests (ignore_eos) submitted at once, each a BOS (when
 /// the model has one) and `prompt_tokens` seeded ids (Philox, uniform over the vocabulary),
 /// each generating `max_tokens` tokens.

@@ -52,6 +52,10 @@ class ProfileLookup {
   /// candidate whose params the variant's validate rejects at `s` is passed over (counted
   /// `invalid`). `v` may be null (no validation).
   Answer find(const std::string& op, const kernels::Variant* v, const kernels::Shape& s, DType dt);
+  /// find() by variant name, for keys that are not registry kernels (rtx-serve's
+  /// "serve_scheduler|<model>|..."): the same exact-then-nearest rule, no validation.
+  Answer find(const std::string& op, const std::string& variant, kernels::Backend backend, const kernels::Shape& s,
+              DType dt);
   /// kernels::ParamLookup adapter: find() with the registry's variant; counts the outcome.
   std::optional<Params> operator()(const std::string& op, const std::string& variant, const kernels::Shape& s, DType dt);
 
@@ -70,6 +74,8 @@ class ProfileLookup {
     Params params;
   };
   void load(std::vector<ProfileEntry> entries);
+  Answer find_impl(const std::string& op, const std::string& variant, kernels::Backend backend, const kernels::Shape& s,
+                   DType dt, const kernels::Variant* v);
   std::vector<Entry> entries_;
   std::vector<std::pair<std::string, std::string>> stale_;
   std::string cpu_sku_, cuda_sku_;

@@ -66,14 +66,11 @@ std::vector<Job> resolve_jobs(const Target& c, kernels::Backend backend, const s
   std::vector<Job> jobs;
   if (!c.serve.empty()) {
     if (backend != kernels::Backend::CPU) throw_usage("--serve tunes the CPU serving engine", "--backend", "drop --backend");
-    if (!std::filesystem::is_regular_file(c.serve)) throw_input("--serve " + c.serve + ": no such model file", c.serve);
+    if (!std::filesystem::is_regular_file(c.serve)) throw_input("no such model file (--serve)", c.serve);
     Job j;
     j.model = c.serve;
     j.workload = serve::BatchWorkload::from_shape(kernels::parse_shape(c.workload, {"requests", "prompt", "gen"}), "--workload");
-    std::string stem = std::filesystem::path(c.serve).stem().string();
-    for (char& ch : stem)
-      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '-' && ch != '_') ch = '_';
-    j.key = TuneKey{serve::kSchedulerTuneOp, stem, j.workload.shape(), DType::F32, backend, sku};
+    j.key = TuneKey{serve::kSchedulerTuneOp, serve::tune_model_name(c.serve), j.workload.shape(), DType::F32, backend, sku};
     jobs.push_back(std::move(j));
     return jobs;
   }

@@ -189,3 +189,25 @@ TEST_CASE("tuning a real tiny matmul: checked, measured, best no slower than def
   CHECK(best.eval.median <= r.trials[0].eval.median);  // the default was measured too
   CHECK(r.trials[0].params == s.defaults());
 }
+
+TEST_CASE("interleaved A/B: ABBA order; KernelObjective times both, refuses a wrong config", "[cpu]") {
+  std::string order;
+  int t = 0;
+  const auto ab = sample_interleaved([&] { order += 'a'; return static_cast<double>(++t); },
+                                     [&] { order += 'b'; return static_cast<double>(++t); }, 5);
+  CHECK(order == "abbaabbaab");
+  CHECK(ab.first == std::vector<double>{1, 4, 5, 8, 9});
+  CHECK(ab.second == std::vector<double>{2, 3, 6, 7, 10});
+
+  Fake f;
+  KernelObjective obj(f.op, f.v, {{"N", 7}}, rtx::DType::F32, 1);
+  const auto r = obj.interleaved({{"X", 3}}, {{"X", 2}}, 6);
+  REQUIRE(r);
+  CHECK(r->first == std::vector<double>(6, 3e-3));
+  CHECK(r->second == std::vector<double>(6, 2e-3));
+  CHECK(f.timed == 12);
+  CHECK_FALSE(obj.interleaved({{"X", 3}}, {{"X", 1}}, 6));  // X=1 is wrong: never timed
+  CHECK(f.timed == 12);
+  FunctionObjective fn([](const Params&) { return 1.0; });
+  CHECK_FALSE(static_cast<Objective&>(fn).interleaved({}, {}, 3));  // nothing to measure
+}

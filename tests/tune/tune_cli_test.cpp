@@ -46,6 +46,20 @@ TEST_CASE("rtx-tune run/show/export/import end to end", "[cpu][cli]") {
   CHECK(k["best"]["median_s"].get<double>() <= k["default"]["median_s"].get<double>());
   CHECK(k["profile_version"] == 1);
   CHECK(k["curve"].size() == 5);
+  // The winner is confirmed against the defaults with interleaved A/B runs.
+  if (k["best"]["params"] != k["default"]["params"]) {
+    REQUIRE(k["confirm"].is_object());
+    CHECK(k["confirm"]["n"] == 15);
+    CHECK(k["speedup_vs_default"] == k["confirm"]["speedup"]);
+    const double sp = k["confirm"]["speedup"].get<double>();
+    CHECK(k["confirm"]["ci"][0].get<double>() <= sp);
+    CHECK(sp <= k["confirm"]["ci"][1].get<double>());
+    const std::string v = k["confirm"]["verdict"].get<std::string>();
+    CHECK((v == "same" || v == "faster" || v == "slower" || v == "ambiguous"));
+    CHECK(k["profile_params"] == (v == "slower" ? k["default"]["params"] : k["best"]["params"]));
+  } else {
+    CHECK(k["confirm"].is_null());
+  }
 
   // Same command again: everything comes from the store.
   p = run(tune() + kTiny + " --json" + db);

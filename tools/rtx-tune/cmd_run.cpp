@@ -27,6 +27,8 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common, int argc, char*
   s.add_option("--max-time", c->max_time, "Seconds of sampling per configuration")->capture_default_str();
   s.add_option("--abort-ratio", c->abort_ratio, "Stop a candidate early above this x the best median (0: never)")
       ->capture_default_str();
+  s.add_option("--confirm", c->confirm, "Re-measure the winner and the defaults interleaved, N runs each (0: off)")
+      ->capture_default_str();
   CLI::App* parent = s.get_parent();
   return [c, parent, &common, argc, argv]() {
     c->seed = common.seed;

@@ -181,4 +181,25 @@ tune::Evaluation SchedulerObjective::evaluate(const tune::Params& p, const tune:
   });
 }
 
+std::optional<std::pair<std::vector<double>, std::vector<double>>> SchedulerObjective::interleaved(const tune::Params& a,
+                                                                                                   const tune::Params& b,
+                                                                                                   size_t n) {
+  SchedulerConfig ca, cb;
+  try {
+    ca = scheduler_config_from(a);
+    cb = scheduler_config_from(b);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  Model& ma = model_for(tuned_threads(a));
+  Model& mb = model_for(tuned_threads(b));
+  auto per_token = [this](Model& m, const SchedulerConfig& c) {
+    const BatchRun run = run_batch(m, c, w_);
+    return run.seconds / static_cast<double>(run.tokens);
+  };
+  per_token(ma, ca);
+  per_token(mb, cb);
+  return tune::sample_interleaved([&] { return per_token(ma, ca); }, [&] { return per_token(mb, cb); }, n);
+}
+
 }  // namespace rtx::serve

@@ -57,6 +57,42 @@ Evaluation KernelObjective::evaluate(const Params& p, const EvalBudget& b) {
   return timed;
 }
 
+std::optional<std::pair<std::vector<double>, std::vector<double>>> KernelObjective::interleaved(const Params& a,
+                                                                                                const Params& b,
+                                                                                                size_t n) {
+  std::unique_ptr<kernels::Instance> ia, ib;
+  try {
+    ia = variant_.make(shape_, dtype_, a, seed_);
+    ib = variant_.make(shape_, dtype_, b, seed_);
+  } catch (const Error& e) {
+    if (e.category() != ErrorCategory::Input) throw;
+    return std::nullopt;
+  }
+  for (auto* inst : {ia.get(), ib.get()}) {
+    inst->run();
+    inst->sync();
+    if (!inst->check().ok) return std::nullopt;
+    inst->run();  // warm-up
+    inst->sync();
+  }
+  return sample_interleaved([&] { return ia->timed_run(); }, [&] { return ib->timed_run(); }, n);
+}
+
+std::pair<std::vector<double>, std::vector<double>> sample_interleaved(const std::function<double()>& a,
+                                                                       const std::function<double()>& b, size_t n) {
+  std::pair<std::vector<double>, std::vector<double>> out;
+  for (size_t i = 0; i < n; ++i) {
+    if (i % 2 == 0) {
+      out.first.push_back(a());
+      out.second.push_back(b());
+    } else {
+      out.second.push_back(b());
+      out.first.push_back(a());
+    }
+  }
+  return out;
+}
+
 Evaluation sample_until(const EvalBudget& b, const std::function<double()>& sample) {
   using Clock = std::chrono::steady_clock;
   auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };

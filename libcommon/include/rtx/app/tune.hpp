@@ -42,6 +42,7 @@ struct RunCommand : Target {
   size_t min_samples = 5, max_samples = 30;
   double max_time = 0.25;        ///< s of sampling per configuration
   double abort_ratio = 1.5;      ///< early abort above this x the best median (0: never)
+  size_t confirm = 15;           ///< interleaved A/B samples of the winner vs the defaults (0: off)
   bool json = false;
   bool quiet = false;
   bool progress = false;         ///< TTY progress line on stderr
@@ -52,7 +53,12 @@ struct RunCommand : Target {
 /// {"schema","hardware","strategy","seed","budget","replay","keys":[{"key","op","variant",
 /// "shape","dtype","backend","sku","evaluations","measured","reused","skipped","failed",
 /// "aborted","seconds","stop_reason","best":{"params","median_s"}|null,"default":{"params",
-/// "median_s"}|null,"speedup_vs_default","profile_version","curve"}]}.
+/// "median_s"}|null,"speedup_vs_default","search_speedup","confirm":{"n","default_median_s",
+/// "best_median_s","speedup","ci","p","verdict"}|null,"profile_params","profile_version","curve"}]}.
+/// speedup_vs_default is the confirmation's (default and winner re-measured interleaved, ABBA,
+/// judged as rtx-bench compare does with a 2% threshold) when there was one, else the search's
+/// sequential ratio (search_speedup). A winner the confirmation finds slower is not saved:
+/// the defaults become the profile.
 /// Returns 0, or 1 when some key found no configuration that passed its check.
 /// Throws rtx::Error (Usage: bad flags, --pack with --op; Input: unknown op/variant, bad
 /// shape or pack; Environment: no GPU for cuda).

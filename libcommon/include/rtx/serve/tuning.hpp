@@ -74,6 +74,10 @@ class SchedulerObjective : public tune::Objective {
  public:
   SchedulerObjective(std::string model_path, BatchWorkload w);
   tune::Evaluation evaluate(const tune::Params& p, const tune::EvalBudget& b) override;
+  /// One warm-up batch each, then run_batch in ABBA order (s per output token).
+  std::optional<std::pair<std::vector<double>, std::vector<double>>> interleaved(const tune::Params& a,
+                                                                                 const tune::Params& b,
+                                                                                 size_t n) override;
 
  private:
   Model& model_for(int threads);

@@ -28,6 +28,9 @@ class KernelObjective : public Objective {
   KernelObjective(const kernels::OpDef& op, const kernels::Variant& variant, kernels::Shape shape, DType dtype,
                   uint64_t seed, size_t warmup = 1);
   Evaluation evaluate(const Params& p, const EvalBudget& b) override;
+  /// Both instances made and checked, one warm-up run each, then timed_run() in ABBA order.
+  std::optional<std::pair<std::vector<double>, std::vector<double>>> interleaved(const Params& a, const Params& b,
+                                                                                 size_t n) override;
 
  private:
   const kernels::OpDef& op_;
@@ -37,6 +40,11 @@ class KernelObjective : public Objective {
   uint64_t seed_;
   size_t warmup_;
 };
+
+/// Interleave `n` samples of each of two samplers in ABBA order (a, b, b, a, a, b, ...): the
+/// order cancels a linear drift and first-after-the-other cache effects. Returns (a's, b's).
+std::pair<std::vector<double>, std::vector<double>> sample_interleaved(const std::function<double()>& a,
+                                                                       const std::function<double()>& b, size_t n);
 
 /// rtx-bench's sampling under a tuning budget, for any objective: calls `sample()` (one timed
 /// run, s) until b.max_samples, until app::bench::converged (95% median CI within b.max_rel_ci,

@@ -72,6 +72,11 @@ class RecordingObjective : public Objective {
   Evaluation evaluate(const Params& p, const EvalBudget& b) override;
   /// Records the skip (status "skip" with the reason) unless the configuration has a row.
   void skipped(const Params& p, const std::string& reason) override;
+  /// The inner objective's (nothing recorded).
+  std::optional<std::pair<std::vector<double>, std::vector<double>>> interleaved(const Params& a, const Params& b,
+                                                                                 size_t n) override {
+    return inner_.interleaved(a, b, n);
+  }
 
  private:
   Objective& inner_;

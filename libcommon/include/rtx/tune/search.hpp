@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rtx/kernels/registry.hpp"
@@ -76,6 +77,14 @@ class Objective {
   /// Told when the driver skips `p` because the space's validate rejected it (never run), so
   /// a recording objective can store the reason. Default: nothing.
   virtual void skipped(const Params& p, const std::string& reason) {}
+  /// `n` timed samples (s) of each of two configurations taken interleaved (a b b a a b ...),
+  /// so that drift of the machine during the run hits both alike: how a search's winner is
+  /// confirmed against the defaults, which were measured at another time. nullopt when this
+  /// objective cannot measure (replay, synthetic) or a configuration does not run.
+  virtual std::optional<std::pair<std::vector<double>, std::vector<double>>> interleaved(const Params& a,
+                                                                                         const Params& b, size_t n) {
+    return std::nullopt;
+  }
 };
 
 /// Deterministic synthetic objective for tests and simulations: evaluate() returns Ok with

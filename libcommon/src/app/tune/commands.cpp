@@ -17,6 +17,8 @@
 #include "rtx/core/error.hpp"
 #include "rtx/io/artifact.hpp"
 #include "rtx/serve/tuning.hpp"
+#include "rtx/stats/compare.hpp"
+#include "rtx/stats/stats.hpp"
 #include "rtx/store/store.hpp"
 #include "rtx/telemetry/hwprofile.hpp"
 #include "rtx/tune/efficiency.hpp"
@@ -189,21 +191,22 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
       so.on_trial = [&prog](const Trial& t, size_t evals) { prog.update(t, evals); };
 
       SearchResult r;
+      std::unique_ptr<Objective> inner;  // what measures (null for replay): also confirms the winner
       if (c.replay) {
         std::vector<TrialRecord> rec = trials.all();
         if (rec.empty())
           throw_input("no recorded trials for " + j.key.str(), "--replay", "run rtx-tune run without --replay first");
         ReplayObjective obj(std::move(rec));
         r = search(space, obj, so);
-      } else if (!j.model.empty()) {
-        serve::BatchWorkload w = j.workload;
-        w.seed = c.seed;
-        serve::SchedulerObjective sched(j.model, w);
-        RecordingObjective obj(sched, trials, run_id);
-        r = search(space, obj, so);
       } else {
-        KernelObjective kernel(*j.op, *j.variant, j.key.shape, j.key.dtype, c.seed);
-        RecordingObjective obj(kernel, trials, run_id);
+        if (!j.model.empty()) {
+          serve::BatchWorkload w = j.workload;
+          w.seed = c.seed;
+          inner = std::make_unique<serve::SchedulerObjective>(j.model, w);
+        } else {
+          inner = std::make_unique<KernelObjective>(*j.op, *j.variant, j.key.shape, j.key.dtype, c.seed);
+        }
+        RecordingObjective obj(*inner, trials, run_id);
         r = search(space, obj, so);
       }
       if (prog.on) std::fprintf(stderr, "\r\033[K");
@@ -220,18 +223,43 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
             default_params = t.params;
             default_median = t.eval.median;
           }
+      // The defaults were measured first and the winner later: on a drifting machine the
+      // sequential ratio can be far off. Confirm with interleaved A/B samples of both.
+      json confirm = nullptr;
+      std::optional<double> confirmed;
+      std::optional<Params> profile_params = best_params;
+      if (inner && c.confirm > 0 && best_params && default_params && *best_params != *default_params) {
+        if (auto ab = inner->interleaved(*default_params, *best_params, c.confirm)) {
+          stats::CompareOptions co;
+          co.threshold = 0.02;
+          co.min_samples = std::min<size_t>(5, c.confirm);
+          const stats::Comparison cmp = stats::compare_samples(ab->first, ab->second, co);
+          confirmed = 1 / cmp.ratio;
+          confirm = {{"n", c.confirm},
+                     {"default_median_s", stats::median(ab->first)},
+                     {"best_median_s", stats::median(ab->second)},
+                     {"speedup", *confirmed},
+                     {"ci", {1 / cmp.hi, 1 / cmp.lo}},
+                     {"p", cmp.p},
+                     {"verdict", stats::verdict_name(cmp.verdict)}};
+          // A winner the A/B finds slower than the defaults is not promoted to the profile.
+          if (cmp.verdict == stats::Verdict::Slower) profile_params = default_params;
+        }
+      }
       int64_t version = 0;
-      if (best_params && !c.replay) {
+      if (profile_params && !c.replay) {
         json under = measured_under(sku);
-        under["result"] = {{"median_s", best_median},
+        under["result"] = {{"median_s", profile_params == best_params ? best_median : default_median},
                            {"default_median_s", default_median > 0 ? json(default_median) : json(nullptr)},
+                           {"confirmed_speedup", confirmed ? json(*confirmed) : json(nullptr)},
                            {"strategy", c.strategy},
                            {"seed", c.seed},
                            {"evaluations", r.evaluations}};
-        version = save_profile(st, j.key.str(), *best_params, under, run_id);
+        version = save_profile(st, j.key.str(), *profile_params, under, run_id);
       }
       if (!best_params) all_found = false;
-      const double speedup = (best_median > 0 && default_median > 0) ? default_median / best_median : 0;
+      const double search_speedup = (best_median > 0 && default_median > 0) ? default_median / best_median : 0;
+      const double speedup = confirmed ? *confirmed : search_speedup;
       json k = {{"key", j.key.str()},
                 {"op", j.key.op},
                 {"variant", j.key.variant},
@@ -250,15 +278,27 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
                 {"best", best_params ? json{{"params", *best_params}, {"median_s", best_median}} : json(nullptr)},
                 {"default", default_params ? json{{"params", *default_params}, {"median_s", default_median}} : json(nullptr)},
                 {"speedup_vs_default", speedup > 0 ? json(speedup) : json(nullptr)},
+                {"search_speedup", search_speedup > 0 ? json(search_speedup) : json(nullptr)},
+                {"confirm", confirm},
+                {"profile_params", profile_params ? json(*profile_params) : json(nullptr)},
                 {"profile_version", version > 0 ? json(version) : json(nullptr)},
                 {"curve", r.curve}};
       doc["keys"].push_back(k);
       if (!c.quiet) {
         char line[512];
+        std::string ratio;
+        if (search_speedup > 0) ratio = " (" + std::to_string(search_speedup).substr(0, 4) + "x)";
+        if (!confirm.is_null()) {
+          char ab[200];
+          std::snprintf(ab, sizeof ab, "; A/B of %zu interleaved runs: %.2fx [%.2f, %.2f] %s%s", c.confirm, *confirmed,
+                        confirm["ci"][0].get<double>(), confirm["ci"][1].get<double>(), confirm["verdict"].get<std::string>().c_str(),
+                        profile_params != best_params ? ", defaults kept" : "");
+          ratio += ab;
+        }
         std::snprintf(line, sizeof line, "%s: %s  best %s %s  default %s%s  %zu evals (%zu measured, %zu reused), %zu skipped, %zu failed, %zu aborted%s\n",
                       j.key.str().c_str(), c.replay ? "[replay]" : "",
                       best_params ? kernels::params_to_string(*best_params).c_str() : "(none passed)", fmt_s(best_median).c_str(),
-                      fmt_s(default_median).c_str(), speedup > 0 ? (" (" + std::to_string(speedup).substr(0, 4) + "x)").c_str() : "",
+                      fmt_s(default_median).c_str(), ratio.c_str(),
                       r.evaluations, r.measured, r.evaluations - r.measured, r.skipped, r.failed, r.aborted,
                       version > 0 ? (", profile v" + std::to_string(version)).c_str() : "");
         err << line;

@@ -83,7 +83,7 @@ struct EfficiencyCommand : Target {
 /// Prints, per key, the grid's coverage and optimum, and per strategy the evaluations to come
 /// within the target (mean, median, worst over seeds; share of the grid) and the mean
 /// best-so-far ratio at 1%, 5%, 10%, 25%, 50% and 100% of the budget.
-/// json: {"schema": "rtx.tune.efficiency.v1", "within", "seeds", "first_seed", "keys": [{"key",
+/// json: {"schema": "rtx.tune.efficiency.v1", "hardware", "within", "seeds", "first_seed", "keys": [{"key",
 /// "grid_points", "valid_points", "recorded", "ok", "failed", "aborted", "optimum": {"params",
 /// "median_s"}, "worst_ratio", "default_ratio", "within_target", "budget", "best_strategy",
 /// "goal_met", "strategies": [{"strategy", "reached", "mean_evals", "median_evals", "worst_evals",

@@ -368,7 +368,8 @@ int run_efficiency(const EfficiencyCommand& c, std::ostream& out, std::ostream& 
   const std::vector<Job> jobs = resolve_jobs(c, backend, sku, true, err);
   store::Store st(store::resolve_db_path(c.db));
 
-  json doc = {{"schema", kEfficiencySchema}, {"within", o.within}, {"seeds", o.seeds},
+  json doc = {{"schema", kEfficiencySchema}, {"hardware", telemetry::to_json(telemetry::hardware_profile())},
+              {"within", o.within}, {"seeds", o.seeds},
               {"first_seed", o.first_seed},  {"keys", json::array()}};
   std::string csv = "key,strategy,evaluations,mean_ratio,worst_ratio\n";
   std::string table;

@@ -1,5 +1,5 @@
-// ops_bench: throughput of the bandwidth-bound CPU ops against a STREAM-style triad, and flash vs naive
-// attention times. A benchmark executable, not a test. Usage: ops_bench [--quick]
+// ops_bench: throughput of the bandwidth-bound CPU ops against a STREAM-style triad run alternately
+// with each op, and flash vs naive attention times. A benchmark executable, not a test. Usage: ops_bench [--quick]
 #include <omp.h>
 
 #include <algorithm>
@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rtx/kernels/cpu_features.hpp"
@@ -23,12 +24,16 @@ double median(std::vector<double> v) {
 }
 
 /// STREAM triad a = b + s*c (McCalpin), OpenMP static; bytes counted as STREAM does: 3 arrays x 4 B.
-double triad_gbs(size_t n, int reps) {
-  std::vector<float> a(n), b(n, 1.f), c(n, 2.f);
+struct Triad {
+  std::vector<float> a, b, c;
+  explicit Triad(size_t n) : a(n), b(n, 1.f), c(n, 2.f) {
 #pragma omp parallel for schedule(static)
-  for (long long i = 0; i < static_cast<long long>(n); ++i) a[i] = 0.f;
-  std::vector<double> t;
-  for (int r = 0; r < reps + 1; ++r) {
+    for (long long i = 0; i < static_cast<long long>(n); ++i) a[i] = 0.f;
+    once();  // first touch, warm-up
+  }
+  /// One triad pass; returns GB/s.
+  double once() {
+    const size_t n = a.size();
     const auto t0 = std::chrono::steady_clock::now();
     float* __restrict pa = a.data();
     const float* __restrict pb = b.data();
@@ -36,10 +41,9 @@ double triad_gbs(size_t n, int reps) {
 #pragma omp parallel for schedule(static)
     for (long long i = 0; i < static_cast<long long>(n); ++i) pa[i] = pb[i] + 3.f * pc[i];
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (r > 0) t.push_back(dt);
+    return 12.0 * static_cast<double>(n) / dt / 1e9;
   }
-  return 12.0 * n / median(t) / 1e9;
-}
+};
 
 double time_op(const std::string& op, const std::string& variant, const Shape& s, const Params& p, int reps) {
   const Variant& v = registry().variant(op, variant);
@@ -50,17 +54,31 @@ double time_op(const std::string& op, const std::string& variant, const Shape& s
   return median(t);
 }
 
+/// Median op time and median triad GB/s over `reps` alternating runs (triad, op, triad, op, ...):
+/// this VM's bandwidth drifts by 20% over seconds, so the op is compared with the triad measured
+/// in the same window, not with one measured at the start.
+std::pair<double, double> time_op_vs_triad(Triad& tr, const std::string& op, const Shape& s, const Params& p, int reps) {
+  const Variant& v = registry().variant(op, "cpu.vec");
+  auto inst = v.make(s, DType::F32, p, 1);
+  inst->run();
+  std::vector<double> t, g;
+  for (int r = 0; r < reps; ++r) {
+    g.push_back(tr.once());
+    t.push_back(inst->timed_run());
+  }
+  return {median(t), median(g)};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const size_t n = quick ? (size_t{1} << 22) : (size_t{1} << 26);  // 256 MiB per f32 tensor: beyond the LLC
-  const int reps = quick ? 3 : 5;
+  const int reps = quick ? 3 : 9;
   std::printf("ops_bench: %d OpenMP threads, ISA %s, %zu floats per tensor\n", omp_get_max_threads(),
               isa_name(cpu_isa_active()), n);
-  const double triad = triad_gbs(n, reps);
-  std::printf("%-20s %-28s %10s %9s %9s\n", "op", "shape", "time ms", "GB/s", "of triad");
-  std::printf("%-20s %-28s %10s %9.2f %8.0f%%\n", "stream_triad", ("N=" + std::to_string(n)).c_str(), "-", triad, 100.0);
+  Triad tr(n);
+  std::printf("%-20s %-28s %10s %9s %9s %12s\n", "op", "shape", "time ms", "GB/s", "of triad", "triad GB/s");
   const int64_t N = static_cast<int64_t>(n);
   struct Case {
     const char* op;
@@ -74,10 +92,10 @@ int main(int argc, char** argv) {
   for (const auto& c : cases) {
     const OpDef& op = registry().op(c.op);
     const Variant& v = registry().variant(c.op, "cpu.vec");
-    const double t = time_op(c.op, "cpu.vec", c.s, v.space.defaults(), reps);
+    const auto [t, triad] = time_op_vs_triad(tr, c.op, c.s, v.space.defaults(), reps);
     const double gbs = op.work(c.s, DType::F32).bytes / t / 1e9;
-    std::printf("%-20s %-28s %10.2f %9.2f %8.0f%%\n", c.op, shape_to_string(c.s).c_str(), t * 1e3, gbs,
-                100.0 * gbs / triad);
+    std::printf("%-20s %-28s %10.2f %9.2f %8.0f%% %12.2f\n", c.op, shape_to_string(c.s).c_str(), t * 1e3, gbs,
+                100.0 * gbs / triad, triad);
   }
   const int64_t T = quick ? 256 : 1024;
   for (const char* op : {"attention_forward", "attention_backward"}) {

@@ -223,6 +223,10 @@ TEST_CASE("synthetic A/A is judged same; a 20% slowdown slower", "[cpu]") {
   CHECK(csv.rfind("case,base_median_s", 0) == 0);
   CHECK(nlohmann::json::parse(js)["summary"]["slower"] == 1);
   CHECK(format_compare(rep, "table").find("slower") != std::string::npos);
+  // The slower verdict rests on one process per side: the printers say so.
+  CHECK(format_compare(rep, "table").find("note: 1 slower/faster verdict(s) rest on one process per side") != std::string::npos);
+  CHECK(md.find("--rounds 5") != std::string::npos);
+  CHECK(nlohmann::json::parse(js)["note"].get<std::string>().find("one process per side") != std::string::npos);
   CHECK_THROWS_AS(format_compare(rep, "xml"), Error);
 }
 

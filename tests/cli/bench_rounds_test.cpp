@@ -117,6 +117,7 @@ TEST_CASE("compare judges on round medians when both sides have >= 3 rounds", "[
   CHECK(rep.rows[0].basis == "samples");
   const std::string j = bench::format_compare(bench::compare_artifacts(with_rounds(s, rb), with_rounds(s, rn), {}), "json");
   CHECK(json::parse(j)["cases"][0]["basis"] == "rounds");
+  CHECK_FALSE(json::parse(j).contains("note"));  // a rounds-basis verdict carries no single-process note
   CHECK(bench::format_compare(rep, "table").find("basis") != std::string::npos);
 }
 

@@ -167,9 +167,21 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
   char summary[256];
   std::snprintf(summary, sizeof summary, "%zu slower, %zu faster, %zu same, %zu ambiguous, %zu not compared (threshold %.1f%%)",
                 r.slower, r.faster, r.same, r.ambiguous, r.unmatched, 100 * r.threshold);
+  // A verdict on one process per side cannot see between-process variance (code and page
+  // placement, thread start-up, neighbours: 8-47% on a shared 2-vCPU VM), so say so next to it.
+  size_t single_process = 0;
+  for (const auto& row : r.rows)
+    single_process += row.presence == "both" && row.basis == "samples" &&
+                      (row.cmp.verdict == stats::Verdict::Slower || row.cmp.verdict == stats::Verdict::Faster);
+  std::string note;
+  if (single_process)
+    note = "note: " + std::to_string(single_process) +
+           " slower/faster verdict(s) rest on one process per side; between-process variance is not in their CIs: "
+           "confirm with rtx-bench run --rounds 5 on both sides before acting on them";
   if (format == "json") {
     nlohmann::json j;
     j["schema"] = "rtx.bench-compare.v1";
+    if (!note.empty()) j["note"] = note;
     j["base"] = r.base_source;
     j["new"] = r.new_source;
     j["threshold"] = r.threshold;
@@ -221,6 +233,7 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
       os << " |\n";
     }
     os << "\n" << summary << "\n";
+    if (!note.empty()) os << "\n" << note << "\n";
   } else if (format == "table") {
     std::vector<std::vector<std::string>> rows{head};
     for (const auto& row : r.rows) rows.push_back(cells(row));
@@ -237,6 +250,7 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
       os << "\n";
     }
     os << summary << "\n";
+    if (!note.empty()) os << note << "\n";
   } else {
     throw_usage("unknown format '" + format + "'", "--format", "use table, md, csv or json");
   }

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -502,14 +503,43 @@ TEST_CASE("end to end: HTTP errors, protocol errors, transport errors, timeouts"
     LoadConfig c = base_config(port);
     c.num_requests = 3;
     c.timeout_s = 2;
-    const auto rep = rtx::serve::run_load(c);
-    CHECK(rep.summary.failed == 3);
-    for (const auto& r : rep.requests) {
-      CHECK(r.status == RequestStatus::Transport);
-      CHECK(r.http_status == 0);
-      CHECK(r.error.find("transport error") != std::string::npos);
+    // One clear error before any load (exit 3 in the CLI), not a report of refused requests.
+    try {
+      rtx::serve::run_load(c);
+      FAIL("expected an environment error");
+    } catch (const rtx::Error& e) {
+      CHECK(e.category() == rtx::ErrorCategory::Environment);
+      CHECK_THAT(std::string(e.what()), Catch::Contains("no server answers at 127.0.0.1:" + std::to_string(port)));
     }
   }
+}
+
+TEST_CASE("end to end: a server that goes away mid-run stops the run early, with the reason", "[cpu]") {
+  auto srv = std::make_unique<FakeServer>();
+  srv->first_delay_ms = 1;
+  srv->gap_ms = 1;
+  LoadConfig c = base_config(srv->port);
+  c.num_requests = 0;
+  c.duration_s = 20;  // without the abort, 20 s of refused connections as fast as they fail
+  c.concurrency = 3;
+  c.timeout_s = 2;
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    srv.reset();
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto rep = rtx::serve::run_load(c);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  killer.join();
+  CHECK(took < 5);
+  CHECK(rep.summary.completed > 0);  // the first 300 ms were served
+  CHECK_THAT(rep.aborted, Catch::Contains("the server went away") && Catch::Contains("could not connect"));
+  size_t refused = 0;
+  for (const auto& r : rep.requests) refused += r.connect_failed;
+  CHECK(refused >= static_cast<size_t>(std::max(rtx::serve::kAbortAfterConnectFailures, 2 * c.concurrency)));
+  CHECK(refused < 40);  // stopped soon after the threshold, no busy loop
+  const json doc = rtx::serve::to_json(rep);
+  CHECK(doc["aborted"].get<std::string>() == rep.aborted);
 }
 
 TEST_CASE("end to end: duration-bounded run and paced arrivals", "[cpu]") {

@@ -85,6 +85,7 @@ Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
     } else if (!common.quiet) {
       std::cout << rtx::serve::format_table(report);
     }
+    if (!report.aborted.empty()) std::cerr << "rtx-serve bench: stopped early: " << report.aborted << "\n";
     if (report.summary.failed > 0 && !common.quiet)
       for (const auto& r : report.requests)
         if (r.status != rtx::serve::RequestStatus::Ok) {

@@ -376,6 +376,7 @@ RequestResult run_one(httplib::Client& cli, const LoadConfig& cfg, int64_t index
   }
   if (!ok && status == 0) {
     r.status = RequestStatus::Transport;
+    r.connect_failed = err == httplib::Error::Connection || err == httplib::Error::ConnectionTimeout;
     r.error = std::string("transport error (") + httplib::to_string(err) + ") talking to " + cfg.host + ":" +
               std::to_string(cfg.port) + cfg.endpoint;
     return r;
@@ -481,6 +482,27 @@ LoadReport run_load(const LoadConfig& cfg) {
           ? start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(cfg.duration_s))
           : Clock::time_point::max();
 
+  // Before any load: is anything listening? A typo in --port should be one clear error, not a
+  // report of N failed requests (or, for a duration-bounded run, a busy loop of refusals).
+  {
+    httplib::Client probe(cfg.host, cfg.port);
+    probe.set_keep_alive(false);
+    const double t = std::min(cfg.timeout_s, 5.0);
+    const auto sec = static_cast<time_t>(t);
+    probe.set_connection_timeout(sec, static_cast<time_t>((t - static_cast<double>(sec)) * 1e6));
+    probe.set_read_timeout(sec, static_cast<time_t>((t - static_cast<double>(sec)) * 1e6));
+    const auto res = probe.Get("/health");
+    if (!res && (res.error() == httplib::Error::Connection || res.error() == httplib::Error::ConnectionTimeout))
+      throw_env("no server answers at " + cfg.host + ":" + std::to_string(cfg.port) + " (" +
+                    (res.error() == httplib::Error::Connection ? "connection refused or unreachable"
+                                                               : "connect timed out") +
+                    ")",
+                "--port", "start the server first (rtx-serve run ...) or point --host/--port at it");
+  }
+
+  const int abort_after = std::max(kAbortAfterConnectFailures, 2 * cfg.concurrency);
+  int connect_failures_in_a_row = 0;
+  bool stop = false;
   auto worker = [&]() {
     httplib::Client cli(cfg.host, cfg.port);
     // One connection per request ("Connection: close"): reusing a kept-alive socket that the
@@ -494,6 +516,7 @@ LoadReport run_load(const LoadConfig& cfg) {
       double at = 0;
       {
         std::lock_guard<std::mutex> lock(mu);
+        if (stop) return;
         if (cfg.num_requests > 0 && issued >= cfg.num_requests) return;
         if (Clock::now() >= deadline) return;
         index = issued++;
@@ -504,8 +527,18 @@ LoadReport run_load(const LoadConfig& cfg) {
       if (when >= deadline) return;
       std::this_thread::sleep_until(when);
       RequestResult r = run_one(cli, cfg, index, bodies[static_cast<size_t>(index) % bodies.size()], start);
-      std::lock_guard<std::mutex> lock(mu);
-      results.push_back(std::move(r));
+      const bool refused = r.connect_failed;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        connect_failures_in_a_row = refused ? connect_failures_in_a_row + 1 : 0;
+        if (refused && connect_failures_in_a_row >= abort_after && !stop) {
+          stop = true;
+          report.aborted = "the server went away: " + std::to_string(connect_failures_in_a_row) +
+                           " requests in a row could not connect (" + r.error + ")";
+        }
+        results.push_back(std::move(r));
+      }
+      if (refused) std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
   };
 
@@ -591,6 +624,7 @@ json to_json(const LoadReport& report, bool include_requests) {
   for (const RequestResult& r : report.requests)
     if (r.status != RequestStatus::Ok) errors[status_name(r.status)] = errors.value(status_name(r.status), 0) + 1;
   doc["errors"] = errors;
+  doc["aborted"] = report.aborted.empty() ? json(nullptr) : json(report.aborted);
   if (include_requests) {
     json reqs = json::array();
     for (const RequestResult& r : report.requests) {

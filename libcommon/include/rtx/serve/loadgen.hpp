@@ -100,6 +100,7 @@ struct RequestResult {
   bool usage_reported = false;        ///< the stream carried a usage object
   int64_t output_chars = 0;           ///< bytes of generated text
   std::string engine;                 ///< rtx-serve's X-Rtx-Engine header ("main", "canary"), "" if absent
+  bool connect_failed = false;        ///< no connection could be made (refused, unreachable, connect timeout)
 };
 
 /// Mean, median, standard deviation (population, numpy's default ddof=0) and percentiles of one
@@ -132,7 +133,14 @@ struct LoadReport {
   LoadConfig config;
   std::vector<RequestResult> requests;
   LoadSummary summary;
+  /// Why the run stopped before its request count or duration ("" when it did not): the server
+  /// went away, i.e. kAbortAfterConnectFailures-or-more requests in a row could not connect.
+  std::string aborted;
 };
+
+/// Consecutive requests that could not connect before run_load gives up: the larger of this and
+/// 2 x concurrency. A worker whose request could not connect waits 25 ms before its next one.
+inline constexpr int kAbortAfterConnectFailures = 8;
 
 // ---------------------------------------------------------------------------------------------
 // Statistics
@@ -168,14 +176,18 @@ void validate(const LoadConfig& cfg);
 /// request, so TTFT includes the loopback connect as with a fresh client) take
 /// requests in order, wait for each one's arrival time (request_rate > 0) and stream it,
 /// until num_requests were sent or duration_s passed (requests in flight then finish).
-/// Individual request failures are recorded, never thrown. Throws rtx::Error(Usage) for a bad
-/// configuration (validate).
+/// Individual request failures are recorded, never thrown; when the server goes away
+/// (kAbortAfterConnectFailures or 2 x concurrency requests in a row cannot connect) the run
+/// stops early and says why in LoadReport::aborted. Throws rtx::Error(Usage) for a bad
+/// configuration (validate) and rtx::Error(Environment) when nothing accepts a connection at
+/// host:port before the run (one GET /health probe; any HTTP answer, even 404, passes).
 LoadReport run_load(const LoadConfig& cfg);
 
 /// The report as an "rtx.serve_bench.v1" artifact: schema, hardware identity, config, the
 /// summary with vLLM's field names (completed, duration, request_throughput, output_throughput,
 /// total_token_throughput, mean_ttft_ms, median_ttft_ms, std_ttft_ms, p50_ttft_ms, p95_ttft_ms,
-/// p99_ttft_ms, and the same for tpot, itl, e2el) and, when include_requests, every request.
+/// p99_ttft_ms, and the same for tpot, itl, e2el), "errors" (count per status), "aborted"
+/// (LoadReport::aborted or null) and, when include_requests, every request.
 nlohmann::json to_json(const LoadReport& report, bool include_requests = false);
 
 /// A human-readable table of the summary (like benchmark_serving's printout), units in names.

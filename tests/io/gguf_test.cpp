@@ -156,8 +156,13 @@ TEST_CASE("gguf v3 round trip: every metadata type, odd shapes, alignment", "[cp
   CHECK(f.tensor("q8").nbytes == 68);
   CHECK(f.tensor("q8").type == 8);
   CHECK(std::memcmp(f.tensor_data("q8"), q8.data(), q8.size()) == 0);
-  const Error qe = catch_error([&] { f.tensor_f32("q8"); });
-  CHECK(std::string(qe.what()).find("Q8_0") != std::string::npos);
+  // Q8_0 decodes as d (f16 of the first 2 bytes) x int8 per value, block by block.
+  const std::vector<float> q8f = f.tensor_f32("q8");
+  REQUIRE(q8f.size() == 64);
+  for (size_t b = 0; b < 2; ++b) {
+    const float d = rtx::f16_to_f32(static_cast<uint16_t>(q8[b * 34] | (q8[b * 34 + 1] << 8)));
+    for (size_t j = 0; j < 32; ++j) CHECK(q8f[b * 32 + j] == d * static_cast<float>(static_cast<int8_t>(q8[b * 34 + 2 + j])));
+  }
   CHECK(slurp(path).size() % alignment == 0);
 }
 
@@ -400,4 +405,35 @@ TEST_CASE("gguf regression from fuzzing: a data section past the end of the file
   } catch (const Error& e) {
     CHECK(e.category() == ErrorCategory::Input);
   }
+}
+
+TEST_CASE("gguf dequantization matches gguf-py on every readable quantized type", "[cpu]") {
+  // tests/reference/gguf_quants_golden.py: each type T as tensor "T" and gguf-py's f32 decoding
+  // of it as "T.ref" (3 rows of 256).
+  const GgufFile f = GgufFile::open(rtx::test::source_dir() + "/tests/reference/data/quants_golden.gguf");
+  for (const char* name : {"F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K"}) {
+    INFO(name);
+    const auto& t = f.tensor(name);
+    CHECK(std::string(ggml_type_name(t.type)) == name);
+    CHECK(ggml_can_dequantize(t.type));
+    const std::vector<float> got = f.tensor_f32(name), ref = f.tensor_f32(std::string(name) + ".ref");
+    REQUIRE(got.size() == 768);
+    REQUIRE(ref.size() == 768);
+    double scale = 0, err = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      scale = std::max(scale, std::fabs(static_cast<double>(ref[i])));
+      err = std::max(err, std::fabs(static_cast<double>(got[i]) - ref[i]));
+    }
+    CHECK(scale > 0);
+    CHECK(err <= 1e-6 * scale);  // the same arithmetic up to float rounding order
+  }
+  // Types without a decoder are refused by name; a block count that does not divide is refused.
+  CHECK_FALSE(ggml_can_dequantize(static_cast<uint32_t>(GgmlType::Q2_K)));
+  std::vector<uint8_t> raw(34, 0);
+  std::vector<float> out(40);
+  const Error e = catch_error([&] { ggml_dequantize(static_cast<uint32_t>(GgmlType::Q8_0), raw.data(), out.data(), 40); });
+  CHECK(e.category() == ErrorCategory::Input);
+  CHECK_THAT(std::string(e.what()), Catch::Contains("not a whole number of Q8_0 blocks of 32"));
+  const Error e2 = catch_error([&] { ggml_dequantize(static_cast<uint32_t>(GgmlType::IQ2_XXS), raw.data(), out.data(), 256); });
+  CHECK_THAT(std::string(e2.what()), Catch::Contains("IQ2_XXS cannot be dequantized"));
 }

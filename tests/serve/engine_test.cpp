@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cmath>
+#include <deque>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -13,6 +15,8 @@
 
 #include "models/gpt2_ref.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/core/dtype.hpp"
+#include "rtx/io/gguf.hpp"
 #include "rtx/io/tokenizer.hpp"
 #include "rtx/models/export.hpp"
 #include "rtx/serve/gpt2_serve.hpp"
@@ -511,4 +515,69 @@ TEST_CASE("scheduler tuning: space rules, knob mapping, batched runs equal seque
   const tune::Evaluation bad = obj.evaluate({{"max_batch", 4}, {"token_budget", 2}}, b);
   CHECK(bad.status == tune::Evaluation::Status::Skip);
   CHECK_THAT(bad.reason, Catch::Contains("token_budget"));
+}
+
+TEST_CASE("quantized GGUF: stories260k with Q8_0 weights serves within quantization error of f32", "[cpu][serve]") {
+  const std::string src = rtx::test::data_dir() + "/stories260k/tinyllamas-stories-260k-f32.gguf";
+  const io::GgufFile f = io::GgufFile::open(src);
+  io::GgufWriter w;
+  for (const auto& [k, v] : f.metadata())
+    if (k != "general.alignment") w.add(k, v);
+  std::deque<std::vector<float>> floats;
+  std::deque<std::vector<uint8_t>> blocks;
+  size_t quantized = 0;
+  for (const auto& t : f.tensors()) {
+    floats.push_back(f.tensor_f32(t.name));
+    const std::vector<float>& x = floats.back();
+    if (t.ne.size() == 2 && t.ne[0] % 32 == 0) {
+      // Reference Q8_0 quantizer (ggml's quantize_row_q8_0_ref, in float64): per block of 32,
+      // d = max|x| / 127 (stored as f16), q = round(x / d).
+      std::vector<uint8_t> q(x.size() / 32 * 34);
+      for (size_t b = 0; b < x.size() / 32; ++b) {
+        double amax = 0;
+        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(static_cast<double>(x[b * 32 + j])));
+        const double d = amax / 127;
+        const uint16_t h = f32_to_f16(static_cast<float>(d));
+        q[b * 34] = static_cast<uint8_t>(h & 0xff);
+        q[b * 34 + 1] = static_cast<uint8_t>(h >> 8);
+        for (int j = 0; j < 32; ++j)
+          q[b * 34 + 2 + j] = static_cast<uint8_t>(static_cast<int8_t>(d > 0 ? std::lround(x[b * 32 + j] / d) : 0));
+      }
+      blocks.push_back(std::move(q));
+      w.add_tensor(t.name, io::GgmlType::Q8_0, t.ne, blocks.back().data());
+      ++quantized;
+    } else {
+      w.add_tensor(t.name, io::GgmlType::F32, t.ne, x.data());  // ffn rows of 172 are not whole blocks
+    }
+  }
+  const std::string path = rtx::test::temp_dir() + "/stories-q8_0.gguf";
+  w.write(path);
+  CHECK(quantized >= 20);
+  CHECK(io::GgufFile::open(path).tensor("blk.0.attn_q.weight").type == static_cast<uint32_t>(io::GgmlType::Q8_0));
+
+  auto mf = load_model(src);
+  auto mq = load_model(path);
+  const ModelInfo& fi = mf->info();
+  CHECK(mq->info().vocab == fi.vocab);
+  CHECK(mq->info().n_layer == fi.n_layer);
+  Seq s;
+  s.ids = random_ids(20, fi.vocab, 7);
+  KvCache kf(fi.n_layer, fi.n_kv_head, fi.head_dim, 16, 8), kq(fi.n_layer, fi.n_kv_head, fi.head_dim, 16, 8);
+  const auto lf = run_alone(*mf, kf, s, {12});
+  const auto lq = run_alone(*mq, kq, s, {12});
+  REQUIRE(lf.size() == lq.size());
+  int same_top = 0;
+  for (size_t i = 0; i < lf.size(); ++i) {
+    INFO("call " << i);
+    double err = 0, scale = 0;
+    for (size_t v = 0; v < lf[i].size(); ++v) {
+      err = std::max(err, std::fabs(static_cast<double>(lq[i][v]) - lf[i][v]));
+      scale = std::max(scale, std::fabs(static_cast<double>(lf[i][v])));
+    }
+    CHECK(err > 0);              // the weights really are quantized
+    CHECK(err <= 0.03 * scale);  // Q8_0: 8-bit weights, errors of a few tenths of a percent per weight
+    same_top += std::max_element(lf[i].begin(), lf[i].end()) - lf[i].begin() ==
+                std::max_element(lq[i].begin(), lq[i].end()) - lq[i].begin();
+  }
+  CHECK(same_top >= static_cast<int>(lf.size()) - 1);
 }

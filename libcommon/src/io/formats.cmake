@@ -3,4 +3,5 @@ list(APPEND RTX_COMMON_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/mapped_file.cpp
   ${CMAKE_CURRENT_LIST_DIR}/safetensors.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gguf.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/quants.cpp
 )

@@ -460,25 +460,12 @@ const uint8_t* GgufFile::tensor_data(const std::string& name) const {
 
 std::vector<float> GgufFile::tensor_f32(const std::string& name) const {
   const GgufTensorInfo& t = tensor(name);
-  const uint8_t* p = base_ + data_offset_ + t.offset;
-  const bool is_float = t.type == static_cast<uint32_t>(GgmlType::F32) || t.type == static_cast<uint32_t>(GgmlType::F16) ||
-                        t.type == static_cast<uint32_t>(GgmlType::BF16);
-  std::vector<float> out(is_float ? static_cast<size_t>(t.numel) : 0);
-  switch (t.type) {
-    case static_cast<uint32_t>(GgmlType::F32):
-      if (!out.empty()) std::memcpy(out.data(), p, out.size() * 4);
-      break;
-    case static_cast<uint32_t>(GgmlType::F16):
-    case static_cast<uint32_t>(GgmlType::BF16):
-      for (size_t i = 0; i < out.size(); ++i) {
-        const uint16_t h = static_cast<uint16_t>(p[2 * i] | (p[2 * i + 1] << 8));
-        out[i] = t.type == static_cast<uint32_t>(GgmlType::F16) ? f16_to_f32(h) : bf16_to_f32(h);
-      }
-      break;
-    default:
-      throw Error(ErrorCategory::Input, std::string("ggml type ") + ggml_type_name(t.type) + " cannot be read as f32",
-                  path_ + ": tensor \"" + name + "\"", "read the raw blocks with tensor_data()");
-  }
+  if (!ggml_can_dequantize(t.type))
+    throw Error(ErrorCategory::Input, std::string("ggml type ") + ggml_type_name(t.type) + " cannot be read as f32",
+                path_ + ": tensor \"" + name + "\"",
+                "readable: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K (raw blocks: tensor_data())");
+  std::vector<float> out(static_cast<size_t>(t.numel));
+  ggml_dequantize(t.type, base_ + data_offset_ + t.offset, out.data(), t.numel);
   return out;
 }
 

@@ -46,18 +46,17 @@ std::string shape_str(const std::vector<uint64_t>& ne) {
   return s + "]";
 }
 
-/// Values of tensor `name` of `f` as f32 after checking its type (F32, F16, BF16) and its
+/// Values of tensor `name` of `f` as f32 (dequantized when quantized) after checking its type and its
 /// extents (ggml order). Error(Input) naming the file and tensor otherwise.
 std::vector<float> load_tensor(const io::GgufFile& f, const std::string& name, const std::vector<uint64_t>& ne) {
   const io::GgufTensorInfo* t = f.find_tensor(name);
   if (!t)
     throw_input("GGUF: missing tensor '" + name + "'", f.path() + ": " + name,
                 "the Llama loader needs every tensor of llama.cpp's llama layout");
-  const auto ty = static_cast<io::GgmlType>(t->type);
-  if (ty != io::GgmlType::F32 && ty != io::GgmlType::F16 && ty != io::GgmlType::BF16)
+  if (!io::ggml_can_dequantize(t->type))
     throw_input("GGUF: tensor '" + name + "' has type " + io::ggml_type_name(t->type) +
-                    ", the Llama loader reads F32, F16 and BF16 only",
-                f.path() + ": " + name, "convert the model to f16 or f32 (llama.cpp's convert script --outtype f16)");
+                    ", the Llama loader reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K",
+                f.path() + ": " + name, "requantize with llama.cpp's llama-quantize to one of those (e.g. Q4_K_M)");
   if (t->ne != ne)
     throw_input("GGUF: tensor '" + name + "' has extents " + shape_str(t->ne) + " (ggml order), expected " +
                     shape_str(ne),

@@ -34,6 +34,14 @@ std::pair<uint32_t, uint32_t> ggml_type_block(uint32_t type) noexcept;
 /// "F32", "Q8_0", ... or "unknown".
 const char* ggml_type_name(uint32_t type) noexcept;
 
+/// Whether ggml_dequantize reads `type`: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K,
+/// Q5_K, Q6_K.
+bool ggml_can_dequantize(uint32_t type) noexcept;
+/// Decode `n` values of ggml type `type` from `src` (raw blocks as stored in GGUF, little-endian)
+/// into `dst` (f32), as ggml's dequantize_row_* do (block layouts of ggml-common.h). Error(Input)
+/// for another type or n not a multiple of its block size.
+void ggml_dequantize(uint32_t type, const uint8_t* src, float* dst, uint64_t n);
+
 /// One metadata value: a scalar, a string, or an array of values of one type (arrays may nest).
 /// Integers are kept as u64 (unsigned types) or i64 (signed), floats as f64, with `type` the
 /// on-disk type.
@@ -115,8 +123,9 @@ class GgufFile {
   const GgufTensorInfo& tensor(const std::string& name) const;
   /// Raw bytes of a tensor (tensor(name).nbytes of them; valid while any copy lives).
   const uint8_t* tensor_data(const std::string& name) const;
-  /// Values of an F32, F16 or BF16 tensor as f32, in ggml order (ne[0] fastest). Other types:
-  /// Error(Input) naming the type (use tensor_data() for raw blocks).
+  /// Values of a tensor as f32, in ggml order (ne[0] fastest), for every type ggml_dequantize
+  /// reads (F32, F16, BF16 and the quantized Q4_0..Q8_0, Q4_K, Q5_K, Q6_K, dequantized). Other
+  /// types: Error(Input) naming the type (use tensor_data() for raw blocks).
   std::vector<float> tensor_f32(const std::string& name) const;
 
  private:

@@ -312,3 +312,80 @@ TEST_CASE("matmul packed weight: bitwise equal to matmul_forward for every M, an
   CHECK_THROWS_AS(matmul_forward_packed(&out, &w1, PackedMatmulWeight(), nullptr, 1), rtx::Error);
   CHECK_THROWS_AS(matmul_forward_packed(&out, &w1, PackedMatmulWeight(&w1, 1, 1), nullptr, 0), rtx::Error);
 }
+
+namespace {
+
+/// ggml's reference Q8_0 quantizer (quantize_row_q8_0_ref) in float64: per block of 32 weights,
+/// d = max|w| / 127 stored as f16, q = round(w / d). Returns the blocks and the dequantized
+/// weights q * d (what the kernel must multiply by).
+std::pair<std::vector<uint8_t>, std::vector<double>> quantize_q8_0(const std::vector<float>& w) {
+  std::vector<uint8_t> blocks(w.size() / 32 * 34);
+  std::vector<double> deq(w.size());
+  for (size_t b = 0; b < w.size() / 32; ++b) {
+    double amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(static_cast<double>(w[b * 32 + j])));
+    const uint16_t h = rtx::f32_to_f16(static_cast<float>(amax / 127));
+    const double d = rtx::f16_to_f32(h);
+    blocks[b * 34] = static_cast<uint8_t>(h & 0xff);
+    blocks[b * 34 + 1] = static_cast<uint8_t>(h >> 8);
+    for (int j = 0; j < 32; ++j) {
+      const long q = d > 0 ? std::clamp(std::lround(w[b * 32 + j] / d), -127L, 127L) : 0;
+      blocks[b * 34 + 2 + j] = static_cast<uint8_t>(static_cast<int8_t>(q));
+      deq[b * 32 + j] = static_cast<double>(q) * d;
+    }
+  }
+  return {blocks, deq};
+}
+
+}  // namespace
+
+TEST_CASE("matmul Q8_0 weight: float64 reference at odd shapes, every ISA, rows independent of M", "[cpu][matmul]") {
+  IsaGuard guard;
+  for (Isa isa : kIsas) {
+    if (static_cast<int>(isa) > static_cast<int>(cpu_isa_supported())) continue;
+    set_cpu_isa(isa);
+    for (int threads : {1, 2}) {
+      omp_set_num_threads(threads);
+      for (auto [N, K] : {std::pair{1, 32}, std::pair{7, 64}, std::pair{127, 96}, std::pair{1000, 768}}) {
+        std::vector<float> w(static_cast<size_t>(N) * K), bias(N);
+        for (size_t i = 0; i < w.size(); ++i)
+          w[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)) * (0.5 + (i / 32) % 5));  // scale per block
+        for (int j = 0; j < N; ++j) bias[j] = 0.01f * static_cast<float>(j % 13) - 0.05f;
+        const auto [blocks, deq] = quantize_q8_0(w);
+        const PackedMatmulWeight pw = PackedMatmulWeight::q8_0(blocks.data(), N, K);
+        REQUIRE(pw.is_q8_0());
+        REQUIRE(pw.N() == N);
+        REQUIRE(pw.K() == K);
+        CHECK(pw.bytes() == static_cast<size_t>(N) * K + static_cast<size_t>(N) * (K / 32) * 4);
+        const int Mmax = 19;
+        std::vector<float> x(static_cast<size_t>(Mmax) * K);
+        for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::cos(0.11 * static_cast<double>(i)));
+        std::vector<float> one(N, NAN);
+        matmul_forward_packed(one.data(), x.data(), pw, bias.data(), 1);
+        for (int M : {1, 2, 7, 8, 9, 19}) {
+          INFO("isa " << isa_name(isa) << " threads " << threads << " N " << N << " K " << K << " M " << M);
+          std::vector<float> got(static_cast<size_t>(M) * N, NAN);
+          const float* b = (M % 2) ? bias.data() : nullptr;
+          matmul_forward_packed(got.data(), x.data(), pw, b, M);
+          double err = 0, scale = 0;
+          for (int m = 0; m < M; ++m)
+            for (int j = 0; j < N; ++j) {
+              double ref = b ? b[j] : 0.0;
+              for (int k = 0; k < K; ++k) ref += static_cast<double>(x[static_cast<size_t>(m) * K + k]) * deq[static_cast<size_t>(j) * K + k];
+              const double g = got[static_cast<size_t>(m) * N + j];
+              REQUIRE(std::isfinite(g));  // every output written (poisoned with NaN)
+              err = std::max(err, std::fabs(g - ref));
+              scale = std::max(scale, std::fabs(ref));
+            }
+          CHECK(err <= 1e-5 * std::max(1.0, scale));
+          // Row 0 is the same bits whatever M is (batch invariance of the serving engine).
+          if (b) REQUIRE(std::memcmp(got.data(), one.data(), N * sizeof(float)) == 0);
+        }
+      }
+    }
+  }
+  std::vector<uint8_t> blocks(34 * 4);
+  CHECK_THROWS_AS(PackedMatmulWeight::q8_0(blocks.data(), 2, 48), rtx::Error);  // K not a multiple of 32
+  CHECK_THROWS_AS(PackedMatmulWeight::q8_0(blocks.data(), 0, 64), rtx::Error);
+  CHECK_THROWS_AS(PackedMatmulWeight::q8_0(nullptr, 2, 64), rtx::Error);
+}

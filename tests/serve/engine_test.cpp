@@ -580,4 +580,25 @@ TEST_CASE("quantized GGUF: stories260k with Q8_0 weights serves within quantizat
                 std::max_element(lq[i].begin(), lq[i].end()) - lq[i].begin();
   }
   CHECK(same_top >= static_cast<int>(lf.size()) - 1);
+
+  // The Q8_0 matrices ran the W8A32 kernel; dequantized to f32 at load they must give the same
+  // logits up to float summation order (two different kernels, the same weights).
+  CHECK(mf->info().weights == "f32");
+  CHECK(mq->info().weights.rfind("q8_0 ", 0) == 0);
+  CHECK(mq->info().param_bytes < mf->info().param_bytes / 2);
+  LoadOptions deq;
+  deq.keep_q8_0 = false;
+  auto md = load_model(path, deq);
+  CHECK(md->info().weights == "f32");
+  KvCache kd(fi.n_layer, fi.n_kv_head, fi.head_dim, 16, 8);
+  const auto ld = run_alone(*md, kd, s, {12});
+  for (size_t i = 0; i < ld.size(); ++i) {
+    double err = 0, scale = 0;
+    for (size_t v = 0; v < ld[i].size(); ++v) {
+      err = std::max(err, std::fabs(static_cast<double>(lq[i][v]) - ld[i][v]));
+      scale = std::max(scale, std::fabs(static_cast<double>(ld[i][v])));
+    }
+    INFO("call " << i);
+    CHECK(err <= 1e-4 * scale);
+  }
 }

@@ -37,6 +37,7 @@ struct RunArgs {
   double canary_fraction = 0, shutdown_deadline_s = 10;
   size_t max_body = 1 << 20;
   bool no_profile = false;
+  bool dequantize = false;
   rtx::serve::SchedulerConfig sched;
   /// Scheduler flags by SchedulerConfig JSON key: a flag given on the command line beats the
   /// promoted config, which beats the built-in default.
@@ -134,6 +135,7 @@ EngineProfile read_engine_profile(const std::string& path, const RunArgs& base) 
   EngineProfile p;
   p.sched = base.sched;
   p.load.threads = base.threads;
+  p.load.keep_q8_0 = !base.dequantize;
   for (const auto& [k, v] : j.items()) {
     if (k == "scheduler") {
       nlohmann::json merged = base.sched.to_json();
@@ -232,6 +234,8 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
       ->capture_default_str();
   s.add_option("--shutdown-deadline", a->shutdown_deadline_s, "Seconds in-flight requests get after SIGTERM")
       ->capture_default_str();
+  s.add_flag("--dequantize", a->dequantize,
+             "Dequantize Q8_0 matrices of a GGUF to f32 at load instead of running the W8A32 Q8_0 kernel");
   s.add_flag("--no-profile", a->no_profile,
              "Do not load tuned profiles (rtx-tune: matmul parameters, scheduler knobs and threads) nor what rtx-evolve promoted");
   return [a, &common]() {
@@ -250,6 +254,7 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
       rtx::throw_usage("--canary-fraction needs --canary-profile", "--canary-fraction");
     LoadOptions lo;
     lo.threads = a->threads;
+    lo.keep_q8_0 = !a->dequantize;
     auto model = load_model(a->model, lo);
     if (!a->no_profile) {
       const int C = model->info().n_kv_head * model->info().head_dim;
@@ -283,9 +288,10 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
     const ModelInfo& mi = model->info();
     if (!common.quiet)
       std::fprintf(stderr,
-                   "rtx-serve: %s (%s, %d layers, vocab %d, context %d) on http://%s:%d  max_batch %d, KV %d blocks "
-                   "x %d tokens (%.1f MiB)%s\n",
-                   mi.name.c_str(), mi.arch.c_str(), mi.n_layer, mi.vocab, mi.context, a->host.c_str(), port,
+                   "rtx-serve: %s (%s, %d layers, vocab %d, context %d, weights %s %.1f MiB) on http://%s:%d  max_batch %d, "
+                   "KV %d blocks x %d tokens (%.1f MiB)%s\n",
+                   mi.name.c_str(), mi.arch.c_str(), mi.n_layer, mi.vocab, mi.context, mi.weights.c_str(),
+                   mi.param_bytes / 1048576.0, a->host.c_str(), port,
                    a->sched.max_batch, sched.stats().kv_blocks_total, a->sched.kv_block_tokens,
                    sched.stats().kv_bytes / 1048576.0, a->api_key.empty() ? "" : ", API key required");
     if (common.json) std::printf("%s\n", nlohmann::json({{"port", port}, {"host", a->host}, {"model", mi.name}}).dump().c_str());

@@ -46,9 +46,9 @@ std::string shape_str(const std::vector<uint64_t>& ne) {
   return s + "]";
 }
 
-/// Values of tensor `name` of `f` as f32 (dequantized when quantized) after checking its type and its
+/// Tensor `name` of `f` after checking that it exists, that its type can be read and its
 /// extents (ggml order). Error(Input) naming the file and tensor otherwise.
-std::vector<float> load_tensor(const io::GgufFile& f, const std::string& name, const std::vector<uint64_t>& ne) {
+const io::GgufTensorInfo& check_tensor(const io::GgufFile& f, const std::string& name, const std::vector<uint64_t>& ne) {
   const io::GgufTensorInfo* t = f.find_tensor(name);
   if (!t)
     throw_input("GGUF: missing tensor '" + name + "'", f.path() + ": " + name,
@@ -61,6 +61,12 @@ std::vector<float> load_tensor(const io::GgufFile& f, const std::string& name, c
     throw_input("GGUF: tensor '" + name + "' has extents " + shape_str(t->ne) + " (ggml order), expected " +
                     shape_str(ne),
                 f.path() + ": " + name, "the tensor does not fit the llama.* hyperparameters");
+  return *t;
+}
+
+/// Values of tensor `name` as f32 (dequantized when quantized), after check_tensor.
+std::vector<float> load_tensor(const io::GgufFile& f, const std::string& name, const std::vector<uint64_t>& ne) {
+  check_tensor(f, name, ne);
   return f.tensor_f32(name);
 }
 
@@ -104,12 +110,35 @@ class LlamaModel final : public serve::Model {
     const uint64_t C = cfg_.dim, V = cfg_.vocab, F = cfg_.ffn_dim, KVD = uint64_t(cfg_.n_kv_head) * cfg_.head_dim();
     emb_ = load_tensor(f, "token_embd.weight", {C, V});
     size_t bytes = emb_.size() * sizeof(float);
-    auto pack = [&](const std::vector<std::vector<float>>& parts, int K) {
-      // Rows of the parts stacked into one (sum N, K) weight (fused projections).
-      std::vector<float> w;
-      for (const auto& p : parts) w.insert(w.end(), p.begin(), p.end());
-      const int N = static_cast<int>(w.size() / static_cast<size_t>(K));
-      kernels::PackedMatmulWeight pw(w.data(), N, K);
+    int n_q8 = 0, n_mat = 0;
+    using Part = std::pair<std::string, std::vector<uint64_t>>;  // tensor name, ggml extents {K, N}
+    // Rows of the parts stacked into one (sum N, K) weight (fused projections): Q8_0 blocks kept
+    // as they are when every part is Q8_0 (rows are independent, so stacking is concatenation),
+    // else dequantized and packed f32.
+    auto pack = [&](const std::vector<Part>& parts, int K) {
+      ++n_mat;
+      bool q8 = opt.keep_q8_0;
+      for (const auto& [name, ne] : parts)
+        q8 = q8 && check_tensor(f, name, ne).type == static_cast<uint32_t>(io::GgmlType::Q8_0);
+      kernels::PackedMatmulWeight pw;
+      if (q8) {
+        std::vector<uint8_t> blocks;
+        int N = 0;
+        for (const auto& [name, ne] : parts) {
+          const uint8_t* b = f.tensor_data(name);
+          blocks.insert(blocks.end(), b, b + f.tensor(name).nbytes);
+          N += static_cast<int>(ne[1]);
+        }
+        pw = kernels::PackedMatmulWeight::q8_0(blocks.data(), N, K);
+        ++n_q8;
+      } else {
+        std::vector<float> w;
+        for (const auto& [name, ne] : parts) {
+          const std::vector<float> v = load_tensor(f, name, ne);
+          w.insert(w.end(), v.begin(), v.end());
+        }
+        pw = kernels::PackedMatmulWeight(w.data(), static_cast<int>(w.size() / static_cast<size_t>(K)), K);
+      }
       bytes += pw.bytes();
       return pw;
     };
@@ -120,20 +149,17 @@ class LlamaModel final : public serve::Model {
       L.attn_norm = load_tensor(f, p + "attn_norm.weight", {C});
       L.ffn_norm = load_tensor(f, p + "ffn_norm.weight", {C});
       bytes += (L.attn_norm.size() + L.ffn_norm.size()) * sizeof(float);
-      L.wqkv = pack({load_tensor(f, p + "attn_q.weight", {C, C}), load_tensor(f, p + "attn_k.weight", {C, KVD}),
-                     load_tensor(f, p + "attn_v.weight", {C, KVD})},
+      L.wqkv = pack({{p + "attn_q.weight", {C, C}}, {p + "attn_k.weight", {C, KVD}}, {p + "attn_v.weight", {C, KVD}}},
                     cfg_.dim);
-      L.wo = pack({load_tensor(f, p + "attn_output.weight", {C, C})}, cfg_.dim);
-      L.wgu = pack({load_tensor(f, p + "ffn_gate.weight", {C, F}), load_tensor(f, p + "ffn_up.weight", {C, F})},
-                   cfg_.dim);
-      L.wdown = pack({load_tensor(f, p + "ffn_down.weight", {F, C})}, cfg_.ffn_dim);
+      L.wo = pack({{p + "attn_output.weight", {C, C}}}, cfg_.dim);
+      L.wgu = pack({{p + "ffn_gate.weight", {C, F}}, {p + "ffn_up.weight", {C, F}}}, cfg_.dim);
+      L.wdown = pack({{p + "ffn_down.weight", {F, C}}}, cfg_.ffn_dim);
     }
     out_norm_ = load_tensor(f, "output_norm.weight", {C});
     bytes += out_norm_.size() * sizeof(float);
-    if (f.find_tensor("output.weight"))
-      wout_ = pack({load_tensor(f, "output.weight", {C, V})}, cfg_.dim);
-    else
-      wout_ = pack({emb_}, cfg_.dim);  // tied embeddings
+    // The head: output.weight, else the tied embeddings.
+    wout_ = pack({{f.find_tensor("output.weight") ? "output.weight" : "token_embd.weight", {C, V}}}, cfg_.dim);
+    info_.weights = n_q8 ? "q8_0 " + std::to_string(n_q8) + "/" + std::to_string(n_mat) : "f32";
 
     info_.arch = "llama";
     if (const io::GgufValue* n = f.find("general.name"); n && n->type == io::GgufType::STRING && !n->str.empty()) {

@@ -78,10 +78,19 @@ class PackedMatmulWeight {
   /// Packs `weight` (N,K) row-major (torch.nn.Linear layout). `p` nullptr: active ISA
   /// defaults. Error(Input) on N,K <= 0, null weight, invalid params or the BLAS impl.
   PackedMatmulWeight(const float* weight, int N, int K, const MatmulParams* p = nullptr);
+  /// A weight kept in ggml's Q8_0 format (W8A32): `blocks` holds N rows of K/32 blocks of 34
+  /// bytes (f16 scale d, 32 int8 q; value q*d), as in a GGUF tensor of ne {K, N}. Stored as
+  /// int8 rows plus f32 scales (about 1.06 bytes per weight instead of 4); matmul_forward_packed
+  /// then converts 32 weights at a time to f32 (q*d, exact) and accumulates in f32, so decode
+  /// reads ~3.8x fewer weight bytes. Error(Input) on N <= 0, K not a positive multiple of 32, or
+  /// null blocks.
+  static PackedMatmulWeight q8_0(const uint8_t* blocks, int N, int K);
+  /// Whether this weight is Q8_0 (q8_0()) rather than packed f32 panels.
+  bool is_q8_0() const { return q8_ != nullptr; }
   int N() const { return N_; }
   int K() const { return K_; }
-  /// Bytes held (the packed panels).
-  size_t bytes() const { return size_ * sizeof(float); }
+  /// Bytes held (the packed panels, or the Q8_0 quants and scales).
+  size_t bytes() const { return q8_ ? static_cast<size_t>(N_) * K_ + static_cast<size_t>(N_) * (K_ / 32) * 4 : size_ * sizeof(float); }
   bool empty() const { return N_ == 0; }
   /// Resolved parameters the weight was packed with.
   const MatmulParams& params() const { return prm_; }
@@ -100,12 +109,18 @@ class PackedMatmulWeight {
   };
   std::unique_ptr<float, Free> packed_;  // 64-byte aligned
   size_t size_ = 0;
+  struct Q8 {
+    std::vector<int8_t> q;   // N*K quants, row-major
+    std::vector<float> d;    // N*(K/32) scales
+  };
+  std::shared_ptr<const Q8> q8_;  // set for Q8_0 weights (packed_ then empty)
   friend void matmul_forward_packed(float*, const float*, const PackedMatmulWeight&, const float*, int);
 };
 
 /// out (M,N) = inp (M,K) @ W^T + bias (N) with a packed W; bias may be nullptr. Bitwise equal
-/// to matmul_forward(out, inp, W, bias, M, N, K, &W.params()). Error(Input) on M <= 0 or an
-/// empty weight.
+/// to matmul_forward(out, inp, W, bias, M, N, K, &W.params()). For a Q8_0 weight: every output
+/// is sum over blocks of (x . (q*d)) in f32 lanes (AVX-512 / AVX2 / scalar), a row's result
+/// independent of the other rows (batch invariant). Error(Input) on M <= 0 or an empty weight.
 void matmul_forward_packed(float* out, const float* inp, const PackedMatmulWeight& w, const float* bias, int M);
 
 }  // namespace rtx::kernels

@@ -27,6 +27,9 @@ struct ModelInfo {
   int32_t bos = -1;       ///< begin-of-sequence id prepended to prompts, -1 = none
   int32_t eos = -1;       ///< end-of-sequence id that ends generation, -1 = none
   size_t param_bytes = 0; ///< bytes of weights held in memory (after packing)
+  /// How the projection matrices are held: "f32", or "q8_0 N/M" when N of the M matrices run
+  /// the W8A32 Q8_0 kernel (kernels::PackedMatmulWeight::q8_0).
+  std::string weights = "f32";
 };
 
 /// A pool of fixed-size KV blocks. One block holds `block_tokens` positions of keys and values
@@ -120,6 +123,10 @@ struct LoadOptions {
   /// fills them from the promoted tuning profile of this machine's SKU. Only KC and NR change
   /// how weights are packed; MR is chosen per row group.
   kernels::MatmulParams matmul{};
+  /// Keep a GGUF's Q8_0 matrices quantized and run them with the W8A32 kernel (~1.06 bytes
+  /// per weight read per token instead of 4). false: dequantize them to f32 at load, as every
+  /// other quantized type is.
+  bool keep_q8_0 = true;
 };
 
 /// Loads a model for serving by its contents: a GGUF file (v1 to v3; architecture "gpt2" or

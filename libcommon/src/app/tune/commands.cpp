@@ -239,7 +239,14 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
       json confirm = nullptr;
       std::optional<double> confirmed;
       std::optional<Params> profile_params = best_params;
-      if (inner && c.confirm > 0 && best_params && default_params && *best_params != *default_params) {
+      // A run that measured nothing new (everything answered from the store: a resume of a
+      // finished search) neither re-confirms nor re-saves: the profile it made stands, so
+      // repeating a command is idempotent even though an A/B is noisy.
+      std::optional<int64_t> standing;
+      if (!c.replay && r.measured == 0)
+        for (const ProfileEntry& e : current_profiles(st))
+          if (e.key == j.key.str()) standing = e.version;
+      if (inner && !standing && c.confirm > 0 && best_params && default_params && *best_params != *default_params) {
         if (auto ab = inner->interleaved(*default_params, *best_params, c.confirm)) {
           stats::CompareOptions co;
           co.threshold = 0.02;
@@ -257,8 +264,8 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
           if (cmp.verdict == stats::Verdict::Slower) profile_params = default_params;
         }
       }
-      int64_t version = 0;
-      if (profile_params && !c.replay) {
+      int64_t version = standing.value_or(0);
+      if (profile_params && !c.replay && !standing) {
         json under = measured_under(sku);
         under["result"] = {{"median_s", profile_params == best_params ? best_median : default_median},
                            {"default_median_s", default_median > 0 ? json(default_median) : json(nullptr)},

@@ -61,13 +61,22 @@ TEST_CASE("rtx-tune run/show/export/import end to end", "[cpu][cli]") {
     CHECK(k["confirm"].is_null());
   }
 
-  // Same command again: everything comes from the store.
+  // Same command again: everything comes from the store, and the speedup reported is the A/B
+  // the standing profile was saved with (not the sequential search ratio).
+  const json first = k;
   p = run(tune() + kTiny + " --json" + db);
   REQUIRE(p.exit_code == 0);
   k = parse_out(p)["keys"][0];
   CHECK(k["measured"] == 0);
   CHECK(k["reused"] == 5);
   CHECK(k["profile_version"] == 1);
+  CHECK(parse_out(p)["warnings"].is_array());
+  if (first["confirm"].is_object()) {
+    REQUIRE(k["confirm"].is_object());
+    CHECK(k["confirm"]["from_profile_version"] == 1);
+    CHECK(k["confirm"]["speedup"] == first["confirm"]["speedup"]);
+    CHECK(k["speedup_vs_default"] == first["speedup_vs_default"]);
+  }
 
   // Replay with another strategy: nothing measured, nothing written.
   p = run(tune() + " run --op matmul_forward --shape 64x64x64 --strategy tpe --budget 50 --replay --json" + db);

@@ -401,6 +401,24 @@ nlohmann::json identity_json() {
           {"digest", digest()}};
 }
 
+double load_average_1m() {
+  double load1 = 0;
+  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &load1) != 1) load1 = 0;
+    std::fclose(f);
+  }
+  return load1;
+}
+
+std::string busy_host_warning(const HardwareProfile& p) {
+  const double load1 = load_average_1m();
+  if (!(load1 > 0.5 * p.logical_cpus)) return "";
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "1-minute load average %.2f on %d CPUs: other work competes with measurements", load1,
+                p.logical_cpus);
+  return buf;
+}
+
 double cpu_peak_fp32_flops(const HardwareProfile& p) {
   const double mhz = p.max_mhz > 0 ? p.max_mhz : p.base_mhz;
   return static_cast<double>(p.physical_cores) * p.fma_units * (p.vector_bits / 32.0) * 2.0 * mhz * 1e6;

@@ -90,7 +90,7 @@ struct EfficiencyCommand : Target {
 /// "mean_evals_pct_of_grid", "evals_to_target" (per seed, null: missed), "mean_ratio",
 /// "worst_ratio"}]}]}. csv: key,strategy,evaluations,mean_ratio,worst_ratio (one row per
 /// evaluation count). goal_met: the best strategy reached the target on every seed with a mean
-/// <= 25% of the grid's evaluations (issue 5's goal). Returns 0. Throws rtx::Error(Usage) for bad
+/// <= 25% of the grid's evaluations. Returns 0. Throws rtx::Error(Usage) for bad
 /// flags, rtx::Error(Input) when a key has no (or a partial) recorded grid.
 int run_efficiency(const EfficiencyCommand& c, std::ostream& out, std::ostream& err);
 

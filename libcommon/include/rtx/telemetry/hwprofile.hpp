@@ -101,4 +101,11 @@ std::string sku_key(const std::string& backend);
 /// 0 when the clock is unknown.
 double cpu_peak_fp32_flops(const HardwareProfile& p);
 
+/// The 1-minute load average (/proc/loadavg), 0 when unreadable.
+double load_average_1m();
+/// "" when the host is quiet enough to measure on; else a one-line warning: the 1-minute load
+/// average exceeds half the logical CPUs, so other work competes with measurements (OpenMP
+/// threads get descheduled mid-region). rtx-doctor's host.load check and rtx-tune share it.
+std::string busy_host_warning(const HardwareProfile& p);
+
 }  // namespace rtx::telemetry

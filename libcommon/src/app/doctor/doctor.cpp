@@ -154,15 +154,9 @@ void host_checks(std::vector<Check>& checks, const tel::HardwareProfile& hw) {
   else
     b.add("host.virtualized", Status::Pass, "bare metal (no hypervisor flag)", "", false);
 
-  double load1 = 0;
-  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf", &load1) != 1) load1 = 0;
-    std::fclose(f);
-  }
-  if (load1 > 0.5 * hw.logical_cpus)
-    b.add("host.load", Status::Warn, fmt("1-minute load average %.2f", load1) + " on " + std::to_string(hw.logical_cpus) +
-              " CPUs: other work competes with measurements",
-          "stop other jobs before measuring (see top)", load1, "");
+  const double load1 = telemetry::load_average_1m();
+  if (const std::string busy = telemetry::busy_host_warning(hw); !busy.empty())
+    b.add("host.load", Status::Warn, busy, "stop other jobs before measuring (see top)", load1, "");
   else
     b.add("host.load", Status::Pass, fmt("1-minute load average %.2f", load1), "", load1, "");
 

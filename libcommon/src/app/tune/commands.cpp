@@ -119,6 +119,12 @@ std::vector<Job> resolve_jobs(const Target& c, kernels::Backend backend, const s
 
 std::string fmt_s(double s) { return s > 0 ? bench::format_seconds(s) : "-"; }
 
+std::string fmt_ratio(double r) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3fx", r);
+  return b;
+}
+
 /// Progress line on stderr: key i/n, trials, best so far, estimated time left.
 struct Progress {
   bool on = false;
@@ -166,7 +172,15 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
 
   json doc = {{"schema", kTuneRunSchema}, {"hardware", hw},         {"strategy", c.strategy},
               {"seed", c.seed},           {"budget", c.budget},     {"replay", c.replay},
-              {"keys", json::array()}};
+              {"keys", json::array()},    {"warnings", json::array()}};
+  // A busy host deschedules OpenMP threads mid-region: a microsecond kernel can then time at
+  // a scheduler quantum (milliseconds). Say so; the A/B confirmation guards the reported speedup.
+  if (const std::string busy = telemetry::busy_host_warning(telemetry::hardware_profile()); !c.replay && !busy.empty()) {
+    const std::string w = busy + ": timings are unreliable (OpenMP threads get descheduled; a microsecond kernel can "
+                                 "time at milliseconds); stop other jobs, or trust only the A/B-confirmed speedup";
+    doc["warnings"].push_back(w);
+    if (!c.quiet) err << "rtx-tune: warning: " << w << "\n";
+  }
   bool all_found = true;
   try {
     for (size_t ji = 0; ji < jobs.size(); ++ji) {
@@ -245,7 +259,16 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
       std::optional<int64_t> standing;
       if (!c.replay && r.measured == 0)
         for (const ProfileEntry& e : current_profiles(st))
-          if (e.key == j.key.str()) standing = e.version;
+          if (e.key == j.key.str()) {
+            standing = e.version;
+            // Report the confirmation the standing profile was saved with.
+            const json& res = e.measured_under.contains("result") ? e.measured_under["result"] : json::object();
+            if (res.contains("confirm") && res["confirm"].is_object()) {
+              confirm = res["confirm"];
+              confirm["from_profile_version"] = e.version;
+              if (confirm.contains("speedup") && confirm["speedup"].is_number()) confirmed = confirm["speedup"].get<double>();
+            }
+          }
       if (inner && !standing && c.confirm > 0 && best_params && default_params && *best_params != *default_params) {
         if (auto ab = inner->interleaved(*default_params, *best_params, c.confirm)) {
           stats::CompareOptions co;
@@ -270,6 +293,7 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
         under["result"] = {{"median_s", profile_params == best_params ? best_median : default_median},
                            {"default_median_s", default_median > 0 ? json(default_median) : json(nullptr)},
                            {"confirmed_speedup", confirmed ? json(*confirmed) : json(nullptr)},
+                           {"confirm", confirm},
                            {"strategy", c.strategy},
                            {"seed", c.seed},
                            {"evaluations", r.evaluations}};
@@ -305,13 +329,19 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
       if (!c.quiet) {
         char line[512];
         std::string ratio;
-        if (search_speedup > 0) ratio = " (" + std::to_string(search_speedup).substr(0, 4) + "x)";
-        if (!confirm.is_null()) {
-          char ab[200];
-          std::snprintf(ab, sizeof ab, "; A/B of %zu interleaved runs: %.2fx [%.2f, %.2f] %s%s", c.confirm, *confirmed,
-                        confirm["ci"][0].get<double>(), confirm["ci"][1].get<double>(), confirm["verdict"].get<std::string>().c_str(),
-                        profile_params != best_params ? ", defaults kept" : "");
-          ratio += ab;
+        char buf[256];
+        if (search_speedup > 0) {
+          std::snprintf(buf, sizeof buf, " (search %.2fx)", search_speedup);
+          ratio = buf;
+        }
+        if (!confirm.is_null() && confirmed && confirm.value("ci", json()).is_array() && confirm["ci"].size() == 2) {
+          std::snprintf(buf, sizeof buf, "; A/B of %d interleaved runs%s: default %s, best %s, %.2fx [%.2f, %.2f] %s%s",
+                        confirm.value("n", 0), confirm.contains("from_profile_version") ? " (when saved)" : "",
+                        fmt_s(confirm.value("default_median_s", 0.0)).c_str(), fmt_s(confirm.value("best_median_s", 0.0)).c_str(),
+                        *confirmed, confirm["ci"][0].get<double>(), confirm["ci"][1].get<double>(),
+                        confirm.value("verdict", std::string("?")).c_str(),
+                        confirm.value("verdict", std::string()) == "slower" ? ", defaults kept" : "");
+          ratio += buf;
         }
         std::snprintf(line, sizeof line, "%s: %s  best %s %s  default %s%s  %zu evals (%zu measured, %zu reused), %zu skipped, %zu failed, %zu aborted%s\n",
                       j.key.str().c_str(), c.replay ? "[replay]" : "",
@@ -423,7 +453,7 @@ int run_efficiency(const EfficiencyCommand& c, std::ostream& out, std::ostream& 
                   j.key.str().c_str(), r.grid_points, r.valid_points, r.recorded, r.ok, r.failed, r.aborted,
                   r.recorded < r.valid_points ? " [partial]" : "", kernels::params_to_string(r.optimum).c_str(),
                   bench::format_seconds(r.optimum_s).c_str(), r.worst_ratio,
-                  r.default_ratio ? (std::to_string(*r.default_ratio).substr(0, 5) + "x").c_str() : "not recorded",
+                  r.default_ratio ? fmt_ratio(*r.default_ratio).c_str() : "not recorded",
                   r.within_target, o.within * 100, o.seeds, r.budget, c.default_first ? " (defaults first)" : "");
     table += line;
     std::snprintf(line, sizeof line, "  %-8s %9s %8s %8s %8s %7s", "strategy", "reached", "mean", "median", "worst", "%grid");
@@ -461,9 +491,9 @@ int run_efficiency(const EfficiencyCommand& c, std::ostream& out, std::ostream& 
       }
     }
     if (best) {
-      std::snprintf(line, sizeof line, "  best: %s, within %.3g%% of the optimum after %.1f evaluations on average (%.1f%% of the grid's %zu), %zu/%zu seeds: goal (<= 25%%, every seed) %s\n",
+      std::snprintf(line, sizeof line, "  best: %s, within %.3g%% of the optimum after %.1f evaluations on average (%.1f%% of the grid's %zu), %zu/%zu seeds; efficient (every seed, <= 25%% of the grid): %s\n",
                     best->strategy.c_str(), o.within * 100, best->mean_evals, 100 * best->mean_evals / grid_evals, r.recorded,
-                    best->reached, best->evals_to_target.size(), goal ? "met" : "NOT met");
+                    best->reached, best->evals_to_target.size(), goal ? "yes" : "NO");
       table += line;
     }
     table += "  (reached: seeds within the target; mean/median/worst: evaluations to get there, a miss counts as the budget;\n"

@@ -602,3 +602,88 @@ TEST_CASE("quantized GGUF: stories260k with Q8_0 weights serves within quantizat
     CHECK(err <= 1e-4 * scale);
   }
 }
+
+namespace {
+
+/// A model whose logits are NaN for any sequence whose first token is 0 (a model with a
+/// corrupt weight reached by some inputs only); otherwise the wrapped model's.
+class NanModel final : public Model {
+ public:
+  explicit NanModel(std::unique_ptr<Model> m) : m_(std::move(m)) {}
+  const ModelInfo& info() const override { return m_->info(); }
+  const io::Tokenizer& tokenizer() const override { return m_->tokenizer(); }
+  void forward(const std::vector<SeqBatch>& batch, KvCache& kv, float* logits) override {
+    m_->forward(batch, kv, logits);
+    int row = 0;
+    for (const auto& b : batch) {
+      if (!b.want_logits) continue;
+      if (b.pos == 0 && b.tokens[0] == 0)
+        std::fill(logits + static_cast<size_t>(row) * info().vocab, logits + static_cast<size_t>(row + 1) * info().vocab, NAN);
+      ++row;
+    }
+  }
+
+ private:
+  std::unique_ptr<Model> m_;
+};
+
+}  // namespace
+
+TEST_CASE("scheduler: NaN logits fail that request with finish error; the engine and the others go on", "[cpu][serve]") {
+  const auto c = make_cfg(67, 48, 3, 2, 64);
+  NanModel m(tiny_model(c, 5));
+  SchedulerConfig cfg;
+  cfg.max_batch = 4;
+  Scheduler s(m, cfg);
+  Collector bad, good, after;
+  REQUIRE(s.submit(greedy({0, 5, 6}, 8), bad.fn()));
+  REQUIRE(s.submit(greedy({3, 5, 6}, 8), good.fn()));
+  CHECK(bad.wait() == Finish::Error);
+  CHECK(good.wait() == Finish::Length);
+  CHECK(good.tokens.size() == 8);
+  REQUIRE(s.submit(greedy({4, 4}, 3), after.fn()));
+  CHECK(after.wait() == Finish::Length);
+  CHECK(s.stats().finished_by[static_cast<int>(Finish::Error)] == 1);
+}
+
+TEST_CASE("model loaders refuse NaN/Inf weights at load, naming the tensor (f32 and Q8_0 scales)", "[cpu][serve]") {
+  const std::string src = rtx::test::data_dir() + "/stories260k/tinyllamas-stories-260k-f32.gguf";
+  const io::GgufFile f = io::GgufFile::open(src);
+  // Copy of the stories model with one value of `target` replaced: an f32 NaN, or (q8) the
+  // tensor written as Q8_0 whose first block's f16 scale is +Inf (0x7c00).
+  auto write_with = [&](const std::string& target, bool q8) {
+    io::GgufWriter w;
+    for (const auto& [k, v] : f.metadata())
+      if (k != "general.alignment") w.add(k, v);
+    std::deque<std::vector<float>> floats;
+    std::deque<std::vector<uint8_t>> blocks;
+    for (const auto& t : f.tensors()) {
+      floats.push_back(f.tensor_f32(t.name));
+      if (t.name == target && q8) {
+        std::vector<uint8_t> q(floats.back().size() / 32 * 34, 0);
+        for (size_t b = 0; b < q.size() / 34; ++b) q[b * 34 + 1] = 0x20;  // d = 2^-7, all q = 0
+        q[0] = 0x00;
+        q[1] = 0x7c;  // +Inf
+        blocks.push_back(std::move(q));
+        w.add_tensor(t.name, io::GgmlType::Q8_0, t.ne, blocks.back().data());
+        continue;
+      }
+      if (t.name == target) floats.back()[3] = NAN;
+      w.add_tensor(t.name, io::GgmlType::F32, t.ne, floats.back().data());
+    }
+    const std::string path = rtx::test::temp_dir() + "/nan-" + std::to_string(q8) + ".gguf";
+    w.write(path);
+    return path;
+  };
+  for (const auto& [target, q8] : {std::pair<std::string, bool>{"blk.0.attn_norm.weight", false},
+                                   std::pair<std::string, bool>{"blk.1.attn_q.weight", true}}) {
+    INFO(target);
+    try {
+      load_model(write_with(target, q8));
+      FAIL("expected the load to fail");
+    } catch (const Error& e) {
+      CHECK(e.category() == ErrorCategory::Input);
+      CHECK_THAT(std::string(e.what()) + " " + e.where(), Catch::Contains(target) && Catch::Contains("non-finite weight"));
+    }
+  }
+}

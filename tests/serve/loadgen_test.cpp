@@ -129,6 +129,17 @@ struct FakeServer {
       res.set_content(R"({"error":{"message":"internal failure"}})", "application/json");
       return;
     }
+    if (prompt == "endless") {  // a 200 stream that never ends a line: 8 MiB of 'A'
+      res.set_chunked_content_provider("text/event-stream", [](size_t off, httplib::DataSink& sink) {
+        if (off >= (size_t{8} << 20)) {
+          sink.done();
+          return true;
+        }
+        const std::string a(1 << 16, 'A');
+        return sink.write(a.data(), a.size());
+      });
+      return;
+    }
     const int n = body["max_tokens"].get<int>();
     res.set_chunked_content_provider("text/event-stream", [this, n, chat](size_t, httplib::DataSink& sink) {
       auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
@@ -203,7 +214,8 @@ TEST_CASE("SSE parser: CRLF, lone CR, BOM, empty events, unterminated tail", "[c
   SseParser p;
   CHECK(p.feed("data: z\n").empty());  // no blank line yet: not dispatched
   CHECK(p.feed("data: partial").empty());
-  CHECK(p.pending_bytes() == std::string("data: partial").size());
+  // The unterminated line plus the data of the event being built ("z\n").
+  CHECK(p.pending_bytes() == std::string("data: partial").size() + 2);
   auto ev = p.feed("\n\n");
   REQUIRE(ev.size() == 1);
   CHECK(ev[0].data == "z\npartial");
@@ -512,6 +524,26 @@ TEST_CASE("end to end: HTTP errors, protocol errors, transport errors, timeouts"
       CHECK_THAT(std::string(e.what()), Catch::Contains("no server answers at 127.0.0.1:" + std::to_string(port)));
     }
   }
+}
+
+TEST_CASE("end to end: a stream that never ends a line fails that request, bounded", "[cpu]") {
+  FakeServer srv;
+  LoadConfig c = base_config(srv.port);
+  c.prompts = {"endless", "a"};
+  c.num_requests = 2;
+  c.concurrency = 1;
+  const auto rep = rtx::serve::run_load(c);
+  REQUIRE(rep.requests.size() == 2);
+  CHECK(rep.requests[0].status == RequestStatus::Protocol);
+  CHECK_THAT(rep.requests[0].error, Catch::Contains("SSE event longer than 1048576 bytes"));
+  CHECK(rep.requests[1].status == RequestStatus::Ok);  // the next request is unaffected
+  // Time spans that would overflow a steady_clock deadline are refused up front.
+  LoadConfig big = base_config(srv.port);
+  big.timeout_s = 1e10;
+  CHECK_THROWS_WITH(rtx::serve::run_load(big), Catch::Contains("more than a week"));
+  big = base_config(srv.port);
+  big.duration_s = 1e10;
+  CHECK_THROWS_WITH(rtx::serve::run_load(big), Catch::Contains("more than 30 days"));
 }
 
 TEST_CASE("end to end: a server that goes away mid-run stops the run early, with the reason", "[cpu]") {

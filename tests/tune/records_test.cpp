@@ -474,3 +474,59 @@ TEST_CASE("efficiency: invalid points, partial grids, failed optimum, short budg
   o.seeds = 0;
   CHECK_THROWS_AS(efficiency(s, rec, o, true), rtx::Error);
 }
+
+TEST_CASE("tampered trial rows are refused naming the row; efficiency bounds seeds and budget", "[cpu]") {
+  const Space s = space_abc();
+  auto fresh = [&](rtx::store::Store& st) {
+    TrialStore t(st, key_for());
+    FunctionObjective f(f_abc);
+    RecordingObjective rec(f, t, 0);
+    SearchOptions o;
+    o.strategy = "grid";
+    search(s, rec, o);
+    return t;
+  };
+  struct Tamper {
+    const char* sql;
+    const char* message;
+  };
+  for (const Tamper& tm : std::vector<Tamper>{
+           {"UPDATE tuning_trials SET median_s = -1 WHERE status = 'ok' AND id = (SELECT MIN(id) FROM tuning_trials WHERE status = 'ok')",
+            "median_s -1"},
+           {"UPDATE tuning_trials SET median_s = NULL WHERE status = 'ok' AND id = (SELECT MIN(id) FROM tuning_trials WHERE status = 'ok')",
+            "median_s 0"},
+           {"UPDATE tuning_trials SET config_json = '[\"a\"]' WHERE id = 2", "config_json is not a JSON object"},
+           {"UPDATE tuning_trials SET config_json = '{\"A\":1.5,\"B\":1,\"C\":1}' WHERE id = 2", "config_json.A is not an integer"},
+           {"UPDATE tuning_trials SET samples_json = '[\"a\"]' WHERE id = 2", "samples_json holds"},
+           {"UPDATE tuning_trials SET config_json = (SELECT config_json FROM tuning_trials WHERE id = 3) WHERE id = 2",
+            "hold the same configuration"},
+       }) {
+    INFO(tm.sql);
+    rtx::store::Store st(":memory:");
+    TrialStore t = fresh(st);
+    if (std::string(tm.message) == "hold the same configuration") {
+      // Same configuration spelled differently (key order): normalizes to a duplicate.
+      st.exec("UPDATE tuning_trials SET config_json = (SELECT json_object('C', json_extract(config_json, '$.C'), 'B', "
+              "json_extract(config_json, '$.B'), 'A', json_extract(config_json, '$.A')) FROM tuning_trials WHERE id = 3) "
+              "WHERE id = 2");
+    } else {
+      st.exec(tm.sql);
+    }
+    try {
+      t.all();
+      FAIL("expected the tampered store to be refused");
+    } catch (const rtx::Error& e) {
+      CHECK(e.category() == rtx::ErrorCategory::Input);
+      CHECK_THAT(std::string(e.what()) + " " + e.where(), Catch::Contains(tm.message) && Catch::Contains("tuning_trials"));
+    }
+  }
+  rtx::store::Store st(":memory:");
+  const auto rec = fresh(st).all();
+  EfficiencyOptions o;
+  o.strategies = {"random"};
+  o.seeds = 100001;
+  CHECK_THROWS_WITH(efficiency(s, rec, o, true), Catch::Contains("--seeds must be in [1, 100000]"));
+  o.seeds = 2;
+  o.budget = 10 * rec.size() + 1;
+  CHECK_THROWS_WITH(efficiency(s, rec, o, true), Catch::Contains("more than 10x the grid"));
+}

@@ -214,6 +214,10 @@ TEST_CASE("rtx-tune run --serve tunes the scheduler; rtx-serve starts with the p
   p = run(tune() + " run --serve " + model + " --workload requests=0" + db);
   CHECK(p.exit_code == 2);
   CHECK_THAT(p.err, Catch::Contains("requests=0 is outside"));
+  // stories260k holds 512 positions: BOS + 500 + 100 do not fit.
+  p = run(tune() + " run --serve " + model + " --workload requests=1,prompt=500,gen=100 --budget 2evals" + db);
+  CHECK(p.exit_code == 2);
+  CHECK_THAT(p.err, Catch::Contains("needs 601 positions") && Catch::Contains("context holds 512"));
 }
 
 TEST_CASE("rtx-tune exit codes on bad input", "[cpu][cli]") {
@@ -237,6 +241,9 @@ TEST_CASE("rtx-tune exit codes on bad input", "[cpu][cli]") {
            {" efficiency --op matmul_forward --shape M=8,N=8,K=8 --within 150%", 2},
            {" efficiency --op matmul_forward --shape M=8,N=8,K=8 --strategies grid,annealing", 2},
            {" efficiency --op matmul_forward --shape M=8,N=8,K=8 --format xml", 2},
+           {" efficiency --op matmul_forward --shape M=8,N=8,K=8 --seeds -1", 2},
+           {" efficiency --op matmul_forward --shape M=8,N=8,K=8 --budget -1", 2},
+           {" run --op matmul_forward --shape M=8,N=8,K=8 --confirm -3", 2},
            {" import /nonexistent.json", 2},
            {" export", 2},
            {" frobnicate", 2},

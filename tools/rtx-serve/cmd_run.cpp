@@ -197,7 +197,7 @@ rtx::kernels::MatmulParams profile_matmul(const std::string& db, int M, int N, i
 
 Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
   auto a = std::make_shared<RunArgs>();
-  s.add_option("-m,--model", a->model, "GGUF (gpt2 or llama; f32/f16) or rtx checkpoint (.safetensors)")->required();
+  s.add_option("-m,--model", a->model, "GGUF (gpt2 or llama; f32, f16, bf16, Q8_0, Q4/Q5, K-quants) or rtx checkpoint (.safetensors)")->required();
   s.add_option("--host", a->host, "Address to bind (loopback by default; 0.0.0.0 exposes it)")->capture_default_str();
   s.add_option("--port", a->port, "TCP port (0 = any free port, printed at start)")->capture_default_str();
   a->threads_flag = s.add_option("-t,--threads", a->threads, "Threads for the forward pass (0 = OpenMP default)")->capture_default_str();

@@ -22,13 +22,13 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common, int argc, char*
   s.add_option("--strategy", c->strategy, "grid, random, halving or tpe")->capture_default_str();
   s.add_option("--budget", c->budget, "Evaluations (200evals, 200) or wall time (120s, 5m)")->capture_default_str();
   s.add_flag("--replay", c->replay, "Run the strategy against recorded trials only: nothing is timed or written");
-  s.add_option("--min-samples", c->min_samples, "Fewest timed samples per configuration")->capture_default_str();
-  s.add_option("--max-samples", c->max_samples, "Most timed samples per configuration")->capture_default_str();
+  s.add_option("--min-samples", c->min_samples, "Fewest timed samples per configuration")->capture_default_str()->check(CLI::NonNegativeNumber);
+  s.add_option("--max-samples", c->max_samples, "Most timed samples per configuration")->capture_default_str()->check(CLI::NonNegativeNumber);
   s.add_option("--max-time", c->max_time, "Seconds of sampling per configuration")->capture_default_str();
   s.add_option("--abort-ratio", c->abort_ratio, "Stop a candidate early above this x the best median (0: never)")
       ->capture_default_str();
   s.add_option("--confirm", c->confirm, "Re-measure the winner and the defaults interleaved, N runs each (0: off)")
-      ->capture_default_str();
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   CLI::App* parent = s.get_parent();
   return [c, parent, &common, argc, argv]() {
     c->seed = common.seed;
@@ -54,13 +54,13 @@ Body add_efficiency(CLI::App& s, const rtx::cli::CommonOptions& common) {
   s.add_option("--serve", c->serve, "Study the recorded scheduler grid of this model file");
   s.add_option("--workload", c->workload, "With --serve: the recorded workload")->capture_default_str();
   s.add_option("--strategies", c->strategies, "Comma list of strategies to replay")->capture_default_str();
-  s.add_option("--seeds", c->seeds, "Replays per strategy (seeds --seed .. --seed + N - 1)")->capture_default_str();
+  s.add_option("--seeds", c->seeds, "Replays per strategy (seeds --seed .. --seed + N - 1)")->capture_default_str()->check(CLI::NonNegativeNumber);
   s.add_option("--within", c->within, "Target: within this of the optimum (3% or 0.03)")->capture_default_str();
-  s.add_option("--budget", c->budget, "Evaluations per replay (0: as many as the grid has)")->capture_default_str();
+  s.add_option("--budget", c->budget, "Evaluations per replay (0: as many as the grid has)")->capture_default_str()->check(CLI::NonNegativeNumber);
   s.add_flag("--default-first", c->default_first, "Evaluate the defaults first, as rtx-tune run does");
   s.add_flag("--partial", c->partial, "Accept a grid with unrecorded valid points (the optimum is then the recorded one)");
-  s.add_option("--min-samples", c->min_samples, "Samples of halving's lowest rung")->capture_default_str();
-  s.add_option("--max-samples", c->max_samples, "Most samples a replayed evaluation sees")->capture_default_str();
+  s.add_option("--min-samples", c->min_samples, "Samples of halving's lowest rung")->capture_default_str()->check(CLI::NonNegativeNumber);
+  s.add_option("--max-samples", c->max_samples, "Most samples a replayed evaluation sees")->capture_default_str()->check(CLI::NonNegativeNumber);
   s.add_option("--abort-ratio", c->abort_ratio, "Early abort above this x the best median (0: never)")->capture_default_str();
   s.add_option("--format", c->format, "table, json or csv (the full curves)")->capture_default_str();
   CLI::App* parent = s.get_parent();

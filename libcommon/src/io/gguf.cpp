@@ -463,7 +463,7 @@ std::vector<float> GgufFile::tensor_f32(const std::string& name) const {
   if (!ggml_can_dequantize(t.type))
     throw Error(ErrorCategory::Input, std::string("ggml type ") + ggml_type_name(t.type) + " cannot be read as f32",
                 path_ + ": tensor \"" + name + "\"",
-                "readable: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K (raw blocks: tensor_data())");
+                "readable types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K (requantize to one of them)");
   std::vector<float> out(static_cast<size_t>(t.numel));
   ggml_dequantize(t.type, base_ + data_offset_ + t.offset, out.data(), t.numel);
   return out;

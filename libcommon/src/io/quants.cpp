@@ -2,7 +2,10 @@
 // ggml-common.h (block_q4_0 ... block_q6_K) and the dequantize_row_* semantics of
 // ggml-quants.c; checked against gguf-py's numpy dequantizer (tests/reference/
 // gguf_quants_golden.py). All multi-byte fields are little-endian.
+#include <cmath>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "rtx/core/dtype.hpp"
 #include "rtx/core/error.hpp"
@@ -173,6 +176,14 @@ void ggml_dequantize(uint32_t type, const uint8_t* src, float* dst, uint64_t n) 
                     std::to_string(block),
                 "n");
   for (uint64_t i = 0; i < n / block; ++i) f(src + i * bytes, dst + i * block);
+}
+
+void require_finite(const std::vector<float>& v, const std::string& where) {
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i]))
+      throw_input("non-finite weight (" + std::string(std::isnan(v[i]) ? "NaN" : "Inf") + ") at element " +
+                      std::to_string(i),
+                  where, "the file is corrupt or was written from a diverged run");
 }
 
 }  // namespace rtx::io

@@ -64,10 +64,13 @@ const io::GgufTensorInfo& check_tensor(const io::GgufFile& f, const std::string&
   return *t;
 }
 
-/// Values of tensor `name` as f32 (dequantized when quantized), after check_tensor.
+/// Values of tensor `name` as f32 (dequantized when quantized), after check_tensor; a NaN or
+/// infinite value is Error(Input) naming the tensor.
 std::vector<float> load_tensor(const io::GgufFile& f, const std::string& name, const std::vector<uint64_t>& ne) {
   check_tensor(f, name, ne);
-  return f.tensor_f32(name);
+  std::vector<float> v = f.tensor_f32(name);
+  io::require_finite(v, f.path() + ": " + name);
+  return v;
 }
 
 int required_int(const io::GgufFile& f, const std::string& key) {
@@ -125,6 +128,7 @@ class LlamaModel final : public serve::Model {
         std::vector<uint8_t> blocks;
         int N = 0;
         for (const auto& [name, ne] : parts) {
+          (void)load_tensor(f, name, ne);  // decoded once only to refuse non-finite scales
           const uint8_t* b = f.tensor_data(name);
           blocks.insert(blocks.end(), b, b + f.tensor(name).nbytes);
           N += static_cast<int>(ne[1]);

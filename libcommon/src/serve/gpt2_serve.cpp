@@ -289,6 +289,7 @@ std::unique_ptr<Model> load_gpt2_gguf(const io::GgufFile& f, const LoadOptions& 
       q8[t.name].assign(b, b + info.nbytes);
     }
     const std::vector<float> v = f.tensor_f32(name);  // wte's rows are also the embedding table
+    io::require_finite(v, f.path() + ": " + name);
     std::copy(v.begin(), v.end(), params.begin() + static_cast<std::ptrdiff_t>(t.offset));
   }
   if (f.find_tensor("output.weight")) {

@@ -2,6 +2,13 @@
 // and vLLM benchmark_serving-style statistics (TTFT, TPOT, ITL, E2EL, throughput).
 #include "rtx/serve/loadgen.hpp"
 
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
 #include <httplib.h>
 
 #include <algorithm>
@@ -9,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <limits>
 #include <mutex>
@@ -243,8 +251,14 @@ class StreamState {
  public:
   StreamState(bool chat, Clock::time_point sent, RequestResult& r) : chat_(chat), sent_(sent), r_(r) {}
 
-  void on_bytes(const char* data, size_t n, Clock::time_point now) {
+  /// Returns false when the transfer must stop (an event past kMaxSseEventBytes).
+  bool on_bytes(const char* data, size_t n, Clock::time_point now) {
     for (const SseEvent& ev : parser_.feed(std::string_view(data, n))) on_event(ev, now);
+    if (parser_.pending_bytes() > kMaxSseEventBytes) {
+      fail("an SSE event longer than " + std::to_string(kMaxSseEventBytes) + " bytes (no end of line or event)");
+      return false;
+    }
+    return true;
   }
 
   bool got_content() const { return content_chunks_ > 0; }
@@ -350,7 +364,7 @@ RequestResult run_one(httplib::Client& cli, const LoadConfig& cfg, int64_t index
   req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
     const Clock::time_point now = Clock::now();
     if (status >= 200 && status < 300) {
-      stream.on_bytes(data, n, now);
+      if (!stream.on_bytes(data, n, now)) return false;  // cancels the transfer
     } else if (error_body.size() < 4096) {
       error_body.append(data, std::min(n, 4096 - error_body.size()));
     }
@@ -391,7 +405,7 @@ RequestResult run_one(httplib::Client& cli, const LoadConfig& cfg, int64_t index
     r.error = "HTTP " + std::to_string(status) + ": " + excerpt(error_body);
     return r;
   }
-  if (!ok) {
+  if (!ok && stream.protocol_error().empty()) {
     r.status = RequestStatus::Transport;
     r.error = std::string("transport error (") + httplib::to_string(err) + ") in the middle of the stream";
     return r;
@@ -461,7 +475,62 @@ void validate(const LoadConfig& cfg) {
                 where + ".request_rate");
   if (!(cfg.timeout_s > 0) || !std::isfinite(cfg.timeout_s))
     throw_usage("timeout_s must be a finite number > 0", where + ".timeout_s");
+  // Deadlines are steady_clock time points (nanoseconds in 64 bits: ~292 years from boot);
+  // cap the spans so they cannot overflow.
+  if (cfg.timeout_s > 7 * 86400.0)
+    throw_usage("timeout_s " + std::to_string(cfg.timeout_s) + " is more than a week", where + ".timeout_s");
+  if (cfg.duration_s > 30 * 86400.0)
+    throw_usage("duration_s " + std::to_string(cfg.duration_s) + " is more than 30 days", where + ".duration_s");
 }
+
+namespace {
+
+/// "" when a TCP connection to host:port opens within `timeout_s`, else why not (getaddrinfo's
+/// or connect's error text, or "connect timed out"). The connection is closed at once.
+std::string tcp_connect_error(const std::string& host, int port, double timeout_s) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); rc != 0)
+    return std::string("cannot resolve host: ") + gai_strerror(rc);
+  std::string why = "no address";
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+    const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) {
+      why = std::strerror(errno);
+      continue;
+    }
+    int rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
+    if (rc != 0 && errno == EINPROGRESS) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      pollfd p{fd, POLLOUT, 0};
+      rc = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left)));
+      if (rc == 1) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        rc = err == 0 ? 0 : -1;
+        if (err) why = std::strerror(err);
+      } else {
+        rc = -1;
+        why = "connect timed out";
+      }
+    } else if (rc != 0) {
+      why = std::strerror(errno);
+    }
+    ::close(fd);
+    if (rc == 0) {
+      freeaddrinfo(res);
+      return "";
+    }
+  }
+  freeaddrinfo(res);
+  return why;
+}
+
+}  // namespace
 
 LoadReport run_load(const LoadConfig& cfg) {
   validate(cfg);
@@ -483,22 +552,12 @@ LoadReport run_load(const LoadConfig& cfg) {
           : Clock::time_point::max();
 
   // Before any load: is anything listening? A typo in --port should be one clear error, not a
-  // report of N failed requests (or, for a duration-bounded run, a busy loop of refusals).
-  {
-    httplib::Client probe(cfg.host, cfg.port);
-    probe.set_keep_alive(false);
-    const double t = std::min(cfg.timeout_s, 5.0);
-    const auto sec = static_cast<time_t>(t);
-    probe.set_connection_timeout(sec, static_cast<time_t>((t - static_cast<double>(sec)) * 1e6));
-    probe.set_read_timeout(sec, static_cast<time_t>((t - static_cast<double>(sec)) * 1e6));
-    const auto res = probe.Get("/health");
-    if (!res && (res.error() == httplib::Error::Connection || res.error() == httplib::Error::ConnectionTimeout))
-      throw_env("no server answers at " + cfg.host + ":" + std::to_string(cfg.port) + " (" +
-                    (res.error() == httplib::Error::Connection ? "connection refused or unreachable"
-                                                               : "connect timed out") +
-                    ")",
-                "--port", "start the server first (rtx-serve run ...) or point --host/--port at it");
-  }
+  // report of N failed requests (or, for a duration-bounded run, a loop of refusals). A TCP
+  // connect with a deadline, nothing read: a server that accepts and then stalls or streams
+  // forever cannot hold the probe.
+  if (const std::string why = tcp_connect_error(cfg.host, cfg.port, std::min(cfg.timeout_s, 5.0)); !why.empty())
+    throw_env("no server answers at " + cfg.host + ":" + std::to_string(cfg.port) + " (" + why + ")", "--port",
+              "start the server first (rtx-serve run ...) or point --host/--port at it");
 
   const int abort_after = std::max(kAbortAfterConnectFailures, 2 * cfg.concurrency);
   int connect_failures_in_a_row = 0;

@@ -418,7 +418,13 @@ void Scheduler::step(std::vector<RequestHandle>& running) {
       finish(r, Finish::Length);
       continue;
     }
-    const int32_t tok = r->sampler.sample(lg, mi.vocab);
+    int32_t tok = 0;
+    try {
+      tok = r->sampler.sample(lg, mi.vocab);  // throws on NaN logits (e.g. a model with NaN weights)
+    } catch (const std::exception& e) {
+      finish(r, Finish::Error, e.what());  // this request fails; the engine and the others go on
+      continue;
+    }
     const auto now = Clock::now();
     if (tok == mi.eos && !r->req.ignore_eos) {
       finish(r, Finish::Stop);

@@ -43,9 +43,9 @@ BatchWorkload BatchWorkload::from_shape(const kernels::Shape& s, const std::stri
   for (const auto& [dim, v] : s) {
     const int64_t hi = dim == "prompt" ? 65536 : 4096;
     if (dim != "requests" && dim != "prompt" && dim != "gen")
-      throw_input(where + ": unknown workload dim '" + dim + "'", where, "dims are requests, prompt and gen");
+      throw_input("unknown workload dim '" + dim + "'", where, "dims are requests, prompt and gen");
     if (v < 1 || v > hi)
-      throw_input(where + ": " + dim + "=" + std::to_string(v) + " is outside [1, " + std::to_string(hi) + "]", where);
+      throw_input(dim + "=" + std::to_string(v) + " is outside [1, " + std::to_string(hi) + "]", where);
     (dim == "requests" ? w.requests : dim == "prompt" ? w.prompt_tokens : w.max_tokens) = static_cast<int>(v);
   }
   return w;
@@ -151,6 +151,14 @@ Model& SchedulerObjective::model_for(int threads) {
     LoadOptions lo;
     lo.threads = threads;
     m = load_model(path_, lo);
+    // Every request must fit: BOS + prompt + generated tokens within the context, or the
+    // tokens per second would count requests cut short by the context.
+    const int need = (m->info().bos >= 0 ? 1 : 0) + w_.prompt_tokens + w_.max_tokens;
+    if (need > m->info().context)
+      throw_input("the workload needs " + std::to_string(need) + " positions per request (prompt " +
+                      std::to_string(w_.prompt_tokens) + " + gen " + std::to_string(w_.max_tokens) +
+                      "), the model's context holds " + std::to_string(m->info().context),
+                  "--workload", "lower prompt or gen");
   }
   return *m;
 }

@@ -13,7 +13,7 @@ namespace rtx::tune {
 
 EfficiencyReport efficiency(const Space& space, const std::vector<TrialRecord>& records, const EfficiencyOptions& o,
                             bool allow_partial) {
-  if (o.seeds == 0) throw_usage("need at least one seed", "--seeds");
+  if (o.seeds == 0 || o.seeds > 100000) throw_usage("--seeds must be in [1, 100000]", "--seeds");
   if (!(o.within > 0) || !std::isfinite(o.within)) throw_usage("the target must be > 0", "--within", "e.g. --within 3%");
   const std::vector<std::string> known = strategy_names();
   for (const std::string& s : o.strategies)
@@ -74,6 +74,11 @@ EfficiencyReport efficiency(const Space& space, const std::vector<TrialRecord>& 
   for (const auto& [i, m] : truth) rep.within_target += m <= target;
   const std::optional<size_t> defaults = space.index_of(space.defaults());
   if (defaults && truth.count(*defaults)) rep.default_ratio = truth.at(*defaults) / rep.optimum_s;
+  // More evaluations than ten passes over the grid tell nothing new (memory grows with it).
+  if (o.budget > 10 * std::max<size_t>(rep.recorded, 1))
+    throw_usage("--budget " + std::to_string(o.budget) + " is more than 10x the grid's " + std::to_string(rep.recorded) +
+                    " evaluations",
+                "--budget", "0 replays as many evaluations as the grid has");
   rep.budget = o.budget ? o.budget : rep.recorded;
 
   ReplayObjective replay(records);

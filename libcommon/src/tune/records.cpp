@@ -1,7 +1,9 @@
 // Tuning records: trials (resume, replay), versioned profiles, rtx.profile.v1 export/import.
 #include "rtx/tune/records.hpp"
 
+#include <cmath>
 #include <ctime>
+#include <map>
 #include <set>
 
 #include "rtx/core/build_info.hpp"
@@ -55,20 +57,41 @@ Evaluation::Status parse_status(const std::string& s) {
   return Evaluation::Status::Skip;
 }
 
-TrialRecord read_trial(store::Statement& q) {
+/// One tuning_trials row, validated (a hand-edited or corrupt store must not steer a replay or
+/// a resume): config_json an object of integers, samples_json an array of finite positive
+/// numbers, and an ok row a finite positive median. Error(Input) naming the store and row id.
+TrialRecord read_trial(store::Statement& q, const std::string& db) {
+  const int64_t id = q.column_int64(6);
+  const std::string where = db + ": tuning_trials row " + std::to_string(id);
+  auto bad = [&](const std::string& what) -> TrialRecord {
+    throw_input("corrupt tuning trial: " + what, where, "delete the row (or the key's rows) and re-run rtx-tune run");
+  };
   TrialRecord r;
-  r.config = json::parse(q.column_text(0)).get<Params>();
+  const json cfg = json::parse(q.column_text(0), nullptr, false);
+  if (!cfg.is_object()) return bad("config_json is not a JSON object");
+  for (const auto& [k, v] : cfg.items()) {
+    if (!v.is_number_integer()) return bad("config_json." + k + " is not an integer");
+    r.config[k] = v.get<int64_t>();
+  }
   r.eval.status = parse_status(q.column_text(1));
   r.eval.reason = q.column_text(2);
-  r.eval.samples = json::parse(q.column_text(3)).get<std::vector<double>>();
+  const json samples = json::parse(q.column_text(3), nullptr, false);
+  if (!samples.is_array()) return bad("samples_json is not a JSON array");
+  for (const auto& x : samples) {
+    if (!x.is_number() || !(x.get<double>() > 0) || !std::isfinite(x.get<double>()))
+      return bad("samples_json holds " + x.dump() + " (need finite seconds > 0)");
+    r.eval.samples.push_back(x.get<double>());
+  }
   r.eval.median = q.column_double(4);
+  if (r.eval.status == Evaluation::Status::Ok && (!(r.eval.median > 0) || !std::isfinite(r.eval.median)))
+    return bad("an ok trial with median_s " + std::to_string(r.eval.median) + " (need finite seconds > 0)");
   r.run_id = q.column_int64(5);
   r.eval.reused = true;
   r.eval.aborted = r.eval.reason.rfind("aborted early", 0) == 0;
   return r;
 }
 
-constexpr const char* kTrialColumns = "config_json, status, reason, samples_json, median_s, run_id";
+constexpr const char* kTrialColumns = "config_json, status, reason, samples_json, median_s, run_id, id";
 constexpr const char* kKeyWhere = "op = ?1 AND variant = ?2 AND shape = ?3 AND dtype = ?4 AND backend = ?5 AND sku = ?6";
 
 void bind_key(store::Statement& q, const TuneKey& k) {
@@ -88,7 +111,12 @@ std::optional<TrialRecord> TrialStore::find(const Params& p) {
   bind_key(q, key_);
   q.bind(7, config_json(p));
   std::optional<TrialRecord> r;
-  if (q.step()) r = read_trial(q);
+  try {
+    if (q.step()) r = read_trial(q, st_.path());
+  } catch (...) {
+    q.reset();
+    throw;
+  }
   q.reset();
   return r;
 }
@@ -118,7 +146,20 @@ std::vector<TrialRecord> TrialStore::all() {
   auto& q = st_.prepare(std::string("SELECT ") + kTrialColumns + " FROM tuning_trials WHERE " + kKeyWhere + " ORDER BY id");
   bind_key(q, key_);
   std::vector<TrialRecord> v;
-  while (q.step()) v.push_back(read_trial(q));
+  std::map<std::string, int64_t> seen;  // normalized config -> row id
+  try {
+    while (q.step()) {
+      v.push_back(read_trial(q, st_.path()));
+      const auto [it, fresh] = seen.emplace(config_json(v.back().config), q.column_int64(6));
+      if (!fresh)
+        throw_input("corrupt tuning trials: rows " + std::to_string(it->second) + " and " +
+                        std::to_string(q.column_int64(6)) + " hold the same configuration " + it->first,
+                    st_.path() + ": tuning_trials", "delete one of them");
+    }
+  } catch (...) {
+    q.reset();
+    throw;
+  }
   q.reset();
   return v;
 }

@@ -42,6 +42,10 @@ bool ggml_can_dequantize(uint32_t type) noexcept;
 /// for another type or n not a multiple of its block size.
 void ggml_dequantize(uint32_t type, const uint8_t* src, float* dst, uint64_t n);
 
+/// Error(Input) naming `where` (file: tensor) and the first element's index when `v` holds a
+/// NaN or an infinity: model loaders refuse such weights at load rather than serve NaN logits.
+void require_finite(const std::vector<float>& v, const std::string& where);
+
 /// One metadata value: a scalar, a string, or an array of values of one type (arrays may nest).
 /// Integers are kept as u64 (unsigned types) or i64 (signed), floats as f64, with `type` the
 /// on-disk type.

@@ -36,8 +36,9 @@ class SseParser {
  public:
   /// Parse `chunk` (any split of the stream) and return the events it completes, in order.
   std::vector<SseEvent> feed(std::string_view chunk);
-  /// Bytes of a line not yet terminated (buffered until its end arrives).
-  size_t pending_bytes() const noexcept { return line_.size(); }
+  /// Bytes buffered until an event completes: the line not yet terminated plus the data lines
+  /// of the event being built (a load generator caps this: a server may never end a line).
+  size_t pending_bytes() const noexcept { return line_.size() + data_.size(); }
 
  private:
   void process_line(std::vector<SseEvent>& out);
@@ -137,6 +138,10 @@ struct LoadReport {
   /// went away, i.e. kAbortAfterConnectFailures-or-more requests in a row could not connect.
   std::string aborted;
 };
+
+/// Most bytes of one SSE event run_load buffers; a stream that exceeds it (a server that never
+/// ends a line) fails that request as a protocol error and its transfer is cancelled.
+inline constexpr size_t kMaxSseEventBytes = size_t{1} << 20;
 
 /// Consecutive requests that could not connect before run_load gives up: the larger of this and
 /// 2 x concurrency. A worker whose request could not connect waits 25 ms before its next one.

@@ -63,7 +63,8 @@ struct EfficiencyReport {
 /// one key, every valid point of `space` recorded) and measure how fast each comes within
 /// `o.within` of the optimum. Throws rtx::Error(Input) when no record is Ok, when `records` miss
 /// valid points and `allow_partial` is false (naming how many, and the command that records the
-/// grid), and rtx::Error(Usage) for an unknown strategy, seeds 0 or within <= 0.
+/// grid), and rtx::Error(Usage) for an unknown strategy, seeds outside [1, 100000], a budget
+/// over 10x the grid's evaluations, or within <= 0.
 EfficiencyReport efficiency(const Space& space, const std::vector<TrialRecord>& records, const EfficiencyOptions& o,
                             bool allow_partial = false);
 

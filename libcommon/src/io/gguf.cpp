@@ -399,7 +399,12 @@ void GgufFile::init() {
     if (ne0 % block != 0)
       c.fail(what, "ne[0] = " + std::to_string(ne0) + " is not a multiple of the " + ggml_type_name(ti.type) +
                        " block size " + std::to_string(block));
-    ti.nbytes = ti.numel / block * bytes;  // numel <= 2^63 and bytes/block <= 8: no overflow
+    // In 128 bits: numel may be up to 2^63 and an 8-byte type would wrap 64 bits (found by
+    // fuzzing: a wrapped size passed the bounds check below).
+    const unsigned __int128 nb = static_cast<unsigned __int128>(ti.numel / block) * bytes;
+    if (nb > (static_cast<unsigned __int128>(1) << 62))
+      c.fail(what, "data size of " + std::to_string(ti.numel) + " " + ggml_type_name(ti.type) + " values overflows");
+    ti.nbytes = static_cast<uint64_t>(nb);
     ti.offset = c.rd<uint64_t>(what + " offset");
     if (ti.offset % alignment_ != 0)
       c.fail(what, "offset " + std::to_string(ti.offset) + " is not a multiple of the alignment " + std::to_string(alignment_));

@@ -397,6 +397,8 @@ Validation validate(store::Store& st, int64_t id, const KeyPair& key, const Vali
   pg.detail["remeasured"] = remeasured;
   pg.detail["cases"] = ca.ids[0];
   if (perf.outcome == PerfOutcome::Borderline) pg.detail["reason"] = perf.reason + " (still borderline after re-measuring)";
+  pg.detail["undecided"] = perf.outcome == PerfOutcome::Borderline;  // the CI straddles the threshold
+  pg.detail["ci_halfwidth"] = (perf.hi - perf.lo) / 2;
   g.push_back(pg);
 
   if (ca.samples.size() > 1) {
@@ -561,6 +563,10 @@ json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
   for (const auto& c : ctx.cases) report["cases"].push_back(c.id);
   err << "rtx-evolve run: " << ctx.cases.size() << " cases of " << o.pack << " on " << sku << ", budget " << o.budget
       << " proposals (" << o.budget_per_domain << " per domain)\n";
+  if (const std::string busy = telemetry::busy_host_warning(telemetry::hardware_profile()); !busy.empty()) {
+    err << "rtx-evolve run: warning: " << busy << ": performance gates will be noisy\n";
+    report["notes"].push_back("warning: " + busy);
+  }
 
   ValidateOptions vo = o.v;
   vo.model_path = ctx.model_path;
@@ -619,6 +625,31 @@ json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
   }
   report["summary"] = summarize(report["proposals"]);
   report["seconds"] = elapsed();
+  // Say when the machine, not the proposals, decided: performance gates whose CI straddled the
+  // threshold even after re-measuring could not tell a change from this host's noise.
+  size_t perf_gates = 0, undecided = 0;
+  std::vector<double> halfwidths;
+  for (const auto& row : report["proposals"]) {
+    if (!row.contains("id")) continue;
+    for (const GateResult& gr : gate_results(st, row["id"].get<int64_t>())) {
+      if (gr.gate != "performance") continue;
+      ++perf_gates;
+      if (gr.detail.value("undecided", false)) ++undecided;
+      if (gr.detail.contains("ci_halfwidth") && gr.detail["ci_halfwidth"].is_number())
+        halfwidths.push_back(gr.detail["ci_halfwidth"].get<double>());
+    }
+  }
+  if (undecided > 0) {
+    std::sort(halfwidths.begin(), halfwidths.end());
+    const double med = halfwidths.empty() ? 0 : halfwidths[halfwidths.size() / 2];
+    const std::string n = std::to_string(undecided) + " of " + std::to_string(perf_gates) +
+                          " performance gates were undecided (the 95% CI straddled the threshold after re-measuring; "
+                          "median CI half-width " + fmt("%.1f", 100 * med) +
+                          "%): this host's run-to-run noise is near the gate thresholds; more --rounds, pinned "
+                          "threads or a quieter machine give decisions";
+    report["notes"].push_back(n);
+    err << "rtx-evolve run: note: " << n << "\n";
+  }
   report["notes"].push_back("run took " + fmt("%.1f", elapsed()) + " s");
   kg_sync(st);  // the knowledge graph follows the tables this run wrote
   st.finish_run(run_id, "ok");

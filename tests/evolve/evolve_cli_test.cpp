@@ -254,6 +254,11 @@ TEST_CASE("rtx-evolve: A/A validations on real runs never pass the performance g
         perf_seen = true;
         CHECK_FALSE(g.passed);
         CHECK(g.value < 0.10);
+        // What the run's end-of-run note counts: undecided gates and their CI half-width.
+        REQUIRE(g.detail.contains("undecided"));
+        CHECK(g.detail["undecided"].is_boolean());
+        CHECK(g.detail["ci_halfwidth"].get<double>() >= 0);
+        if (g.detail["undecided"].get<bool>()) CHECK_THAT(g.detail.value("reason", std::string()), Catch::Contains("straddles"));
       }
     }
     CHECK(perf_seen);

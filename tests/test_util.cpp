@@ -1,9 +1,13 @@
 // Test helpers implementation.
 #include "test_util.hpp"
 
+#include "rtx/core/dtype.hpp"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -77,6 +81,25 @@ bool have_gpu() {
 #else
   return false;
 #endif
+}
+
+std::vector<uint8_t> quantize_q8_0(const std::vector<float>& w, std::vector<double>* deq) {
+  std::vector<uint8_t> blocks(w.size() / 32 * 34);
+  if (deq) deq->assign(w.size(), 0.0);
+  for (size_t b = 0; b < w.size() / 32; ++b) {
+    double amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(static_cast<double>(w[b * 32 + j])));
+    const uint16_t h = rtx::f32_to_f16(static_cast<float>(amax / 127));
+    const double d = rtx::f16_to_f32(h);
+    blocks[b * 34] = static_cast<uint8_t>(h & 0xff);
+    blocks[b * 34 + 1] = static_cast<uint8_t>(h >> 8);
+    for (int j = 0; j < 32; ++j) {
+      const long q = d > 0 ? std::clamp(std::lround(w[b * 32 + j] / d), -127L, 127L) : 0;
+      blocks[b * 34 + 2 + j] = static_cast<uint8_t>(static_cast<int8_t>(q));
+      if (deq) (*deq)[b * 32 + j] = static_cast<double>(q) * d;
+    }
+  }
+  return blocks;
 }
 
 }  // namespace rtx::test

@@ -1,6 +1,8 @@
 // Test helpers: locations of data, sources and built tools; running a tool as a subprocess.
 #pragma once
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace rtx::test {
 /// $RTX_DATA (set by ctest), the shared data folder.
@@ -19,6 +21,10 @@ struct Proc {
 };
 /// Run `cmd` through /bin/sh with optional env prefix ("A=1 B=2"); captures stdout and stderr.
 Proc run(const std::string& cmd, const std::string& env = {});
+/// ggml's reference Q8_0 quantizer (quantize_row_q8_0_ref) in float64: per block of 32 values,
+/// d = max|w| / 127 stored as f16, q = round(w / d) clamped to [-127, 127]. `w.size()` must be a
+/// multiple of 32. Returns the blocks (34 bytes each) and, in `deq` when given, q * d.
+std::vector<uint8_t> quantize_q8_0(const std::vector<float>& w, std::vector<double>* deq = nullptr);
 /// True when a CUDA device is usable (built with CUDA and cudaGetDeviceCount > 0).
 bool have_gpu();
 }  // namespace rtx::test

@@ -15,6 +15,7 @@
 #include "rtx/kernels/cpu_features.hpp"
 #include "rtx/kernels/matmul.hpp"
 #include "rtx/kernels/registry.hpp"
+#include "test_util.hpp"
 
 using namespace rtx::kernels;
 using rtx::DType;
@@ -313,32 +314,6 @@ TEST_CASE("matmul packed weight: bitwise equal to matmul_forward for every M, an
   CHECK_THROWS_AS(matmul_forward_packed(&out, &w1, PackedMatmulWeight(&w1, 1, 1), nullptr, 0), rtx::Error);
 }
 
-namespace {
-
-/// ggml's reference Q8_0 quantizer (quantize_row_q8_0_ref) in float64: per block of 32 weights,
-/// d = max|w| / 127 stored as f16, q = round(w / d). Returns the blocks and the dequantized
-/// weights q * d (what the kernel must multiply by).
-std::pair<std::vector<uint8_t>, std::vector<double>> quantize_q8_0(const std::vector<float>& w) {
-  std::vector<uint8_t> blocks(w.size() / 32 * 34);
-  std::vector<double> deq(w.size());
-  for (size_t b = 0; b < w.size() / 32; ++b) {
-    double amax = 0;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(static_cast<double>(w[b * 32 + j])));
-    const uint16_t h = rtx::f32_to_f16(static_cast<float>(amax / 127));
-    const double d = rtx::f16_to_f32(h);
-    blocks[b * 34] = static_cast<uint8_t>(h & 0xff);
-    blocks[b * 34 + 1] = static_cast<uint8_t>(h >> 8);
-    for (int j = 0; j < 32; ++j) {
-      const long q = d > 0 ? std::clamp(std::lround(w[b * 32 + j] / d), -127L, 127L) : 0;
-      blocks[b * 34 + 2 + j] = static_cast<uint8_t>(static_cast<int8_t>(q));
-      deq[b * 32 + j] = static_cast<double>(q) * d;
-    }
-  }
-  return {blocks, deq};
-}
-
-}  // namespace
-
 TEST_CASE("matmul Q8_0 weight: float64 reference at odd shapes, every ISA, rows independent of M", "[cpu][matmul]") {
   IsaGuard guard;
   for (Isa isa : kIsas) {
@@ -351,7 +326,8 @@ TEST_CASE("matmul Q8_0 weight: float64 reference at odd shapes, every ISA, rows 
         for (size_t i = 0; i < w.size(); ++i)
           w[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)) * (0.5 + (i / 32) % 5));  // scale per block
         for (int j = 0; j < N; ++j) bias[j] = 0.01f * static_cast<float>(j % 13) - 0.05f;
-        const auto [blocks, deq] = quantize_q8_0(w);
+        std::vector<double> deq;
+        const std::vector<uint8_t> blocks = rtx::test::quantize_q8_0(w, &deq);
         const PackedMatmulWeight pw = PackedMatmulWeight::q8_0(blocks.data(), N, K);
         REQUIRE(pw.is_q8_0());
         REQUIRE(pw.N() == N);

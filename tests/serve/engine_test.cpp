@@ -530,19 +530,7 @@ TEST_CASE("quantized GGUF: stories260k with Q8_0 weights serves within quantizat
     floats.push_back(f.tensor_f32(t.name));
     const std::vector<float>& x = floats.back();
     if (t.ne.size() == 2 && t.ne[0] % 32 == 0) {
-      // Reference Q8_0 quantizer (ggml's quantize_row_q8_0_ref, in float64): per block of 32,
-      // d = max|x| / 127 (stored as f16), q = round(x / d).
-      std::vector<uint8_t> q(x.size() / 32 * 34);
-      for (size_t b = 0; b < x.size() / 32; ++b) {
-        double amax = 0;
-        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(static_cast<double>(x[b * 32 + j])));
-        const double d = amax / 127;
-        const uint16_t h = f32_to_f16(static_cast<float>(d));
-        q[b * 34] = static_cast<uint8_t>(h & 0xff);
-        q[b * 34 + 1] = static_cast<uint8_t>(h >> 8);
-        for (int j = 0; j < 32; ++j)
-          q[b * 34 + 2 + j] = static_cast<uint8_t>(static_cast<int8_t>(d > 0 ? std::lround(x[b * 32 + j] / d) : 0));
-      }
+      std::vector<uint8_t> q = rtx::test::quantize_q8_0(x);  // ggml's reference quantizer
       blocks.push_back(std::move(q));
       w.add_tensor(t.name, io::GgmlType::Q8_0, t.ne, blocks.back().data());
       ++quantized;

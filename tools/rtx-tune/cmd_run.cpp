@@ -9,16 +9,35 @@
 
 namespace rtx_tune {
 
+namespace {
+
+/// The flags naming the tuning keys (rtx::app::tune::Target): a bench pack, an op at a shape,
+/// or --serve MODEL with a workload.
+void add_target(CLI::App& s, rtx::app::tune::Target& t) {
+  s.add_option("--pack", t.pack, "Every case of this bench pack (rtx.benchpack.v1) with a tunable variant");
+  s.add_option("--op", t.op, "Op (registry name, e.g. matmul_forward), with --shape");
+  s.add_option("--shape", t.shape, "Shape, e.g. M=64,N=64,K=64 or 64x64x64 (dims in the op's order)");
+  s.add_option("--variant", t.variant, "Variant (default: the backend's first tunable one)");
+  s.add_option("--dtype", t.dtype, "f32 or bf16")->capture_default_str();
+  s.add_option("--backend", t.backend, "cpu or cuda")->capture_default_str();
+  s.add_option("--serve", t.serve, "rtx-serve's scheduler knobs and threads for this model file (GGUF or checkpoint)");
+  s.add_option("--workload", t.workload, "With --serve: the batch measured, requests=N,prompt=N,gen=N")
+      ->capture_default_str();
+}
+
+/// --seed as given to the tool (before or after the subcommand), else the common default.
+uint64_t seed_of(const CLI::App* parent, const rtx::cli::CommonOptions& common) {
+  uint64_t seed = common.seed;
+  if (const CLI::Option* o = parent ? parent->get_option_no_throw("--seed") : nullptr)
+    for (const std::string& text : o->results()) seed = rtx::app::bench::parse_seed(text);
+  return seed;
+}
+
+}  // namespace
+
 Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common, int argc, char** argv) {
   auto c = std::make_shared<rtx::app::tune::RunCommand>();
-  s.add_option("--pack", c->pack, "Tune every case of this bench pack (rtx.benchpack.v1)");
-  s.add_option("--op", c->op, "Op to tune (registry name, e.g. matmul_forward)");
-  s.add_option("--shape", c->shape, "Shape, e.g. M=64,N=64,K=64 or 64x64x64 (dims in the op's order)");
-  s.add_option("--variant", c->variant, "Variant (default: the backend's first tunable one)");
-  s.add_option("--dtype", c->dtype, "f32 or bf16")->capture_default_str();
-  s.add_option("--backend", c->backend, "cpu or cuda")->capture_default_str();
-  s.add_option("--serve", c->serve, "Tune rtx-serve's scheduler knobs and threads for this model file (GGUF or checkpoint)");
-  s.add_option("--workload", c->workload, "With --serve: the batch measured, requests=N,prompt=N,gen=N")->capture_default_str();
+  add_target(s, *c);
   s.add_option("--strategy", c->strategy, "grid, random, halving or tpe")->capture_default_str();
   s.add_option("--budget", c->budget, "Evaluations (200evals, 200) or wall time (120s, 5m)")->capture_default_str();
   s.add_flag("--replay", c->replay, "Run the strategy against recorded trials only: nothing is timed or written");
@@ -31,9 +50,7 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common, int argc, char*
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   CLI::App* parent = s.get_parent();
   return [c, parent, &common, argc, argv]() {
-    c->seed = common.seed;
-    if (const CLI::Option* seed = parent ? parent->get_option_no_throw("--seed") : nullptr)
-      for (const std::string& text : seed->results()) c->seed = rtx::app::bench::parse_seed(text);
+    c->seed = seed_of(parent, common);
     c->json = common.json;
     c->quiet = common.quiet;
     c->db = common.db;
@@ -45,14 +62,7 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common, int argc, char*
 
 Body add_efficiency(CLI::App& s, const rtx::cli::CommonOptions& common) {
   auto c = std::make_shared<rtx::app::tune::EfficiencyCommand>();
-  s.add_option("--pack", c->pack, "Study every case of this bench pack that has recorded trials");
-  s.add_option("--op", c->op, "Op whose recorded grid to replay (with --shape)");
-  s.add_option("--shape", c->shape, "Shape of the recorded key, e.g. M=256,N=768,K=768");
-  s.add_option("--variant", c->variant, "Variant (default: the backend's first tunable one)");
-  s.add_option("--dtype", c->dtype, "f32 or bf16")->capture_default_str();
-  s.add_option("--backend", c->backend, "cpu or cuda")->capture_default_str();
-  s.add_option("--serve", c->serve, "Study the recorded scheduler grid of this model file");
-  s.add_option("--workload", c->workload, "With --serve: the recorded workload")->capture_default_str();
+  add_target(s, *c);
   s.add_option("--strategies", c->strategies, "Comma list of strategies to replay")->capture_default_str();
   s.add_option("--seeds", c->seeds, "Replays per strategy (seeds --seed .. --seed + N - 1)")->capture_default_str()->check(CLI::NonNegativeNumber);
   s.add_option("--within", c->within, "Target: within this of the optimum (3% or 0.03)")->capture_default_str();
@@ -65,9 +75,7 @@ Body add_efficiency(CLI::App& s, const rtx::cli::CommonOptions& common) {
   s.add_option("--format", c->format, "table, json or csv (the full curves)")->capture_default_str();
   CLI::App* parent = s.get_parent();
   return [c, parent, &common]() {
-    c->seed = common.seed;
-    if (const CLI::Option* seed = parent ? parent->get_option_no_throw("--seed") : nullptr)
-      for (const std::string& text : seed->results()) c->seed = rtx::app::bench::parse_seed(text);
+    c->seed = seed_of(parent, common);
     if (common.json) c->format = "json";
     c->db = common.db;
     return rtx::app::tune::run_efficiency(*c, std::cout, std::cerr);

@@ -185,6 +185,36 @@ TEST_CASE("rtx-evolve: run, report, approve, rollback, rehearse, export, submit"
   CHECK(k.exit_code == 3);
   CHECK_THAT(k.err, Catch::Contains("chmod 600"));
   ::chmod((dir + "/evolve_ed25519.key").c_str(), 0600);
+
+  // No key material anywhere a person or a CI log sees it: the secret key (hex, raw bytes, or
+  // its 32-byte seed half) is in none of the outputs above, the reports, the knowledge-graph
+  // export, or the store file.
+  std::string secret_hex;
+  std::getline(std::ifstream(dir + "/evolve_ed25519.key"), secret_hex);
+  REQUIRE(secret_hex.size() == 128);
+  std::string secret_raw;
+  for (size_t i = 0; i < secret_hex.size(); i += 2) secret_raw.push_back(static_cast<char>(std::stoi(secret_hex.substr(i, 2), nullptr, 16)));
+  std::string seen = r.out + r.err + s.out + s.err + e.out + e.err + sub.out + sub.err + stored.out + val.out + val.err + k.err;
+  for (const char* fmt : {"md", "json"}) {
+    auto rep = run(evolve() + common + "report --format " + fmt);
+    CHECK(rep.exit_code == 0);
+    seen += rep.out + rep.err;
+  }
+  REQUIRE(run(evolve() + common + "report -o " + dir + "/report.html").exit_code == 0);
+  auto kg = run(evolve() + common + "kg export --format json");
+  seen += kg.out + kg.err;
+  for (const std::string& f : {dir + "/report.html", db}) {
+    std::ifstream in(f, std::ios::binary);
+    seen += std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  CHECK(seen.size() > 10000);
+  auto lower = [](std::string x) {
+    for (auto& ch : x) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return x;
+  };
+  const std::string seen_lower = lower(seen);
+  CHECK(seen_lower.find(lower(secret_hex.substr(0, 64))) == std::string::npos);  // the seed, as hex
+  CHECK(seen.find(secret_raw.substr(0, 32)) == std::string::npos);               // the seed, as bytes
 }
 
 TEST_CASE("rtx-evolve: kill -9 during validation or promotion leaves the store consistent", "[cpu]") {

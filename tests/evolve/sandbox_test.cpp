@@ -2,6 +2,10 @@
 // run (never an exception), output is captured.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "rtx/evolve/sandbox.hpp"
@@ -49,4 +53,51 @@ TEST_CASE("evolve sandbox: crash, non-zero exit, timeout and exec failure are fa
   CHECK_FALSE(spin.clean());
   CHECK_FALSE(spin.timed_out);
   CHECK(spin.signal != 0);
+}
+
+TEST_CASE("evolve sandbox: writes confined to the run's scratch folder (Landlock)", "[cpu]") {
+  namespace fs = std::filesystem;
+  const fs::path outside = fs::temp_directory_path() / ("rtx-sandbox-test-" + std::to_string(::getpid()));
+  fs::remove_all(outside);
+  fs::create_directories(outside);
+  const std::string target = (outside / "escaped").string();
+  SandboxOptions o;
+  // Inside: the working directory and $TMPDIR are the scratch folder, writable; /dev/null too.
+  const SandboxResult in = run_sandboxed(
+      {"/bin/sh", "-c", "echo a > here && mkdir d && echo b > \"$TMPDIR/t\" && echo c > /dev/null && cat here \"$TMPDIR/t\" && pwd"}, o);
+  REQUIRE(in.clean());
+  const std::string cwd = in.out.substr(in.out.find("b\n") + 2);
+  CHECK_THAT(cwd, Catch::Contains("rtx-sandbox-"));
+  CHECK(in.out.rfind("a\nb\n", 0) == 0);
+  CHECK_FALSE(fs::exists(cwd.substr(0, cwd.size() - 1)));  // removed after the run
+  // Outside: refused when Landlock is there.
+  const SandboxResult out = run_sandboxed({"/bin/sh", "-c", "echo x > '" + target + "'"}, o);
+  if (!out.writes_confined) {
+    WARN("no Landlock on this kernel: write confinement not exercised");
+    CHECK(out.clean());
+  } else {
+    CHECK_FALSE(out.clean());
+    CHECK_THAT(out.failure(), Catch::Contains("Permission denied"));
+    CHECK_FALSE(fs::exists(target));
+    // Removing, renaming and truncating outside files are refused as well.
+    { std::ofstream(outside / "keep") << "keep"; }
+    const std::string keep = (outside / "keep").string();
+    CHECK_FALSE(run_sandboxed({"/bin/rm", "-f", keep}, o).clean());
+    CHECK_FALSE(run_sandboxed({"/bin/mv", keep, keep + "2"}, o).clean());
+    CHECK_FALSE(run_sandboxed({"/usr/bin/truncate", "-s", "0", keep}, o).clean());
+    CHECK(fs::file_size(keep) == 4);
+    // A path listed in `writable` is allowed; confinement off allows everything.
+    SandboxOptions w;
+    w.writable = {outside.string()};
+    CHECK(run_sandboxed({"/bin/sh", "-c", "echo y > '" + target + "'"}, w).clean());
+    CHECK(fs::exists(target));
+    fs::remove(target);
+    SandboxOptions off;
+    off.confine_writes = false;
+    const SandboxResult free_run = run_sandboxed({"/bin/sh", "-c", "echo z > '" + target + "'"}, off);
+    CHECK(free_run.clean());
+    CHECK_FALSE(free_run.writes_confined);
+    CHECK(fs::exists(target));
+  }
+  fs::remove_all(outside);
 }

@@ -2,14 +2,18 @@
 // writes, a full disk (file-size rlimit) during checkpoint and GGUF writes, and the environment
 // errors the tools must report with DESIGN.md's exit codes (read-only RTX_HOME, missing data
 // file, store locked by another process). Children are fork()ed; tools run as subprocesses.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <httplib.h>
 
 #include <chrono>
 #include <cmath>
@@ -20,6 +24,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
+#include <sqlite3.h>
 
 #include "rtx/core/error.hpp"
 #include "rtx/io/gguf.hpp"
@@ -126,6 +133,23 @@ int with_fsize_limit(rlim_t limit, std::string& msg, Fn fn) {
   return wait_status(pid);
 }
 
+/// Rows of `tuning_trials` in the store at `db` (0 when it cannot be read yet), read with a
+/// read-only connection while another process may be writing.
+int64_t trial_rows(const std::string& db) {
+  sqlite3* h = nullptr;
+  int64_t n = 0;
+  if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_busy_timeout(h, 1000);
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(h, "SELECT count(*) FROM tuning_trials", -1, &st, nullptr) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+      n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(h);
+  return n;
+}
+
 std::string file_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -188,6 +212,144 @@ TEST_CASE("store: SIGKILL at random points of a write loop leaves every transact
   }
   CHECK(killed_writing >= 15);
   CHECK(last > 0);  // the children did commit work between kills
+}
+
+TEST_CASE("tuning: SIGKILL during rtx-tune run; a resumed run continues from the recorded trials", "[cpu]") {
+  const std::string dir = test::temp_dir(), db = dir + "/rtx.db";
+  // A seeded random search: its path does not depend on timings, so trials recorded before a
+  // kill are a prefix of the path the resumed run walks.
+  const std::string cmd = test::tool_path("rtx-tune") +
+                          " run --op matmul_forward --shape M=200,N=190,K=180 --strategy random --budget 60evals --seed 5"
+                          " --min-samples 20 --max-samples 20 --max-time 0.2 --abort-ratio 0 --confirm 0 --json --db " + db;
+  std::mt19937 rng(77);
+  int64_t last_rows = 0;
+  for (int round = 0; round < 8; ++round) {
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::execl("/bin/sh", "sh", "-c", ("exec " + cmd + " >/dev/null 2>&1").c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    // Kill in the middle of the search whatever the machine's load: wait until the child has
+    // recorded a new trial (or exited), then a random 0-60 ms more.
+    const auto t0 = std::chrono::steady_clock::now();
+    auto running = [pid] {
+      siginfo_t info{};
+      return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
+    };
+    while (trial_rows(db) <= last_rows && running() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 60)(rng)));
+    ::kill(pid, SIGKILL);
+    const int st_code = wait_status(pid);
+    CHECK((st_code == 128 + SIGKILL || st_code == 0));
+    if (!fs::exists(db)) continue;  // killed before the store was created
+    store::Store st(db);
+    REQUIRE(st.integrity_check() == std::vector<std::string>{"ok"});
+    // Every current profile points at a stored version (the FK holds; no half-made profile).
+    auto& orphans = st.prepare(
+        "SELECT count(*) FROM profile_current c LEFT JOIN profiles p ON p.key = c.key AND p.version = c.version "
+        "WHERE p.id IS NULL");
+    REQUIRE(orphans.step());
+    CHECK(orphans.column_int64(0) == 0);
+    orphans.reset();
+    auto& rows = st.prepare("SELECT count(*) FROM tuning_trials");
+    REQUIRE(rows.step());
+    const int64_t n = rows.column_int64(0);
+    rows.reset();
+    CHECK(n >= last_rows);  // recorded trials are never lost
+    last_rows = n;
+  }
+  int64_t ok_before = 0;
+  {
+    store::Store st(db);
+    auto& q = st.prepare("SELECT count(*) FROM tuning_trials WHERE status = 'ok'");
+    REQUIRE(q.step());
+    ok_before = q.column_int64(0);
+    q.reset();
+  }
+  CHECK(ok_before > 0);  // the killed runs did record work
+  // The same command again finishes and answers every recorded trial from the store.
+  const auto r = test::run(cmd);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto k = nlohmann::json::parse(r.out)["keys"][0];
+  CHECK(k["evaluations"] == 60);
+  CHECK(k["reused"].get<int64_t>() == std::min<int64_t>(ok_before, 60));
+  CHECK(k["reused"].get<int64_t>() + k["measured"].get<int64_t>() == 60);
+  CHECK(k["profile_version"].get<int>() >= 1);
+  store::Store st(db);
+  CHECK(st.integrity_check() == std::vector<std::string>{"ok"});
+  auto& q = st.prepare("SELECT count(*) FROM tuning_trials WHERE status = 'ok'");
+  REQUIRE(q.step());
+  CHECK(q.column_int64(0) == 60);  // one row per configuration: nothing measured twice
+  q.reset();
+}
+
+TEST_CASE("secrets: the API key is never printed by rtx-serve run, its responses, or rtx-serve bench", "[cpu]") {
+  const std::string dir = test::temp_dir();
+  const std::string key = "rtx-test-key-5f3a9c0e71";
+  int port = 0;
+  {  // a free loopback port: bind port 0, read it back, close (the server binds it just after)
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port = ntohs(a.sin_port);
+    ::close(fd);
+  }
+  const std::string model = test::data_dir() + "/stories260k/tinyllamas-stories-260k-f32.gguf";
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const std::string cmd = "exec " + test::tool_path("rtx-serve") + " -vv run --port " + std::to_string(port) + " -m " + model +
+                            " --threads 1 --api-key " + key + " >" + dir + "/serve.out 2>" + dir + "/serve.err";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  httplib::Client c("127.0.0.1", port);
+  c.set_connection_timeout(1);
+  bool up = false;
+  for (int i = 0; i < 200 && !up; ++i) {
+    auto h = c.Get("/health");
+    up = h && h->status == 200;
+    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(up);
+  std::string seen;
+  // Wrong and missing tokens: 401, and the answer echoes neither the token sent nor the key.
+  const std::string body = R"({"prompt": "Once upon a time", "max_tokens": 3})";
+  auto wrong = c.Post("/v1/completions", {{"Authorization", "Bearer " + key + "-wrong"}}, body, "application/json");
+  INFO("POST /v1/completions: " << httplib::to_string(wrong.error()));
+  REQUIRE(wrong);
+  CHECK(wrong->status == 401);
+  seen += wrong->body;
+  for (const auto& [h, v] : wrong->headers) seen += h + v;
+  auto none = c.Get("/metrics");
+  INFO("GET /metrics: " << httplib::to_string(none.error()));
+  REQUIRE(none);
+  CHECK(none->status == 401);
+  seen += none->body;
+  auto metrics = c.Get("/metrics", {{"Authorization", "Bearer " + key}});
+  REQUIRE(metrics);
+  CHECK(metrics->status == 200);
+  seen += metrics->body;
+  // The load generator with the key from RTX_API_KEY: its report and artifact carry no key.
+  const auto b = test::run(test::tool_path("rtx-serve") + " bench --port " + std::to_string(port) +
+                               " -n 3 --max-tokens 4 --prompt Once -o " + dir + "/bench.json",
+                           "RTX_API_KEY=" + key);
+  INFO(b.err);
+  CHECK(b.exit_code == 0);
+  seen += b.out + b.err;
+  ::kill(pid, SIGTERM);
+  CHECK(wait_status(pid) == 0);
+  for (const char* f : {"/serve.out", "/serve.err", "/bench.json"}) seen += file_bytes(dir + f);
+  CHECK(seen.size() > 2000);  // the logs, metrics and reports were read
+  CHECK(seen.find("5f3a9c0e71") == std::string::npos);
 }
 
 TEST_CASE("checkpoint: SIGKILL during save_checkpoint leaves the old or the new file, never a torn one", "[cpu]") {

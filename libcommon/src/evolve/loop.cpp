@@ -317,7 +317,7 @@ Validation validate(store::Store& st, int64_t id, const KeyPair& key, const Vali
   }
   Collected ca, cb;
   std::vector<std::string> failures;
-  bool net = true;
+  bool net = true, confined = true;
   size_t runs = 0;
   auto measure = [&](size_t rounds) {
     for (size_t r = 0; r < rounds && failures.empty(); ++r) {
@@ -328,6 +328,7 @@ Validation validate(store::Store& st, int64_t id, const KeyPair& key, const Vali
         ArmRun ar = run_arm(arm == 0 ? spec_a : spec_b, o);
         ++runs;
         net = net && ar.sb.network_isolated;
+        confined = confined && ar.sb.writes_confined;
         if (!ar.problem.empty()) {
           failures.push_back(std::string(arm == 0 ? "baseline" : "candidate") + " trial " + std::to_string(r + 1) + ": " +
                              ar.problem);
@@ -343,6 +344,7 @@ Validation validate(store::Store& st, int64_t id, const KeyPair& key, const Vali
   safety.passed = failures.empty();
   safety.detail["trials"] = runs;
   safety.detail["network_isolated"] = net;
+  safety.detail["writes_confined"] = confined;
   safety.detail["limits"] = {{"timeout_s", o.sandbox.timeout_s}, {"cpu_s", o.sandbox.cpu_s},
                              {"address_space_bytes", o.sandbox.address_space_bytes}};
   if (!failures.empty()) {

@@ -1,8 +1,10 @@
-// The sandbox: fork + exec with setrlimit, a wall-clock timeout and (where allowed) a private
-// user + network namespace. Output goes to unlinked temporary files, read back after exit.
+// The sandbox: fork + exec with setrlimit, a wall-clock timeout, (where allowed) a private
+// user + network namespace and Landlock write confinement to a scratch folder. Output goes to
+// unlinked temporary files, read back after exit.
 #include "rtx/evolve/sandbox.hpp"
 
 #include <fcntl.h>
+#include <linux/landlock.h>
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
@@ -11,6 +13,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +21,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include "rtx/core/error.hpp"
@@ -42,6 +46,88 @@ bool loopback_up() {
   ::close(s);
   return ok;
 }
+
+/// Landlock write confinement, prepared before fork (paths, access masks) and applied in the
+/// child with async-signal-safe calls only (open, syscall, prctl). Rights per landlock(7); the
+/// ABI version decides which optional rights exist (REFER since 2, TRUNCATE since 3).
+struct Landlock {
+  uint64_t handled = 0;      // rights on the writable trees; 0: unavailable (kernel or headers)
+  uint64_t file_rights = 0;  // rights on the writable single files
+  std::vector<std::string> dirs;   // writable trees
+  std::vector<std::string> files;  // writable single files (/dev/null)
+
+  static uint64_t dir_write_rights(long abi) {
+    uint64_t r = LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR | LANDLOCK_ACCESS_FS_REMOVE_FILE |
+                 LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |
+                 LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_BLOCK |
+                 LANDLOCK_ACCESS_FS_MAKE_SYM;
+#ifdef LANDLOCK_ACCESS_FS_REFER
+    if (abi >= 2) r |= LANDLOCK_ACCESS_FS_REFER;
+#endif
+#ifdef LANDLOCK_ACCESS_FS_TRUNCATE
+    if (abi >= 3) r |= LANDLOCK_ACCESS_FS_TRUNCATE;
+#endif
+    return r;
+  }
+  static uint64_t file_write_rights(long abi) {
+    uint64_t r = LANDLOCK_ACCESS_FS_WRITE_FILE;
+#ifdef LANDLOCK_ACCESS_FS_TRUNCATE
+    if (abi >= 3) r |= LANDLOCK_ACCESS_FS_TRUNCATE;
+#endif
+    return r;
+  }
+
+  static Landlock prepare(const std::string& scratch, const std::vector<std::string>& extra) {
+    Landlock l;
+#ifdef SYS_landlock_create_ruleset
+    const long abi = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+    if (abi < 1) return l;
+    l.handled = dir_write_rights(abi);
+    l.dirs.push_back(scratch);
+    l.files.push_back("/dev/null");
+    for (const auto& p : extra) {
+      struct stat st {};
+      if (::stat(p.c_str(), &st) != 0) continue;
+      (S_ISDIR(st.st_mode) ? l.dirs : l.files).push_back(p);
+    }
+    l.file_rights = file_write_rights(abi);
+#else
+    (void)scratch;
+    (void)extra;
+#endif
+    return l;
+  }
+
+  /// In the child: build the ruleset and restrict the calling process. True when enforced.
+  bool apply() const {
+#ifdef SYS_landlock_create_ruleset
+    if (!handled) return false;
+    struct landlock_ruleset_attr attr;
+    std::memset(&attr, 0, sizeof attr);
+    attr.handled_access_fs = handled;
+    const int rs = static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0));
+    if (rs < 0) return false;
+    bool ok = true;
+    auto add = [&](const std::string& path, uint64_t rights) {
+      const int fd = ::open(path.c_str(), O_PATH | O_CLOEXEC);
+      if (fd < 0) return;
+      struct landlock_path_beneath_attr pb;
+      std::memset(&pb, 0, sizeof pb);
+      pb.allowed_access = rights;
+      pb.parent_fd = fd;
+      if (::syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) != 0) ok = false;
+      ::close(fd);
+    };
+    for (const auto& d : dirs) add(d, handled);
+    for (const auto& f : files) add(f, file_rights);
+    ok = ok && ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && ::syscall(SYS_landlock_restrict_self, rs, 0) == 0;
+    ::close(rs);
+    return ok;
+#else
+    return false;
+#endif
+  }
+};
 
 int temp_fd() {
   const char* dir = std::getenv("TMPDIR");
@@ -87,6 +173,30 @@ SandboxResult run_sandboxed(const std::vector<std::string>& argv, const SandboxO
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // The scratch folder: the child's working directory, its TMPDIR and, under Landlock, the only
+  // place it may write (plus o.writable).
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string scratch = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/rtx-sandbox-XXXXXX";
+  if (!::mkdtemp(scratch.data())) {
+    ::close(status_pipe[0]);
+    ::close(status_pipe[1]);
+    throw_env(std::string("cannot create the sandbox's scratch folder: ") + std::strerror(errno), scratch);
+  }
+  struct ScratchGuard {
+    std::string path;
+    ~ScratchGuard() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  } scratch_guard{scratch};
+  const Landlock landlock = o.confine_writes ? Landlock::prepare(scratch, o.writable) : Landlock{};
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "TMPDIR=", 7) != 0) env_strings.emplace_back(*e);
+  env_strings.push_back("TMPDIR=" + scratch);
+  std::vector<char*> envp;
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
   struct rlimit cpu {}, as {};
   cpu.rlim_cur = static_cast<rlim_t>(o.cpu_s);
   cpu.rlim_max = static_cast<rlim_t>(o.cpu_s) + 5;
@@ -112,7 +222,9 @@ SandboxResult run_sandboxed(const std::vector<std::string>& argv, const SandboxO
       if (o.loopback) loopback_up();
     }
     (void)!::write(status_pipe[1], &isolated, 1);
-    ::execv(args[0], args.data());
+    if (::chdir(scratch.c_str()) != 0) ::_exit(126);
+    if (landlock.apply()) (void)!::write(status_pipe[1], "F", 1);
+    ::execve(args[0], args.data(), envp.data());
     const char e = 'E';
     (void)!::write(status_pipe[1], &e, 1);
     ::_exit(127);
@@ -136,6 +248,7 @@ SandboxResult run_sandboxed(const std::vector<std::string>& argv, const SandboxO
   char c = 0;
   while (::read(status_pipe[0], &c, 1) == 1) {
     if (c == '1') r.network_isolated = true;
+    if (c == 'F') r.writes_confined = true;
   }
   ::close(status_pipe[0]);
   if (WIFEXITED(wst)) r.exit_code = WEXITSTATUS(wst);

@@ -1,7 +1,8 @@
 // rtx::evolve sandbox: run a command in a child process with resource limits (RLIMIT_CPU,
 // RLIMIT_AS), a wall-clock timeout (SIGKILL) and, where the kernel allows unprivileged user
-// namespaces, no network (unshare(CLONE_NEWUSER | CLONE_NEWNET)). Not a security boundary
-// against a hostile binary: a guard against a bad candidate configuration.
+// namespaces, no network (unshare(CLONE_NEWUSER | CLONE_NEWNET)), and, where the kernel has
+// Landlock (Linux >= 5.13), no writes outside the run's own scratch folder. Not a security
+// boundary against a hostile binary: a guard against a bad candidate configuration.
 #pragma once
 #include <cstddef>
 #include <string>
@@ -18,6 +19,13 @@ struct SandboxOptions {
   /// Inside the private network namespace, bring the loopback device up (it starts down), so a
   /// trial can serve and load-test on 127.0.0.1 (the serving canary) with no other network.
   bool loopback = false;
+  /// Confine writes with Landlock (landlock(7)): the child may create, modify, truncate, rename
+  /// or remove files only under its scratch folder (a fresh `rtx-sandbox-*` directory under
+  /// $TMPDIR or /tmp, its working directory and $TMPDIR, removed after the run) and the paths in
+  /// `writable`, plus write to /dev/null; reads stay allowed everywhere. A write elsewhere fails
+  /// with EACCES inside the child, so a trial that tries it fails (a failed safety gate).
+  bool confine_writes = true;
+  std::vector<std::string> writable;           ///< extra writable paths (files or folders)
 };
 
 /// What happened to the child.
@@ -26,6 +34,7 @@ struct SandboxResult {
   int signal = 0;              ///< terminating signal, 0 if it exited
   bool timed_out = false;      ///< killed by the wall-clock timeout
   bool network_isolated = false;  ///< the unshare succeeded (no network inside)
+  bool writes_confined = false;   ///< Landlock confined the child's writes to its scratch folder
   double wall_s = 0;
   std::string out, err;        ///< captured stdout / stderr (stderr: last 4 KiB)
   /// Exited with status 0, no signal, no timeout.
@@ -36,7 +45,9 @@ struct SandboxResult {
 
 /// fork + exec `argv` (argv[0] a path) with the limits; stdout and stderr are captured through
 /// temporary files. Throws rtx::Error(Environment) when the process cannot be started (fork
-/// fails); an exec failure is exit status 127 (a failed run, not an error).
+/// fails, no scratch folder); an exec failure is exit status 127 (a failed run, not an error).
+/// Where Landlock or user namespaces are missing the run goes on without that guard and the
+/// result says so (`writes_confined`, `network_isolated`).
 SandboxResult run_sandboxed(const std::vector<std::string>& argv, const SandboxOptions& o);
 
 }  // namespace rtx::evolve

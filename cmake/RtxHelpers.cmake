@@ -36,6 +36,13 @@ function(rtx_add_test name)
     # once NVIDIA libraries with TLS were dlopen'ed (hardware probing); leaks are still checked.
     list(APPEND env "ASAN_OPTIONS=intercept_tls_get_addr=0:detect_leaks=1")
   endif()
+  if(RTX_SANITIZE MATCHES "thread")
+    # libgomp is not built with TSan: its barriers look like races. One OpenMP thread per team
+    # keeps the OpenMP regions on their calling thread, so TSan checks the code rtx synchronizes
+    # itself (scheduler, HTTP server, runners); tests/tsan.supp lists the rest, each with a reason.
+    list(APPEND env "OMP_NUM_THREADS=1"
+         "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=${CMAKE_SOURCE_DIR}/tests/tsan.supp")
+  endif()
   set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT} ENVIRONMENT "${env}")
   if(ARG_LABELS)
     set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}")

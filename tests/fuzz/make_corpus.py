@@ -434,6 +434,78 @@ def tokenizers():
             put(target, name, data)
 
 
+# ---- Chrome Trace Event JSON ------------------------------------------------------------------
+def trace():
+    import gzip
+    ev = [
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "rtx-train"}},
+        {"ph": "X", "name": "step", "cat": "cpu_op", "ts": 0, "dur": 100, "pid": 1, "tid": 1},
+        {"ph": "X", "name": "matmul", "cat": "cpu_op", "ts": 10, "dur": 50, "pid": 1, "tid": 1},
+        {"ph": "B", "name": "attn", "ts": 61, "pid": 1, "tid": 1},
+        {"ph": "E", "name": "attn", "ts": 90, "pid": 1, "tid": 1},
+        {"ph": "X", "name": "cudaLaunchKernel", "cat": "cuda_runtime", "ts": 20, "dur": 5, "pid": 1, "tid": 1,
+         "args": {"correlation": 7}},
+        {"ph": "X", "name": "sgemm_128x64", "cat": "kernel", "ts": 30, "dur": 40, "pid": 1, "tid": "stream 7",
+         "args": {"correlation": 7}},
+        {"ph": "s", "name": "launch", "cat": "ac2g", "id": 7, "ts": 20, "pid": 1, "tid": 1},
+        {"ph": "f", "name": "launch", "cat": "ac2g", "id": 7, "ts": 30, "pid": 1, "tid": "stream 7", "bp": "e"},
+        {"ph": "C", "name": "mem", "ts": 5, "pid": 1, "args": {"bytes": 1024}},
+        {"ph": "i", "name": "mark", "ts": 50, "pid": 1, "tid": 1, "s": "t"},
+    ]
+    obj = {"traceEvents": ev, "displayTimeUnit": "ns", "schema": "rtx.trace.v1", "otherData": {"sku": "x"}}
+    put("trace", "object-form", json.dumps(obj))
+    put("trace", "array-form", json.dumps(ev))
+    put("trace", "array-no-close", json.dumps(ev)[:-1])
+    put("trace", "gzip-object", gzip.compress(json.dumps(obj).encode(), mtime=0))
+    put("trace", "gzip-truncated", gzip.compress(json.dumps(obj).encode(), mtime=0)[:60])
+    put("trace", "unbalanced-e", json.dumps([{"ph": "E", "name": "x", "ts": 1, "pid": 1, "tid": 1}]))
+    put("trace", "unclosed-b", json.dumps([{"ph": "B", "name": "x", "ts": 1, "pid": 1, "tid": 1}]))
+    put("trace", "x-no-dur", json.dumps([{"ph": "X", "name": "x", "ts": 1, "pid": 1, "tid": 1}]))
+    put("trace", "negative-dur", json.dumps([{"ph": "X", "name": "x", "ts": 1, "dur": -5, "pid": 1, "tid": 1}]))
+    put("trace", "huge-ts", '[{"ph":"X","name":"a","ts":1e300,"dur":1e300,"pid":1,"tid":1},'
+                            '{"ph":"X","name":"b","ts":-1e300,"dur":1e19,"pid":1,"tid":1}]')
+    put("trace", "near-int64", '[{"ph":"X","name":"a","ts":9.2e15,"dur":9.2e15,"pid":1,"tid":1},'
+                               '{"ph":"X","name":"a","ts":0,"dur":9.2e15,"pid":1,"tid":2},'
+                               '{"ph":"B","name":"b","ts":-9.2e15,"pid":1,"tid":3},{"ph":"E","ts":9.2e15,"pid":1,"tid":3}]')
+    put("trace", "string-numbers", '[{"ph":"X","name":"a","ts":"1","dur":"2","pid":"p","tid":"t"}]')
+    put("trace", "nan-literal", '[{"ph":"X","name":"a","ts":NaN,"dur":1,"pid":1,"tid":1}]')
+    put("trace", "not-object-event", '[1, "x", null, [], {"ph":"X","ts":0,"dur":1}]')
+    put("trace", "deep-args", '[{"ph":"X","name":"a","ts":0,"dur":1,"args":' + "[" * 5000 + "]" * 5000 + "}]")
+    put("trace", "names-with-separators", json.dumps([
+        {"ph": "X", "name": "a;b\nc d", "ts": 0, "dur": 10, "pid": 1, "tid": 1},
+        {"ph": "X", "name": "", "ts": 1, "dur": 2, "pid": 1, "tid": 1},
+        {"ph": "X", "name": "\u00e9\udc80", "ts": 3, "dur": 2, "pid": 1, "tid": 1}]))
+    put("trace", "partial-overlap", json.dumps([
+        {"ph": "X", "name": "a", "ts": 0, "dur": 10, "pid": 1, "tid": 1},
+        {"ph": "X", "name": "b", "ts": 5, "dur": 10, "pid": 1, "tid": 1}]))
+    put("trace", "empty-object", "{}")
+    put("trace", "empty", "")
+    put("trace", "invalid-utf8", b'[{"ph":"X","name":"\xff\xfe","ts":0,"dur":1}]')
+    put("trace", "truncated", json.dumps(obj)[:100])
+
+
+# ---- folded stacks ----------------------------------------------------------------------------
+def folded():
+    import gzip
+    put("folded", "simple", "main;work;matmul 42\nmain;work;softmax 7\nmain 1\n")
+    put("folded", "spaces-in-frames", "main;do work;inner  loop 3\n[unknown] 1\n")
+    put("folded", "crlf-blank", "a;b 1\r\n\r\n  \na;c 2\r\n")
+    put("folded", "decimal-counts", "a 1.5\nb .5\nc 2.\nd 0.49\n")
+    put("folded", "no-count", "a;b\n")
+    put("folded", "bad-count", "a;b 12x\nc -3\n")
+    put("folded", "huge-count", "a 18446744073709551615\nb 18446744073709551616\nc 99999999999999999999999\n")
+    put("folded", "sum-overflow", "a 9223372036854775807\nb 9223372036854775807\nc 2\n")
+    put("folded", "empty-frames", ";;x 1\n; 2\n 3\n")
+    put("folded", "tab-separated", "a;b\t5\n")
+    put("folded", "trailing-space-frame", "a ;b  4\n")
+    put("folded", "utf8-and-invalid", "caf\u00e9;\u6f22 1\n".encode() + b"\xff;\xc3\x28 2\n")
+    put("folded", "nul-bytes", b"a\x00b;c 1\n")
+    put("folded", "deep", ";".join("f%d" % i for i in range(3000)) + " 1\n")
+    put("folded", "gzip", gzip.compress(b"a;b 1\na;c 2\n", mtime=0))
+    put("folded", "no-newline-at-end", "a;b 1")
+    put("folded", "empty", "")
+
+
 if __name__ == "__main__":
     safetensors()
     gguf()
@@ -443,5 +515,7 @@ if __name__ == "__main__":
     openai()
     text_stream()
     tokenizers()
+    trace()
+    folded()
     for d in sorted(os.listdir(ROOT)):
         print(f"{d}: {len(os.listdir(os.path.join(ROOT, d)))} files")

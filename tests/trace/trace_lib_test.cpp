@@ -248,6 +248,43 @@ TEST_CASE("folded stacks round-trip and aggregate; bad counts name the line", "[
   }
 }
 
+TEST_CASE("weights that would wrap 64 bits are refused (fuzz findings 7 and 8)", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir();
+  // A count past 2^62, and counts whose sum passes it: named by line, nothing wraps.
+  write_file(dir + "/big.folded", "a 18446744073709551617\n");
+  StackTrie t;
+  CHECK_THROWS_WITH(read_folded(dir + "/big.folded", t), Catch::Contains("above 2^62"));
+  write_file(dir + "/sum.folded", "a 4611686018427387904\nb 1\n");  // 2^62 + 1
+  StackTrie t2;
+  try {
+    read_folded(dir + "/sum.folded", t2);
+    FAIL("a sum past 2^62 was accepted");
+  } catch (const rtx::Error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("sum past 2^62"));
+    CHECK(e.where() == dir + "/sum.folded:2");
+  }
+  write_file(dir + "/max.folded", "a 4611686018427387904\n");  // exactly 2^62: accepted
+  StackTrie t3;
+  CHECK(read_folded(dir + "/max.folded", t3) == 1);
+  CHECK(t3.total_weight() == (uint64_t(1) << 62));
+  // Trace times beyond +-1e15 us or missing are refused by the fold (int64 ns would overflow).
+  for (const char* ev : {R"({"ph":"X","name":"a","ts":1e300,"dur":1,"pid":1,"tid":1})",
+                         R"({"ph":"X","name":"a","ts":0,"dur":2e15,"pid":1,"tid":1})",
+                         R"({"ph":"B","name":"a","pid":1,"tid":1})"}) {
+    write_file(dir + "/t.json", std::string("[") + ev + "]");
+    StackTrie f;
+    CHECK_THROWS_WITH(fold_trace(dir + "/t.json", f), Catch::Contains("event #0") &&
+                                                          (Catch::Contains("out of range") || Catch::Contains("no ts")));
+  }
+  // Many slices of one stack, each legal, whose self times sum past the int64/2^62 limits.
+  std::string many = "[";
+  for (int i = 0; i < 12; ++i)
+    many += std::string(i ? "," : "") + R"({"ph":"X","name":"a","ts":0,"dur":9e14,"pid":1,"tid":)" + std::to_string(i) + "}";
+  write_file(dir + "/many.json", many + "]");
+  StackTrie m;
+  CHECK_THROWS_AS(fold_trace(dir + "/many.json", m), rtx::Error);
+}
+
 TEST_CASE("flame graph SVG is well-formed XML with every frame and exact widths", "[cpu]") {
   const std::string dir = rtx::test::temp_dir();
   write_file(dir + "/n.folded",

@@ -58,6 +58,13 @@ std::vector<std::vector<uint32_t>> StackTrie::sorted_children() const {
   return ch;
 }
 
+void StackTrie::add_self(uint32_t node, uint64_t weight, int which) {
+  if (weight > kMaxWeight - added_[which])
+    throw_input("profile weights sum past 2^62 (" + unit + ")", "stack trie", "the input's counts or times are not real");
+  added_[which] += weight;
+  nodes_[node].self[which] += weight;
+}
+
 uint64_t StackTrie::total_weight(int which) const {
   uint64_t t = 0;
   for (const Node& n : nodes_) t += n.self[which];
@@ -95,8 +102,11 @@ uint64_t read_folded(const std::string& path, StackTrie& trie, int which) {
     size_t i = 0;
     bool digits = false;
     for (; i < count.size() && std::isdigit(static_cast<unsigned char>(count[i])); ++i) {
-      w = w * 10 + static_cast<uint64_t>(count[i] - '0');
+      const uint64_t d = static_cast<uint64_t>(count[i] - '0');
       digits = true;
+      if (w > (StackTrie::kMaxWeight - d) / 10)  // checked before it could wrap
+        throw_input("folded count \"" + std::string(count) + "\" is above 2^62", where, "counts are sample counts or ns");
+      w = w * 10 + d;
     }
     if (i < count.size() && count[i] == '.') {
       size_t j = i + 1;
@@ -122,6 +132,8 @@ uint64_t read_folded(const std::string& path, StackTrie& trie, int which) {
       start = semi + 1;
       if (semi == stack_end) break;
     }
+    if (w > StackTrie::kMaxWeight - trie.added(which))
+      throw_input("folded counts sum past 2^62", where, "counts are sample counts or ns");
     trie.add_self(node, w, which);
     ++stacks;
   }
@@ -189,7 +201,15 @@ std::string clean_frame(const std::string& s) {
   return r;
 }
 
-int64_t to_ns(double us) { return static_cast<int64_t>(std::llround(us * 1000.0)); }
+/// Microseconds (the format's unit) to integer ns. Refuses a missing (NaN) time and any beyond
+/// +-1e15 us (31.7 years), so that sums of a start and a duration stay far inside int64.
+int64_t to_ns(double us, const std::string& path, uint64_t index, const char* field) {
+  if (!(std::fabs(us) <= 1e15))
+    throw_input("event #" + std::to_string(index) + " has " + (std::isnan(us) ? std::string("no ") + field
+                                                                 : std::string(field) + " out of range (" + std::to_string(us) + " us)"),
+                path, "times and durations are microseconds within +-1e15 (31.7 years)");
+  return static_cast<int64_t>(std::llround(us * 1000.0));
+}
 
 }  // namespace
 
@@ -215,7 +235,7 @@ FoldResult fold_trace(const std::string& path, StackTrie& trie, int which, FoldM
     if (e.ph == 'X' || e.ph == 'B' || e.ph == 'E') {
       const uint32_t tr = track_of(e.pid, e.tid);
       if (e.ph == 'B') {
-        open_b[tr].emplace_back(trie.intern(clean_frame(e.name)), to_ns(e.ts));
+        open_b[tr].emplace_back(trie.intern(clean_frame(e.name)), to_ns(e.ts, path, index - 1, "ts"));
         return;
       }
       Slice s{};
@@ -229,15 +249,15 @@ FoldResult fold_trace(const std::string& path, StackTrie& trie, int which, FoldM
         open_b[tr].pop_back();
         s.name = nm;
         s.ts = ts;
-        s.dur = std::max<int64_t>(0, to_ns(e.ts) - ts);
+        s.dur = std::max<int64_t>(0, to_ns(e.ts, path, index - 1, "ts") - ts);
         s.kind = classify(e.cat);
       } else {
         if (!(e.dur >= 0))
           throw_input("complete event #" + std::to_string(index - 1) + " (\"" + e.name + "\") has no dur", path,
                       "X events need a non-negative dur (us)");
         s.name = trie.intern(clean_frame(e.name));
-        s.ts = to_ns(e.ts);
-        s.dur = to_ns(e.dur);
+        s.ts = to_ns(e.ts, path, index - 1, "ts");
+        s.dur = to_ns(e.dur, path, index - 1, "dur");
         s.kind = classify(e.cat);
       }
       if (e.args.is_object()) {
@@ -251,9 +271,9 @@ FoldResult fold_trace(const std::string& path, StackTrie& trie, int which, FoldM
       any_gpu = any_gpu || s.kind == kGpu;
       slices.push_back(s);
     } else if (e.ph == 's') {
-      flow_start[e.cat + "\x1f" + e.id] = {track_of(e.pid, e.tid), to_ns(e.ts)};
+      flow_start[e.cat + "\x1f" + e.id] = {track_of(e.pid, e.tid), to_ns(e.ts, path, index - 1, "ts")};
     } else if (e.ph == 'f') {
-      flow_end_loc.emplace_back(track_of(e.pid, e.tid), to_ns(e.ts));
+      flow_end_loc.emplace_back(track_of(e.pid, e.tid), to_ns(e.ts, path, index - 1, "ts"));
       flow_end_id.push_back(e.cat + "\x1f" + e.id);
     }
   }, ReadOptions{true});
@@ -289,8 +309,10 @@ FoldResult fold_trace(const std::string& path, StackTrie& trie, int which, FoldM
         const uint32_t parent = st.empty() ? 0 : st.back().node;
         const uint32_t node = trie.child(parent, s.name);
         if (self.size() < trie.nodes().size()) self.resize(trie.nodes().size() * 2, 0);
-        self[node] += dur;
-        if (parent) self[parent] -= dur;
+        // Self times stay within int64 unless the slices of one stack sum past 2^63 ns.
+        if (__builtin_add_overflow(self[node], dur, &self[node]) ||
+            (parent && __builtin_sub_overflow(self[parent], dur, &self[parent])))
+          throw_input("slice durations of one stack sum past 2^63 ns", path, "record a trace with real times");
         st.push_back({end, node});
         ++res.slices;
       }

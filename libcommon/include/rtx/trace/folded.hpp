@@ -30,8 +30,13 @@ class StackTrie {
   const std::string& name(uint32_t id) const { return *names_[id]; }
   /// Child `name_id` of `parent`, created when absent.
   uint32_t child(uint32_t parent, uint32_t name_id);
-  /// Add weight to a node's self weight in column `which` (0 or 1).
-  void add_self(uint32_t node, uint64_t weight, int which = 0) { nodes_[node].self[which] += weight; }
+  /// Largest total weight of a column: sums of weights and totals never wrap 64 bits.
+  static constexpr uint64_t kMaxWeight = uint64_t(1) << 62;
+  /// Add weight to a node's self weight in column `which` (0 or 1). Errors: rtx::Error(Input)
+  /// when the column's total would pass kMaxWeight.
+  void add_self(uint32_t node, uint64_t weight, int which = 0);
+  /// Weight added so far to column `which`.
+  uint64_t added(int which = 0) const { return added_[which]; }
   /// Fill `total` (self + descendants) of every node.
   void compute_totals();
   const std::vector<Node>& nodes() const { return nodes_; }
@@ -50,6 +55,7 @@ class StackTrie {
   std::vector<const std::string*> names_;
   std::unordered_map<std::string_view, uint32_t> name_ids_;
   std::unordered_map<uint64_t, uint32_t> child_ids_;
+  uint64_t added_[2] = {0, 0};
 };
 
 /// Parse folded stacks from `path` ("-" = stdin, gzip transparent) into column `which`:

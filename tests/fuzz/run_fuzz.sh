@@ -7,8 +7,8 @@ set -uo pipefail
 build=${1:?build dir}; seconds=${2:?seconds}; shift 2
 src="$(cd "$(dirname "$0")" && pwd)"
 targets=("$@")
-if [ ${#targets[@]} -eq 0 ]; then
-  targets=(safetensors gguf checkpoint benchpack profile openai text_stream gpt2_tokenizer llama_tokenizer)
+if [ ${#targets[@]} -eq 0 ]; then  # every target of tests/fuzz/targets.cmake
+  read -r -a targets <<<"$(sed -n '/^set(RTX_FUZZ_TARGETS/,/)/p' "$src/targets.cmake" | tr -d '()' | sed 's/set//; s/RTX_FUZZ_TARGETS//' | tr '\n' ' ')"
 fi
 mkdir -p "$build/fuzz/crashes"
 failed=()

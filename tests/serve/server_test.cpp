@@ -4,6 +4,10 @@
 // bad input, API keys, admission control (429), disconnects, a 64-client load test, shutdown.
 #include <httplib.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -290,6 +294,107 @@ TEST_CASE("serve: --api-key guards every route but /health", "[cpu][serve]") {
   CHECK(c.Get("/health")->status == 200);
   CHECK(c.Get("/metrics")->status == 401);
   CHECK(c.Get("/v1/models")->status == 401);
+}
+
+namespace {
+
+/// A raw loopback connection for requests no well-behaved client sends.
+struct RawConn {
+  int fd = -1;
+  explicit RawConn(int port) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  }
+  ~RawConn() { ::close(fd); }
+  /// Send `s`; false once the server has closed the connection.
+  bool send(const std::string& s) { return ::send(fd, s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size()); }
+  /// Everything until the server closes (or `limit_s` passes).
+  std::string read_all(double limit_s) {
+    timeval tv{static_cast<time_t>(limit_s), static_cast<suseconds_t>((limit_s - static_cast<time_t>(limit_s)) * 1e6)};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    std::string out;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("serve: header floods get 431, slow clients 408, within the configured bounds", "[cpu][serve]") {
+  ServerConfig cfg;
+  cfg.max_header_bytes = 4096;
+  cfg.max_header_lines = 20;
+  cfg.header_timeout_s = 0.6;
+  cfg.request_timeout_s = 1.2;
+  Running s({}, cfg);
+  using clock = std::chrono::steady_clock;
+  SECTION("too many header lines") {
+    RawConn c(s.port);
+    std::string req = "GET /health HTTP/1.1\r\nHost: x\r\n";
+    for (int i = 0; i < 25; ++i) req += "X-H" + std::to_string(i) + ": 1\r\n";
+    c.send(req + "\r\n");
+    const std::string r = c.read_all(5);
+    CHECK(r.rfind("HTTP/1.1 431 ", 0) == 0);
+    CHECK_THAT(r, Catch::Contains("\"code\":\"headers_too_large\"") && Catch::Contains("20 lines"));
+  }
+  SECTION("too many header bytes in few lines; the count shows in /metrics") {
+    RawConn c(s.port);
+    c.send("GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(3000, 'a') + "\r\nX-Big2: " +
+           std::string(3000, 'b') + "\r\n\r\n");
+    CHECK(c.read_all(5).rfind("HTTP/1.1 431 ", 0) == 0);
+    CHECK(s.metric("rtx_http_refused_total{reason=\"headers_too_large\"}") == 1);
+  }
+  SECTION("headers trickling in one byte at a time end at the header deadline") {
+    RawConn c(s.port);
+    c.send("GET /health HTTP/1.1\r\nHost: x\r\n");
+    const auto t0 = clock::now();
+    while (clock::now() - t0 < std::chrono::seconds(5) && c.send("X"))
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const double waited = std::chrono::duration<double>(clock::now() - t0).count();
+    CHECK(waited >= 0.5);
+    CHECK(waited < 3);
+    const std::string r = c.read_all(5);
+    CHECK((r.empty() || r.rfind("HTTP/1.1 408 ", 0) == 0));  // the reset may drop the answer
+  }
+  SECTION("an unfinished request line, and an unfinished body, get 408") {
+    RawConn line(s.port);
+    line.send("GET /hea");
+    auto t0 = clock::now();
+    const std::string r1 = line.read_all(5);
+    CHECK(r1.rfind("HTTP/1.1 408 ", 0) == 0);
+    CHECK_THAT(r1, Catch::Contains("within 0.6 s"));
+    CHECK(std::chrono::duration<double>(clock::now() - t0).count() < 3);
+    RawConn body(s.port);
+    body.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"pro");
+    t0 = clock::now();
+    const std::string r2 = body.read_all(5);
+    CHECK(r2.rfind("HTTP/1.1 408 ", 0) == 0);
+    CHECK_THAT(r2, Catch::Contains("within 1.2 s"));
+    CHECK(std::chrono::duration<double>(clock::now() - t0).count() < 3);
+    CHECK(s.metric("rtx_http_refused_total{reason=\"timeout\"}") == 2);
+  }
+  SECTION("well-formed requests at the limits still work, several per connection") {
+    RawConn c(s.port);
+    std::string req = "GET /health HTTP/1.1\r\nHost: x\r\n";
+    for (int i = 0; i < 17; ++i) req += "X-H" + std::to_string(i) + ": 1\r\n";  // 19 lines + the empty one
+    req += "\r\n";
+    c.send(req + req + "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    const std::string r = c.read_all(5);
+    size_t oks = 0;
+    for (size_t at = r.find("HTTP/1.1 200 "); at != std::string::npos; at = r.find("HTTP/1.1 200 ", at + 1)) ++oks;
+    CHECK(oks == 3);
+  }
+  // The server still answers normally afterwards.
+  auto c = s.client();
+  auto h = c.Get("/health");
+  REQUIRE(h);
+  CHECK(h->status == 200);
 }
 
 TEST_CASE("serve: a full queue answers 429 with Retry-After; a disconnect frees the slot", "[cpu][serve]") {

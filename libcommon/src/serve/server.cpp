@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "http_guard.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/serve/text.hpp"
 
@@ -122,7 +123,7 @@ ApiError finish_error(Finish f, const std::string& detail) {
 struct Server::Impl {
   Engine main, canary;
   ServerConfig cfg;
-  httplib::Server http;
+  GuardedHttpServer http;
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> routed{0};
   std::mutex stat_mu;
@@ -357,6 +358,10 @@ struct Server::Impl {
           << "\n";
       }
     }
+    family("rtx_http_refused_total", "counter",
+           "Connections closed before routing: headers over the size limit (431) or a request not received in time (408).");
+    o << "rtx_http_refused_total{reason=\"headers_too_large\"} " << http.refused_too_large() << "\n";
+    o << "rtx_http_refused_total{reason=\"timeout\"} " << http.refused_timeout() << "\n";
     family("rtx_requests_finished_total", "counter", "Generation requests finished, by finish reason.");
     for (const auto& [e, s] : st)
       for (int f = 1; f < 6; ++f)
@@ -415,6 +420,10 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
   if (cfg.canary_fraction > 0 && !canary.scheduler)
     throw_input("a canary fraction needs a canary engine (--canary-profile)", "canary_fraction");
   if (!(cfg.shutdown_deadline_s >= 0)) throw_input("shutdown deadline must be >= 0", "shutdown_deadline_s");
+  if (!(cfg.header_timeout_s > 0) || !(cfg.request_timeout_s >= cfg.header_timeout_s))
+    throw_input("header timeout must be > 0 and the request timeout >= it", "header_timeout_s/request_timeout_s");
+  if (cfg.max_header_bytes < 1024 || cfg.max_header_lines < 4)
+    throw_input("header limits must allow at least 1024 bytes and 4 lines", "max_header_bytes/max_header_lines");
   if (cfg.chat.name.empty()) cfg.chat = chat_template(kDefaultChatTemplate);
   canary.label = "canary";
   main.label = "main";
@@ -427,6 +436,7 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
                                            : main.scheduler->config().max_queue + main.scheduler->config().max_batch + 8;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   http.set_payload_max_length(cfg.max_body_bytes);
+  http.set_limits(HttpLimits{cfg.max_header_bytes, cfg.max_header_lines, cfg.header_timeout_s, cfg.request_timeout_s});
   // cpp-httplib 0.11 listens with a backlog of 5: a burst of clients (64 connecting at once)
   // overflows it and the kernel resets connections. Remember the listening socket so bind()
   // can raise the backlog with a second listen() (Linux updates it in place).
@@ -447,6 +457,14 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
     return httplib::Server::HandlerResponse::Handled;
   });
   http.set_error_handler([I](const httplib::Request& req, httplib::Response& res) {
+    if (const GuardRefusal why = current_guard_refusal(); why != GuardRefusal::None) {
+      const bool big = why == GuardRefusal::HeadersTooLarge;
+      res.status = big ? 431 : 408;
+      I->send_error(res, status_error(res.status, "invalid_request_error", guard_refusal_message(why, I->http.limits()),
+                                      big ? "headers_too_large" : "request_timeout"));
+      res.set_header("Connection", "close");
+      return;
+    }
     if (!res.body.empty()) return;
     if (res.status == 413) {
       I->send_error(res, body_too_large(std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10), I->cfg.max_body_bytes));

@@ -34,6 +34,10 @@ struct ServerConfig {
   double shutdown_deadline_s = 10; ///< SIGTERM: in-flight requests get this long, then are cancelled
   int http_threads = 0;            ///< 0 = max_queue + max_batch + 8 of the main engine
   int default_max_tokens = 16;     ///< completions without max_tokens (OpenAI's default)
+  size_t max_header_bytes = 64 << 10;  ///< request line + headers, bytes; beyond: 431
+  size_t max_header_lines = 128;   ///< request line + header lines; beyond: 431
+  double header_timeout_s = 10;    ///< a request's line + headers must arrive within this (else 408)
+  double request_timeout_s = 60;   ///< its headers + body within this (else 408): slow clients end
 };
 
 /// The HTTP front end. Thread-safe; run() blocks until stop().

@@ -248,7 +248,7 @@ TEST_CASE("folded stacks round-trip and aggregate; bad counts name the line", "[
   }
 }
 
-TEST_CASE("weights that would wrap 64 bits are refused (fuzz findings 7 and 8)", "[cpu]") {
+TEST_CASE("weights that would wrap 64 bits, and ids that do not fit, are refused (fuzz findings 7-9)", "[cpu]") {
   const std::string dir = rtx::test::temp_dir();
   // A count past 2^62, and counts whose sum passes it: named by line, nothing wraps.
   write_file(dir + "/big.folded", "a 18446744073709551617\n");
@@ -276,6 +276,19 @@ TEST_CASE("weights that would wrap 64 bits are refused (fuzz findings 7 and 8)",
     CHECK_THROWS_WITH(fold_trace(dir + "/t.json", f), Catch::Contains("event #0") &&
                                                           (Catch::Contains("out of range") || Catch::Contains("no ts")));
   }
+  // pid/tid: 64-bit integers (fuzz finding 9: a float tid of 1.7e69 was converted to int64).
+  for (const char* ev : {R"({"ph":"X","name":"a","ts":0,"dur":1,"pid":1,"tid":1666666666666666666666666666666666666666666})",
+                         R"({"ph":"X","name":"a","ts":0,"dur":1,"pid":1.5,"tid":1})",
+                         R"({"ph":"X","name":"a","ts":0,"dur":1,"pid":1,"tid":18446744073709551615})",
+                         R"({"ph":"X","name":"a","ts":0,"dur":1,"pid":-1e19,"tid":1})"}) {
+    write_file(dir + "/id.json", std::string("[") + ev + "]");
+    CHECK_THROWS_WITH(load_trace(dir + "/id.json"), Catch::Contains("not a 64-bit integer"));
+  }
+  write_file(dir + "/id.json", R"([{"ph":"X","name":"a","ts":0,"dur":1,"pid":-7,"tid":3.0}])");
+  const Trace ok = load_trace(dir + "/id.json");
+  REQUIRE(ok.events.size() == 1);
+  CHECK(ok.events[0].pid == -7);
+  CHECK(ok.events[0].tid == 3);
   // Many slices of one stack, each legal, whose self times sum past the int64/2^62 limits.
   std::string many = "[";
   for (int i = 0; i < 12; ++i)

@@ -50,7 +50,9 @@ bool is_gpu(Rec::Kind k) { return k == Rec::Kernel || k == Rec::Memcpy || k == R
 int64_t num(const json& j, const char* key, int64_t dflt = 0) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_number()) return dflt;
-  return it->get<int64_t>();
+  if (it->is_number_integer()) return it->get<int64_t>();
+  const double x = it->get<double>();  // a float outside int64 would be undefined to convert
+  return std::fabs(x) < 9.2e18 ? static_cast<int64_t>(x) : dflt;
 }
 std::string str(const json& j, const char* key) {
   auto it = j.find(key);

@@ -2,6 +2,8 @@
 // streaming writer and rule validator.
 #include "rtx/trace/trace_event.hpp"
 
+#include <cmath>
+
 #include <algorithm>
 #include <cstdio>
 #include <iterator>
@@ -255,8 +257,15 @@ class Sax {
       if (!v.is_number()) return fail_event("has a non-numeric \"" + key_ + "\"");
       if (key_ == "ts") ev_.ts = v.get<double>();
       else if (key_ == "dur") ev_.dur = v.get<double>();
-      else if (key_ == "pid") ev_.pid = v.get<int64_t>();
-      else ev_.tid = v.get<int64_t>();
+      else {
+        // An integer in int64 (or an integral float inside it): converting a float outside
+        // int64 would be undefined behaviour (fuzz finding 9).
+        const double x = v.get<double>();
+        const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(INT64_MAX)
+                                                 : v.is_number_integer() || (std::fabs(x) < 9.2e18 && x == std::floor(x));
+        if (!fits) return fail_event("has a \"" + key_ + "\" that is not a 64-bit integer (" + v.dump() + ")");
+        (key_ == "pid" ? ev_.pid : ev_.tid) = v.is_number_integer() ? v.get<int64_t>() : static_cast<int64_t>(x);
+      }
     } else if (key_ == "id") {
       ev_.id = v.is_number_float() ? json(v).dump() : v.dump();
     } else if (key_ == "name" && v.is_number()) {

@@ -331,7 +331,7 @@ TEST_CASE("serve: header floods get 431, slow clients 408, within the configured
   cfg.max_header_bytes = 4096;
   cfg.max_header_lines = 20;
   cfg.header_timeout_s = 0.6;
-  cfg.request_timeout_s = 1.2;
+  cfg.receive_timeout_s = 1.2;
   Running s({}, cfg);
   using clock = std::chrono::steady_clock;
   SECTION("too many header lines") {

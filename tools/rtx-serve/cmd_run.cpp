@@ -35,7 +35,8 @@ struct RunArgs {
   std::string model, host = "127.0.0.1", api_key, chat_template, canary_profile, served_name, profile_db;
   int port = 8080, threads = 0;
   double canary_fraction = 0, shutdown_deadline_s = 10;
-  size_t max_body = 1 << 20;
+  size_t max_body = 1 << 20, max_header_bytes = 64 << 10;
+  double header_timeout_s = 10, receive_timeout_s = 60;
   bool no_profile = false;
   bool dequantize = false;
   rtx::serve::SchedulerConfig sched;
@@ -228,6 +229,12 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
   sched_opt("--batch-target-ms", a->sched.batch_target_ms, "batch_target_ms",
             "TTFT target of the batch lane");
   s.add_option("--max-body-bytes", a->max_body, "Larger request bodies get 413")->capture_default_str();
+  s.add_option("--max-header-bytes", a->max_header_bytes, "Larger request line + headers get 431 (at most 128 lines)")
+      ->capture_default_str();
+  s.add_option("--header-timeout", a->header_timeout_s, "Seconds a request's line and headers may take to arrive (then 408)")
+      ->capture_default_str();
+  s.add_option("--receive-timeout", a->receive_timeout_s, "Seconds a whole request (headers + body) may take to arrive (then 408)")
+      ->capture_default_str();
   s.add_option("--canary-profile", a->canary_profile,
                "Engine configuration JSON for the canary ({\"scheduler\":{...},\"threads\":N,\"matmul\":{...}})");
   s.add_option("--canary-fraction", a->canary_fraction, "Share of requests routed to the canary engine, [0, 1]")
@@ -274,6 +281,9 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
     sc.port = a->port;
     sc.api_key = a->api_key;
     sc.max_body_bytes = a->max_body;
+    sc.max_header_bytes = a->max_header_bytes;
+    sc.header_timeout_s = a->header_timeout_s;
+    sc.receive_timeout_s = a->receive_timeout_s;
     sc.model_name = a->served_name;
     if (!a->chat_template.empty()) {
       if (a->chat_template == "chatml" || a->chat_template == "llama2" || a->chat_template == "plain")

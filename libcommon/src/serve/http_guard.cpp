@@ -60,7 +60,7 @@ class GuardStream final : public httplib::Stream {
     line_len_ = 0;
     const auto now = Clock::now();
     header_deadline_ = now + std::chrono::microseconds(static_cast<int64_t>(limits_.header_timeout_s * 1e6));
-    request_deadline_ = now + std::chrono::microseconds(static_cast<int64_t>(limits_.request_timeout_s * 1e6));
+    receive_deadline_ = now + std::chrono::microseconds(static_cast<int64_t>(limits_.receive_timeout_s * 1e6));
     t_refusal = GuardRefusal::None;
   }
   bool buffered() const { return pos_ < len_; }
@@ -82,9 +82,9 @@ class GuardStream final : public httplib::Stream {
     if (t_refusal != GuardRefusal::None) return -1;
     // Deadlines hold however the bytes trickle in (one byte per second keeps a per-read
     // timeout from ever firing).
-    const Clock::time_point deadline = in_headers_ ? header_deadline_ : request_deadline_;
+    const Clock::time_point deadline = in_headers_ ? header_deadline_ : receive_deadline_;
     if (Clock::now() >= deadline) {
-      t_refusal = in_headers_ ? GuardRefusal::HeaderTimeout : GuardRefusal::RequestTimeout;
+      t_refusal = in_headers_ ? GuardRefusal::HeaderTimeout : GuardRefusal::ReceiveTimeout;
       return -1;
     }
     if (!buffered()) {
@@ -96,7 +96,7 @@ class GuardStream final : public httplib::Stream {
         if (r > 0) break;
         if (r < 0 && errno != EINTR) return -1;
         if (Clock::now() >= deadline) {
-          t_refusal = in_headers_ ? GuardRefusal::HeaderTimeout : GuardRefusal::RequestTimeout;
+          t_refusal = in_headers_ ? GuardRefusal::HeaderTimeout : GuardRefusal::ReceiveTimeout;
           return -1;
         }
         if (Clock::now() >= give_up) return -1;
@@ -177,7 +177,7 @@ class GuardStream final : public httplib::Stream {
   size_t pos_ = 0, len_ = 0;
   bool in_headers_ = true;
   size_t header_bytes_ = 0, header_lines_ = 0, line_len_ = 0;
-  Clock::time_point header_deadline_, request_deadline_;
+  Clock::time_point header_deadline_, receive_deadline_;
 };
 
 }  // namespace
@@ -197,8 +197,8 @@ std::string guard_refusal_message(GuardRefusal r, const HttpLimits& l) {
              std::to_string(l.max_header_lines) + " lines";
     case GuardRefusal::HeaderTimeout:
       return "request headers did not arrive within " + num(l.header_timeout_s) + " s";
-    case GuardRefusal::RequestTimeout:
-      return "request body did not arrive within " + num(l.request_timeout_s) + " s of the request's start";
+    case GuardRefusal::ReceiveTimeout:
+      return "request body did not arrive within " + num(l.receive_timeout_s) + " s of the request's start";
     case GuardRefusal::None:
       break;
   }
@@ -235,7 +235,7 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
       strm.write((head + body).data(), head.size() + body.size());
     }
     if (why == GuardRefusal::HeadersTooLarge) too_large_.fetch_add(1);
-    if (why == GuardRefusal::HeaderTimeout || why == GuardRefusal::RequestTimeout) timeouts_.fetch_add(1);
+    if (why == GuardRefusal::HeaderTimeout || why == GuardRefusal::ReceiveTimeout) timeouts_.fetch_add(1);
     if (!ret || closed || why != GuardRefusal::None) break;
   }
   ::shutdown(sock, SHUT_RDWR);

@@ -18,12 +18,12 @@ struct HttpLimits {
   size_t max_header_bytes = 64 << 10;  ///< request line + headers, bytes
   size_t max_header_lines = 128;       ///< request line + header lines
   double header_timeout_s = 10;        ///< request line + headers must arrive within this, s
-  double request_timeout_s = 60;       ///< headers + body must arrive within this, s
+  double receive_timeout_s = 60;       ///< headers + body must arrive within this, s
 };
 
 /// Why the guard refused the current request on this thread (read by the error handler, which
 /// runs on the same thread, to answer 431 or 408 instead of cpp-httplib's generic 400).
-enum class GuardRefusal { None, HeadersTooLarge, HeaderTimeout, RequestTimeout };
+enum class GuardRefusal { None, HeadersTooLarge, HeaderTimeout, ReceiveTimeout };
 /// The refusal of the request being read on the calling thread (None when not refused).
 GuardRefusal current_guard_refusal();
 /// Text for a refusal: what was exceeded and the bound.

@@ -420,8 +420,8 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
   if (cfg.canary_fraction > 0 && !canary.scheduler)
     throw_input("a canary fraction needs a canary engine (--canary-profile)", "canary_fraction");
   if (!(cfg.shutdown_deadline_s >= 0)) throw_input("shutdown deadline must be >= 0", "shutdown_deadline_s");
-  if (!(cfg.header_timeout_s > 0) || !(cfg.request_timeout_s >= cfg.header_timeout_s))
-    throw_input("header timeout must be > 0 and the request timeout >= it", "header_timeout_s/request_timeout_s");
+  if (!(cfg.header_timeout_s > 0) || !(cfg.receive_timeout_s >= cfg.header_timeout_s))
+    throw_input("header timeout must be > 0 and the receive timeout >= it", "header_timeout_s/receive_timeout_s");
   if (cfg.max_header_bytes < 1024 || cfg.max_header_lines < 4)
     throw_input("header limits must allow at least 1024 bytes and 4 lines", "max_header_bytes/max_header_lines");
   if (cfg.chat.name.empty()) cfg.chat = chat_template(kDefaultChatTemplate);
@@ -436,7 +436,7 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
                                            : main.scheduler->config().max_queue + main.scheduler->config().max_batch + 8;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   http.set_payload_max_length(cfg.max_body_bytes);
-  http.set_limits(HttpLimits{cfg.max_header_bytes, cfg.max_header_lines, cfg.header_timeout_s, cfg.request_timeout_s});
+  http.set_limits(HttpLimits{cfg.max_header_bytes, cfg.max_header_lines, cfg.header_timeout_s, cfg.receive_timeout_s});
   // cpp-httplib 0.11 listens with a backlog of 5: a burst of clients (64 connecting at once)
   // overflows it and the kernel resets connections. Remember the listening socket so bind()
   // can raise the backlog with a second listen() (Linux updates it in place).

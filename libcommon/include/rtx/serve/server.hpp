@@ -37,7 +37,7 @@ struct ServerConfig {
   size_t max_header_bytes = 64 << 10;  ///< request line + headers, bytes; beyond: 431
   size_t max_header_lines = 128;   ///< request line + header lines; beyond: 431
   double header_timeout_s = 10;    ///< a request's line + headers must arrive within this (else 408)
-  double request_timeout_s = 60;   ///< its headers + body within this (else 408): slow clients end
+  double receive_timeout_s = 60;   ///< its headers + body within this (else 408): slow clients end
 };
 
 /// The HTTP front end. Thread-safe; run() blocks until stop().

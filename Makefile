@@ -42,8 +42,11 @@ debug:
 # multi-threaded parts under ThreadSanitizer (build-tsan/, -O1; only the TSAN_TESTS are built).
 sanitize test-sanitize: test-asan test-tsan
 
-test-asan:
-	@$(MAKE) test BUILD=build-asan TYPE=Debug CMAKE_ARGS="-DRTX_SANITIZE=address,undefined -DRTX_CUDA=OFF"
+test-asan: setup
+	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE= -DCMAKE_CXX_FLAGS="-O1 -g1" -DCMAKE_C_FLAGS="-O1" \
+	  -DRTX_SANITIZE=address,undefined -DRTX_CUDA=OFF -DRTX_DATA_DIR=$(RTX_DATA)
+	@cmake --build build-asan -j $(JOBS)
+	@cd build-asan && ctest --output-on-failure -j $(JOBS) --timeout 1800
 
 test-tsan: setup
 	@cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE= -DCMAKE_CXX_FLAGS="-O1 -g1" -DCMAKE_C_FLAGS="-O1" \

@@ -348,6 +348,8 @@ TEST_CASE("secrets: the API key is never printed by rtx-serve run, its responses
   ::kill(pid, SIGTERM);
   CHECK(wait_status(pid) == 0);
   for (const char* f : {"/serve.out", "/serve.err", "/bench.json"}) seen += file_bytes(dir + f);
+  // Loopback unless told otherwise: the banner names the address it bound.
+  CHECK_THAT(file_bytes(dir + "/serve.err"), Catch::Contains("on http://127.0.0.1:" + std::to_string(port)));
   CHECK(seen.size() > 2000);  // the logs, metrics and reports were read
   CHECK(seen.find("5f3a9c0e71") == std::string::npos);
 }

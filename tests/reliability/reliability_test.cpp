@@ -311,14 +311,21 @@ TEST_CASE("secrets: the API key is never printed by rtx-serve run, its responses
     ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
+  struct Reaper {  // the server never outlives a failed check
+    pid_t pid;
+    ~Reaper() {
+      if (pid > 0 && ::kill(pid, SIGKILL) == 0) ::waitpid(pid, nullptr, 0);
+    }
+  } reaper{pid};
   httplib::Client c("127.0.0.1", port);
   c.set_connection_timeout(1);
   bool up = false;
-  for (int i = 0; i < 200 && !up; ++i) {
+  for (int i = 0; i < 600 && !up; ++i) {
     auto h = c.Get("/health");
     up = h && h->status == 200;
     if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  INFO("rtx-serve stderr: " << file_bytes(dir + "/serve.err"));
   REQUIRE(up);
   std::string seen;
   // Wrong and missing tokens: 401, and the answer echoes neither the token sent nor the key.
@@ -347,6 +354,7 @@ TEST_CASE("secrets: the API key is never printed by rtx-serve run, its responses
   seen += b.out + b.err;
   ::kill(pid, SIGTERM);
   CHECK(wait_status(pid) == 0);
+  reaper.pid = -1;
   for (const char* f : {"/serve.out", "/serve.err", "/bench.json"}) seen += file_bytes(dir + f);
   // Loopback unless told otherwise: the banner names the address it bound.
   CHECK_THAT(file_bytes(dir + "/serve.err"), Catch::Contains("on http://127.0.0.1:" + std::to_string(port)));

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -14,7 +15,9 @@
 
 namespace rtx::trace {
 namespace {
-constexpr size_t kChunk = 256 * 1024;
+// 64 KiB: large enough that fread/inflate calls are few, small enough to stay in a sanitizer
+// allocator's size classes (the fuzz targets open thousands of small files per second).
+constexpr size_t kChunk = 64 * 1024;
 }
 
 bool has_gz_suffix(const std::string& path) {
@@ -24,8 +27,8 @@ bool has_gz_suffix(const std::string& path) {
 struct ByteReader::Impl {
   std::FILE* f = nullptr;
   bool own = false;
-  std::vector<char> raw = std::vector<char>(kChunk);
-  std::vector<char> out = std::vector<char>(kChunk);
+  std::unique_ptr<char[]> raw{new char[kChunk]};  // not zero-filled: only read after fread
+  std::unique_ptr<char[]> out;                     // inflate output, allocated for gzip input
   z_stream zs{};
   bool z_init = false, z_end = false, eof = false;
   ~Impl() {
@@ -45,16 +48,17 @@ ByteReader::ByteReader(const std::string& path) : impl_(std::make_unique<Impl>()
     impl_->own = true;
   }
   // Peek at the first two bytes for the gzip magic (1f 8b).
-  size_t n = std::fread(impl_->raw.data(), 1, kChunk, impl_->f);
+  size_t n = std::fread(impl_->raw.get(), 1, kChunk, impl_->f);
   if (n >= 2 && static_cast<unsigned char>(impl_->raw[0]) == 0x1f && static_cast<unsigned char>(impl_->raw[1]) == 0x8b) {
     gzip_ = true;
     if (inflateInit2(&impl_->zs, 15 + 32) != Z_OK) throw_internal("zlib inflateInit2 failed", path);
     impl_->z_init = true;
-    impl_->zs.next_in = reinterpret_cast<Bytef*>(impl_->raw.data());
+    impl_->zs.next_in = reinterpret_cast<Bytef*>(impl_->raw.get());
     impl_->zs.avail_in = static_cast<uInt>(n);
-    buf_ = impl_->out.data();
+    impl_->out.reset(new char[kChunk]);
+    buf_ = impl_->out.get();
   } else {
-    buf_ = impl_->raw.data();
+    buf_ = impl_->raw.get();
     len_ = n;
   }
   if (n < kChunk) impl_->eof = true;
@@ -69,7 +73,7 @@ bool ByteReader::refill() {
   Impl& im = *impl_;
   if (!gzip_) {
     if (im.eof) return false;
-    size_t n = std::fread(im.raw.data(), 1, kChunk, im.f);
+    size_t n = std::fread(im.raw.get(), 1, kChunk, im.f);
     if (n < kChunk) {
       if (std::ferror(im.f)) throw_env(std::string("read error: ") + std::strerror(errno), path_);
       im.eof = true;
@@ -81,9 +85,9 @@ bool ByteReader::refill() {
     if (im.z_end) {
       // Concatenated gzip members (gzip a b > c) are one stream, as gunzip reads them.
       if (im.zs.avail_in == 0 && !im.eof) {
-        size_t n = std::fread(im.raw.data(), 1, kChunk, im.f);
+        size_t n = std::fread(im.raw.get(), 1, kChunk, im.f);
         if (n < kChunk) im.eof = true;
-        im.zs.next_in = reinterpret_cast<Bytef*>(im.raw.data());
+        im.zs.next_in = reinterpret_cast<Bytef*>(im.raw.get());
         im.zs.avail_in = static_cast<uInt>(n);
       }
       if (im.zs.avail_in == 0) return false;
@@ -94,13 +98,13 @@ bool ByteReader::refill() {
       if (im.eof)
         throw_input("the gzip stream is truncated (no end-of-stream marker)", path_,
                     "the file was cut short: re-record it or check the copy");
-      size_t n = std::fread(im.raw.data(), 1, kChunk, im.f);
+      size_t n = std::fread(im.raw.get(), 1, kChunk, im.f);
       if (n < kChunk) im.eof = true;
-      im.zs.next_in = reinterpret_cast<Bytef*>(im.raw.data());
+      im.zs.next_in = reinterpret_cast<Bytef*>(im.raw.get());
       im.zs.avail_in = static_cast<uInt>(n);
       if (n == 0) continue;
     }
-    im.zs.next_out = reinterpret_cast<Bytef*>(im.out.data());
+    im.zs.next_out = reinterpret_cast<Bytef*>(im.out.get());
     im.zs.avail_out = static_cast<uInt>(kChunk);
     int rc = inflate(&im.zs, Z_NO_FLUSH);
     if (rc == Z_STREAM_END) {

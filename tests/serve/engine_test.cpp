@@ -258,6 +258,9 @@ TEST_CASE("gpt2 serving model: GGUF export round trip gives the same logits", "[
   std::ofstream(dir + "/junk.bin") << "not a model";
   CHECK_THROWS_AS(load_model(dir + "/junk.bin"), Error);
   CHECK_THROWS_AS(load_model(dir + "/missing.gguf"), Error);
+  // A .gguf that is not GGUF is called that (not "not a safetensors file").
+  std::ofstream(dir + "/fake.gguf") << "PK\x03\x04 a zip";
+  CHECK_THROWS_WITH(load_model(dir + "/fake.gguf"), Catch::Contains("not a GGUF file") && Catch::Contains("\"PK\\x03\\x04\""));
 }
 
 // ---- scheduler ------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
 // load_model (rtx/serve/model.hpp): picks the serving model by the file's contents.
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 
@@ -25,6 +26,16 @@ std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& op
                 "general.architecture", "convert the model to one of those architectures");
   }
   in.close();
+  // A file named .gguf without the magic: say so, rather than what the safetensors reader
+  // would make of it.
+  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".gguf") == 0) {
+    std::string got;
+    for (char c : std::string(magic, static_cast<size_t>(std::max<std::streamsize>(0, in.gcount()))))
+      got += (c >= 32 && c < 127) ? std::string(1, c) : "\\x" + std::string(1, "0123456789abcdef"[(c >> 4) & 15]) +
+                                                             std::string(1, "0123456789abcdef"[c & 15]);
+    throw_input("named .gguf but not a GGUF file (its first bytes are \"" + got +
+                    "\", not \"GGUF\")", path, "check the file (a truncated download or another format)");
+  }
   // Not GGUF: an rtx checkpoint (safetensors); its reader names what is wrong otherwise.
   return load_gpt2_checkpoint(path, opt);
 }

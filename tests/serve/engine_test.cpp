@@ -340,9 +340,18 @@ TEST_CASE("scheduler: tokens equal one-sequence generation; finish reasons; stop
   REQUIRE(s.submit(greedy(random_ids(30, 67, 9), 50), full.fn()));
   CHECK(full.wait() == Finish::Length);
   CHECK(full.tokens.size() == 3);  // positions 30, 31 are fed; the third token has no room
+  // The callback is released with the last event: whatever it holds (the HTTP server's Job,
+  // which holds the handle) is freed with the request, not kept alive by a cycle.
+  auto held = std::make_shared<int>(7);
+  Collector rel;
+  RequestHandle h = s.submit(greedy(prompt, 3), [&rel, held](const TokenEvent& ev) { return rel.fn()(ev); });
+  REQUIRE(h);
+  CHECK(rel.wait() == Finish::Length);
+  for (int i = 0; i < 100 && held.use_count() > 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(held.use_count() == 1);
   const auto st = s.stats();
   CHECK(st.kv_blocks_used == 0);
-  CHECK(st.finished_by[static_cast<int>(Finish::Length)] == 3);
+  CHECK(st.finished_by[static_cast<int>(Finish::Length)] == 4);
   CHECK(st.finished_by[static_cast<int>(Finish::Stop)] == 1);
 }
 

@@ -270,6 +270,7 @@ TEST_CASE("serve: bad requests get OpenAI error objects with the right status", 
   };
   expect("{\"model\": ", 400, "");
   expect("[1,2]", 400, "");
+  expect(R"({"prompt": "a", "max_tokens": 1, "foo": 1e400})", 400, "");  // a number past double: 400, not 500
   expect(completion("hi", 5, 0, {{"max_tokens", "5"}}).dump(), 400, "max_tokens");
   expect(completion("hi", 0).dump(), 400, "max_tokens");
   expect(completion("hi", 5, 3.0).dump(), 400, "temperature");
@@ -382,10 +383,49 @@ TEST_CASE("serve: header floods get 431, slow clients 408, within the configured
     CHECK(std::chrono::duration<double>(clock::now() - t0).count() < 3);
     CHECK(s.metric("rtx_http_refused_total{reason=\"timeout\"}") == 2);
   }
+  SECTION("a bare-LF or CR-CR-LF line does not end the headers (cpp-httplib skips it and reads on)") {
+    for (const char* odd : {"\n", "\r\r\n"}) {
+      RawConn c(s.port);
+      std::string req = std::string("GET /health HTTP/1.1\r\nHost: x\r\n") + odd;
+      for (int i = 0; i < 25; ++i) req += "X-H" + std::to_string(i) + ": 1\r\n";
+      c.send(req + "\r\n");
+      CHECK(c.read_all(5).rfind("HTTP/1.1 431 ", 0) == 0);
+    }
+  }
+  SECTION("refusals before the body is read close the connection: nothing smuggled in the body runs") {
+    ServerConfig keyed = cfg;
+    keyed.api_key = "k";
+    keyed.max_body_bytes = 1000;
+    Running k({}, keyed);
+    const std::string inner = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    {  // 401: the body (another request) is not parsed as the next request
+      RawConn c(k.port);
+      c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(inner.size()) + "\r\n\r\n" + inner);
+      const std::string r = c.read_all(5);
+      CHECK(r.rfind("HTTP/1.1 401 ", 0) == 0);
+      CHECK(r.find("HTTP/1.1 200") == std::string::npos);
+    }
+    auto framing = [&](const std::string& head, const std::string& body, const char* status, const char* code) {
+      RawConn c(k.port);
+      const auto t0 = clock::now();
+      c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\n" + head + "\r\n" + body);
+      const std::string r = c.read_all(5);
+      INFO(head << " -> " << r.substr(0, 200));
+      CHECK(r.rfind(std::string("HTTP/1.1 ") + status + " ", 0) == 0);
+      CHECK_THAT(r, Catch::Contains(code));
+      CHECK(r.find("HTTP/1.1 200") == std::string::npos);
+      CHECK(std::chrono::duration<double>(clock::now() - t0).count() < 3);  // answered at once, not at a timeout
+    };
+    framing("", inner, "411", "length_required");                                      // no length: 411
+    framing("Content-Length: 5000000\r\n", "", "413", "");                              // too big, nothing sent: 413 now
+    framing("Content-Length: -1\r\n", "", "400", "bad_framing");
+    framing("Content-Length: 2\r\nContent-Length: 30\r\n", "{}", "400", "bad_framing");
+    framing("Content-Length: 2\r\nTransfer-Encoding: chunked\r\n", "{}", "400", "bad_framing");
+  }
   SECTION("well-formed requests at the limits still work, several per connection") {
     RawConn c(s.port);
     std::string req = "GET /health HTTP/1.1\r\nHost: x\r\n";
-    for (int i = 0; i < 17; ++i) req += "X-H" + std::to_string(i) + ": 1\r\n";  // 19 lines + the empty one
+    for (int i = 0; i < 18; ++i) req += "X-H" + std::to_string(i) + ": 1\r\n";  // 20 lines, the blank one not counted
     req += "\r\n";
     c.send(req + req + "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     const std::string r = c.read_all(5);

@@ -485,7 +485,7 @@ std::optional<json> McpServer::handle_line(const std::string& raw) {
   json msg;
   try {
     msg = json::parse(line);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number past double
     if (o_.log) *o_.log << "rtx-evolve mcp: parse error: " << e.what() << "\n";
     return rpc_error(nullptr, kParseError, std::string("parse error: ") + e.what());
   }

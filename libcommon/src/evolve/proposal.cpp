@@ -46,7 +46,7 @@ const json& field(const json& j, const char* name, const std::string& source) {
 json parse_stored(const std::string& text, const std::string& row, const std::string& db) {
   try {
     return json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number past double
     throw_input(row + " in " + db + ": stored JSON is unreadable (" + e.what() + ")", db,
                 "the row was changed outside rtx; restore the store from a backup or fix the row with sqlite3");
   }

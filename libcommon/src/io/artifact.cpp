@@ -56,6 +56,11 @@ json parse_json(const std::string& text, const std::string& source) {
                 "invalid JSON at line " + std::to_string(line) + ", column " + std::to_string(col) + " (byte " +
                     std::to_string(byte) + "): " + detail,
                 source);
+  } catch (const json::exception& e) {  // out_of_range: a number past double's range (1e400)
+    std::string detail = e.what();
+    const auto sep = detail.find("] ");
+    if (sep != std::string::npos) detail = detail.substr(sep + 2);
+    throw Error(ErrorCategory::Input, "invalid JSON: " + detail, source);
   }
 }
 

@@ -24,7 +24,7 @@ nlohmann::json parse_meta_json(const std::map<std::string, std::string>& meta, c
   }
   try {
     return nlohmann::json::parse(it->second);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range (number past double)
     throw_input(std::string("checkpoint metadata '") + key + "' is not valid JSON: " + e.what(), path);
   }
 }

@@ -23,6 +23,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 thread_local GuardRefusal t_refusal = GuardRefusal::None;
+thread_local bool t_close_after = false;
 
 /// Milliseconds from now until `t`, rounded up (0 when past), capped at `cap_ms`.
 int ms_until(Clock::time_point t, int cap_ms) {
@@ -57,7 +58,9 @@ class GuardStream final : public httplib::Stream {
   void begin_request() {
     in_headers_ = true;
     header_bytes_ = header_lines_ = 0;
-    line_len_ = 0;
+    line_bytes_ = 0;
+    prev_ = 0;
+    t_close_after = false;
     const auto now = Clock::now();
     header_deadline_ = now + std::chrono::microseconds(static_cast<int64_t>(limits_.header_timeout_s * 1e6));
     receive_deadline_ = now + std::chrono::microseconds(static_cast<int64_t>(limits_.receive_timeout_s * 1e6));
@@ -119,19 +122,24 @@ class GuardStream final : public httplib::Stream {
           return -1;
         }
         if (c != '\n') {
-          if (c != '\r') ++line_len_;
+          ++line_bytes_;
+          prev_ = c;
           continue;
+        }
+        // Only a line that is exactly CRLF ends the headers, as cpp-httplib reads them (it skips
+        // a bare-LF line and reads on): anything else is one more header line, counted.
+        const bool blank = line_bytes_ == 1 && prev_ == '\r' && header_lines_ > 0;
+        line_bytes_ = 0;
+        prev_ = c;
+        if (blank) {  // the end of the headers (not counted as a line)
+          in_headers_ = false;
+          k = i + 1;
+          break;
         }
         if (++header_lines_ > limits_.max_header_lines) {
           t_refusal = GuardRefusal::HeadersTooLarge;
           return -1;
         }
-        if (line_len_ == 0 && header_lines_ > 1) {  // the empty line: headers complete
-          in_headers_ = false;
-          k = i + 1;
-          break;
-        }
-        line_len_ = 0;
       }
     }
     std::memcpy(ptr, buf_.data() + pos_, k);
@@ -176,13 +184,15 @@ class GuardStream final : public httplib::Stream {
   std::vector<char> buf_;
   size_t pos_ = 0, len_ = 0;
   bool in_headers_ = true;
-  size_t header_bytes_ = 0, header_lines_ = 0, line_len_ = 0;
+  size_t header_bytes_ = 0, header_lines_ = 0, line_bytes_ = 0;
+  char prev_ = 0;  // the header byte before the current one
   Clock::time_point header_deadline_, receive_deadline_;
 };
 
 }  // namespace
 
 GuardRefusal current_guard_refusal() { return t_refusal; }
+void close_after_response() { t_close_after = true; }
 
 std::string guard_refusal_message(GuardRefusal r, const HttpLimits& l) {
   auto num = [](double x) {
@@ -236,7 +246,7 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
     }
     if (why == GuardRefusal::HeadersTooLarge) too_large_.fetch_add(1);
     if (why == GuardRefusal::HeaderTimeout || why == GuardRefusal::ReceiveTimeout) timeouts_.fetch_add(1);
-    if (!ret || closed || why != GuardRefusal::None) break;
+    if (!ret || closed || why != GuardRefusal::None || t_close_after) break;
   }
   ::shutdown(sock, SHUT_RDWR);
   ::close(sock);

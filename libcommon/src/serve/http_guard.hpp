@@ -16,7 +16,7 @@ namespace rtx::serve {
 /// Bounds on what one request may send before it is answered (see ServerConfig).
 struct HttpLimits {
   size_t max_header_bytes = 64 << 10;  ///< request line + headers, bytes
-  size_t max_header_lines = 128;       ///< request line + header lines
+  size_t max_header_lines = 128;       ///< request line + header lines (the blank line not counted)
   double header_timeout_s = 10;        ///< request line + headers must arrive within this, s
   double receive_timeout_s = 60;       ///< headers + body must arrive within this, s
 };
@@ -26,6 +26,9 @@ struct HttpLimits {
 enum class GuardRefusal { None, HeadersTooLarge, HeaderTimeout, ReceiveTimeout };
 /// The refusal of the request being read on the calling thread (None when not refused).
 GuardRefusal current_guard_refusal();
+/// Close the connection once the current response is written (a refusal that left the request
+/// unread: what follows on the socket must not be read as a next request).
+void close_after_response();
 /// Text for a refusal: what was exceeded and the bound.
 std::string guard_refusal_message(GuardRefusal r, const HttpLimits& l);
 

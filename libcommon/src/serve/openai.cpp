@@ -174,6 +174,9 @@ json parse_body(std::string_view body) {
   json j;
   try {
     j = json::parse(body.begin(), body.end());
+  } catch (const json::out_of_range& e) {  // a number past double's range (1e400): bad input too
+    throw ApiException(invalid_request(std::string("We could not parse the JSON body of your request: a number is out of range (") +
+                                           e.what() + ")", "", "invalid_json"));
   } catch (const json::parse_error& e) {
     std::string what = e.what();
     const auto colon = what.find(": ");
@@ -430,6 +433,8 @@ ChatTemplate load_chat_template(const std::string& path) {
     j = json::parse(text);
   } catch (const json::parse_error& e) {
     throw_input("malformed JSON at byte offset " + std::to_string(e.byte > 0 ? e.byte - 1 : 0), path);
+  } catch (const json::exception& e) {  // out_of_range: a number past double's range
+    throw_input(std::string("malformed JSON: ") + e.what(), path);
   }
   return chat_template_from_json(j, path);
 }

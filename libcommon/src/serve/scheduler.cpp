@@ -292,7 +292,11 @@ void Scheduler::finish(const RequestHandle& r, Finish f, const std::string& erro
   }
   if (r->times.output_tokens > 1 && r->times.ttft_s >= 0)
     tpot_.observe((r->times.e2e_s - r->times.ttft_s) / (r->times.output_tokens - 1));
-  if (r->on_event) r->on_event(ev);
+  // The callback is released with its last event: it holds the caller's state (the HTTP
+  // server's Job), which holds this handle, so keeping it would leak both per request.
+  EventFn last = std::move(r->on_event);
+  r->on_event = nullptr;
+  if (last) last(ev);
   cv_.notify_all();
 }
 

@@ -5,6 +5,7 @@
 #include <sodium.h>
 #include <sys/socket.h>
 
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -446,15 +447,46 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
   });
   http.set_read_timeout(30, 0);
   http.set_write_timeout(30, 0);
+  // Runs before cpp-httplib reads the body. Every refusal here leaves the body unread, so the
+  // connection is closed after the answer: the unread bytes must never be parsed as a next
+  // request (request smuggling behind a proxy that reuses connections).
   http.set_pre_routing_handler([I](const httplib::Request& req, httplib::Response& res) {
-    if (I->cfg.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
-    const std::string want = "Bearer " + I->cfg.api_key;
-    const std::string got = req.get_header_value("Authorization");
-    if (got.size() == want.size() && sodium_memcmp(got.data(), want.data(), want.size()) == 0)
-      return httplib::Server::HandlerResponse::Unhandled;
-    I->send_error(res, unauthorized());
-    res.set_header("WWW-Authenticate", "Bearer");
-    return httplib::Server::HandlerResponse::Handled;
+    auto refuse = [&](const ApiError& e) {
+      I->send_error(res, e);
+      res.set_header("Connection", "close");
+      close_after_response();
+      return httplib::Server::HandlerResponse::Handled;
+    };
+    if (!I->cfg.api_key.empty() && req.path != "/health") {
+      const std::string want = "Bearer " + I->cfg.api_key;
+      const std::string got = req.get_header_value("Authorization");
+      if (got.size() != want.size() || sodium_memcmp(got.data(), want.data(), want.size()) != 0) {
+        res.set_header("WWW-Authenticate", "Bearer");
+        return refuse(unauthorized());
+      }
+    }
+    // The body's framing, judged before anything is read (RFC 9112 section 6).
+    const size_t n_len = req.get_header_value_count("Content-Length");
+    std::string te = req.get_header_value("Transfer-Encoding");
+    for (char& c : te) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const bool chunked = te.find("chunked") != std::string::npos;
+    if (n_len > 1 || (n_len == 1 && req.has_header("Transfer-Encoding")))
+      return refuse(status_error(400, "invalid_request_error",
+                                 "ambiguous body length: several Content-Length headers, or Content-Length with Transfer-Encoding",
+                                 "bad_framing"));
+    if (n_len == 1) {
+      const std::string v = req.get_header_value("Content-Length");
+      const bool digits = !v.empty() && v.size() <= 19 && v.find_first_not_of("0123456789") == std::string::npos;
+      if (!digits)
+        return refuse(status_error(400, "invalid_request_error", "Content-Length '" + v.substr(0, 40) + "' is not a byte count",
+                                   "bad_framing"));
+      const unsigned long long len = std::strtoull(v.c_str(), nullptr, 10);
+      if (len > I->cfg.max_body_bytes) return refuse(body_too_large(len, I->cfg.max_body_bytes));
+    } else if (!chunked && (req.method == "POST" || req.method == "PUT" || req.method == "PATCH")) {
+      return refuse(status_error(411, "invalid_request_error", req.method + " needs a Content-Length (or chunked encoding)",
+                                 "length_required"));
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
   });
   http.set_error_handler([I](const httplib::Request& req, httplib::Response& res) {
     if (const GuardRefusal why = current_guard_refusal(); why != GuardRefusal::None) {
@@ -463,9 +495,14 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
       I->send_error(res, status_error(res.status, "invalid_request_error", guard_refusal_message(why, I->http.limits()),
                                       big ? "headers_too_large" : "request_timeout"));
       res.set_header("Connection", "close");
+      close_after_response();
       return;
     }
     if (!res.body.empty()) return;
+    // An error cpp-httplib raised while reading (bad request line, header, chunk, size): the
+    // rest of the request may still be on the socket, so the connection ends with this answer.
+    close_after_response();
+    res.set_header("Connection", "close");
     if (res.status == 413) {
       I->send_error(res, body_too_large(std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10), I->cfg.max_body_bytes));
     } else if (res.status == 404) {

@@ -73,6 +73,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!gz && text.find('\0') == std::string::npos && expected_total(text, want))
     RTX_FUZZ_CHECK(want == trie.total_weight(0), "weight read != counts summed in 128 bits");
   const std::string folded = write_folded(trie);
+  // A text whose first bytes are the gzip magic is read as gzip (the readers sniff content, as
+  // documented); a first frame named "\x1f\x8b..." cannot round-trip, by design.
+  if (folded.size() >= 2 && static_cast<unsigned char>(folded[0]) == 0x1f && static_cast<unsigned char>(folded[1]) == 0x8b)
+    return 0;
   rtx::fuzz::MemFile again(reinterpret_cast<const uint8_t*>(folded.data()), folded.size());
   StackTrie back;
   try {

@@ -289,6 +289,18 @@ TEST_CASE("weights that would wrap 64 bits, and ids that do not fit, are refused
   REQUIRE(ok.events.size() == 1);
   CHECK(ok.events[0].pid == -7);
   CHECK(ok.events[0].tid == 3);
+  // A frame name with trailing blanks folds without them, so the folded text reads back the
+  // same (fuzz finding 12).
+  write_file(dir + "/blank.json", R"([{"ph":"X","name":"step","ts":0,"dur":10,"pid":1,"tid":1},
+                                      {"ph":"X","name":"leaf \t ","ts":1,"dur":5,"pid":1,"tid":1}])");
+  StackTrie bl;
+  fold_trace(dir + "/blank.json", bl);
+  const std::string bt = write_folded(bl);
+  CHECK(bt == "step 5000\nstep;leaf 5000\n");
+  write_file(dir + "/blank.folded", bt);
+  StackTrie bl2;
+  read_folded(dir + "/blank.folded", bl2);
+  CHECK(write_folded(bl2) == bt);
   // Many slices of one stack, each legal, whose self times sum past the int64/2^62 limits.
   std::string many = "[";
   for (int i = 0; i < 12; ++i)

@@ -197,6 +197,8 @@ std::string clean_frame(const std::string& s) {
     if (c == ';') c = ':';
     else if (c == '\n' || c == '\r') c = ' ';
   }
+  // Trailing blanks cannot survive folded text (a reader takes them as the count's separator).
+  while (!r.empty() && (r.back() == ' ' || r.back() == '\t')) r.pop_back();
   if (r.empty()) r = "[unnamed]";
   return r;
 }

@@ -87,7 +87,8 @@ struct FoldResult {
 /// memset, gpu_*): each GPU slice's stack is the CPU op/NVTX slices enclosing the API call
 /// that launched it (linked by flow events s/f or args.correlation; API slices themselves,
 /// cat cuda_runtime/cuda_driver/cuda_api, are left out) then its own name; weight = its
-/// duration. Frame names have ';' replaced by ':' and newlines by spaces.
+/// duration. Frame names have ';' replaced by ':', newlines by spaces, and trailing spaces and tabs
+/// dropped (folded text could not keep them), so the folded text reads back to the same stacks.
 /// Errors: read_trace's; rtx::Error(Input) for unbalanced B/E (naming the event).
 FoldResult fold_trace(const std::string& path, StackTrie& trie, int which = 0, FoldMode mode = FoldMode::Auto);
 

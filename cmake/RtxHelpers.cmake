@@ -34,7 +34,8 @@ function(rtx_add_test name)
   if(RTX_SANITIZE MATCHES "address")
     # LeakSanitizer's scan of dynamic TLS crashes ("Tracer caught signal 11") on glibc 2.36
     # once NVIDIA libraries with TLS were dlopen'ed (hardware probing); leaks are still checked.
-    list(APPEND env "ASAN_OPTIONS=intercept_tls_get_addr=0:detect_leaks=1")
+    list(APPEND env "ASAN_OPTIONS=intercept_tls_get_addr=0:detect_leaks=1"
+         "LSAN_OPTIONS=suppressions=${CMAKE_SOURCE_DIR}/tests/lsan.supp")
   endif()
   if(RTX_SANITIZE MATCHES "thread")
     # libgomp is not built with TSan: its barriers look like races. One OpenMP thread per team

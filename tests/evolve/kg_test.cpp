@@ -236,7 +236,8 @@ TEST_CASE("evolve kg: what improved <op> on <SKU>?", "[cpu]") {
   REQUIRE(ids(mem) == std::vector<int64_t>{faster});
   CHECK(mem["rows"][0]["improvement"].get<double>() == Approx(0.04));
   CHECK(ids(ask(f, "improved")) == std::vector<int64_t>{faster, f.p2, f.p1});
-  for (const auto& row : ask(f, "improved")["rows"]) CHECK(row["improvement"].get<double>() > 0);
+  const json improved = ask(f, "improved");  // a named value: the loop must not outlive the temporary
+  for (const auto& row : improved["rows"]) CHECK(row["improvement"].get<double>() > 0);
 }
 
 TEST_CASE("evolve kg: which changes hurt determinism? what failed which gate and why?", "[cpu]") {

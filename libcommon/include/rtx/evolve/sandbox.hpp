@@ -43,6 +43,10 @@ struct SandboxResult {
   std::string failure() const;
 };
 
+/// Whether run_sandboxed applies RLIMIT_AS: false in an AddressSanitizer build (its shadow
+/// memory reservation cannot start under an address-space limit).
+bool address_space_limited();
+
 /// fork + exec `argv` (argv[0] a path) with the limits; stdout and stderr are captured through
 /// temporary files. Throws rtx::Error(Environment) when the process cannot be started (fork
 /// fails, no scratch folder); an exec failure is exit status 127 (a failed run, not an error).

@@ -25,6 +25,14 @@ void write_file(const std::string& p, const std::string& s) {
   std::ofstream f(p, std::ios::binary);
   f << s;
 }
+/// Folded text written to `path`, read back and written again (a round trip must not change it).
+std::string reread_folded(const std::string& path, const std::string& text) {
+  write_file(path, text);
+  StackTrie t;
+  read_folded(path, t);
+  return write_folded(t);
+}
+
 std::string read_file(const std::string& p) {
   std::ifstream f(p, std::ios::binary);
   std::stringstream ss;
@@ -228,11 +236,8 @@ TEST_CASE("folded stacks round-trip and aggregate; bad counts name the line", "[
   CHECK(read_folded(dir + "/in.folded", t) == 5);
   const std::string out = write_folded(t);
   CHECK(out == "main 1\nmain;b 5\nmain;void run(int, float);kernel<1> 13\nsolo 8\n");
-  write_file(dir + "/out.folded", out);
-  StackTrie t2;
-  read_folded(dir + "/out.folded", t2);
-  CHECK(write_folded(t2) == out);
-  CHECK(t2.total_weight() == 27);
+  CHECK(reread_folded(dir + "/out.folded", out) == out);
+  CHECK(t.total_weight() == 27);
   CHECK_FALSE(looks_like_trace(dir + "/out.folded"));
   CHECK(looks_like_trace(sample()));
   for (const char* bad : {"main;a 1\nmain;b x\n", "main;a\n", "main;a -3\n", "main;a 1e5\n"}) {
@@ -297,10 +302,7 @@ TEST_CASE("weights that would wrap 64 bits, and ids that do not fit, are refused
   fold_trace(dir + "/blank.json", bl);
   const std::string bt = write_folded(bl);
   CHECK(bt == "step 5000\nstep;leaf 5000\n");
-  write_file(dir + "/blank.folded", bt);
-  StackTrie bl2;
-  read_folded(dir + "/blank.folded", bl2);
-  CHECK(write_folded(bl2) == bt);
+  CHECK(reread_folded(dir + "/blank.folded", bt) == bt);
   // Many slices of one stack, each legal, whose self times sum past the int64/2^62 limits.
   std::string many = "[";
   for (int i = 0; i < 12; ++i)

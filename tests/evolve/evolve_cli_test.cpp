@@ -279,7 +279,14 @@ TEST_CASE("rtx-evolve: A/A validations on real runs never pass the performance g
     bool perf_seen = false;
     for (const auto& g : v.gates) {
       if (g.gate == "safety") CHECK(g.passed);
-      if (g.gate == "determinism") CHECK(g.passed);
+      if (g.gate == "determinism") {
+        CHECK(g.passed);
+        // The same config on the same seeded inputs: parity with the baseline is exact.
+        CHECK(g.metric == "parity_rel_diff");
+        CHECK(g.value == 0.0);
+        CHECK(g.threshold == 1e-6);
+        CHECK(g.detail["parity_with_baseline"]["max_rel_diff"].get<double>() == 0.0);
+      }
       if (g.gate == "performance") {
         perf_seen = true;
         CHECK_FALSE(g.passed);

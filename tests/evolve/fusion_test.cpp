@@ -108,7 +108,7 @@ TEST_CASE("evolve fusion: the proposer toggles attention with a complete envelop
   CHECK(qs[0].changeset["base_version"] == 1);
 }
 
-TEST_CASE("evolve fusion: trial arms give the same loss and gradients within fp32 1e-5", "[cpu]") {
+TEST_CASE("evolve fusion: trial arms give the same loss and gradients within fp32 1e-6", "[cpu]") {
   const json base = run_trial(fusion_spec("fused")), cand = run_trial(fusion_spec("unfused")),
              again = run_trial(fusion_spec("unfused"));
   for (const json* r : {&base, &cand, &again}) {
@@ -117,8 +117,8 @@ TEST_CASE("evolve fusion: trial arms give the same loss and gradients within fp3
     CHECK(c["ok"].get<bool>());
     CHECK(c["repeat_checksum_equal"].get<bool>());
     CHECK(c["samples"].size() == 3);
-    CHECK(c["max_rel_err"].get<double>() <= 1e-5);
-    CHECK(c["tolerance"].get<double>() == 1e-5);
+    CHECK(c["max_rel_err"].get<double>() <= 1e-6);
+    CHECK(c["tolerance"].get<double>() == 1e-6);
     CHECK(c["reference_loss"] == base["cases"][0]["loss"]);
     CHECK((*r)["peak_rss_bytes"].get<double>() > 0);
   }
@@ -176,8 +176,8 @@ TEST_CASE("evolve fusion: a sandboxed validation runs both arms and records ever
     if (g.gate == "safety") CHECK(g.passed);
     if (g.gate == "determinism") {
       CHECK(g.passed);
-      CHECK(g.value <= 1e-5);
-      CHECK(g.threshold == 1e-5);
+      CHECK(g.value <= 1e-6);
+      CHECK(g.threshold == 1e-6);
     }
     if (g.gate == "memory") CHECK(g.value > 0);  // the candidate's peak RSS, recorded
   }

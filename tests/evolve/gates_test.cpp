@@ -94,3 +94,40 @@ TEST_CASE("evolve gates: bad input is an error; too few samples fail", "[cpu]") 
   CHECK(j.outcome == PerfOutcome::Fail);
   CHECK(j.reason.find("too few samples") != std::string::npos);
 }
+
+TEST_CASE("evolve gates: output parity with the baseline, per output, L2 and infinity norms", "[cpu]") {
+  // Known answers: base (3, 4) has ||b||_2 = 5 and max|b| = 4; a difference of 5e-6 in one
+  // element gives L2 1e-6 and infinity-norm 1.25e-6.
+  Parity p = output_parity({{3.0f, 4.0f + 5e-6f}}, {{3.0f, 4.0f}});
+  const double d = static_cast<double>(4.0f + 5e-6f) - 4.0;  // the representable difference
+  CHECK(p.rel_diff == Approx(d / 5).epsilon(1e-12));
+  CHECK(p.max_rel_diff == Approx(d / 4).epsilon(1e-12));
+  CHECK(p.worst_output == 0);
+  CHECK(p.worst_index == 1);
+  // Per output: a small-scale output is not hidden by a large one.
+  p = output_parity({{1000.0f, 2000.0f}, {1e-3f, 2e-3f}}, {{1000.0f, 2000.0f}, {1e-3f, 1e-3f}});
+  CHECK(p.rel_diff == Approx(std::sqrt(static_cast<double>(1e-3f) * 1e-3f / (2.0 * 1e-3f * 1e-3f))).epsilon(1e-6));
+  CHECK(p.worst_output == 1);
+  CHECK(p.worst_index == 1);
+  // Identical outputs, an odd length and a single element.
+  std::vector<float> v(127);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) - 63.5f;
+  p = output_parity({v, {7.0f}}, {v, {7.0f}});
+  CHECK(p.rel_diff == 0.0);
+  CHECK(p.max_rel_diff == 0.0);
+  // An all-zero baseline must match exactly; non-finite values only with the same bits.
+  CHECK(output_parity({{0.0f, 0.0f}}, {{0.0f, 0.0f}}).rel_diff == 0.0);
+  CHECK(std::isinf(output_parity({{0.0f, 1e-30f}}, {{0.0f, 0.0f}}).rel_diff));
+  const float nan = std::nanf("");
+  CHECK(output_parity({{1.0f, nan}}, {{1.0f, nan}}).rel_diff == 0.0);
+  CHECK(std::isinf(output_parity({{1.0f, nan}}, {{1.0f, 2.0f}}).rel_diff));
+  CHECK(std::isinf(output_parity({{1.0f, INFINITY}}, {{1.0f, -INFINITY}}).rel_diff));
+  // Not the same problem: counts or sizes differ.
+  CHECK_THROWS_AS(output_parity({{1.0f}}, {{1.0f}, {2.0f}}), rtx::Error);
+  CHECK_THROWS_AS(output_parity({{1.0f, 2.0f}}, {{1.0f}}), rtx::Error);
+  // The bounds: fp32 1e-6, half-precision inputs 1e-3; an unknown dtype is an error.
+  CHECK(parity_tolerance("f32") == 1e-6);
+  CHECK(parity_tolerance("bf16") == 1e-3);
+  CHECK(parity_tolerance("float16") == 1e-3);
+  CHECK_THROWS_AS(parity_tolerance("f8"), rtx::Error);
+}

@@ -37,6 +37,58 @@ TEST_CASE("evolve trial: kernel cases (odd shapes) are checked and reproducible"
   CHECK_THROWS_AS(run_trial(s), rtx::Error);
 }
 
+TEST_CASE("evolve trial: kernel cases compare with the baseline's params on the same inputs", "[cpu]") {
+  json s = spec("kernels");
+  s["threads"] = 1;
+  s["baseline_threads"] = 2;
+  // K = 1000 is not a multiple of any KC: KC 64 vs 512 sums each dot product in other blocks.
+  const json mm = {{"op", "matmul_forward"}, {"variant", "cpu.blocked"}, {"shape", {{"M", 37}, {"N", 127}, {"K", 1000}}},
+                   {"dtype", "f32"}};
+  json same = mm, reordered = mm, bf = mm, ln = mm;
+  same["id"] = "same";
+  same["params"] = {{"KC", 64}};
+  same["baseline_params"] = {{"KC", 64}};
+  reordered["id"] = "reordered";
+  reordered["params"] = {{"KC", 64}};
+  reordered["baseline_params"] = {{"KC", 512}};
+  bf["id"] = "bf16";
+  bf["dtype"] = "bf16";
+  bf["params"] = {{"KC", 64}};
+  bf["baseline_params"] = {{"KC", 512}};
+  ln = {{"id", "ln"}, {"op", "layernorm_backward"}, {"variant", "cpu.vec"}, {"shape", {{"N", 7}, {"C", 127}}},
+        {"dtype", "f32"}, {"params", json::object()}, {"baseline_params", json::object()}};
+  s["cases"] = json::array({same, reordered, bf, ln});
+  const json r = run_trial(s);
+  REQUIRE(r["cases"].size() == 4);
+  for (const auto& c : r["cases"]) {
+    INFO(c.dump());
+    REQUIRE(c.contains("parity"));
+    CHECK(c["parity"]["available"].get<bool>());
+    CHECK(c["parity"]["ok"].get<bool>());
+    CHECK(c["parity"]["rel_diff"].get<double>() <= c["parity"]["max_rel_diff"].get<double>() * 1.0000001);
+  }
+  // Same params: bit-identical (the thread count does not change a matmul's sums).
+  CHECK(r["cases"][0]["parity"]["rel_diff"].get<double>() == 0.0);
+  // Another K blocking: fp32 rounding, within the 1e-6 bound but not zero.
+  const double reord = r["cases"][1]["parity"]["rel_diff"].get<double>();
+  CHECK(reord > 0.0);
+  CHECK(reord <= 1e-6);
+  CHECK(r["cases"][1]["parity"]["tolerance"].get<double>() == 1e-6);
+  CHECK(r["cases"][2]["parity"]["tolerance"].get<double>() == 1e-3);
+  // layernorm's row reductions do not depend on the thread count (1 vs 2 threads).
+  CHECK(r["cases"][3]["parity"]["rel_diff"].get<double>() == 0.0);
+  // Baseline params outside the space are an Input error naming the field.
+  s["cases"] = json::array({reordered});
+  s["cases"][0]["baseline_params"] = {{"KC", 100}};
+  try {
+    run_trial(s);
+    FAIL("baseline params outside the space were accepted");
+  } catch (const rtx::Error& e) {
+    CHECK(e.category() == rtx::ErrorCategory::Input);
+    CHECK_THAT(e.message(), Catch::Contains("KC=100"));
+  }
+}
+
 TEST_CASE("evolve trial: allocation trace under different allocator knobs", "[cpu]") {
   json s = spec("alloc");
   s["steps"] = 2;

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
+#include "rtx/core/dtype.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/stats/compare.hpp"
 
@@ -149,6 +151,48 @@ GateResult judge_heldout(const std::vector<std::vector<double>>& base, const std
   g.threshold = -tolerance;
   g.detail["borderline"] = j.outcome == PerfOutcome::Borderline;
   return g;
+}
+
+Parity output_parity(const std::vector<std::vector<float>>& cand, const std::vector<std::vector<float>>& base) {
+  if (cand.size() != base.size())
+    throw_input("output parity: the candidate has " + std::to_string(cand.size()) + " outputs, the baseline " +
+                    std::to_string(base.size()),
+                "outputs");
+  Parity r;
+  for (size_t o = 0; o < cand.size(); ++o) {
+    const auto &c = cand[o], &b = base[o];
+    if (c.size() != b.size())
+      throw_input("output parity: output " + std::to_string(o) + " has " + std::to_string(c.size()) +
+                      " values in the candidate, " + std::to_string(b.size()) + " in the baseline",
+                  "outputs");
+    double dmax = 0, bmax = 0, d2 = 0, b2 = 0;
+    size_t at = 0;
+    for (size_t j = 0; j < c.size(); ++j) {
+      double d;
+      if (std::isfinite(c[j]) && std::isfinite(b[j])) d = std::fabs(static_cast<double>(c[j]) - b[j]);
+      else d = std::memcmp(&c[j], &b[j], sizeof(float)) == 0 ? 0.0 : INFINITY;
+      if (d > dmax) dmax = d, at = j;
+      d2 += d * d;
+      if (std::isfinite(b[j])) {
+        bmax = std::max(bmax, std::fabs(static_cast<double>(b[j])));
+        b2 += static_cast<double>(b[j]) * b[j];
+      }
+    }
+    const double e2 = d2 == 0 ? 0.0 : (b2 > 0 ? std::sqrt(d2 / b2) : INFINITY);
+    const double einf = dmax == 0 ? 0.0 : (bmax > 0 ? dmax / bmax : INFINITY);
+    r.max_rel_diff = std::max(r.max_rel_diff, einf);
+    if (e2 > r.rel_diff) {
+      r.rel_diff = e2;
+      r.worst_output = o;
+      r.worst_index = at;
+    }
+  }
+  return r;
+}
+
+double parity_tolerance(const std::string& dtype) {
+  const DType d = parse_dtype(dtype);
+  return d == DType::BF16 || d == DType::F16 ? 1e-3 : 1e-6;
 }
 
 GateResult judge_memory(double base_peak, double cand_peak, double base_frag, double cand_frag, double slack,

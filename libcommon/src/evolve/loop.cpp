@@ -167,6 +167,11 @@ struct Collected {
   bool all_ok = true, repeat_equal = true;
   double max_rel_err = 0, tolerance = 0;
   std::vector<std::string> bad;
+  // Parity with the baseline configuration's outputs (kernel domains' candidate arm).
+  bool parity_seen = false, parity_ok = true;
+  double parity_max = 0, parity_tol = 0;
+  std::string parity_worst;
+  std::vector<std::string> parity_bad;
 };
 
 void collect(Collected& c, const json& res) {
@@ -192,6 +197,17 @@ void collect(Collected& c, const json& res) {
         c.bad.push_back(k["id"].get<std::string>() + ": " + k.value("detail", std::string("reference check failed")));
       }
       if (!k.value("repeat_checksum_equal", true)) c.repeat_equal = false;
+      if (k.contains("parity") && k["parity"].value("available", false)) {
+        const json& par = k["parity"];
+        const double d = par.value("rel_diff", 0.0), tol = par.value("tolerance", 0.0);
+        const std::string id = k["id"].get<std::string>();
+        if (!c.parity_seen || d >= c.parity_max) c.parity_max = d, c.parity_tol = tol, c.parity_worst = id;
+        c.parity_seen = true;
+        if (!par.value("ok", false)) {
+          c.parity_ok = false;
+          if (std::find(c.parity_bad.begin(), c.parity_bad.end(), id) == c.parity_bad.end()) c.parity_bad.push_back(id);
+        }
+      }
       if (k.value("max_rel_err", 0.0) >= c.max_rel_err) {
         c.max_rel_err = k.value("max_rel_err", 0.0);
         c.tolerance = k.value("tolerance", 0.0);
@@ -308,6 +324,17 @@ Validation validate(store::Store& st, int64_t id, const KeyPair& key, const Vali
     g.push_back(safety);
     return finish(false);
   }
+  if (p.domain == "tuner" || p.domain == "parallelism") {
+    // The candidate trial also runs each case once under the baseline's params and threads, on
+    // the same seeded inputs: the determinism gate's parity with the baseline's outputs.
+    for (size_t i = 0; i < spec_b["parts"].size() && i < spec_a["parts"].size(); ++i) {
+      json& pb = spec_b["parts"][i];
+      const json& pa = spec_a["parts"][i];
+      pb["baseline_threads"] = pa.value("threads", 0);
+      for (size_t j = 0; j < pb["cases"].size() && j < pa["cases"].size(); ++j)
+        pb["cases"][j]["baseline_params"] = pa["cases"][j].value("params", json::object());
+    }
+  }
   if (spec_a["parts"].empty()) {
     safety.passed = false;
     safety.detail["error"] = "the proposal's plan.workload names nothing to measure";
@@ -387,11 +414,36 @@ Validation validate(store::Store& st, int64_t id, const KeyPair& key, const Vali
       if (domain_is_exact(p.domain) && !ca.checksums[i][j].empty() && !cs.empty() && ca.checksums[i][j][0] != cs[0])
         same_as_base = false;
     }
-  det.passed = cb.all_ok && same_runs && same_as_base;
+  det.passed = cb.all_ok && same_runs && same_as_base && cb.parity_ok;
+  if (cb.parity_seen) {  // the rule: parity with the baseline's outputs, fp32 <= 1e-6
+    det.metric = "parity_rel_diff";
+    det.value = cb.parity_max;
+    det.threshold = cb.parity_tol;
+  }
   det.detail = {{"reference_check", cb.all_ok ? "all candidate outputs within the op's bound of the float64 reference" : "failed"},
                 {"candidate_runs_identical", same_runs},
                 {"exact_parity_with_baseline", domain_is_exact(p.domain) ? json(same_as_base) : json("n/a (kernel arithmetic order may change)")},
                 {"failures", cb.bad}};
+  if (cb.parity_seen)
+    det.detail["parity_with_baseline"] = {
+        {"metric", "max|candidate - baseline| / max|baseline| per output, same seeded inputs"},
+        {"max_rel_diff", cb.parity_max},
+        {"tolerance", cb.parity_tol},
+        {"worst_case", cb.parity_worst},
+        {"over_tolerance", cb.parity_bad},
+        {"max_rel_err_vs_float64", cb.max_rel_err}};
+  if (!det.passed) {
+    std::vector<std::string> why;
+    if (!cb.all_ok) why.push_back("reference check failed: " + (cb.bad.empty() ? std::string("?") : cb.bad.front()));
+    if (!same_runs) why.push_back("candidate runs produced different checksums");
+    if (!same_as_base) why.push_back("output differs from the baseline's (this domain must match it exactly)");
+    if (!cb.parity_ok)
+      why.push_back("output differs from the baseline's by " + fmt("%.3g", cb.parity_max) + " relative (bound " +
+                    fmt("%.0e", cb.parity_tol) + ") on " + cb.parity_bad.front());
+    std::string r;
+    for (const auto& w : why) r += (r.empty() ? "" : "; ") + w;
+    det.detail["reason"] = r;
+  }
   g.push_back(det);
 
   GateResult pg = perf.gate();

@@ -108,6 +108,7 @@ class TrainStepInstance final : public Instance {
   }
 
   uint64_t checksum() override { return fnv1a64(&loss_, sizeof loss_); }
+  std::vector<std::vector<float>> output_values() override { return {{loss_}}; }
   size_t footprint_bytes() const override { return model_->memory().total() + init_.size() * sizeof(float); }
 
   double timed_run() override {

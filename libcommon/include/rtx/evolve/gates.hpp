@@ -59,6 +59,30 @@ PerfJudgement judge_performance(const std::vector<std::vector<double>>& base,
 GateResult judge_heldout(const std::vector<std::vector<double>>& base, const std::vector<std::vector<double>>& cand,
                          double tolerance = 0.05);
 
+/// Output parity of a candidate configuration with the baseline's on the same seeded inputs,
+/// per output tensor (so a small-scale output is not hidden by a large one), in float64:
+///  rel_diff: ||cand_i - base_i||_2 / ||base_i||_2, the normwise relative difference (Higham,
+///   "Accuracy and Stability of Numerical Algorithms", ch. 1), largest over outputs: the gated
+///   number. Summing the same products in another order (another K block of a matmul, another
+///   split of a reduction) moves it by a few 1e-7 in fp32;
+///  max_rel_diff: max_j |cand_i[j] - base_i[j]| / max_j |base_i[j]|, the infinity-norm form,
+///   reported: one extreme element of a large output sets it.
+/// An output whose baseline is all zero must match exactly (else +inf); a non-finite value in
+/// either, unless both carry the same bits, makes both +inf.
+struct Parity {
+  double rel_diff = 0;      ///< largest per-output L2 relative difference
+  double max_rel_diff = 0;  ///< largest per-output infinity-norm relative difference
+  size_t worst_output = 0;  ///< the output with the largest rel_diff
+  size_t worst_index = 0;   ///< its element where |cand - base| is largest
+};
+/// Throws rtx::Error(Input) when the output counts or sizes differ (not the same problem).
+Parity output_parity(const std::vector<std::vector<float>>& cand, const std::vector<std::vector<float>>& base);
+
+/// The determinism gate's parity bound for a dtype name (as parse_dtype reads it): 1e-3 for
+/// bf16/f16 inputs, else 1e-6 (fixed-seed parity with the baseline's outputs). Throws
+/// rtx::Error(Input) for an unknown name.
+double parity_tolerance(const std::string& dtype);
+
 /// Memory gate: candidate peak <= baseline peak * (1 + slack) and fragmentation (percent) <=
 /// baseline + slack_pct. Process RSS is noisy by a few pages, hence the slack (0 for the
 /// allocator's exact counters).

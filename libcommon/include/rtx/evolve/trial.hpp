@@ -20,7 +20,11 @@ inline constexpr const char* kTrialResultSchema = "rtx.evolve.trial.v1";
 /// Run one trial in this process. Spec fields: "schema", "kind" ("kernels" | "serve" |
 /// "alloc" | "fusion"), "seed", "samples" (>= 1), "warmup" (>= 0), and per kind:
 ///  kernels: "threads" (0 default), "cases": [{"id", "op", "variant", "shape" {..}, "dtype",
-///           "params" {..}}] -- samples are taken round-robin across cases (one each per pass);
+///           "params" {..}, "baseline_params" {..} (optional)}], "baseline_threads" (0: the
+///           process default) -- samples are taken round-robin across cases (one each per
+///           pass); a case with baseline_params also runs once under them on the same seeded
+///           inputs and reports "parity" {"available", "rel_diff", "max_rel_diff", "tolerance",
+///           "ok", "worst_output", "worst_index"} (output_parity, parity_tolerance);
 ///  serve:   "model" (path), "config" (SchedulerConfig JSON), "requests", "prompt_tokens",
 ///           "max_tokens", "threads" -- one sample = one batch of requests, s per output token;
 ///  alloc:   "config" (AllocatorConfig JSON, sizes in bytes), "steps" per sample -- a seeded
@@ -29,8 +33,9 @@ inline constexpr const char* kTrialResultSchema = "rtx.evolve.trial.v1";
 ///  fusion:  "config" and "reference_config" (fusion configs, below), "shape" {"B","T","L","C",
 ///           "NH","V"}, "threads" (0 default), "case" (id) -- one sample = one GPT-2 training
 ///           step (zero_grad, forward, backward, AdamW) on a seeded batch; the first step's loss
-///           and gradients are compared with the reference config's (max|a-b|/max|b| per
-///           parameter tensor and the loss, fp32 bound 1e-5: "max_rel_err", "ok"); the
+///           and gradients are compared with the reference config's (||a-b||_2/||b||_2 per
+///           parameter tensor and the loss, output_parity, fp32 bound 1e-6: "max_rel_err",
+///           "ok"); the
 ///           checksum hashes that loss and every gradient bit.
 /// Result: {"schema", "cases": [{"id", "samples" (s), "checksum" (hex), "max_rel_err",
 /// "tolerance", "ok", "detail"}], "peak_rss_bytes", and for alloc "peak_reserved_bytes",

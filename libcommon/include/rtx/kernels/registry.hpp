@@ -86,6 +86,10 @@ class Instance {
   virtual CheckResult check() = 0;
   /// FNV-1a 64-bit hash of the output bytes (after run()+sync()): equal seeds, equal hashes.
   virtual uint64_t checksum() = 0;
+  /// The output values after run()+sync(), copied to the host: one fp32 vector per output,
+  /// in declaration order. rtx-evolve's determinism gate compares them with the baseline
+  /// configuration's. Empty when an instance cannot expose them.
+  virtual std::vector<std::vector<float>> output_values() { return {}; }
   /// Bytes of memory held by inputs, outputs and workspace.
   virtual size_t footprint_bytes() const = 0;
   /// Run once and return its duration in seconds: CPU, a monotonic clock around run();

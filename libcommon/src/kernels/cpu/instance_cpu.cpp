@@ -108,6 +108,12 @@ class CpuInstance final : public Instance {
     return h;
   }
 
+  std::vector<std::vector<float>> output_values() override {
+    std::vector<std::vector<float>> v;
+    for (size_t i = 0; i < p_.outputs.size(); ++i) v.emplace_back(args_.out[i], args_.out[i] + p_.outputs[i].size);
+    return v;
+  }
+
   size_t footprint_bytes() const override {
     size_t n = p_.ids.size() * 4;
     for (const auto& b : bufs_) n += b->bytes;

@@ -132,6 +132,13 @@ class CudaInstance final : public Instance {
     return h;
   }
 
+  std::vector<std::vector<float>> output_values() override {
+    download();
+    std::vector<std::vector<float>> v;
+    for (size_t i = 0; i < p_.outputs.size(); ++i) v.emplace_back(host_[i].data(), host_[i].data() + p_.outputs[i].size);
+    return v;
+  }
+
   size_t footprint_bytes() const override { return device_bytes_; }
 
  private:

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "rtx/core/error.hpp"
+#include "rtx/dist/comm.hpp"
 #include "rtx/evolve/canary.hpp"
 #include "rtx/evolve/deploy.hpp"
 #include "rtx/evolve/sandbox.hpp"
@@ -166,7 +167,7 @@ TEST_CASE("rtx-serve and rtx-train start with what rtx-evolve promoted; explicit
     auto& q = st.prepare("INSERT INTO evolve_configs (key, version, config_json) VALUES (?1, 1, ?2)");
     auto& c = st.prepare("INSERT INTO evolve_config_current (key, version) VALUES (?1, 1)");
     for (const auto& [key, cfg] : std::vector<std::pair<std::string, std::string>>{
-             {"scheduler|" + sku, R"({"max_batch": 5})"}, {"parallelism|" + sku, R"({"threads": 1})"},
+             {"scheduler|" + sku, R"({"max_batch": 5})"}, {"parallelism|" + sku, R"({"threads": 1, "dp_bucket_mb": 0.5})"},
              {"fusion|" + sku, R"({"attention": "unfused"})"}}) {
       q.bind(1, key);
       q.bind(2, cfg);
@@ -227,6 +228,20 @@ TEST_CASE("rtx-serve and rtx-train start with what rtx-evolve promoted; explicit
   p = test::run(run + " --no-promoted", env);
   CHECK(p.exit_code == 0);
   CHECK_THAT(p.err, !Catch::Contains("promoted configs"));
+  // Under mpirun the promoted data-parallel bucket size applies; --bucket-mb wins over it.
+  if (!dist::have_mpi() || dist::mpiexec_path().empty()) {
+    WARN("SKIPPED: no MPI launcher in this build: the promoted bucket size under mpirun not checked");
+    return;
+  }
+  const std::string mpi = dist::mpiexec_path() + " -n 2 --oversubscribe ";
+  const std::string mpi_env = env + " OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1";
+  p = test::run(mpi + run, mpi_env);
+  INFO(p.err);
+  CHECK(p.exit_code == 0);
+  CHECK_THAT(p.err, Catch::Contains("over 2 mpi ranks") && Catch::Contains("buckets of 0.5 MiB"));
+  p = test::run(mpi + run + " --bucket-mb 2", mpi_env);
+  CHECK(p.exit_code == 0);
+  CHECK_THAT(p.err, Catch::Contains("buckets of 2 MiB"));
 }
 
 TEST_CASE("canary in the sandbox: loopback up inside the private network namespace", "[cpu][evolve][cli]") {

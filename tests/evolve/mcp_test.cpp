@@ -269,7 +269,7 @@ TEST_CASE("evolve mcp: list_benchmarks and get_baseline", "[cpu]") {
   CHECK(b["sku"] == f.sku);
   CHECK(b["key"]["version"] == nullptr);
   CHECK(b["key"]["domain"] == "parallelism");
-  CHECK(b["key"]["config"] == json{{"threads", omp_get_max_threads()}});
+  CHECK(b["key"]["config"] == json{{"threads", omp_get_max_threads()}, {"dp_bucket_mb", 25.0}});
 
   // Two recorded bench results of a case: the later one is the baseline.
   const std::string case_id = "mm_small/cpu.blocked/K=128,M=64,N=65/f32";

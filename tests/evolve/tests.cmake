@@ -17,3 +17,5 @@ rtx_add_test(evolve_mcp_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/mcp_test.cpp LABE
 add_dependencies(evolve_mcp_test rtx-evolve)
 rtx_add_test(evolve_canary_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/canary_test.cpp LABELS cpu cli)
 add_dependencies(evolve_canary_test rtx-serve rtx-train rtx-doctor rtx-evolve)
+rtx_add_test(evolve_dp_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/dp_test.cpp LABELS cpu)
+add_dependencies(evolve_dp_test rtx-evolve)

@@ -52,6 +52,10 @@ Body add_run(CLI::App& app, const rtx::cli::CommonOptions& common) {
   app.add_option("--budget-per-domain", o->budget_per_domain, "Most proposals per domain")->capture_default_str()->check(CLI::Range(1, 1000));
   app.add_option("--explore", o->explore_evals, "Tuner: configurations measured per key when the store has fewer trials")
       ->capture_default_str()->check(CLI::Range(1, 200));
+  app.add_option("--dp-ranks", o->dp_ranks,
+                 "Parallelism: also propose data-parallel gradient bucket sizes (rtx-train --bucket-mb), measured as "
+                 "training steps over this many ranks (mpirun on this host); 0: off")
+      ->capture_default_str()->check(CLI::Range(0, 64) & !CLI::Range(1, 1));
   app.add_option("--time-budget", o->time_budget_s, "Seconds after which no new proposal is validated")
       ->capture_default_str()->check(CLI::Range(1.0, 86400.0));
   app.add_option("--rounds", o->v.rounds, "A/B pairs per validation (each arm a fresh sandboxed process)")

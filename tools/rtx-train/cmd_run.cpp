@@ -149,6 +149,13 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
           a->threads = *t;
           outcome["parallelism"] = "";
         } else outcome["parallelism"] = why;
+        // The data-parallel bucket size (used under mpirun/srun), unless --bucket-mb is given.
+        if (pj->contains("dp_bucket_mb") && !o_bucket->count()) {
+          const auto& b = (*pj)["dp_bucket_mb"];
+          if (b.is_number() && b.get<double>() >= 0 && b.get<double>() <= 65536) c.bucket_mb = b.get<float>();
+          else outcome["parallelism"] += std::string(outcome["parallelism"].empty() ? "" : "; ") +
+                                         "dp_bucket_mb must be MiB in [0, 65536], not " + b.dump();
+        }
       }
       if (const auto* fj = pc.get("fusion")) {  // fused (FlashAttention) or unfused attention
         try {

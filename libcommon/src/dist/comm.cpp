@@ -2,6 +2,8 @@
 // the single-process communicator, world() selection and the cross-rank consistency check.
 #include "rtx/dist/comm.hpp"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -158,6 +160,13 @@ void Communicator::barrier() {
 
 void SingleComm::do_allgather(const void* send, void* recv, size_t bytes) {
   if (send != recv) std::memmove(recv, send, bytes);
+}
+
+std::string mpiexec_path() {
+#ifdef RTX_MPIEXEC
+  if (::access(RTX_MPIEXEC, X_OK) == 0) return RTX_MPIEXEC;
+#endif
+  return "";
 }
 
 bool have_mpi() noexcept {

@@ -65,6 +65,12 @@ json with_params(const json& cases, const std::vector<tune::ProfileEntry>& entri
   return out;
 }
 
+/// A parallelism proposal about the data-parallel bucket size (workload kind "dp").
+bool is_dp(const Proposal& p) {
+  return p.domain == "parallelism" && p.plan.contains("workload") && p.plan["workload"].is_object() &&
+         p.plan["workload"].value("kind", std::string()) == "dp";
+}
+
 /// The trial specs (parts: affected, heldout) of one arm.
 json arm_spec(store::Store& st, const Proposal& p, const json& config, const ValidateOptions& o, const kernels::Registry& reg,
               const std::string& sku) {
@@ -73,7 +79,17 @@ json arm_spec(store::Store& st, const Proposal& p, const json& config, const Val
   auto base_part = [&](const char* kind) {
     return json{{"schema", kTrialSpecSchema}, {"kind", kind}, {"seed", o.seed}, {"samples", o.samples}, {"warmup", o.warmup}};
   };
-  if (p.domain == "tuner" || p.domain == "parallelism") {
+  if (is_dp(p)) {  // data-parallel training steps under mpirun; weights compared with the base config's
+    for (const char* part : {"affected", "heldout"}) {
+      if (!w.contains(part)) continue;
+      json s = base_part("dp");
+      s["config"] = config;
+      s["reference_config"] = p.changeset.value("base", json::object());
+      for (const auto& [k, v] : w[part].items()) s[k] = v;
+      s["samples"] = std::max<size_t>(5, o.samples);  // one training step per sample
+      parts.push_back(s);
+    }
+  } else if (p.domain == "tuner" || p.domain == "parallelism") {
     std::vector<tune::ProfileEntry> entries = tune::current_profiles(st);
     if (p.domain == "tuner") {
       entries.erase(std::remove_if(entries.begin(), entries.end(), [&](const auto& e) { return e.key == p.key; }), entries.end());
@@ -324,7 +340,7 @@ Validation validate(store::Store& st, int64_t id, const KeyPair& key, const Vali
     g.push_back(safety);
     return finish(false);
   }
-  if (p.domain == "tuner" || p.domain == "parallelism") {
+  if ((p.domain == "tuner" || p.domain == "parallelism") && !is_dp(p)) {
     // The candidate trial also runs each case once under the baseline's params and threads, on
     // the same seeded inputs: the determinism gate's parity with the baseline's outputs.
     for (size_t i = 0; i < spec_b["parts"].size() && i < spec_a["parts"].size(); ++i) {
@@ -346,13 +362,15 @@ Validation validate(store::Store& st, int64_t id, const KeyPair& key, const Vali
   std::vector<std::string> failures;
   bool net = true, confined = true;
   size_t runs = 0;
+  ValidateOptions arm_opts = o;
+  if (is_dp(p)) arm_opts.sandbox.loopback = true;  // mpirun's daemons and ranks talk over 127.0.0.1
   auto measure = [&](size_t rounds) {
     for (size_t r = 0; r < rounds && failures.empty(); ++r) {
       for (int k = 0; k < 2 && failures.empty(); ++k) {
         // A B, B A, A B, ... (ABBA): whatever running first or second does to a process
         // (cold caches, clock ramps) falls on both arms equally.
         const int arm = (runs / 2) % 2 == 0 ? k : 1 - k;
-        ArmRun ar = run_arm(arm == 0 ? spec_a : spec_b, o);
+        ArmRun ar = run_arm(arm == 0 ? spec_a : spec_b, arm_opts);
         ++runs;
         net = net && ar.sb.network_isolated;
         confined = confined && ar.sb.writes_confined;
@@ -610,6 +628,7 @@ json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
   ctx.pack_path = o.pack;
   ctx.seed = o.v.seed;
   ctx.explore_evals = o.explore_evals;
+  ctx.dp_ranks = o.dp_ranks;
   ctx.log = &err;
   ctx.model_path = o.v.model_path.empty() ? default_model_path() : o.v.model_path;
   ctx.cases = cases;

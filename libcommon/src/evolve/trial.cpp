@@ -4,8 +4,11 @@
 #include "rtx/evolve/trial.hpp"
 #include "rtx/evolve/canary.hpp"
 
+#include <fcntl.h>
 #include <omp.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,10 +16,16 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 
 #include "rtx/core/error.hpp"
 #include "rtx/core/philox.hpp"
+#include "rtx/dist/comm.hpp"
+#include "rtx/io/atomic_file.hpp"
+#include "rtx/io/dataset.hpp"
+#include "rtx/models/checkpoint.hpp"
+#include "rtx/models/train.hpp"
 #include "rtx/evolve/gates.hpp"
 #include "rtx/kernels/registry.hpp"
 #include "rtx/models/gpt2.hpp"
@@ -409,6 +418,210 @@ json run_fusion(const json& spec) {
                                    {"detail", detail}}})}};
 }
 
+/// The data-parallel bucket size of a parallelism config, MiB: "dp_bucket_mb" when present, else
+/// rtx-train's default (TrainConfig::bucket_mb).
+double dp_bucket_of(const json& config, const std::string& where) {
+  if (!config.is_object()) throw_input(where + " must be a JSON object", where);
+  if (!config.contains("dp_bucket_mb")) return models::TrainConfig{}.bucket_mb;
+  const json& b = config["dp_bucket_mb"];
+  if (!b.is_number() || !(b.get<double>() >= 0) || b.get<double>() > 65536)
+    throw_input(where + ".dp_bucket_mb must be a number of MiB in [0, 65536] (0: one all-reduce after the backward), not " +
+                    b.dump(),
+                where + ".dp_bucket_mb");
+  return b.get<double>();
+}
+
+/// The GPT-2 config and run config of a data-parallel trial (shape {B, T, L, C, NH, V}).
+models::TrainConfig dp_train_config(const json& spec, double bucket_mb, int steps, const std::string& out) {
+  if (!spec.contains("shape") || !spec["shape"].is_object())
+    throw_input("trial spec: 'shape' must be an object {B, T, L, C, NH, V}", "shape");
+  const json& sh = spec["shape"];
+  auto dim = [&](const char* k) {
+    if (!sh.contains(k) || !sh[k].is_number_integer() || sh[k].get<int64_t>() < 1 || sh[k].get<int64_t>() > (1 << 20))
+      throw_input(std::string("trial spec: shape.") + k + " must be an integer in [1, 2^20]", std::string("shape.") + k);
+    return static_cast<int>(sh[k].get<int64_t>());
+  };
+  models::TrainConfig c;
+  c.model.n_layer = dim("L");
+  c.model.n_head = dim("NH");
+  c.model.n_embd = dim("C");
+  c.model.block_size = dim("T");
+  c.model.vocab_size = dim("V");
+  c.preset.clear();
+  c.batch = dim("B");
+  c.seq_len = c.model.block_size;
+  c.steps = steps;
+  c.warmup_steps = 0;
+  c.eval_iters = 0;  // no evaluation: every step is a training step
+  c.eval_interval = steps;
+  c.ckpt_interval = out.empty() ? 0 : steps;  // the parity run writes its final weights
+  c.bucket_mb = static_cast<float>(bucket_mb);
+  c.seed = get<uint64_t>(spec, "seed", 0) + 1;
+  c.validate();
+  return c;
+}
+
+/// One rank of a data-parallel trial, started by mpirun from run_dp: K steps under the
+/// reference bucket size and K under the arm's (both write their weights), then warmup +
+/// samples timed steps under the arm's. Rank 0 writes the result to spec.result_file.
+json run_dp_rank(const json& spec) {
+  dist::Communicator& w = dist::world();
+  const std::string ds = get<std::string>(spec, "dataset", "");
+  const int parity_steps = get<int>(spec, "parity_steps", 2);
+  const size_t samples = get<size_t>(spec, "samples", 5), warmup = get<size_t>(spec, "warmup", 1);
+  const double bucket = dp_bucket_of(spec.value("config", json::object()), "trial config");
+  const double ref_bucket = dp_bucket_of(spec.value("reference_config", json::object()), "trial reference_config");
+  const int threads = get<int>(spec, "threads", 0);
+  if (threads > 0) omp_set_num_threads(threads);
+  const std::string dir = get<std::string>(spec, "workdir", ".");
+  const std::string ref_dir = dir + "/ref", own_dir = dir + "/own";
+  const models::TrainResult ref = models::train(dp_train_config(spec, ref_bucket, parity_steps, ref_dir), ds, ref_dir, "", {}, &w);
+  const models::TrainResult own = models::train(dp_train_config(spec, bucket, parity_steps, own_dir), ds, own_dir, "", {}, &w);
+  std::vector<double> s;
+  models::TrainCallbacks cb;
+  size_t step = 0;
+  cb.on_step = [&](const models::StepRecord& r) {
+    if (step++ >= warmup) s.push_back(r.ms / 1e3);
+  };
+  const models::TrainResult timed =
+      models::train(dp_train_config(spec, bucket, static_cast<int>(warmup + samples), ""), ds, "", "", cb, &w);
+  if (w.rank() != 0) return {{"schema", kTrialResultSchema}, {"rank", w.rank()}};
+  const models::Checkpoint a = models::load_checkpoint(own_dir + "/ckpt.safetensors", false),
+                           b = models::load_checkpoint(ref_dir + "/ckpt.safetensors", false);
+  const Parity par = output_parity({a.params}, {b.params});
+  const double tol = parity_tolerance("f32");
+  bool finite = true;
+  for (float x : a.params) finite = finite && std::isfinite(x);
+  const bool ok = finite && par.rel_diff <= tol;
+  char detail[200] = "";
+  if (!finite) std::snprintf(detail, sizeof detail, "non-finite weights after %d steps", parity_steps);
+  else if (!ok)
+    std::snprintf(detail, sizeof detail, "weights after %d steps differ from bucket %g MiB's by %.3g relative (bound %.0e)",
+                  parity_steps, ref_bucket, par.rel_diff, tol);
+  char id[200];
+  const json& sh = spec["shape"];
+  std::snprintf(id, sizeof id, "dp_train_step/ranks=%d,B=%d,T=%d,L=%d,C=%d,NH=%d,V=%d", w.size(), sh["B"].get<int>(),
+                sh["T"].get<int>(), sh["L"].get<int>(), sh["C"].get<int>(), sh["NH"].get<int>(), sh["V"].get<int>());
+  json out = {{"schema", kTrialResultSchema},
+              {"threads", omp_get_max_threads()},
+              {"ranks", w.size()},
+              {"cases", json::array({{{"id", get<std::string>(spec, "case", id)},
+                                       {"samples", s},
+                                       {"unit", "s/step"},
+                                       {"dp_bucket_mb", bucket},
+                                       {"comm_s", timed.comm_s},
+                                       {"exposed_comm_s", timed.exposed_comm_s},
+                                       {"checksum", hex64(own.params_fnv)},
+                                       {"reference_checksum", hex64(ref.params_fnv)},
+                                       {"repeat_checksum_equal", true},
+                                       {"max_rel_err", par.rel_diff},
+                                       {"max_abs_rel_diff", par.max_rel_diff},
+                                       {"tolerance", tol},
+                                       {"ok", ok},
+                                       {"detail", detail}}})}};
+  io::atomic_write_file(dir + "/result.json", out.dump());
+  return out;
+}
+
+/// Run argv (argv[0] a path) with extra environment, stdout and stderr to files; the exit status
+/// (128 + signal when killed, 127 when exec failed).
+int run_to_files(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& out,
+                 const std::string& err) {
+  std::vector<char*> a;
+  for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+  a.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw_env(std::string("fork failed: ") + std::strerror(errno), "trial");
+  if (pid == 0) {
+    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600), e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (o < 0 || e < 0) ::_exit(127);
+    ::dup2(o, 1);
+    ::dup2(e, 2);
+    for (const auto& kv : env) ::putenv(const_cast<char*>(kv.c_str()));
+    ::execv(a[0], a.data());
+    ::_exit(127);
+  }
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/// Data-parallel GPT-2 training steps over `ranks` processes (mpirun on this host), gradients
+/// all-reduced in buckets of the config's dp_bucket_mb while the backward runs. Works in a
+/// fresh folder under $TMPDIR (the sandbox's scratch), removed afterwards: a seeded synthetic
+/// character corpus, its dataset, the rank spec and the weights of the parity runs.
+json run_dp(const json& spec) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/rtx-dp-XXXXXX";
+  if (!::mkdtemp(tmpl.data())) throw_env(std::string("cannot create a work folder: ") + std::strerror(errno), tmpl);
+  struct Cleanup {
+    std::string d;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(d, ec);
+    }
+  } cleanup{tmpl};
+  const std::string dir = tmpl;
+  const int ranks = get<int>(spec, "ranks", 2);
+  if (ranks < 2 || ranks > 64) throw_input("trial spec: 'ranks' must be in [2, 64]", "ranks");
+  dp_train_config(spec, dp_bucket_of(spec.value("config", json::object()), "trial config"), 2, "");  // shape errors here
+  dp_bucket_of(spec.value("reference_config", json::object()), "trial reference_config");
+  const std::string mpiexec = dist::mpiexec_path();
+  if (mpiexec.empty() || !dist::have_mpi())
+    throw_env("a data-parallel trial needs MPI: this build found no MPI launcher (install libopenmpi-dev and rebuild)",
+              "trial");
+  // A seeded corpus over nanoGPT shakespeare-char's 65-character alphabet: the trial needs
+  // tokens, not meaning, and a corpus of its own keeps it independent of $RTX_DATA.
+  static const char kAlphabet[] = "\n !$&',-.3:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+  const uint64_t seed = get<uint64_t>(spec, "seed", 0);
+  std::string text(200000, ' ');
+  Philox rng(seed, 0xd9);
+  for (char& c : text) c = kAlphabet[rng.next_u32() % (sizeof kAlphabet - 1)];
+  io::atomic_write_file(dir + "/corpus.txt", text);
+  io::prepare_dataset(dir + "/corpus.txt", "char", "", dir + "/ds");
+  json rank = spec;
+  rank["kind"] = "dp_rank";
+  rank["dataset"] = dir + "/ds";
+  rank["workdir"] = dir;
+  io::atomic_write_file(dir + "/rank.json", json{{"schema", kTrialSpecSchema}, {"parts", json::array({rank})}}.dump());
+  // The ranks run this program's `__trial` (rtx-evolve), or "self_exe" when the caller is not it.
+  std::string self = get<std::string>(spec, "self_exe", "");
+  if (self.empty()) {
+    char buf[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0) throw_env("cannot resolve /proc/self/exe", "trial");
+    self.assign(buf, static_cast<size_t>(n));
+  }
+  const int threads = std::max(1, get<int>(spec, "threads", 1));
+  std::vector<std::string> argv = {mpiexec, "-n", std::to_string(ranks), "--oversubscribe", "--bind-to", "none",
+                                   "-x", "OMP_NUM_THREADS=" + std::to_string(threads), self, "__trial", "--spec", dir + "/rank.json"};
+  // Open MPI refuses root without these; its session and shared-memory files go to the work
+  // folder (the sandbox lets the trial write nowhere else).
+  const std::vector<std::string> env = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+                                        "OMPI_MCA_btl_vader_backing_directory=" + dir, "TMPDIR=" + dir};
+  const int rc = run_to_files(argv, env, dir + "/mpirun.out", dir + "/mpirun.err");
+  std::string result;
+  try {
+    result = io::read_text_file(dir + "/result.json");
+  } catch (const Error&) {
+  }
+  if (rc != 0 || result.empty()) {
+    std::string err;
+    try {
+      err = io::read_text_file(dir + "/mpirun.err");
+    } catch (const Error&) {
+    }
+    if (err.size() > 1500) err = "..." + err.substr(err.size() - 1500);
+    throw_env("mpirun -n " + std::to_string(ranks) + " exited with status " + std::to_string(rc) + ": " + err, "trial");
+  }
+  try {
+    return json::parse(result);
+  } catch (const json::exception& e) {
+    throw_env(std::string("the data-parallel ranks wrote no valid result: ") + e.what(), dir + "/result.json");
+  }
+}
+
 }  // namespace
 
 bool fusion_attention_fused(const json& c, const std::string& where) {
@@ -472,7 +685,9 @@ json run_trial(const json& spec) {
   else if (kind == "alloc") out = run_alloc(spec);
   else if (kind == "canary") out = run_canary_trial(spec);
   else if (kind == "fusion") out = run_fusion(spec);
-  else throw_input("trial spec: unknown kind '" + kind + "' (kernels, serve, alloc, fusion, canary)", "kind");
+  else if (kind == "dp") out = run_dp(spec);
+  else if (kind == "dp_rank") out = run_dp_rank(spec);
+  else throw_input("trial spec: unknown kind '" + kind + "' (kernels, serve, alloc, fusion, canary, dp)", "kind");
   out["peak_rss_bytes"] = peak_rss_bytes();
   return out;
 }

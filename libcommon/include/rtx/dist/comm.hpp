@@ -91,6 +91,9 @@ class SingleComm final : public Communicator {
 /// True when this build has MPI (RTX_HAVE_MPI) / NCCL (RTX_HAVE_NCCL).
 bool have_mpi() noexcept;
 bool have_nccl() noexcept;
+/// The MPI launcher this build found (CMake's MPIEXEC_EXECUTABLE, e.g. /usr/bin/mpiexec) when
+/// it exists and is executable now, else "" (no MPI, or the launcher was removed).
+std::string mpiexec_path();
 /// True when the environment says a launcher started this process as one of several ranks:
 /// OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_SIZE, or Slurm's SLURM_NTASKS > 1 with SLURM_PROCID.
 bool launched_by_mpi() noexcept;

@@ -74,6 +74,7 @@ struct RunOptions {
   size_t budget = 6;                  ///< most proposals validated in this run
   size_t budget_per_domain = 2;
   size_t explore_evals = 4;
+  int dp_ranks = 0;                   ///< --dp-ranks: data-parallel ranks for the bucket-size proposals (0: off)
   double time_budget_s = 480;         ///< no new proposal is validated after this many seconds of the run
   bool auto_approve = false;          ///< --auto-approve-if-gates-pass (recorded as "auto-policy")
   std::string actor;                  ///< who approves/promotes ($USER by default)

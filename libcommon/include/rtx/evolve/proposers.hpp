@@ -28,6 +28,9 @@ struct ProposeContext {
   uint64_t seed = 0;
   size_t budget = 2;                         ///< most proposals this proposer may return
   size_t explore_evals = 4;                  ///< tuner: configurations measured per key when trials are few
+  /// Parallelism: data-parallel ranks (mpirun on this host) for the gradient bucket-size moves
+  /// (dp_bucket_mb); 0 = not distributed, only thread-count moves.
+  int dp_ranks = 0;
   std::ostream* log = nullptr;               ///< progress lines (may be null)
 };
 
@@ -47,7 +50,7 @@ std::vector<std::unique_ptr<Proposer>> default_proposers();
 /// Config key of a non-profile domain on a SKU: "<domain>|<sku>".
 std::string config_key(const std::string& domain, const std::string& sku);
 /// The configuration a domain runs with now: the current evolve config when one is promoted,
-/// else the built-in default ({"threads": omp_get_max_threads()}, SchedulerConfig{},
+/// else the built-in default ({"threads": omp_get_max_threads(), "dp_bucket_mb": 25}, SchedulerConfig{},
 /// AllocatorConfig{}, {"attention": "fused"}). For the tuner: the current profile params, else the variant defaults.
 nlohmann::json baseline_config(store::Store& st, const std::string& domain, const std::string& key,
                                const kernels::Registry& reg);

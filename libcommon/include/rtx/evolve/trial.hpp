@@ -18,7 +18,7 @@ inline constexpr const char* kTrialSpecSchema = "rtx.evolve.trial_spec.v1";
 inline constexpr const char* kTrialResultSchema = "rtx.evolve.trial.v1";
 
 /// Run one trial in this process. Spec fields: "schema", "kind" ("kernels" | "serve" |
-/// "alloc" | "fusion"), "seed", "samples" (>= 1), "warmup" (>= 0), and per kind:
+/// "alloc" | "fusion" | "dp"), "seed", "samples" (>= 1), "warmup" (>= 0), and per kind:
 ///  kernels: "threads" (0 default), "cases": [{"id", "op", "variant", "shape" {..}, "dtype",
 ///           "params" {..}, "baseline_params" {..} (optional)}], "baseline_threads" (0: the
 ///           process default) -- samples are taken round-robin across cases (one each per
@@ -37,6 +37,17 @@ inline constexpr const char* kTrialResultSchema = "rtx.evolve.trial.v1";
 ///           parameter tensor and the loss, output_parity, fp32 bound 1e-6: "max_rel_err",
 ///           "ok"); the
 ///           checksum hashes that loss and every gradient bit.
+///  dp:      "ranks" (2..64), "threads" per rank, "config" and "reference_config"
+///           (parallelism configs: "dp_bucket_mb", MiB, default rtx-train's 25), "shape" {"B",
+///           "T","L","C","NH","V"}, "case" (id), "self_exe" (default this program) -- mpirun
+///           (this build's MPIEXEC) starts `ranks` copies of self_exe `__trial` ("dp_rank" parts) in a fresh folder under $TMPDIR with a
+///           seeded synthetic 65-character corpus; each runs models::train: 2 steps under the
+///           reference bucket size and 2 under the arm's (the weights compared with
+///           output_parity, fp32 bound 1e-6: "max_rel_err", "ok"), then warmup + samples
+///           timed steps (one sample = one data-parallel step, s); "comm_s" and
+///           "exposed_comm_s" are the all-reduce seconds and those not hidden by the backward.
+///           rtx::Error(Environment) when the build has no MPI launcher or mpirun fails
+///           (its stderr's tail in the message);
 /// Result: {"schema", "cases": [{"id", "samples" (s), "checksum" (hex), "max_rel_err",
 /// "tolerance", "ok", "detail"}], "peak_rss_bytes", and for alloc "peak_reserved_bytes",
 /// "peak_allocated_bytes", "frag_pct"}. Throws rtx::Error(Input) for a malformed spec.

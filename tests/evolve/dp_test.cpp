@@ -176,3 +176,35 @@ TEST_CASE("evolve dp: a sandboxed validation runs mpirun in both arms and record
     CHECK(std::find(seen.begin(), seen.end(), want) != seen.end());
   CHECK_FALSE(v.passed);  // two rounds cannot pass an improvement
 }
+
+TEST_CASE("evolve dp: a proposal's workload cannot choose the trial kind or the program mpirun starts", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir();
+  rtx::store::Store st(dir + "/rtx.db");
+  const KeyPair key = generate_key(dir + "/k", false);
+  for (const char* field : {"kind", "self_exe", "reference_config"}) {
+    Proposal p;
+    p.domain = "scheduler";
+    p.target = "config";
+    p.key = "scheduler|cpu:dp-test";
+    json part = {{"requests", 2}, {"prompt_tokens", 4}, {"max_tokens", 2}};
+    part[field] = std::string(field) == "reference_config" ? json::object() : json("dp");
+    if (std::string(field) == "self_exe") part[field] = "/bin/sh";
+    p.plan = {{"why", "hostile workload"}, {"workload", {{"affected", part}}}};
+    p.actions = json::array({{{"set", "max_batch"}, {"from", 32}, {"to", 4}}});
+    p.changeset = {{"base_version", nullptr}, {"base", {{"max_batch", 32}}}, {"candidate", {{"max_batch", 4}}}};
+    p.rollback = {{"command", "rtx-evolve rollback <ID>"}};
+    p.provenance = {{"git_sha", "x"}, {"sku", "cpu:dp-test"}, {"code_sha256", "0"}, {"data_sha256", "0"}, {"env_sha256", "0"},
+                    {"seeds", {{"seed", 1}}}};
+    p.fingerprint = std::string("hostile-") + field;
+    sign(p, key);
+    const int64_t id = insert_proposal(st, p, 0);
+    ValidateOptions o;
+    o.self_exe = rtx::test::tool_path("rtx-evolve");
+    const Validation v = validate(st, id, key, o, 0);
+    CHECK_FALSE(v.passed);
+    REQUIRE(v.gates.size() == 1);
+    INFO(v.gates[0].detail.dump());
+    CHECK(v.gates[0].gate == "safety");
+    CHECK_THAT(v.gates[0].detail.value("reason", std::string()), Catch::Contains(std::string("may not set '") + field + "'"));
+  }
+}

@@ -65,6 +65,22 @@ json with_params(const json& cases, const std::vector<tune::ProfileEntry>& entri
   return out;
 }
 
+/// Copy a proposal's workload part (submitted proposals write it) into a trial spec part. Keys
+/// that choose what the trial runs are the pipeline's alone: a workload that names one is an
+/// Input error (else a submitted proposal could turn a serving trial into another kind, or name
+/// the program mpirun starts).
+void merge_workload(json& spec, const json& part, const char* where) {
+  if (!part.is_object()) throw_input(std::string("plan.workload.") + where + " must be an object", std::string("plan.workload.") + where);
+  static const char* kReserved[] = {"schema", "kind", "config", "reference_config", "self_exe", "workdir", "dataset"};
+  for (const auto& [k, v] : part.items()) {
+    for (const char* r : kReserved)
+      if (k == r)
+        throw_input("plan.workload." + std::string(where) + " may not set '" + k + "' (the validation pipeline sets it)",
+                    "plan.workload." + std::string(where) + "." + k);
+    spec[k] = v;
+  }
+}
+
 /// A parallelism proposal about the data-parallel bucket size (workload kind "dp").
 bool is_dp(const Proposal& p) {
   return p.domain == "parallelism" && p.plan.contains("workload") && p.plan["workload"].is_object() &&
@@ -85,7 +101,7 @@ json arm_spec(store::Store& st, const Proposal& p, const json& config, const Val
       json s = base_part("dp");
       s["config"] = config;
       s["reference_config"] = p.changeset.value("base", json::object());
-      for (const auto& [k, v] : w[part].items()) s[k] = v;
+      merge_workload(s, w[part], part);
       s["samples"] = std::max<size_t>(5, o.samples);  // one training step per sample
       parts.push_back(s);
     }
@@ -114,7 +130,7 @@ json arm_spec(store::Store& st, const Proposal& p, const json& config, const Val
       json s = base_part("serve");
       s["model"] = w.value("model", o.model_path);
       s["config"] = config;
-      for (const auto& [k, v] : w[part].items()) s[k] = v;
+      merge_workload(s, w[part], part);
       s["samples"] = std::max<size_t>(5, o.samples / 2 + 2);
       parts.push_back(s);
     }
@@ -124,7 +140,7 @@ json arm_spec(store::Store& st, const Proposal& p, const json& config, const Val
       json s = base_part("fusion");
       s["config"] = config;
       s["reference_config"] = p.changeset.value("base", json::object());
-      for (const auto& [k, v] : w[part].items()) s[k] = v;
+      merge_workload(s, w[part], part);
       s["samples"] = std::max<size_t>(3, o.samples / 3);  // a whole training step per sample
       parts.push_back(s);
     }

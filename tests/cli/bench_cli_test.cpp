@@ -3,7 +3,10 @@
 // checksums, and one real A/A of the smoke pack.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -21,6 +24,11 @@ std::string smoke() { return rtx::test::source_dir() + "/benchpacks/smoke.json";
 void write(const std::string& path, const std::string& text) {
   std::ofstream f(path);
   f << text;
+}
+
+std::string read(const std::string& path) {
+  std::ifstream f(path);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
 }
 
 /// A minimal valid rtx.bench.v1 document with one case of log-normal samples.
@@ -297,4 +305,61 @@ TEST_CASE("compare/show reject inconsistent artifacts; compare - - is a usage er
   p = run(bench() + " compare " + d + "/pipe.json " + d + "/pipe.json --format md");
   CHECK(p.exit_code == 0);
   CHECK(p.out.find("`a\\|b`") != std::string::npos);
+}
+
+// --baseline-exe: the baseline's rounds alternate with ours (ABBA), so drift of the machine over
+// the run falls on both sides. A/A (this binary on both sides) must give no slower/faster
+// verdict; a baseline that flushes caches before every sample (--cold, a real planted
+// difference) must make some case faster and none slower. Threshold 10%: the test shares 2
+// cores with ctest -j2 (docs/perf.md has the 5% A/A runs on a quieter machine).
+TEST_CASE("run --baseline-exe: ABBA rounds against another build; A/A is never slower or faster", "[cpu][cli]") {
+  const std::string d = rtx::test::temp_dir();
+  const std::string common = " run " + smoke() + " --rounds 12 --threads 1 --no-store -q ";
+  auto p = run(bench() + common + "--baseline-exe " + bench() + " --baseline-out " + d + "/base.json -o " + d + "/new.json");
+  INFO(p.err);
+  REQUIRE(p.exit_code == 0);
+  const json base = json::parse(read(d + "/base.json")), fresh = json::parse(read(d + "/new.json"));
+  CHECK(base["ab"]["role"] == "baseline");
+  CHECK(fresh["ab"]["role"] == "new");
+  REQUIRE(base["cases"].size() == fresh["cases"].size());
+  for (const json* doc : {&base, &fresh})
+    for (const auto& c : (*doc)["cases"]) CHECK(c["round_medians_s"].size() == 12);
+  p = run(bench() + " compare " + d + "/base.json " + d + "/new.json --threshold 10% --format json");
+  INFO(p.out);
+  CHECK(p.exit_code == 0);
+  json rep = json::parse(p.out);
+  CHECK(rep["summary"]["slower"] == 0);
+  CHECK(rep["summary"]["faster"] == 0);
+  for (const auto& c : rep["cases"]) CHECK(c["basis"] == "rounds");
+
+  // Planted: the baseline flushes caches before every sample.
+  const std::string cold = d + "/cold-bench.sh";
+  write(cold, "#!/bin/sh\nexec " + bench() + " \"$@\" --cold\n");
+  REQUIRE(::chmod(cold.c_str(), 0755) == 0);
+  p = run(bench() + common + "--baseline-exe " + cold + " --baseline-out " + d + "/cold.json -o " + d + "/new2.json");
+  REQUIRE(p.exit_code == 0);
+  p = run(bench() + " compare " + d + "/cold.json " + d + "/new2.json --threshold 10% --format json");
+  INFO(p.out);
+  rep = json::parse(p.out);
+  CHECK(rep["summary"]["slower"] == 0);
+  CHECK(rep["summary"]["faster"].get<int>() >= 1);
+
+  // Bad input: exit 2 naming the flag, nothing written.
+  p = run(bench() + common + "--baseline-exe " + bench() + " -o " + d + "/x.json");
+  CHECK(p.exit_code == 2);
+  CHECK_THAT(p.err, Catch::Contains("--baseline-out"));
+  p = run(bench() + common + "--baseline-exe " + d + "/nope --baseline-out " + d + "/b.json -o " + d + "/x.json");
+  CHECK(p.exit_code == 2);
+  CHECK_THAT(p.err, Catch::Contains("not an executable"));
+  p = run(bench() + " run " + smoke() + " --rounds 1 --no-store -q --baseline-exe " + bench() + " --baseline-out " + d +
+          "/b.json -o " + d + "/x.json");
+  CHECK(p.exit_code == 2);
+  CHECK_THAT(p.err, Catch::Contains("--rounds"));
+  p = run(bench() + common + "--baseline-exe " + bench() + " --baseline-out " + d + "/x.json -o " + d + "/x.json");
+  CHECK(p.exit_code == 2);
+  p = run(bench() + common + "--baseline-exe /bin/false --baseline-out " + d + "/b.json -o " + d + "/x.json");
+  CHECK(p.exit_code == 2);
+  CHECK_THAT(p.err, Catch::Contains("baseline"));
+  CHECK_FALSE(std::filesystem::exists(d + "/x.json"));
+  CHECK_FALSE(std::filesystem::exists(d + "/b.json"));
 }

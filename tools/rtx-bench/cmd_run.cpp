@@ -21,6 +21,9 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common, int argc, char*
   auto* wu = s.add_option("--warmup", (*num)[3], "Untimed runs per case before sampling (default 2)");
   auto* mx = s.add_option("--max-samples", (*num)[4], "Most samples per case (default 1000)");
   auto* rd = s.add_option("--rounds", (*num)[5], "Run the pack in this many fresh processes and merge them (1..50, default 1)");
+  s.add_option("--baseline-exe", c->baseline_exe,
+               "Also run this rtx-bench (another build; this one for an A/A) in rounds alternating with ours (ABBA; needs --rounds)");
+  s.add_option("--baseline-out", c->baseline_out, "Where the baseline's merged artifact goes (with --baseline-exe)");
   s.add_flag("--cold", c->cold, "Flush caches before every sample (not timed)");
   s.add_flag("--interleave", c->interleave, "Sample cases in seeded random round-robin batches to spread machine drift");
   s.add_option("--threads", c->threads, "OpenMP threads (0: the runtime's default)");

@@ -295,6 +295,12 @@ struct RunCommand {
   /// R artifacts (merge_rounds). Range [1, 50], rtx::Error(Usage) naming --rounds.
   std::optional<double> rounds;
   std::string self_exe = "/proc/self/exe";  ///< program the rounds re-execute (the rtx-bench binary)
+  /// --baseline-exe EXE --baseline-out FILE (with --rounds R >= 2): also run another build's
+  /// rtx-bench (or this one, for an A/A) with the same arguments, its rounds alternating with
+  /// this program's in ABBA order (A B, B A, A B, ...) so that drift of the machine over the run
+  /// falls on both sides alike, as rtx-evolve measures baseline and candidate. Its merged
+  /// artifact goes to baseline_out; compare it with this run's: `compare FILE OUT`.
+  std::string baseline_exe, baseline_out;
   bool cold = false, interleave = false, pin = false, strict = false;
   int threads = 0;          ///< 0: the OpenMP default
   bool json = false;        ///< artifact JSON on stdout

@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -142,11 +144,12 @@ std::vector<std::string> round_args(const std::vector<std::string>& argv, const 
   for (size_t i = 0; i < argv.size(); ++i) {
     const std::string& x = argv[i];
     if (i > 0) {
-      if (x == "--rounds" || x == "-o" || x == "--output" || x == "--events") {
+      if (x == "--rounds" || x == "-o" || x == "--output" || x == "--events" || x == "--baseline-exe" || x == "--baseline-out") {
         ++i;  // and its value
         continue;
       }
       if (x.rfind("--rounds=", 0) == 0 || x.rfind("--output=", 0) == 0 || x.rfind("--events=", 0) == 0 ||
+          x.rfind("--baseline-exe=", 0) == 0 || x.rfind("--baseline-out=", 0) == 0 ||
           (x.size() > 2 && x.rfind("-o", 0) == 0) || x == "--json" || x == "-q" || x == "--quiet" || x == "--no-store")
         continue;
     }
@@ -194,17 +197,24 @@ struct TempDir {
 };
 
 /// Run `rounds` rounds of this command as child processes (fork + execv of c.self_exe, one
-/// after another) and return their artifacts. A child exiting 0 or 1 (a failed check: its
-/// artifact records it) is read; any other exit, a signal or a missing artifact throws
-/// rtx::Error with the child's stderr (Usage/Input for exit 2, Environment for 3, else
+/// after another) and return their artifacts; with c.baseline_exe, also `rounds` rounds of it,
+/// alternating in ABBA order, returned in the second vector. A child exiting 0 or 1 (a failed
+/// check: its artifact records it) is read; any other exit, a signal or a missing artifact
+/// throws rtx::Error with the child's stderr (Usage/Input for exit 2, Environment for 3, else
 /// Internal), so the run exits as the child did.
-std::vector<json> run_rounds(const RunCommand& c, size_t rounds, std::ostream& err) {
+std::pair<std::vector<json>, std::vector<json>> run_rounds(const RunCommand& c, size_t rounds, std::ostream& err) {
   if (c.argv.empty())
     throw_internal("run --rounds: RunCommand.argv is empty; the rounds need the command line to re-execute");
   TempDir dir;
-  std::vector<json> docs;
-  for (size_t k = 0; k < rounds; ++k) {
-    const std::string tag = "round-" + std::to_string(k + 1);
+  std::pair<std::vector<json>, std::vector<json>> docs;
+  const bool ab = !c.baseline_exe.empty();
+  for (size_t slot = 0; slot < (ab ? 2 * rounds : rounds); ++slot) {
+    // ABBA: slots (0,1) are A B, (2,3) B A, ... ; A is this program, B the baseline.
+    const size_t k = ab ? slot / 2 : slot;
+    const bool baseline = ab && ((slot % 2 == 1) != (k % 2 == 1));
+    const std::string exe = baseline ? c.baseline_exe : c.self_exe;
+    const std::string side = baseline ? "baseline " : "";
+    const std::string tag = (baseline ? "baseline-round-" : "round-") + std::to_string(k + 1);
     const std::string out = dir.file(tag + ".json"), errf = dir.file(tag + ".err");
     const std::vector<std::string> args = round_args(c.argv, out);
     std::vector<char*> cargv;
@@ -224,7 +234,7 @@ std::vector<json> run_rounds(const RunCommand& c, size_t rounds, std::ostream& e
         ::dup2(fn, 0);
       }
       ::unsetenv("RTX_EVENTS");
-      ::execv(c.self_exe.c_str(), cargv.data());
+      ::execv(exe.c_str(), cargv.data());
       const char* msg = "rtx-bench: cannot execute the round child\n";
       if (::write(2, msg, std::strlen(msg)) < 0) ::_exit(127);
       ::_exit(127);
@@ -238,11 +248,13 @@ std::vector<json> run_rounds(const RunCommand& c, size_t rounds, std::ostream& e
       const std::string how = WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
                                                   : "exited with status " + std::to_string(code);
       const ErrorCategory cat = code == 2 ? ErrorCategory::Input : code == 3 ? ErrorCategory::Environment : ErrorCategory::Internal;
-      throw Error(cat, "round " + std::to_string(k + 1) + "/" + std::to_string(rounds) + " " + how + "; its stderr:\n" + read_text(errf),
-                  "run --rounds", "run it again with --rounds 1 to see the failure directly");
+      throw Error(cat, side + "round " + std::to_string(k + 1) + "/" + std::to_string(rounds) + " (" + exe + ") " + how +
+                           "; its stderr:\n" + read_text(errf),
+                  baseline ? "run --baseline-exe" : "run --rounds", "run it again with --rounds 1 to see the failure directly");
     }
-    docs.push_back(read_bench_artifact(out));
-    if (!c.quiet && cli::stderr_is_tty()) err << "\rrtx-bench: round " << k + 1 << "/" << rounds << " done" << std::flush;
+    (baseline ? docs.second : docs.first).push_back(read_bench_artifact(out));
+    if (!c.quiet && cli::stderr_is_tty())
+      err << "\rrtx-bench: round " << k + 1 << "/" << rounds << (ab ? " (A and B)" : "") << " done" << std::flush;
   }
   if (!c.quiet && cli::stderr_is_tty()) err << "\n";
   return docs;
@@ -274,6 +286,16 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
     const std::string why = runner_option_problem("rounds", *c.rounds);
     if (!why.empty()) throw_usage(why, "--rounds");
   }
+  if (c.baseline_exe.empty() != c.baseline_out.empty())
+    throw_usage("--baseline-exe and --baseline-out go together: the baseline's rounds need a file to go to",
+                c.baseline_exe.empty() ? "--baseline-out" : "--baseline-exe");
+  if (!c.baseline_exe.empty()) {
+    if (::access(c.baseline_exe.c_str(), X_OK) != 0)
+      throw_usage("the baseline program " + c.baseline_exe + " is not an executable file", "--baseline-exe",
+                  "give the path of another build's rtx-bench (or this one, for an A/A)");
+    if (c.baseline_out == "-" || c.baseline_out == c.out || (c.pack != "-" && same_file(c.baseline_out, c.pack)))
+      throw_usage("--baseline-out must be a file other than -o and the pack", "--baseline-out");
+  }
   if (backend == Backend::CUDA) rtx::require_cuda("--backend cuda");
   telemetry::init_from_options(c.events, c.seed);
   const Pack pack = load_pack(c.pack);
@@ -289,6 +311,9 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
   ro.max_samples = option(c.max_samples, pack.run.max_samples, ro.max_samples);
   ro.warmup = option(c.warmup, pack.run.warmup, ro.warmup);
   const size_t rounds = option(c.rounds, pack.run.rounds, size_t{1});
+  if (!c.baseline_exe.empty() && rounds < 2)
+    throw_usage("--baseline-exe alternates rounds with the baseline: give --rounds R >= 2 (10-20 for a 5% threshold)",
+                "--rounds");
   if (rounds > 1 && c.pack == "-")
     throw_usage("--rounds " + std::to_string(rounds) + " re-reads the pack in each round, but the pack is stdin", "--rounds",
                 "save the pack to a file, or use --rounds 1");
@@ -322,7 +347,14 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
   meta.hardware = telemetry::to_json(telemetry::hardware_profile());
 
   const std::string started_at = utc_now_iso();
-  RunResult r = rounds > 1 ? merge_rounds(run_rounds(c, rounds, err)) : run_cases(cases, reg, ro);
+  RunResult r, rb;
+  if (rounds > 1) {
+    auto docs = run_rounds(c, rounds, err);
+    r = merge_rounds(docs.first);
+    if (!c.baseline_exe.empty()) rb = merge_rounds(docs.second);
+  } else {
+    r = run_cases(cases, reg, ro);
+  }
   bool failed = false;
   for (CaseResult& x : r.cases) {
     annotate_roofline(x, meta.peaks);
@@ -333,12 +365,27 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
                  {"n", x.samples.size()}, {"median_s", x.median}, {"ci_rel", x.rel_ci}, {"noisy", x.noisy},
                  {"checksum", x.checksum}});
   }
-  const json doc = to_json(r, meta);
+  json doc = to_json(r, meta);
+  json doc_b;
+  if (!c.baseline_exe.empty()) {
+    for (CaseResult& x : rb.cases) annotate_roofline(x, meta.peaks);
+    doc_b = to_json(rb, meta);
+    std::error_code ec;
+    const std::string self = std::filesystem::canonical(c.self_exe, ec).string();
+    doc["ab"] = {{"role", "new"}, {"other", c.baseline_out}, {"order", "ABBA rounds"}, {"exe", ec ? c.self_exe : self}};
+    doc_b["ab"] = {{"role", "baseline"}, {"other", c.out}, {"order", "ABBA rounds"}, {"exe", c.baseline_exe}};
+  }
 
   if (!lead_rank) return failed ? 1 : 0;
   if (!c.quiet) err << format_table(doc, cli::use_color());
   if (c.out == "-" || c.json) out_stream << doc.dump(2) << std::endl;
   if (!c.out.empty() && c.out != "-") io::write_artifact(c.out, doc);
+  if (!c.baseline_out.empty()) {
+    io::write_artifact(c.baseline_out, doc_b);
+    if (!c.quiet)
+      err << "rtx-bench: baseline " << c.baseline_exe << " measured in alternating rounds: " << c.baseline_out
+          << "; compare with: rtx-bench compare " << c.baseline_out << " " << (c.out.empty() || c.out == "-" ? "NEW" : c.out) << "\n";
+  }
   if (st) record(*st, c, doc, r, failed, telemetry::sku_key(kernels::backend_name(backend)), started_at);
   if (failed && !c.quiet) err << "rtx-bench: a case failed its correctness check (exit 1)\n";
   return failed ? 1 : 0;

@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -322,7 +323,22 @@ std::vector<float> to_f32(const uint16_t* x, size_t n) {
   return out;
 }
 
+/// Run BLAS on as many threads as rtx's own kernels (the OpenMP thread count in force:
+/// --threads, a promoted config, OMP_NUM_THREADS), not OpenBLAS's separate default. Without it
+/// `--threads 1` still ran OpenBLAS's pthread pool on every CPU, and the same 127x96x80 GEMM
+/// took 43 or 70 us depending on the process (bimodal between processes; unimodal at 64 us with
+/// one BLAS thread). Inside a parallel region BLAS runs on one thread. The pool is resized only
+/// when the wanted count changes.
+void sync_blas_threads() {
+#ifdef OPENBLAS_VERSION
+  static std::atomic<int> current{0};
+  const int want = omp_in_parallel() ? 1 : std::max(1, omp_get_max_threads());
+  if (current.exchange(want) != want) openblas_set_num_threads(want);
+#endif
+}
+
 void blas_forward(float* out, const float* inp, const float* weight, const float* bias, int M, int N, int K) {
+  sync_blas_threads();
   if (bias)
     for (int64_t i = 0; i < M; ++i) std::memcpy(out + i * N, bias, sizeof(float) * N);
   // out (M,N) = inp (M,K) . weight^T (K,N) [+ out]
@@ -331,6 +347,7 @@ void blas_forward(float* out, const float* inp, const float* weight, const float
 
 void blas_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, int M, int N,
                    int K) {
+  sync_blas_threads();
   // dinp (M,K) = dout (M,N) . weight (N,K)
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.f, dout, N, weight, K, 0.f, dinp, K);
   // dweight (N,K) += dout^T (N,M) . inp (M,K)

@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (unsigned char ch : c.name) RTX_FUZZ_CHECK(ch >= 0x20 && ch != 0x7f && ch != '/', "bad name char");
       RTX_FUZZ_CHECK(!c.dtypes.empty(), "case without dtypes: " + c.name);
     }
-    if (pack.run.rounds) RTX_FUZZ_CHECK(*pack.run.rounds >= 1 && *pack.run.rounds <= 50, "rounds out of range");
+    if (pack.run.rounds) RTX_FUZZ_CHECK(*pack.run.rounds >= 1 && *pack.run.rounds <= rtx::app::bench::kMaxRounds, "rounds out of range");
     for (bool strict : {false, true}) {
       bench::ExpandOptions o;
       o.strict = strict;

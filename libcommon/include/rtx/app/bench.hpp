@@ -43,7 +43,7 @@ struct PackCase {
 struct PackRunDefaults {
   std::optional<double> max_time, max_rel_ci;
   std::optional<size_t> min_samples, max_samples, warmup;
-  std::optional<size_t> rounds;  ///< processes per run (`run --rounds`), [1, 50]
+  std::optional<size_t> rounds;  ///< processes per run (`run --rounds`), [1, 200]
 };
 
 /// A parsed pack.
@@ -107,7 +107,7 @@ std::vector<BenchCase> expand_pack(const Pack& pack, const kernels::Registry& re
 /// Why `value` is out of range for runner option `key` ("" when it is fine). Keys and
 /// ranges (the CLI flags and the pack's "defaults" share them): warmup integer in [0, 1e6];
 /// min_samples integer in [1, 1e7]; max_samples integer in [1, 1e9]; max_time finite in
-/// (0, 86400] s; max_rel_ci finite in (0, 1]; rounds integer in [1, 50]; threads integer in [0, 4 x logical CPUs].
+/// (0, 86400] s; max_rel_ci finite in (0, 1]; rounds integer in [1, 200]; threads integer in [0, 4 x logical CPUs].
 /// Throws rtx::Error(Internal) for an unknown key.
 std::string runner_option_problem(const std::string& key, double value);
 
@@ -240,7 +240,7 @@ std::string format_seconds(double s);
 RunResult merge_rounds(const std::vector<nlohmann::json>& rounds);
 
 /// Most rounds `run --rounds` accepts.
-inline constexpr size_t kMaxRounds = 50;
+inline constexpr size_t kMaxRounds = 200;
 /// Fewest rounds on both sides for compare to judge a case on its round medians.
 inline constexpr size_t kMinRoundsForBasis = 3;
 
@@ -292,7 +292,7 @@ struct RunCommand {
   std::optional<double> max_rel_ci, max_time, min_samples, max_samples, warmup;
   /// --rounds R (unset: the pack's default, else 1): with R > 1 the run re-executes this
   /// program (/proc/self/exe) R times with `--rounds 1 --no-store -q -o TMP` and merges the
-  /// R artifacts (merge_rounds). Range [1, 50], rtx::Error(Usage) naming --rounds.
+  /// R artifacts (merge_rounds). Range [1, 200], rtx::Error(Usage) naming --rounds.
   std::optional<double> rounds;
   std::string self_exe = "/proc/self/exe";  ///< program the rounds re-execute (the rtx-bench binary)
   /// --baseline-exe EXE --baseline-out FILE (with --rounds R >= 2): also run another build's

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "rtx/core/dtype.hpp"
+#include "rtx/core/philox.hpp"
+#include "rtx/io/gguf.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/kernels/cpu_features.hpp"
 #include "rtx/kernels/matmul.hpp"
@@ -364,4 +366,84 @@ TEST_CASE("matmul Q8_0 weight: float64 reference at odd shapes, every ISA, rows 
   CHECK_THROWS_AS(PackedMatmulWeight::q8_0(blocks.data(), 2, 48), rtx::Error);  // K not a multiple of 32
   CHECK_THROWS_AS(PackedMatmulWeight::q8_0(blocks.data(), 0, 64), rtx::Error);
   CHECK_THROWS_AS(PackedMatmulWeight::q8_0(nullptr, 2, 64), rtx::Error);
+}
+
+TEST_CASE("matmul K-quant weights (Q4_K, Q5_K, Q6_K): ggml's dequantized values exactly, float64 reference", "[cpu][matmul]") {
+  IsaGuard guard;
+  // Random super-blocks: every quant and scale bit pattern is a valid K-quant; the f16 super
+  // scales d (and dmin) are set to small finite values. The reference is io::ggml_dequantize
+  // (checked against gguf-py's numpy dequantizer in the io tests) and float64 sums.
+  struct Fmt {
+    uint32_t type;
+    size_t bytes;
+    std::vector<size_t> f16_at;  // byte offsets of f16 scales in a super-block
+  };
+  const Fmt fmts[] = {{12, 144, {0, 2}}, {13, 176, {0, 2}}, {14, 210, {208}}};
+  for (const Fmt& f : fmts) {
+    for (auto [N, K] : {std::pair{1, 256}, std::pair{7, 512}, std::pair{127, 768}}) {
+      const size_t nsb = static_cast<size_t>(N) * (K / 256);
+      std::vector<uint8_t> blocks(nsb * f.bytes);
+      rtx::Philox rng(f.type * 1000 + N, 7);
+      for (auto& b : blocks) b = static_cast<uint8_t>(rng.next_u32());
+      for (size_t sb = 0; sb < nsb; ++sb)
+        for (size_t at : f.f16_at) {
+          const uint16_t h = rtx::f32_to_f16(static_cast<float>(1e-3 * (1 + rng.next_u32() % 1000) / 1000.0));
+          blocks[sb * f.bytes + at] = static_cast<uint8_t>(h & 0xFF);
+          blocks[sb * f.bytes + at + 1] = static_cast<uint8_t>(h >> 8);
+        }
+      std::vector<float> deq(static_cast<size_t>(N) * K);
+      rtx::io::ggml_dequantize(f.type, blocks.data(), deq.data(), deq.size());
+      const PackedMatmulWeight pw = PackedMatmulWeight::kquant(f.type, blocks.data(), N, K);
+      REQUIRE(pw.is_quantized());
+      REQUIRE_FALSE(pw.is_q8_0());
+      CHECK(pw.bytes() == static_cast<size_t>(N) * K + static_cast<size_t>(N) * (K / 16) * 8);
+      for (Isa isa : kIsas) {
+        if (static_cast<int>(isa) > static_cast<int>(cpu_isa_supported())) continue;
+        set_cpu_isa(isa);
+        const PackedMatmulWeight w = PackedMatmulWeight::kquant(f.type, blocks.data(), N, K);  // picks the ISA
+        // One-hot inputs read single weights back: equal to ggml's values bit for bit.
+        for (int k : {0, 17, K / 2 + 5, K - 1}) {
+          std::vector<float> x(K, 0.0f), got(N, NAN);
+          x[k] = 1.0f;
+          matmul_forward_packed(got.data(), x.data(), w, nullptr, 1);
+          for (int j = 0; j < N; ++j) {
+            INFO(w.format() << " isa " << isa_name(isa) << " N " << N << " K " << K << " j " << j << " k " << k);
+            REQUIRE(got[j] == deq[static_cast<size_t>(j) * K + k]);
+          }
+        }
+        for (int threads : {1, 2}) {
+          omp_set_num_threads(threads);
+          const int Mmax = 9;
+          std::vector<float> x(static_cast<size_t>(Mmax) * K), bias(N);
+          for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::cos(0.11 * static_cast<double>(i)));
+          for (int j = 0; j < N; ++j) bias[j] = 0.01f * static_cast<float>(j % 13) - 0.05f;
+          std::vector<float> one(N, NAN);
+          matmul_forward_packed(one.data(), x.data(), w, bias.data(), 1);
+          for (int M : {1, 2, 7, 9}) {
+            INFO(w.format() << " isa " << isa_name(isa) << " threads " << threads << " N " << N << " K " << K << " M " << M);
+            std::vector<float> got(static_cast<size_t>(M) * N, NAN);
+            matmul_forward_packed(got.data(), x.data(), w, bias.data(), M);
+            double err = 0, scale = 0;
+            for (int m = 0; m < M; ++m)
+              for (int j = 0; j < N; ++j) {
+                double ref = bias[j];
+                for (int k = 0; k < K; ++k)
+                  ref += static_cast<double>(x[static_cast<size_t>(m) * K + k]) * deq[static_cast<size_t>(j) * K + k];
+                const double g = got[static_cast<size_t>(m) * N + j];
+                REQUIRE(std::isfinite(g));  // every output written (poisoned with NaN)
+                err = std::max(err, std::fabs(g - ref));
+                scale = std::max(scale, std::fabs(ref));
+              }
+            CHECK(err <= 1e-5 * std::max(1.0, scale));
+            REQUIRE(std::memcmp(got.data(), one.data(), N * sizeof(float)) == 0);  // row 0 whatever M is
+          }
+        }
+      }
+    }
+  }
+  std::vector<uint8_t> blocks(210 * 4);
+  CHECK_THROWS_AS(PackedMatmulWeight::kquant(12, blocks.data(), 2, 128), rtx::Error);  // K not a multiple of 256
+  CHECK_THROWS_AS(PackedMatmulWeight::kquant(8, blocks.data(), 2, 256), rtx::Error);   // Q8_0 is not a K-quant
+  CHECK_THROWS_AS(PackedMatmulWeight::kquant(14, blocks.data(), 0, 256), rtx::Error);
+  CHECK_THROWS_AS(PackedMatmulWeight::kquant(14, nullptr, 2, 256), rtx::Error);
 }

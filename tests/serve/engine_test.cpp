@@ -587,7 +587,7 @@ TEST_CASE("quantized GGUF: stories260k with Q8_0 weights serves within quantizat
   CHECK(mq->info().weights.rfind("q8_0 ", 0) == 0);
   CHECK(mq->info().param_bytes < mf->info().param_bytes / 2);
   LoadOptions deq;
-  deq.keep_q8_0 = false;
+  deq.keep_quantized = false;
   auto md = load_model(path, deq);
   CHECK(md->info().weights == "f32");
   KvCache kd(fi.n_layer, fi.n_kv_head, fi.head_dim, 16, 8);

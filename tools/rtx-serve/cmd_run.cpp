@@ -136,7 +136,7 @@ EngineProfile read_engine_profile(const std::string& path, const RunArgs& base) 
   EngineProfile p;
   p.sched = base.sched;
   p.load.threads = base.threads;
-  p.load.keep_q8_0 = !base.dequantize;
+  p.load.keep_quantized = !base.dequantize;
   for (const auto& [k, v] : j.items()) {
     if (k == "scheduler") {
       nlohmann::json merged = base.sched.to_json();
@@ -261,7 +261,7 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
       rtx::throw_usage("--canary-fraction needs --canary-profile", "--canary-fraction");
     LoadOptions lo;
     lo.threads = a->threads;
-    lo.keep_q8_0 = !a->dequantize;
+    lo.keep_quantized = !a->dequantize;
     auto model = load_model(a->model, lo);
     if (!a->no_profile) {
       const int C = model->info().n_kv_head * model->info().head_dim;

@@ -113,18 +113,16 @@ class LlamaModel final : public serve::Model {
     const uint64_t C = cfg_.dim, V = cfg_.vocab, F = cfg_.ffn_dim, KVD = uint64_t(cfg_.n_kv_head) * cfg_.head_dim();
     emb_ = load_tensor(f, "token_embd.weight", {C, V});
     size_t bytes = emb_.size() * sizeof(float);
-    int n_q8 = 0, n_mat = 0;
     using Part = std::pair<std::string, std::vector<uint64_t>>;  // tensor name, ggml extents {K, N}
-    // Rows of the parts stacked into one (sum N, K) weight (fused projections): Q8_0 blocks kept
-    // as they are when every part is Q8_0 (rows are independent, so stacking is concatenation),
-    // else dequantized and packed f32.
+    // Rows of the parts stacked into one (sum N, K) weight (fused projections): quantized blocks
+    // (Q8_0, Q4_K, Q5_K, Q6_K) kept as they are when every part has the same such type (rows are
+    // independent, so stacking is concatenation), else dequantized and packed f32.
     auto pack = [&](const std::vector<Part>& parts, int K) {
-      ++n_mat;
-      bool q8 = opt.keep_q8_0;
-      for (const auto& [name, ne] : parts)
-        q8 = q8 && check_tensor(f, name, ne).type == static_cast<uint32_t>(io::GgmlType::Q8_0);
+      const uint32_t type = check_tensor(f, parts[0].first, parts[0].second).type;
+      bool keep = opt.keep_quantized && kernels::PackedMatmulWeight::can_hold(type) && K % io::ggml_type_block(type).first == 0;
+      for (const auto& [name, ne] : parts) keep = keep && check_tensor(f, name, ne).type == type;
       kernels::PackedMatmulWeight pw;
-      if (q8) {
+      if (keep) {
         std::vector<uint8_t> blocks;
         int N = 0;
         for (const auto& [name, ne] : parts) {
@@ -133,8 +131,8 @@ class LlamaModel final : public serve::Model {
           blocks.insert(blocks.end(), b, b + f.tensor(name).nbytes);
           N += static_cast<int>(ne[1]);
         }
-        pw = kernels::PackedMatmulWeight::q8_0(blocks.data(), N, K);
-        ++n_q8;
+        pw = type == static_cast<uint32_t>(io::GgmlType::Q8_0) ? kernels::PackedMatmulWeight::q8_0(blocks.data(), N, K)
+                                                                : kernels::PackedMatmulWeight::kquant(type, blocks.data(), N, K);
       } else {
         std::vector<float> w;
         for (const auto& [name, ne] : parts) {
@@ -163,7 +161,11 @@ class LlamaModel final : public serve::Model {
     bytes += out_norm_.size() * sizeof(float);
     // The head: output.weight, else the tied embeddings.
     wout_ = pack({{f.find_tensor("output.weight") ? "output.weight" : "token_embd.weight", {C, V}}}, cfg_.dim);
-    info_.weights = n_q8 ? "q8_0 " + std::to_string(n_q8) + "/" + std::to_string(n_mat) : "f32";
+    std::vector<const kernels::PackedMatmulWeight*> all;
+    for (const Layer& L : layers_)
+      for (const auto* w : {&L.wqkv, &L.wo, &L.wgu, &L.wdown}) all.push_back(w);
+    all.push_back(&wout_);
+    info_.weights = kernels::weight_formats_summary(all);
 
     info_.arch = "llama";
     if (const io::GgufValue* n = f.find("general.name"); n && n->type == io::GgufType::STRING && !n->str.empty()) {

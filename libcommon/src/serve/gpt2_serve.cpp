@@ -28,7 +28,7 @@ using models::Gpt2Config;
 class Gpt2Serve final : public Model {
  public:
   Gpt2Serve(const Gpt2Config& cfg, std::vector<float> params, std::unique_ptr<io::Tokenizer> tok, ModelInfo base,
-            const LoadOptions& opt, const std::map<std::string, std::vector<uint8_t>>& q8)
+            const LoadOptions& opt, const std::map<std::string, QuantizedMatrix>& quantized)
       : cfg_(cfg), params_(std::move(params)), tok_(std::move(tok)), info_(std::move(base)), threads_(opt.threads) {
     const kernels::MatmulParams* mp = &opt.matmul;
     cfg_.validate();
@@ -45,16 +45,17 @@ class Gpt2Serve final : public Model {
     for (const auto& t : models::gpt2_param_layout(cfg_)) off_[t.name] = t.offset;
     layers_.resize(cfg_.n_layer);
     size_t packed = 0;
-    int n_q8 = 0, n_mat = 0;
     auto pack = [&](const std::string& name, int N, int K) {
-      ++n_mat;
-      if (auto it = q8.find(name); it != q8.end()) {
-        if (it->second.size() != static_cast<size_t>(N) * (K / 32) * 34)
-          throw_input("GPT-2 model: Q8_0 blocks of " + name + " do not fit (" + std::to_string(N) + ", " +
-                          std::to_string(K) + ")",
+      if (auto it = quantized.find(name); it != quantized.end()) {
+        const uint32_t t = it->second.ggml_type;
+        const auto [block, bytes] = io::ggml_type_block(t);
+        if (!kernels::PackedMatmulWeight::can_hold(t) || K % block != 0 ||
+            it->second.blocks.size() != static_cast<size_t>(N) * (K / block) * bytes)
+          throw_input("GPT-2 model: " + std::string(io::ggml_type_name(t)) + " blocks of " + name + " do not fit (" +
+                          std::to_string(N) + ", " + std::to_string(K) + ")",
                       info_.path);
-        ++n_q8;
-        return kernels::PackedMatmulWeight::q8_0(it->second.data(), N, K);
+        return t == 8 ? kernels::PackedMatmulWeight::q8_0(it->second.blocks.data(), N, K)
+                      : kernels::PackedMatmulWeight::kquant(t, it->second.blocks.data(), N, K);
       }
       return kernels::PackedMatmulWeight(p(name), N, K, mp);
     };
@@ -69,7 +70,11 @@ class Gpt2Serve final : public Model {
     }
     head_ = pack("wte", cfg_.vocab_size, C);
     packed += head_.bytes();
-    info_.weights = n_q8 ? "q8_0 " + std::to_string(n_q8) + "/" + std::to_string(n_mat) : "f32";
+    std::vector<const kernels::PackedMatmulWeight*> all;
+    for (const Layer& L : layers_)
+      for (const auto* w : {&L.qkv, &L.proj, &L.fc, &L.fcproj}) all.push_back(w);
+    all.push_back(&head_);
+    info_.weights = kernels::weight_formats_summary(all);
     // Keep only what forward() reads flat (embeddings, norms, biases); the four per-layer
     // matrices live on in their packed copies, so weights are not held twice.
     std::vector<float> small;
@@ -247,8 +252,8 @@ std::unique_ptr<io::Tokenizer> gguf_tokenizer(const io::GgufFile& f) {
 
 std::unique_ptr<Model> make_gpt2_model(const models::Gpt2Config& cfg, std::vector<float> params,
                                        std::unique_ptr<io::Tokenizer> tok, ModelInfo base, const LoadOptions& opt,
-                                       const std::map<std::string, std::vector<uint8_t>>& q8) {
-  return std::make_unique<Gpt2Serve>(cfg, std::move(params), std::move(tok), std::move(base), opt, q8);
+                                       const std::map<std::string, QuantizedMatrix>& quantized) {
+  return std::make_unique<Gpt2Serve>(cfg, std::move(params), std::move(tok), std::move(base), opt, quantized);
 }
 
 std::unique_ptr<Model> load_gpt2_gguf(const io::GgufFile& f, const LoadOptions& opt) {
@@ -271,7 +276,7 @@ std::unique_ptr<Model> load_gpt2_gguf(const io::GgufFile& f, const LoadOptions& 
                 "gpt2.feed_forward_length");
   cfg.validate();
   std::vector<float> params(models::gpt2_num_params(cfg));
-  std::map<std::string, std::vector<uint8_t>> q8;  // matrices kept as Q8_0 (see make_gpt2_model)
+  std::map<std::string, QuantizedMatrix> quantized;  // matrices kept quantized (see make_gpt2_model)
   for (const auto& t : models::gpt2_param_layout(cfg)) {
     const std::string name = models::gpt2_gguf_tensor_name(t.name);
     const auto& info = f.tensor(name);
@@ -284,9 +289,9 @@ std::unique_ptr<Model> load_gpt2_gguf(const io::GgufFile& f, const LoadOptions& 
       throw_input(f.path() + ": tensor " + name + " has ne [" + got + "], expected [" + exp + "]", name);
     }
     const bool matrix = t.shape.size() == 2 && t.name != "wpe";  // the packed ones (wte: the tied head)
-    if (matrix && opt.keep_q8_0 && info.type == static_cast<uint32_t>(io::GgmlType::Q8_0)) {
+    if (matrix && opt.keep_quantized && kernels::PackedMatmulWeight::can_hold(info.type)) {
       const uint8_t* b = f.tensor_data(name);
-      q8[t.name].assign(b, b + info.nbytes);
+      quantized[t.name] = QuantizedMatrix{info.type, std::vector<uint8_t>(b, b + info.nbytes)};
     }
     const std::vector<float> v = f.tensor_f32(name);  // wte's rows are also the embedding table
     io::require_finite(v, f.path() + ": " + name);
@@ -303,7 +308,7 @@ std::unique_ptr<Model> load_gpt2_gguf(const io::GgufFile& f, const LoadOptions& 
   base.path = f.path();
   if (const auto* n = f.find("general.name")) base.name = n->as_string("general.name");
   if (base.name.empty()) base.name = std::filesystem::path(f.path()).stem().string();
-  return make_gpt2_model(cfg, std::move(params), gguf_tokenizer(f), std::move(base), opt, q8);
+  return make_gpt2_model(cfg, std::move(params), gguf_tokenizer(f), std::move(base), opt, quantized);
 }
 
 std::unique_ptr<Model> load_gpt2_checkpoint(const std::string& path, const LoadOptions& opt) {

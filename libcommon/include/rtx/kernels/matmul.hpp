@@ -85,12 +85,27 @@ class PackedMatmulWeight {
   /// reads ~3.8x fewer weight bytes. Error(Input) on N <= 0, K not a positive multiple of 32, or
   /// null blocks.
   static PackedMatmulWeight q8_0(const uint8_t* blocks, int N, int K);
-  /// Whether this weight is Q8_0 (q8_0()) rather than packed f32 panels.
-  bool is_q8_0() const { return q8_ != nullptr; }
+  /// A weight kept in one of ggml's K-quant formats (ggml_type 12 Q4_K, 13 Q5_K, 14 Q6_K;
+  /// super-blocks of 256 values, ggml-common.h), rows of K/256 super-blocks as in a GGUF tensor
+  /// of ne {K, N}. Held as int8 quants plus an f32 scale s and offset o per 16 values (1.5 bytes
+  /// per weight instead of 4; not the file's 0.56-0.82); each weight is rebuilt as q*s + o,
+  /// which equals ggml's dequantized value exactly (q*s is exact in f32: the f16 super-scale
+  /// times a 6- or 8-bit scale times a quant fits 24 bits), then accumulated as for Q8_0.
+  /// Error(Input) on another type, N <= 0, K not a positive multiple of 256, or null blocks.
+  static PackedMatmulWeight kquant(uint32_t ggml_type, const uint8_t* blocks, int N, int K);
+  /// Whether q8_0() or kquant() takes ggml type `ggml_type` (8 Q8_0, 12 Q4_K, 13 Q5_K, 14 Q6_K).
+  static bool can_hold(uint32_t ggml_type) { return ggml_type == 8 || (ggml_type >= 12 && ggml_type <= 14); }
+  /// Whether this weight is quantized (q8_0() or kquant()) rather than packed f32 panels.
+  bool is_q8_0() const { return q8_ != nullptr && q8_->o.empty(); }
+  bool is_quantized() const { return q8_ != nullptr; }
+  /// "Q8_0", "Q4_K", "Q5_K", "Q6_K", or "f32".
+  const char* format() const { return q8_ ? q8_->type : "f32"; }
   int N() const { return N_; }
   int K() const { return K_; }
   /// Bytes held (the packed panels, or the Q8_0 quants and scales).
-  size_t bytes() const { return q8_ ? static_cast<size_t>(N_) * K_ + static_cast<size_t>(N_) * (K_ / 32) * 4 : size_ * sizeof(float); }
+  size_t bytes() const {
+    return q8_ ? q8_->q.size() + (q8_->d.size() + q8_->o.size()) * sizeof(float) : size_ * sizeof(float);
+  }
   bool empty() const { return N_ == 0; }
   /// Resolved parameters the weight was packed with.
   const MatmulParams& params() const { return prm_; }
@@ -111,14 +126,20 @@ class PackedMatmulWeight {
   size_t size_ = 0;
   struct Q8 {
     std::vector<int8_t> q;   // N*K quants, row-major
-    std::vector<float> d;    // N*(K/32) scales
+    std::vector<float> d;    // Q8_0: N*(K/32) scales; K-quants: N*(K/16)
+    std::vector<float> o;    // K-quants: N*(K/16) offsets; Q8_0: empty
+    const char* type = "";   // "Q8_0", "Q4_K", ...
   };
   std::shared_ptr<const Q8> q8_;  // set for Q8_0 weights (packed_ then empty)
   friend void matmul_forward_packed(float*, const float*, const PackedMatmulWeight&, const float*, int);
 };
 
+/// How a model's matrices are held, for logs and /v1/models: "f32" when none is quantized,
+/// else each quantized format with its count over all, e.g. "q4_k 40/49, q6_k 9/49".
+std::string weight_formats_summary(const std::vector<const PackedMatmulWeight*>& ws);
+
 /// out (M,N) = inp (M,K) @ W^T + bias (N) with a packed W; bias may be nullptr. Bitwise equal
-/// to matmul_forward(out, inp, W, bias, M, N, K, &W.params()). For a Q8_0 weight: every output
+/// to matmul_forward(out, inp, W, bias, M, N, K, &W.params()). For a quantized weight (Q8_0, K-quants): every output
 /// is sum over blocks of (x . (q*d)) in f32 lanes (AVX-512 / AVX2 / scalar), a row's result
 /// independent of the other rows (batch invariant). Error(Input) on M <= 0 or an empty weight.
 void matmul_forward_packed(float* out, const float* inp, const PackedMatmulWeight& w, const float* bias, int M);

@@ -27,8 +27,8 @@ struct ModelInfo {
   int32_t bos = -1;       ///< begin-of-sequence id prepended to prompts, -1 = none
   int32_t eos = -1;       ///< end-of-sequence id that ends generation, -1 = none
   size_t param_bytes = 0; ///< bytes of weights held in memory (after packing)
-  /// How the projection matrices are held: "f32", or "q8_0 N/M" when N of the M matrices run
-  /// the W8A32 Q8_0 kernel (kernels::PackedMatmulWeight::q8_0).
+  /// How the projection matrices are held: "f32", or e.g. "q8_0 N/M", "q4_k 40/49, q6_k 9/49"
+  /// when N of the M matrices run a quantized kernel (kernels::PackedMatmulWeight q8_0/kquant).
   std::string weights = "f32";
 };
 
@@ -123,10 +123,11 @@ struct LoadOptions {
   /// fills them from the promoted tuning profile of this machine's SKU. Only KC and NR change
   /// how weights are packed; MR is chosen per row group.
   kernels::MatmulParams matmul{};
-  /// Keep a GGUF's Q8_0 matrices quantized and run them with the W8A32 kernel (~1.06 bytes
-  /// per weight read per token instead of 4). false: dequantize them to f32 at load, as every
-  /// other quantized type is.
-  bool keep_q8_0 = true;
+  /// Keep a GGUF's Q8_0 and K-quant (Q4_K, Q5_K, Q6_K) matrices quantized and run them with
+  /// the quantized kernels (kernels::PackedMatmulWeight::q8_0 / kquant: ~1.1 and 1.5 bytes per
+  /// weight read per token instead of 4). false: dequantize them to f32 at load, as every other
+  /// quantized type is.
+  bool keep_quantized = true;
 };
 
 /// Loads a model for serving by its contents: a GGUF file (v1 to v3; architecture "gpt2" or

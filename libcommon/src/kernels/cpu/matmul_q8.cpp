@@ -12,6 +12,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cctype>
+#include <string>
+#include <vector>
 #include <cstring>
 
 #include "rtx/core/dtype.hpp"
@@ -25,17 +28,27 @@ namespace {
 #define RTX_Q8_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")))
 #define RTX_Q8_AVX2 __attribute__((target("avx2,fma")))
 
-/// res[i] = sum over blocks b of x_i[32b..32b+32) . (q[32b..] * d[b]), i < MT; x_i = x + i*ldx.
-template <int MT>
-RTX_Q8_AVX512 void tile_avx512(const float* x, int64_t ldx, const int8_t* q, const float* d, int64_t nb, float* res) {
+/// Weights of block b (32 values) as f32. Q8_0 (KQ false): q * d[b]. K-quants (KQ true): per
+/// half of 16 values h, q * s[2b+h] + o[2b+h] (one rounding; q * s is exact, see kquant()).
+/// res[i] = sum over blocks b of x_i[32b..32b+32) . w_b, i < MT; x_i = x + i*ldx.
+template <int MT, bool KQ>
+RTX_Q8_AVX512 void tile_avx512(const float* x, int64_t ldx, const int8_t* q, const float* d, const float* o, int64_t nb,
+                               float* res) {
   __m512 acc[MT][2];
   for (int i = 0; i < MT; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const __m512 s = _mm512_set1_ps(d[b]);
     const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 32 * b));
     const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 32 * b + 16));
-    const __m512 w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q0)), s);
-    const __m512 w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q1)), s);
+    const __m512 f0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q0)), f1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q1));
+    __m512 w0, w1;
+    if constexpr (KQ) {
+      w0 = _mm512_fmadd_ps(f0, _mm512_set1_ps(d[2 * b]), _mm512_set1_ps(o[2 * b]));
+      w1 = _mm512_fmadd_ps(f1, _mm512_set1_ps(d[2 * b + 1]), _mm512_set1_ps(o[2 * b + 1]));
+    } else {
+      const __m512 sc = _mm512_set1_ps(d[b]);
+      w0 = _mm512_mul_ps(f0, sc);
+      w1 = _mm512_mul_ps(f1, sc);
+    }
     for (int i = 0; i < MT; ++i) {
       const float* xi = x + i * ldx + 32 * b;
       acc[i][0] = _mm512_fmadd_ps(_mm512_loadu_ps(xi), w0, acc[i][0]);
@@ -57,16 +70,18 @@ RTX_Q8_AVX2 inline float hsum256(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
 
-template <int MT>
-RTX_Q8_AVX2 void tile_avx2(const float* x, int64_t ldx, const int8_t* q, const float* d, int64_t nb, float* res) {
+template <int MT, bool KQ>
+RTX_Q8_AVX2 void tile_avx2(const float* x, int64_t ldx, const int8_t* q, const float* d, const float* o, int64_t nb,
+                           float* res) {
   __m256 acc[MT][2];
   for (int i = 0; i < MT; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const __m256 s = _mm256_set1_ps(d[b]);
     __m256 w[4];
     for (int j = 0; j < 4; ++j) {
       const __m128i qj = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 32 * b + 8 * j));
-      w[j] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(qj)), s);
+      const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(qj));
+      if constexpr (KQ) w[j] = _mm256_fmadd_ps(f, _mm256_set1_ps(d[2 * b + j / 2]), _mm256_set1_ps(o[2 * b + j / 2]));
+      else w[j] = _mm256_mul_ps(f, _mm256_set1_ps(d[b]));
     }
     for (int i = 0; i < MT; ++i) {
       const float* xi = x + i * ldx + 32 * b;
@@ -79,29 +94,39 @@ RTX_Q8_AVX2 void tile_avx2(const float* x, int64_t ldx, const int8_t* q, const f
   for (int i = 0; i < MT; ++i) res[i] = hsum256(_mm256_add_ps(acc[i][0], acc[i][1]));
 }
 
-void row_scalar(const float* x, const int8_t* q, const float* d, int64_t nb, float* res) {
+void row_scalar(const float* x, const int8_t* q, const float* d, const float* o, int64_t nb, float* res) {
   float acc = 0;
   for (int64_t b = 0; b < nb; ++b) {
     float s = 0;
-    for (int j = 0; j < 32; ++j) s += x[32 * b + j] * (static_cast<float>(q[32 * b + j]) * d[b]);
+    for (int j = 0; j < 32; ++j) {
+      const float f = static_cast<float>(q[32 * b + j]);
+      const float w = o ? f * d[2 * b + j / 16] + o[2 * b + j / 16] : f * d[b];
+      s += x[32 * b + j] * w;
+    }
     acc += s;
   }
   *res = acc;
 }
 
-using TileFn = void (*)(const float*, int64_t, const int8_t*, const float*, int64_t, float*);
+using TileFn = void (*)(const float*, int64_t, const int8_t*, const float*, const float*, int64_t, float*);
 
-/// The tile function for `rows` (1..8) rows on `isa` (nullptr: scalar).
-TileFn tile_fn(Isa isa, int rows) {
+/// The tile function for `rows` (1..8) rows on `isa` (nullptr: scalar); kq: K-quant scales.
+TileFn tile_fn(Isa isa, int rows, bool kq) {
   if (isa == Isa::Avx512) {
-    static const TileFn t[8] = {tile_avx512<1>, tile_avx512<2>, tile_avx512<3>, tile_avx512<4>,
-                                tile_avx512<5>, tile_avx512<6>, tile_avx512<7>, tile_avx512<8>};
-    return t[rows - 1];
+    static const TileFn t[2][8] = {
+        {tile_avx512<1, false>, tile_avx512<2, false>, tile_avx512<3, false>, tile_avx512<4, false>,
+         tile_avx512<5, false>, tile_avx512<6, false>, tile_avx512<7, false>, tile_avx512<8, false>},
+        {tile_avx512<1, true>, tile_avx512<2, true>, tile_avx512<3, true>, tile_avx512<4, true>, tile_avx512<5, true>,
+         tile_avx512<6, true>, tile_avx512<7, true>, tile_avx512<8, true>}};
+    return t[kq][rows - 1];
   }
   if (isa == Isa::Avx2) {
-    static const TileFn t[8] = {tile_avx2<1>, tile_avx2<2>, tile_avx2<3>, tile_avx2<4>,
-                                tile_avx2<5>, tile_avx2<6>, tile_avx2<7>, tile_avx2<8>};
-    return t[rows - 1];
+    static const TileFn t[2][8] = {
+        {tile_avx2<1, false>, tile_avx2<2, false>, tile_avx2<3, false>, tile_avx2<4, false>, tile_avx2<5, false>,
+         tile_avx2<6, false>, tile_avx2<7, false>, tile_avx2<8, false>},
+        {tile_avx2<1, true>, tile_avx2<2, true>, tile_avx2<3, true>, tile_avx2<4, true>, tile_avx2<5, true>,
+         tile_avx2<6, true>, tile_avx2<7, true>, tile_avx2<8, true>}};
+    return t[kq][rows - 1];
   }
   return nullptr;
 }
@@ -131,14 +156,132 @@ PackedMatmulWeight PackedMatmulWeight::q8_0(const uint8_t* blocks, int N, int K)
       q8->d[static_cast<size_t>(n * nb + b)] = f16_to_f32(static_cast<uint16_t>(blk[0] | (blk[1] << 8)));
       std::memcpy(q8->q.data() + n * K + 32 * b, blk + 2, 32);
     }
+  q8->type = "Q8_0";
   w.q8_ = std::move(q8);
   return w;
 }
 
-/// The Q8_0 branch of matmul_forward_packed.
-void matmul_forward_q8(float* out, const float* inp, const int8_t* q, const float* d, const float* bias, int M, int N,
-                       int K, Isa isa) {
+namespace {
+
+uint16_t le16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+
+/// Scale and min j (0..7) of a Q4_K/Q5_K super-block's 12 packed 6-bit bytes (ggml-common.h).
+void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+/// One super-block (256 values) as quants q[256] and, per 16 values, scale s and offset o with
+/// value = q*s + o equal to ggml's dequantize_row_* result (see kquant()).
+void decode_kquant(uint32_t type, const uint8_t* b, int8_t* q, float* s, float* o) {
+  if (type == 12 || type == 13) {  // Q4_K (144 B) / Q5_K (176 B): d, dmin, scales[12], [qh[32]], qs[128]
+    const float d = f16_to_f32(le16(b)), dmin = f16_to_f32(le16(b + 2));
+    const uint8_t* scales = b + 4;
+    const bool five = type == 13;
+    const uint8_t* qh = b + 16;
+    const uint8_t* ql = five ? b + 48 : b + 16;
+    for (int pair = 0; pair < 4; ++pair, ql += 32) {
+      for (int half = 0; half < 2; ++half) {
+        int sc, m;
+        scale_min_k4(2 * pair + half, scales, &sc, &m);
+        const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
+        const int sub = 2 * pair + half;  // 32 values
+        s[2 * sub] = s[2 * sub + 1] = d1;
+        o[2 * sub] = o[2 * sub + 1] = -m1;
+        const int bit = 2 * pair + half;
+        for (int l = 0; l < 32; ++l) {
+          int v = half ? ql[l] >> 4 : ql[l] & 0x0F;
+          if (five && (qh[l] >> bit & 1)) v += 16;
+          q[32 * sub + l] = static_cast<int8_t>(v);
+        }
+      }
+    }
+    return;
+  }
+  // Q6_K (210 B): ql[128], qh[64], int8 scales[16], d; value d * scale * (q - 32) per 16.
+  const uint8_t* ql = b;
+  const uint8_t* qh = b + 128;
+  const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
+  const float d = f16_to_f32(le16(b + 208));
+  for (int i = 0; i < 16; ++i) {
+    s[i] = d * static_cast<float>(sc[i]);
+    o[i] = 0.0f;
+  }
+  for (int n = 0; n < 256; n += 128, ql += 64, qh += 32) {
+    for (int l = 0; l < 32; ++l) {
+      q[n + l] = static_cast<int8_t>(((ql[l] & 0x0F) | (((qh[l] >> 0) & 3) << 4)) - 32);
+      q[n + l + 32] = static_cast<int8_t>(((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4)) - 32);
+      q[n + l + 64] = static_cast<int8_t>(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+      q[n + l + 96] = static_cast<int8_t>(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+    }
+  }
+}
+
+}  // namespace
+
+PackedMatmulWeight PackedMatmulWeight::kquant(uint32_t ggml_type, const uint8_t* blocks, int N, int K) {
+  size_t block_bytes = 0;
+  const char* name = "";
+  switch (ggml_type) {
+    case 12: block_bytes = 144, name = "Q4_K"; break;
+    case 13: block_bytes = 176, name = "Q5_K"; break;
+    case 14: block_bytes = 210, name = "Q6_K"; break;
+    default:
+      throw_input("PackedMatmulWeight::kquant: ggml type " + std::to_string(ggml_type) + " is not Q4_K (12), Q5_K (13) or Q6_K (14)",
+                  "type");
+  }
+  if (N <= 0 || K <= 0 || K % 256 != 0)
+    throw_input(std::string("PackedMatmulWeight::kquant: ") + name + " needs N > 0 and K a positive multiple of 256 (got N=" +
+                    std::to_string(N) + ", K=" + std::to_string(K) + ")",
+                "K");
+  if (!blocks) throw_input("PackedMatmulWeight::kquant: null blocks", "blocks");
+  PackedMatmulWeight w;
+  w.N_ = N;
+  w.K_ = K;
+  w.isa_ = cpu_isa_active();
+  auto qk = std::make_shared<Q8>();
+  qk->type = name;
+  const int64_t nsb = K / 256;
+  qk->q.resize(static_cast<size_t>(N) * K);
+  qk->d.resize(static_cast<size_t>(N) * (K / 16));
+  qk->o.resize(qk->d.size());
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t b = 0; b < nsb; ++b) {
+      const int64_t at = n * K + 256 * b;
+      decode_kquant(ggml_type, blocks + static_cast<size_t>(n * nsb + b) * block_bytes, qk->q.data() + at,
+                    qk->d.data() + at / 16, qk->o.data() + at / 16);
+    }
+  w.q8_ = std::move(qk);
+  return w;
+}
+
+std::string weight_formats_summary(const std::vector<const PackedMatmulWeight*>& ws) {
+  std::vector<std::pair<std::string, int>> counts;  // first-seen order
+  for (const PackedMatmulWeight* w : ws) {
+    if (!w || !w->is_quantized()) continue;
+    std::string f = w->format();
+    for (char& c : f) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& p) { return p.first == f; });
+    if (it == counts.end()) counts.emplace_back(f, 1);
+    else ++it->second;
+  }
+  if (counts.empty()) return "f32";
+  std::string s;
+  for (const auto& [f, n] : counts) s += (s.empty() ? "" : ", ") + f + " " + std::to_string(n) + "/" + std::to_string(ws.size());
+  return s;
+}
+
+/// The quantized branch of matmul_forward_packed: Q8_0 (o null: d per 32 values) or K-quants
+/// (d and o per 16 values).
+void matmul_forward_q8(float* out, const float* inp, const int8_t* q, const float* d, const float* o, const float* bias,
+                       int M, int N, int K, Isa isa) {
   const int64_t nb = K / 32;
+  const int64_t ns = o ? 2 * nb : nb;  // scales per weight row
   const int64_t nchunks = (N + kColChunk - 1) / kColChunk;
 #pragma omp parallel for schedule(static) if (!omp_in_parallel() && static_cast<int64_t>(M) * N * K > (1 << 16))
   for (int64_t c = 0; c < nchunks; ++c) {
@@ -146,14 +289,15 @@ void matmul_forward_q8(float* out, const float* inp, const int8_t* q, const floa
     float res[kRowTile];
     for (int64_t m0 = 0; m0 < M; m0 += kRowTile) {
       const int rows = static_cast<int>(std::min<int64_t>(kRowTile, M - m0));
-      const TileFn f = tile_fn(isa, rows);
+      const TileFn f = tile_fn(isa, rows, o != nullptr);
       for (int64_t n = n0; n < n1; ++n) {
         const int8_t* qn = q + n * K;
-        const float* dn = d + n * nb;
+        const float* dn = d + n * ns;
+        const float* on = o ? o + n * ns : nullptr;
         if (f) {
-          f(inp + m0 * K, K, qn, dn, nb, res);
+          f(inp + m0 * K, K, qn, dn, on, nb, res);
         } else {
-          for (int i = 0; i < rows; ++i) row_scalar(inp + (m0 + i) * K, qn, dn, nb, res + i);
+          for (int i = 0; i < rows; ++i) row_scalar(inp + (m0 + i) * K, qn, dn, on, nb, res + i);
         }
         const float b = bias ? bias[n] : 0.0f;
         for (int i = 0; i < rows; ++i) out[(m0 + i) * N + n] = res[i] + b;

@@ -16,6 +16,7 @@
 #include "models/gpt2_ref.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/core/dtype.hpp"
+#include "rtx/core/philox.hpp"
 #include "rtx/io/gguf.hpp"
 #include "rtx/io/tokenizer.hpp"
 #include "rtx/models/export.hpp"
@@ -599,6 +600,77 @@ TEST_CASE("quantized GGUF: stories260k with Q8_0 weights serves within quantizat
       scale = std::max(scale, std::fabs(static_cast<double>(ld[i][v])));
     }
     INFO("call " << i);
+    CHECK(err <= 1e-4 * scale);
+  }
+}
+
+TEST_CASE("quantized GGUF: GPT-2 with K-quant matrices (Q4_K, Q5_K, Q6_K) matches its dequantized self", "[cpu][serve]") {
+  // A GPT-2 whose 2-D matrices (C = 256: whole super-blocks) are random K-quant blocks, one
+  // type after another; the 1-D tensors and wpe stay F32. Loaded as is, the matrices run the
+  // quantized kernels; loaded with keep_quantized false they are dequantized to f32 and packed:
+  // the same weights (kquant rebuilds ggml's values exactly), so the logits agree up to
+  // summation order.
+  const auto c = make_cfg(67, 256, 4, 2, 32);  // V, C, heads, layers, context
+  const std::string dir = rtx::test::temp_dir();
+  const auto tok = char_tok(c.vocab_size);
+  const std::vector<float> params = random_params(c, 21);
+  models::export_gpt2_gguf(c, params.data(), params.size(), *tok, dir + "/f32.gguf");
+  const io::GgufFile f = io::GgufFile::open(dir + "/f32.gguf");
+  io::GgufWriter w;
+  for (const auto& [k, v] : f.metadata())
+    if (k != "general.alignment") w.add(k, v);
+  std::deque<std::vector<float>> floats;
+  std::deque<std::vector<uint8_t>> blocks;
+  const uint32_t types[] = {12, 13, 14};
+  const size_t bytes[] = {144, 176, 210};
+  int next = 0;
+  rtx::Philox rng(5, 9);
+  for (const auto& t : f.tensors()) {
+    if (t.ne.size() == 2 && t.ne[0] % 256 == 0 && t.name != "position_embd.weight") {
+      const int ty = next++ % 3;
+      const size_t nsb = t.ne[0] / 256 * t.ne[1];
+      std::vector<uint8_t> b(nsb * bytes[ty]);
+      for (auto& x : b) x = static_cast<uint8_t>(rng.next_u32());
+      for (size_t sb = 0; sb < nsb; ++sb)  // small finite f16 super-scales: weights of a few 0.01
+        for (size_t at : ty == 2 ? std::vector<size_t>{208} : std::vector<size_t>{0, 2}) {
+          const uint16_t h = rtx::f32_to_f16(static_cast<float>(2e-5 * (1 + rng.next_u32() % 100)));
+          b[sb * bytes[ty] + at] = static_cast<uint8_t>(h & 0xFF);
+          b[sb * bytes[ty] + at + 1] = static_cast<uint8_t>(h >> 8);
+        }
+      blocks.push_back(std::move(b));
+      w.add_tensor(t.name, static_cast<io::GgmlType>(types[ty]), t.ne, blocks.back().data());
+    } else {
+      floats.push_back(f.tensor_f32(t.name));
+      w.add_tensor(t.name, io::GgmlType::F32, t.ne, floats.back().data());
+    }
+  }
+  REQUIRE(next == 9);  // wte + 4 matrices x 2 layers
+  w.write(dir + "/kq.gguf");
+
+  auto mq = load_model(dir + "/kq.gguf");
+  LoadOptions deq;
+  deq.keep_quantized = false;
+  auto md = load_model(dir + "/kq.gguf", deq);
+  INFO(mq->info().weights);
+  for (const char* fmt : {"q4_k 3/9", "q5_k 3/9", "q6_k 3/9"}) CHECK_THAT(mq->info().weights, Catch::Contains(fmt));
+  CHECK(md->info().weights == "f32");
+  CHECK(mq->info().param_bytes < md->info().param_bytes / 2);
+  Seq s;
+  s.ids = random_ids(23, c.vocab_size, 4);
+  KvCache kq(c.n_layer, c.n_head, c.n_embd / c.n_head, 16, 8), kd(c.n_layer, c.n_head, c.n_embd / c.n_head, 16, 8);
+  const auto lq = run_alone(*mq, kq, s, {9, 1});  // a prefill chunk, then single tokens
+  const auto ld = run_alone(*md, kd, s, {9, 1});
+  REQUIRE(lq.size() == ld.size());
+  REQUIRE_FALSE(lq.empty());
+  for (size_t i = 0; i < lq.size(); ++i) {
+    double err = 0, scale = 0;
+    for (size_t v = 0; v < lq[i].size(); ++v) {
+      REQUIRE(std::isfinite(lq[i][v]));
+      err = std::max(err, std::fabs(static_cast<double>(lq[i][v]) - ld[i][v]));
+      scale = std::max(scale, std::fabs(static_cast<double>(ld[i][v])));
+    }
+    INFO("call " << i << " err " << err << " scale " << scale);
+    CHECK(scale > 0);
     CHECK(err <= 1e-4 * scale);
   }
 }

@@ -368,39 +368,47 @@ TEST_CASE("matmul Q8_0 weight: float64 reference at odd shapes, every ISA, rows 
   CHECK_THROWS_AS(PackedMatmulWeight::q8_0(nullptr, 2, 64), rtx::Error);
 }
 
+namespace {
+
+/// Random K-quant super-blocks (ggml type 12/13/14): every quant and scale bit pattern is valid;
+/// the f16 super-scales (d, dmin) are set to small finite values.
+std::vector<uint8_t> random_kquant(uint32_t type, size_t nsb, uint64_t seed) {
+  const size_t bytes = type == 12 ? 144 : type == 13 ? 176 : 210;
+  const std::vector<size_t> f16_at = type == 14 ? std::vector<size_t>{208} : std::vector<size_t>{0, 2};
+  std::vector<uint8_t> blocks(nsb * bytes);
+  rtx::Philox rng(seed, 7);
+  for (auto& b : blocks) b = static_cast<uint8_t>(rng.next_u32());
+  for (size_t sb = 0; sb < nsb; ++sb)
+    for (size_t at : f16_at) {
+      const uint16_t h = rtx::f32_to_f16(static_cast<float>(1e-3 * (1 + rng.next_u32() % 1000) / 1000.0));
+      blocks[sb * bytes + at] = static_cast<uint8_t>(h & 0xFF);
+      blocks[sb * bytes + at + 1] = static_cast<uint8_t>(h >> 8);
+    }
+  return blocks;
+}
+
+}  // namespace
+
 TEST_CASE("matmul K-quant weights (Q4_K, Q5_K, Q6_K): ggml's dequantized values exactly, float64 reference", "[cpu][matmul]") {
   IsaGuard guard;
   // Random super-blocks: every quant and scale bit pattern is a valid K-quant; the f16 super
   // scales d (and dmin) are set to small finite values. The reference is io::ggml_dequantize
   // (checked against gguf-py's numpy dequantizer in the io tests) and float64 sums.
-  struct Fmt {
-    uint32_t type;
-    size_t bytes;
-    std::vector<size_t> f16_at;  // byte offsets of f16 scales in a super-block
-  };
-  const Fmt fmts[] = {{12, 144, {0, 2}}, {13, 176, {0, 2}}, {14, 210, {208}}};
-  for (const Fmt& f : fmts) {
+  // With f32 activations (int8_activations false).
+  for (uint32_t type : {12u, 13u, 14u}) {
     for (auto [N, K] : {std::pair{1, 256}, std::pair{7, 512}, std::pair{127, 768}}) {
       const size_t nsb = static_cast<size_t>(N) * (K / 256);
-      std::vector<uint8_t> blocks(nsb * f.bytes);
-      rtx::Philox rng(f.type * 1000 + N, 7);
-      for (auto& b : blocks) b = static_cast<uint8_t>(rng.next_u32());
-      for (size_t sb = 0; sb < nsb; ++sb)
-        for (size_t at : f.f16_at) {
-          const uint16_t h = rtx::f32_to_f16(static_cast<float>(1e-3 * (1 + rng.next_u32() % 1000) / 1000.0));
-          blocks[sb * f.bytes + at] = static_cast<uint8_t>(h & 0xFF);
-          blocks[sb * f.bytes + at + 1] = static_cast<uint8_t>(h >> 8);
-        }
+      const std::vector<uint8_t> blocks = random_kquant(type, nsb, type * 1000 + N);
       std::vector<float> deq(static_cast<size_t>(N) * K);
-      rtx::io::ggml_dequantize(f.type, blocks.data(), deq.data(), deq.size());
-      const PackedMatmulWeight pw = PackedMatmulWeight::kquant(f.type, blocks.data(), N, K);
+      rtx::io::ggml_dequantize(type, blocks.data(), deq.data(), deq.size());
+      const PackedMatmulWeight pw = PackedMatmulWeight::kquant(type, blocks.data(), N, K, false);
       REQUIRE(pw.is_quantized());
       REQUIRE_FALSE(pw.is_q8_0());
       CHECK(pw.bytes() == static_cast<size_t>(N) * K + static_cast<size_t>(N) * (K / 16) * 8);
       for (Isa isa : kIsas) {
         if (static_cast<int>(isa) > static_cast<int>(cpu_isa_supported())) continue;
         set_cpu_isa(isa);
-        const PackedMatmulWeight w = PackedMatmulWeight::kquant(f.type, blocks.data(), N, K);  // picks the ISA
+        const PackedMatmulWeight w = PackedMatmulWeight::kquant(type, blocks.data(), N, K, false);  // picks the ISA
         // One-hot inputs read single weights back: equal to ggml's values bit for bit.
         for (int k : {0, 17, K / 2 + 5, K - 1}) {
           std::vector<float> x(K, 0.0f), got(N, NAN);
@@ -446,4 +454,73 @@ TEST_CASE("matmul K-quant weights (Q4_K, Q5_K, Q6_K): ggml's dequantized values 
   CHECK_THROWS_AS(PackedMatmulWeight::kquant(8, blocks.data(), 2, 256), rtx::Error);   // Q8_0 is not a K-quant
   CHECK_THROWS_AS(PackedMatmulWeight::kquant(14, blocks.data(), 0, 256), rtx::Error);
   CHECK_THROWS_AS(PackedMatmulWeight::kquant(14, nullptr, 2, 256), rtx::Error);
+}
+
+TEST_CASE("matmul K-quant weights with 8-bit activations: float64 references, every ISA", "[cpu][matmul]") {
+  // The recipe (PackedMatmulWeight::kquant): inputs quantized per 32 values (sx = max|x|/127,
+  // xq = round(x/sx)) and exact integer dot products per 16 weights, i.e. sum w * xhat with
+  // xhat = xq * sx. Two input sets, with the float64 sum over ggml's dequantized weights as the
+  // reference:
+  //  grid: every 32-block holds integers in [-127, 127] times 2^-e, one of them 127 * 2^-e, so
+  //   quantization is exact and the kernel must match to f32 rounding (1e-5);
+  //  smooth: cos values, within the rounding bound of 8-bit inputs: |xhat - x| <= sx/2 per
+  //   element, so |error| <= sum_k |w_k| * sx_k / 2 (plus f32 rounding).
+  IsaGuard guard;
+  for (uint32_t type : {12u, 13u, 14u}) {
+    for (auto [N, K] : {std::pair{1, 256}, std::pair{7, 512}, std::pair{127, 768}}) {
+      const size_t nsb = static_cast<size_t>(N) * (K / 256);
+      const std::vector<uint8_t> blocks = random_kquant(type, nsb, type * 77 + N);
+      std::vector<float> deq(static_cast<size_t>(N) * K);
+      rtx::io::ggml_dequantize(type, blocks.data(), deq.data(), deq.size());
+      const int Mmax = 9;
+      std::vector<float> grid(static_cast<size_t>(Mmax) * K), smooth(grid.size()), bias(N);
+      rtx::Philox rng(type + 3 * N, 11);
+      for (size_t b = 0; b < grid.size() / 32; ++b) {
+        const float unit = std::ldexp(1.0f, -static_cast<int>(b % 9));
+        for (int j = 0; j < 32; ++j) grid[32 * b + j] = static_cast<float>(static_cast<int>(rng.next_u32() % 255) - 127) * unit;
+        grid[32 * b + (b % 32)] = (b % 2 ? -127.0f : 127.0f) * unit;
+      }
+      for (size_t i = 0; i < smooth.size(); ++i) smooth[i] = static_cast<float>(std::cos(0.11 * static_cast<double>(i)) * (1 + i % 3));
+      for (int j = 0; j < N; ++j) bias[j] = 0.01f * static_cast<float>(j % 13) - 0.05f;
+      for (Isa isa : kIsas) {
+        if (static_cast<int>(isa) > static_cast<int>(cpu_isa_supported())) continue;
+        set_cpu_isa(isa);
+        const PackedMatmulWeight w = PackedMatmulWeight::kquant(type, blocks.data(), N, K);
+        for (int threads : {1, 2}) {
+          omp_set_num_threads(threads);
+          for (const bool exact : {true, false}) {
+            const std::vector<float>& x = exact ? grid : smooth;
+            std::vector<float> one(N, NAN);
+            matmul_forward_packed(one.data(), x.data(), w, bias.data(), 1);
+            for (int M : {1, 2, 7, 9}) {
+              INFO(w.format() << " isa " << isa_name(isa) << " threads " << threads << " N " << N << " K " << K << " M " << M
+                              << (exact ? " grid" : " smooth"));
+              std::vector<float> got(static_cast<size_t>(M) * N, NAN);
+              matmul_forward_packed(got.data(), x.data(), w, bias.data(), M);
+              double err = 0, scale = 0, excess = 0;
+              for (int m = 0; m < M; ++m)
+                for (int j = 0; j < N; ++j) {
+                  double ref = bias[j], bound = 0;
+                  for (int k = 0; k < K; ++k) {
+                    const double wk = deq[static_cast<size_t>(j) * K + k];
+                    ref += wk * x[static_cast<size_t>(m) * K + k];
+                    double amax = 0;  // sx of k's 32-block
+                    for (int t = k / 32 * 32; t < k / 32 * 32 + 32; ++t) amax = std::max(amax, std::fabs(static_cast<double>(x[static_cast<size_t>(m) * K + t])));
+                    bound += std::fabs(wk) * amax / 127.0 / 2;
+                  }
+                  const double g = got[static_cast<size_t>(m) * N + j];
+                  REQUIRE(std::isfinite(g));  // every output written (poisoned with NaN)
+                  err = std::max(err, std::fabs(g - ref));
+                  excess = std::max(excess, std::fabs(g - ref) - bound);
+                  scale = std::max(scale, std::fabs(ref));
+                }
+              if (exact) CHECK(err <= 1e-5 * std::max(1.0, scale));
+              else CHECK(excess <= 1e-5 * std::max(1.0, scale));
+              REQUIRE(std::memcmp(got.data(), one.data(), N * sizeof(float)) == 0);  // row 0 whatever M is
+            }
+          }
+        }
+      }
+    }
+  }
 }

@@ -132,7 +132,8 @@ class LlamaModel final : public serve::Model {
           N += static_cast<int>(ne[1]);
         }
         pw = type == static_cast<uint32_t>(io::GgmlType::Q8_0) ? kernels::PackedMatmulWeight::q8_0(blocks.data(), N, K)
-                                                                : kernels::PackedMatmulWeight::kquant(type, blocks.data(), N, K);
+                                                                : kernels::PackedMatmulWeight::kquant(type, blocks.data(), N, K,
+                                                                                                      opt.int8_activations);
       } else {
         std::vector<float> w;
         for (const auto& [name, ne] : parts) {

@@ -55,7 +55,7 @@ class Gpt2Serve final : public Model {
                           std::to_string(N) + ", " + std::to_string(K) + ")",
                       info_.path);
         return t == 8 ? kernels::PackedMatmulWeight::q8_0(it->second.blocks.data(), N, K)
-                      : kernels::PackedMatmulWeight::kquant(t, it->second.blocks.data(), N, K);
+                      : kernels::PackedMatmulWeight::kquant(t, it->second.blocks.data(), N, K, opt.int8_activations);
       }
       return kernels::PackedMatmulWeight(p(name), N, K, mp);
     };

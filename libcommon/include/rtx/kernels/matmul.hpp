@@ -87,12 +87,18 @@ class PackedMatmulWeight {
   static PackedMatmulWeight q8_0(const uint8_t* blocks, int N, int K);
   /// A weight kept in one of ggml's K-quant formats (ggml_type 12 Q4_K, 13 Q5_K, 14 Q6_K;
   /// super-blocks of 256 values, ggml-common.h), rows of K/256 super-blocks as in a GGUF tensor
-  /// of ne {K, N}. Held as int8 quants plus an f32 scale s and offset o per 16 values (1.5 bytes
-  /// per weight instead of 4; not the file's 0.56-0.82); each weight is rebuilt as q*s + o,
-  /// which equals ggml's dequantized value exactly (q*s is exact in f32: the f16 super-scale
-  /// times a 6- or 8-bit scale times a quant fits 24 bits), then accumulated as for Q8_0.
+  /// of ne {K, N}. Held as unsigned quants q (0..63, a byte each) plus an f32 scale s and offset
+  /// o per 16 values (1.5 bytes per weight instead of 4; not the file's 0.56-0.82): q*s + o is
+  /// exactly ggml's dequantized value (q*s is exact in f32: the f16 super-scale times a 6- or
+  /// 8-bit scale times a quant fits 24 bits).
+  ///  int8_activations true (the default, as llama.cpp): matmul_forward_packed quantizes each
+  ///   input row to int8 per 32 values (scale max|x|/127) and takes exact integer dot products
+  ///   per 16 weights (pmaddubsw/pmaddwd), scaled by s * sx, plus o times the f32 input sums:
+  ///   relative error of order 1e-3 from the 8-bit inputs, rows still independent (batch
+  ///   invariant). false: each weight is widened to f32 (q*s + o) and accumulated with f32
+  ///   inputs as for Q8_0 (exact weights, about 2.5x the arithmetic per weight).
   /// Error(Input) on another type, N <= 0, K not a positive multiple of 256, or null blocks.
-  static PackedMatmulWeight kquant(uint32_t ggml_type, const uint8_t* blocks, int N, int K);
+  static PackedMatmulWeight kquant(uint32_t ggml_type, const uint8_t* blocks, int N, int K, bool int8_activations = true);
   /// Whether q8_0() or kquant() takes ggml type `ggml_type` (8 Q8_0, 12 Q4_K, 13 Q5_K, 14 Q6_K).
   static bool can_hold(uint32_t ggml_type) { return ggml_type == 8 || (ggml_type >= 12 && ggml_type <= 14); }
   /// Whether this weight is quantized (q8_0() or kquant()) rather than packed f32 panels.
@@ -129,6 +135,7 @@ class PackedMatmulWeight {
     std::vector<float> d;    // Q8_0: N*(K/32) scales; K-quants: N*(K/16)
     std::vector<float> o;    // K-quants: N*(K/16) offsets; Q8_0: empty
     const char* type = "";   // "Q8_0", "Q4_K", ...
+    bool a8 = false;         // K-quants: 8-bit activations (integer dot products)
   };
   std::shared_ptr<const Q8> q8_;  // set for Q8_0 weights (packed_ then empty)
   friend void matmul_forward_packed(float*, const float*, const PackedMatmulWeight&, const float*, int);

@@ -128,6 +128,11 @@ struct LoadOptions {
   /// weight read per token instead of 4). false: dequantize them to f32 at load, as every other
   /// quantized type is.
   bool keep_quantized = true;
+  /// K-quant matrices: quantize activations to 8 bits per 32 values and take integer dot
+  /// products (as llama.cpp; relative error of order 1e-3). false: f32 activations against
+  /// weights widened to f32 (exactly ggml's values; about 2.5x slower). See
+  /// kernels::PackedMatmulWeight::kquant.
+  bool int8_activations = true;
 };
 
 /// Loads a model for serving by its contents: a GGUF file (v1 to v3; architecture "gpt2" or

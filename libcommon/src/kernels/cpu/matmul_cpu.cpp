@@ -493,11 +493,18 @@ size_t PackedMatmulWeight::panel_offset(int kblock, int panel) const {
 
 void matmul_forward_q8(float* out, const float* inp, const int8_t* q, const float* d, const float* o, const float* bias,
                        int M, int N, int K, Isa isa);  // matmul_q8.cpp
+void matmul_forward_kq_i8(float* out, const float* inp, const uint8_t* q, const float* s, const float* o, const float* bias,
+                          int M, int N, int K, Isa isa);  // matmul_q8.cpp
 
 void matmul_forward_packed(float* out, const float* inp, const PackedMatmulWeight& w, const float* bias, int M) {
   if (w.empty()) throw_input("matmul_forward_packed: the weight is empty (default-constructed)", "weight");
   check_dims("matmul_forward_packed", M, w.N_, w.K_);
   if (!out || !inp) throw_input("matmul_forward_packed: null out/inp pointer", "matmul_forward_packed");
+  if (w.q8_ && w.q8_->a8) {
+    matmul_forward_kq_i8(out, inp, reinterpret_cast<const uint8_t*>(w.q8_->q.data()), w.q8_->d.data(), w.q8_->o.data(), bias,
+                         M, w.N_, w.K_, w.isa_);
+    return;
+  }
   if (w.q8_) {
     matmul_forward_q8(out, inp, w.q8_->q.data(), w.q8_->d.data(), w.q8_->o.empty() ? nullptr : w.q8_->o.data(), bias, M,
                       w.N_, w.K_, w.isa_);

@@ -12,6 +12,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <string>
 #include <vector>
@@ -131,6 +132,78 @@ TileFn tile_fn(Isa isa, int rows, bool kq) {
   return nullptr;
 }
 
+// ---- 8-bit activations (K-quants): integer dot products per 16 weights -------------------------
+// Each row of inp is quantized per 32 values (sx = max|x| / 127, xq = round(x / sx), int8); the
+// weights are unsigned quants q (0..63) with a scale s and offset o per 16. Per 16 weights:
+//   sum x*w ~= s * sx * sum(q * xq) + o * sx * sum(xq)  (= sum w * xhat, xhat = xq * sx)
+// with both integer sums exact (pmaddubsw: u8 x s8 pairs, at most 2*63*127 = 16002, no
+// saturation; pmaddwd then sums pairs). The offset term must see the same quantized inputs:
+// Q6_K's offset is -32 s, and with f32 sums there the quantization error of s * 32 * xq would
+// not cancel. As llama.cpp's Q4_K x Q8_K dot products (which quantize per 256 and use the q8
+// block sums the same way), this trades the f32 activations for 8-bit ones.
+
+/// Per 64 weights of a row: 16 int32 lanes of 4 products each; lane k belongs to weight block
+/// k/4 (scales s[4c + k/4]) and input block k/8 (scale xsv lane k, precomputed per row).
+template <int MT>
+RTX_Q8_AVX512 void tile_i8_avx512(const uint8_t* q, const float* s, int64_t nc, const int8_t* xq, int64_t ldq,
+                                  const float* xsv, int64_t ldv, float* res) {
+  const __m512i idx = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  const __m512i ones = _mm512_set1_epi16(1);
+  __m512 acc[MT];
+  for (int i = 0; i < MT; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < nc; ++c) {
+    const __m512i w = _mm512_loadu_si512(q + 64 * c);
+    const __m512 ws = _mm512_permutexvar_ps(idx, _mm512_broadcast_f32x4(_mm_loadu_ps(s + 4 * c)));
+    for (int i = 0; i < MT; ++i) {
+      const __m512i xv = _mm512_loadu_si512(xq + i * ldq + 64 * c);
+      const __m512i p = _mm512_madd_epi16(_mm512_maddubs_epi16(w, xv), ones);
+      const __m512 sc = _mm512_mul_ps(ws, _mm512_loadu_ps(xsv + i * ldv + 16 * c));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, acc[i]);
+    }
+  }
+  for (int i = 0; i < MT; ++i) {
+    alignas(64) float t[16];
+    _mm512_store_ps(t, acc[i]);
+    float sum = 0;
+    for (float v : t) sum += v;  // fixed order
+    res[i] = sum;
+  }
+}
+
+/// Per 32 weights: 8 int32 lanes of 4 products; lanes 0-3 weight block 2b, 4-7 block 2b+1; one
+/// input scale sx[b] for all.
+template <int MT>
+RTX_Q8_AVX2 void tile_i8_avx2(const uint8_t* q, const float* s, int64_t nb, const int8_t* xq, int64_t ldq, const float* sx,
+                              int64_t lds, float* res) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[MT];
+  for (int i = 0; i < MT; ++i) acc[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b));
+    const __m256 ws = _mm256_set_m128(_mm_set1_ps(s[2 * b + 1]), _mm_set1_ps(s[2 * b]));
+    for (int i = 0; i < MT; ++i) {
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + i * ldq + 32 * b));
+      const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(w, xv), ones);
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(ws, _mm256_set1_ps(sx[i * lds + b])), acc[i]);
+    }
+  }
+  for (int i = 0; i < MT; ++i) res[i] = hsum256(acc[i]);
+}
+
+/// Scalar: per 16 weights, the exact int32 dot times s * sx, in block order.
+void row_i8_scalar(const uint8_t* q, const float* s, int64_t nb, const int8_t* xq, const float* sx, float* res) {
+  float acc = 0;
+  for (int64_t h = 0; h < 2 * nb; ++h) {
+    int32_t dot = 0;
+    for (int j = 0; j < 16; ++j) dot += static_cast<int32_t>(q[16 * h + j]) * xq[16 * h + j];
+    acc += static_cast<float>(dot) * (s[h] * sx[h / 2]);
+  }
+  *res = acc;
+}
+
+using TileI8Avx512 = void (*)(const uint8_t*, const float*, int64_t, const int8_t*, int64_t, const float*, int64_t, float*);
+using TileI8Avx2 = void (*)(const uint8_t*, const float*, int64_t, const int8_t*, int64_t, const float*, int64_t, float*);
+
 constexpr int kRowTile = 8;   // rows of inp sharing one widened weight block
 constexpr int kColChunk = 16; // weight rows a thread takes at a time (their quants stay in L1)
 
@@ -203,28 +276,30 @@ void decode_kquant(uint32_t type, const uint8_t* b, int8_t* q, float* s, float* 
     }
     return;
   }
-  // Q6_K (210 B): ql[128], qh[64], int8 scales[16], d; value d * scale * (q - 32) per 16.
+  // Q6_K (210 B): ql[128], qh[64], int8 scales[16], d; value d * scale * (q - 32) per 16. Held
+  // as the unsigned q (0..63) with offset -32 s: s*q is exact (s has 18 significant bits, q 6)
+  // and so is s*q - 32 s (= s*(q-32), representable), so the value is ggml's exactly.
   const uint8_t* ql = b;
   const uint8_t* qh = b + 128;
   const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
   const float d = f16_to_f32(le16(b + 208));
   for (int i = 0; i < 16; ++i) {
     s[i] = d * static_cast<float>(sc[i]);
-    o[i] = 0.0f;
+    o[i] = -32.0f * s[i];
   }
   for (int n = 0; n < 256; n += 128, ql += 64, qh += 32) {
     for (int l = 0; l < 32; ++l) {
-      q[n + l] = static_cast<int8_t>(((ql[l] & 0x0F) | (((qh[l] >> 0) & 3) << 4)) - 32);
-      q[n + l + 32] = static_cast<int8_t>(((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4)) - 32);
-      q[n + l + 64] = static_cast<int8_t>(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
-      q[n + l + 96] = static_cast<int8_t>(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+      q[n + l] = static_cast<int8_t>((ql[l] & 0x0F) | (((qh[l] >> 0) & 3) << 4));
+      q[n + l + 32] = static_cast<int8_t>((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4));
+      q[n + l + 64] = static_cast<int8_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+      q[n + l + 96] = static_cast<int8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
     }
   }
 }
 
 }  // namespace
 
-PackedMatmulWeight PackedMatmulWeight::kquant(uint32_t ggml_type, const uint8_t* blocks, int N, int K) {
+PackedMatmulWeight PackedMatmulWeight::kquant(uint32_t ggml_type, const uint8_t* blocks, int N, int K, bool int8_activations) {
   size_t block_bytes = 0;
   const char* name = "";
   switch (ggml_type) {
@@ -246,6 +321,7 @@ PackedMatmulWeight PackedMatmulWeight::kquant(uint32_t ggml_type, const uint8_t*
   w.isa_ = cpu_isa_active();
   auto qk = std::make_shared<Q8>();
   qk->type = name;
+  qk->a8 = int8_activations;
   const int64_t nsb = K / 256;
   qk->q.resize(static_cast<size_t>(N) * K);
   qk->d.resize(static_cast<size_t>(N) * (K / 16));
@@ -278,6 +354,72 @@ std::string weight_formats_summary(const std::vector<const PackedMatmulWeight*>&
 
 /// The quantized branch of matmul_forward_packed: Q8_0 (o null: d per 32 values) or K-quants
 /// (d and o per 16 values).
+/// The K-quant branch with 8-bit activations (see tile_i8_*).
+void matmul_forward_kq_i8(float* out, const float* inp, const uint8_t* q, const float* s, const float* o, const float* bias,
+                          int M, int N, int K, Isa isa) {
+  const int64_t nb = K / 32, nh = K / 16;
+  // Quantize every row once: int8 values, a scale per 32, its 16-lane expansion per 64 (AVX-512)
+  // and the f32 sums per 16 (the offsets' term).
+  static thread_local std::vector<int8_t> xq;
+  static thread_local std::vector<float> sx, xsv, xsum;
+  xq.resize(static_cast<size_t>(M) * K);
+  sx.resize(static_cast<size_t>(M) * nb);
+  xsv.resize(static_cast<size_t>(M) * (K / 4));
+  xsum.resize(static_cast<size_t>(M) * nh);
+  for (int64_t m = 0; m < M; ++m) {
+    const float* x = inp + m * K;
+    for (int64_t b = 0; b < nb; ++b) {
+      float amax = 0;
+      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[32 * b + j]));
+      const float scale = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+      sx[m * nb + b] = scale;
+      for (int j = 0; j < 32; ++j)
+        xq[m * K + 32 * b + j] = static_cast<int8_t>(std::max(-127L, std::min(127L, std::lround(x[32 * b + j] * inv))));
+      for (int j = 0; j < 8; ++j) xsv[m * (K / 4) + 8 * b + j] = scale;
+    }
+    for (int64_t h = 0; h < nh; ++h) {
+      int32_t t = 0;
+      for (int j = 0; j < 16; ++j) t += xq[m * K + 16 * h + j];
+      xsum[m * nh + h] = static_cast<float>(t) * sx[m * nb + h / 2];
+    }
+  }
+  // This thread's buffers, by pointer: inside the parallel region a thread_local name would be
+  // each worker's own (empty) copy.
+  const int8_t* const xqp = xq.data();
+  const float *const sxp = sx.data(), *const xsvp = xsv.data(), *const xsump = xsum.data();
+  const int64_t nchunks = (N + kColChunk - 1) / kColChunk;
+#pragma omp parallel for schedule(static) if (!omp_in_parallel() && static_cast<int64_t>(M) * N * K > (1 << 16))
+  for (int64_t c = 0; c < nchunks; ++c) {
+    const int64_t n0 = c * kColChunk, n1 = std::min<int64_t>(N, n0 + kColChunk);
+    float res[kRowTile];
+    for (int64_t m0 = 0; m0 < M; m0 += kRowTile) {
+      const int rows = static_cast<int>(std::min<int64_t>(kRowTile, M - m0));
+      static const TileI8Avx512 t512[8] = {tile_i8_avx512<1>, tile_i8_avx512<2>, tile_i8_avx512<3>, tile_i8_avx512<4>,
+                                           tile_i8_avx512<5>, tile_i8_avx512<6>, tile_i8_avx512<7>, tile_i8_avx512<8>};
+      static const TileI8Avx2 t256[8] = {tile_i8_avx2<1>, tile_i8_avx2<2>, tile_i8_avx2<3>, tile_i8_avx2<4>,
+                                         tile_i8_avx2<5>, tile_i8_avx2<6>, tile_i8_avx2<7>, tile_i8_avx2<8>};
+      for (int64_t n = n0; n < n1; ++n) {
+        const uint8_t* qn = q + n * K;
+        const float* sn = s + n * nh;
+        const float* on = o + n * nh;
+        if (isa == Isa::Avx512)
+          t512[rows - 1](qn, sn, K / 64, xqp + m0 * K, K, xsvp + m0 * (K / 4), K / 4, res);
+        else if (isa == Isa::Avx2)
+          t256[rows - 1](qn, sn, nb, xqp + m0 * K, K, sxp + m0 * nb, nb, res);
+        else
+          for (int i = 0; i < rows; ++i) row_i8_scalar(qn, sn, nb, xqp + (m0 + i) * K, sxp + (m0 + i) * nb, res + i);
+        const float b = bias ? bias[n] : 0.0f;
+        for (int i = 0; i < rows; ++i) {
+          const float* xs = xsump + (m0 + i) * nh;
+          float off = 0;
+          for (int64_t h = 0; h < nh; ++h) off += on[h] * xs[h];  // fixed order
+          out[(m0 + i) * N + n] = res[i] + off + b;
+        }
+      }
+    }
+  }
+}
+
 void matmul_forward_q8(float* out, const float* inp, const int8_t* q, const float* d, const float* o, const float* bias,
                        int M, int N, int K, Isa isa) {
   const int64_t nb = K / 32;

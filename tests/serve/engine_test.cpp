@@ -633,7 +633,7 @@ TEST_CASE("quantized GGUF: GPT-2 with K-quant matrices (Q4_K, Q5_K, Q6_K) matche
       for (auto& x : b) x = static_cast<uint8_t>(rng.next_u32());
       for (size_t sb = 0; sb < nsb; ++sb)  // small finite f16 super-scales: weights of a few 0.01
         for (size_t at : ty == 2 ? std::vector<size_t>{208} : std::vector<size_t>{0, 2}) {
-          const uint16_t h = rtx::f32_to_f16(static_cast<float>(2e-5 * (1 + rng.next_u32() % 100)));
+          const uint16_t h = rtx::f32_to_f16(static_cast<float>(2e-6 * (1 + rng.next_u32() % 100)));
           b[sb * bytes[ty] + at] = static_cast<uint8_t>(h & 0xFF);
           b[sb * bytes[ty] + at + 1] = static_cast<uint8_t>(h >> 8);
         }

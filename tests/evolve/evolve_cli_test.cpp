@@ -148,6 +148,11 @@ TEST_CASE("rtx-evolve: run, report, approve, rollback, rehearse, export, submit"
   CHECK(again.exit_code == 2);
   CHECK_THAT(again.err, Catch::Contains("only a proposal that is 'new'"));
   CHECK(run(evolve() + common + "validate 999999").exit_code == 2);
+  for (const char* bad : {"1", "65", "x"}) {  // data-parallel ranks: 0 (off) or 2..64
+    auto r = run(evolve() + common + "run --dp-ranks " + bad);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("--dp-ranks") && Catch::Contains("[2, 64]"));
+  }
   check_consistent(db);
 
   // What an approver reads is what would be promoted: actions that disagree with the candidate,

@@ -55,7 +55,17 @@ Body add_run(CLI::App& app, const rtx::cli::CommonOptions& common) {
   app.add_option("--dp-ranks", o->dp_ranks,
                  "Parallelism: also propose data-parallel gradient bucket sizes (rtx-train --bucket-mb), measured as "
                  "training steps over this many ranks (mpirun on this host); 0: off")
-      ->capture_default_str()->check(CLI::Range(0, 64) & !CLI::Range(1, 1));
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            try {
+              const int n = std::stoi(v);
+              if (std::to_string(n) == v && (n == 0 || (n >= 2 && n <= 64))) return "";
+            } catch (const std::exception&) {
+            }
+            return "must be 0 (off) or a rank count in [2, 64], not '" + v + "'";
+          },
+          "0 or 2..64"));
   app.add_option("--time-budget", o->time_budget_s, "Seconds after which no new proposal is validated")
       ->capture_default_str()->check(CLI::Range(1.0, 86400.0));
   app.add_option("--rounds", o->v.rounds, "A/B pairs per validation (each arm a fresh sandboxed process)")

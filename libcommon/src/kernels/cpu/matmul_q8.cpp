@@ -201,6 +201,23 @@ void row_i8_scalar(const uint8_t* q, const float* s, int64_t nb, const int8_t* x
   *res = acc;
 }
 
+/// sum a[h]*b[h] for n a multiple of 16, lanes then a fixed-order reduction (the order depends
+/// on n only: batch invariant).
+RTX_Q8_AVX512 float dot16_avx512(const float* a, const float* b, int64_t n) {
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t h = 0; h < n; h += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + h), _mm512_loadu_ps(b + h), acc);
+  alignas(64) float t[16];
+  _mm512_store_ps(t, acc);
+  float s = 0;
+  for (float v : t) s += v;
+  return s;
+}
+RTX_Q8_AVX2 float dot16_avx2(const float* a, const float* b, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t h = 0; h < n; h += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + h), _mm256_loadu_ps(b + h), acc);
+  return hsum256(acc);
+}
+
 using TileI8Avx512 = void (*)(const uint8_t*, const float*, int64_t, const int8_t*, int64_t, const float*, int64_t, float*);
 using TileI8Avx2 = void (*)(const uint8_t*, const float*, int64_t, const int8_t*, int64_t, const float*, int64_t, float*);
 
@@ -412,7 +429,10 @@ void matmul_forward_kq_i8(float* out, const float* inp, const uint8_t* q, const 
         for (int i = 0; i < rows; ++i) {
           const float* xs = xsump + (m0 + i) * nh;
           float off = 0;
-          for (int64_t h = 0; h < nh; ++h) off += on[h] * xs[h];  // fixed order
+          if (isa == Isa::Avx512) off = dot16_avx512(on, xs, nh);
+          else if (isa == Isa::Avx2) off = dot16_avx2(on, xs, nh);
+          else
+            for (int64_t h = 0; h < nh; ++h) off += on[h] * xs[h];  // fixed order
           out[(m0 + i) * N + n] = res[i] + off + b;
         }
       }

@@ -485,7 +485,7 @@ TEST_CASE("matmul K-quant weights with 8-bit activations: float64 references, ev
       for (Isa isa : kIsas) {
         if (static_cast<int>(isa) > static_cast<int>(cpu_isa_supported())) continue;
         set_cpu_isa(isa);
-        const PackedMatmulWeight w = PackedMatmulWeight::kquant(type, blocks.data(), N, K);
+        const PackedMatmulWeight w = PackedMatmulWeight::kquant(type, blocks.data(), N, K, true);
         for (int threads : {1, 2}) {
           omp_set_num_threads(threads);
           for (const bool exact : {true, false}) {

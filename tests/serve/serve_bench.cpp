@@ -24,20 +24,23 @@ int main(int argc, char** argv) {
     const char* data = std::getenv("RTX_DATA");
     std::string path = std::string(data ? data : "/work/shared/data") + "/stories260k/tinyllamas-stories-260k-f32.gguf";
     int tokens = 128, block = 16;
+    serve::LoadOptions lo;
     std::vector<int> batches;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       if (a == "--model" && i + 1 < argc) path = argv[++i];
       else if (a == "--tokens" && i + 1 < argc) tokens = std::atoi(argv[++i]);
       else if (a == "--block" && i + 1 < argc) block = std::atoi(argv[++i]);
+      else if (a == "--int8-activations") lo.int8_activations = true;
+      else if (a == "--dequantize") lo.keep_quantized = false;
       else if (!a.empty() && a[0] != '-') batches.push_back(std::atoi(a.c_str()));
       else {
-        std::fprintf(stderr, "usage: serve_bench [--model FILE] [--tokens N] [--block T] [batch...]\n");
+        std::fprintf(stderr, "usage: serve_bench [--model FILE] [--tokens N] [--block T] [--int8-activations] [--dequantize] [batch...]\n");
         return 2;
       }
     }
     if (batches.empty()) batches = {1, 8, 32};
-    auto m = serve::load_model(path);
+    auto m = serve::load_model(path, lo);
     const auto& info = m->info();
     const int V = info.vocab;
     std::vector<int32_t> prompt;

@@ -91,14 +91,16 @@ class PackedMatmulWeight {
   /// o per 16 values (1.5 bytes per weight instead of 4; not the file's 0.56-0.82): q*s + o is
   /// exactly ggml's dequantized value (q*s is exact in f32: the f16 super-scale times a 6- or
   /// 8-bit scale times a quant fits 24 bits).
-  ///  int8_activations true (the default, as llama.cpp): matmul_forward_packed quantizes each
-  ///   input row to int8 per 32 values (scale max|x|/127) and takes exact integer dot products
-  ///   per 16 weights (pmaddubsw/pmaddwd), scaled by s * sx, plus o times the f32 input sums:
-  ///   relative error of order 1e-3 from the 8-bit inputs, rows still independent (batch
-  ///   invariant). false: each weight is widened to f32 (q*s + o) and accumulated with f32
-  ///   inputs as for Q8_0 (exact weights, about 2.5x the arithmetic per weight).
+  ///  int8_activations false (the default): each weight is widened to f32 (q*s + o) and
+  ///   accumulated with f32 inputs as for Q8_0 (exact weights).
+  ///  true (as llama.cpp): matmul_forward_packed quantizes each input row to int8 per 32 values
+  ///   (scale sx = max|x|/127) and takes exact integer dot products per 16 weights
+  ///   (pmaddubsw/pmaddwd), s * sx * sum(q*xq) + o * sx * sum(xq): about 2.5x less arithmetic
+  ///   per weight, relative error of order 1e-3 from the 8-bit inputs, rows still independent
+  ///   (batch invariant). At 1.5 bytes per weight decode is bound by memory, so on the dev VM
+  ///   both run GPT-2 Q4_K_M at the same speed (docs/perf.md).
   /// Error(Input) on another type, N <= 0, K not a positive multiple of 256, or null blocks.
-  static PackedMatmulWeight kquant(uint32_t ggml_type, const uint8_t* blocks, int N, int K, bool int8_activations = true);
+  static PackedMatmulWeight kquant(uint32_t ggml_type, const uint8_t* blocks, int N, int K, bool int8_activations = false);
   /// Whether q8_0() or kquant() takes ggml type `ggml_type` (8 Q8_0, 12 Q4_K, 13 Q5_K, 14 Q6_K).
   static bool can_hold(uint32_t ggml_type) { return ggml_type == 8 || (ggml_type >= 12 && ggml_type <= 14); }
   /// Whether this weight is quantized (q8_0() or kquant()) rather than packed f32 panels.

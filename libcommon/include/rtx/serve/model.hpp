@@ -129,10 +129,10 @@ struct LoadOptions {
   /// quantized type is.
   bool keep_quantized = true;
   /// K-quant matrices: quantize activations to 8 bits per 32 values and take integer dot
-  /// products (as llama.cpp; relative error of order 1e-3). false: f32 activations against
-  /// weights widened to f32 (exactly ggml's values; about 2.5x slower). See
-  /// kernels::PackedMatmulWeight::kquant.
-  bool int8_activations = true;
+  /// products (as llama.cpp; relative error of order 1e-3). false (the default): f32
+  /// activations against weights widened to f32 (exactly ggml's values), as fast on the dev VM
+  /// because decode is memory-bound. See kernels::PackedMatmulWeight::kquant.
+  bool int8_activations = false;
 };
 
 /// Loads a model for serving by its contents: a GGUF file (v1 to v3; architecture "gpt2" or

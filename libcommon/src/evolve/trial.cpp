@@ -530,6 +530,17 @@ int run_to_files(const std::vector<std::string>& argv, const std::vector<std::st
   std::vector<char*> a;
   for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
   a.push_back(nullptr);
+  // The environment is built before fork: the child of a threaded process may not allocate.
+  std::vector<std::string> envs = env;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string kv = *e;
+    const std::string key = kv.substr(0, kv.find('='));
+    if (std::none_of(env.begin(), env.end(), [&](const std::string& x) { return x.compare(0, key.size() + 1, key + "=") == 0; }))
+      envs.push_back(kv);
+  }
+  std::vector<char*> envp;
+  for (auto& kv : envs) envp.push_back(kv.data());
+  envp.push_back(nullptr);
   const pid_t pid = ::fork();
   if (pid < 0) throw_env(std::string("fork failed: ") + std::strerror(errno), "trial");
   if (pid == 0) {
@@ -537,8 +548,7 @@ int run_to_files(const std::vector<std::string>& argv, const std::vector<std::st
     if (o < 0 || e < 0) ::_exit(127);
     ::dup2(o, 1);
     ::dup2(e, 2);
-    for (const auto& kv : env) ::putenv(const_cast<char*>(kv.c_str()));
-    ::execv(a[0], a.data());
+    ::execve(a[0], a.data(), envp.data());
     ::_exit(127);
   }
   int st = 0;

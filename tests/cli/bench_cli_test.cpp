@@ -362,6 +362,24 @@ TEST_CASE("run --baseline-exe: ABBA rounds against another build; A/A is never s
   p = run(bench() + common + "--baseline-exe /bin/false --baseline-out " + d + "/b.json -o " + d + "/x.json");
   CHECK(p.exit_code == 2);
   CHECK_THAT(p.err, Catch::Contains("baseline"));
+  // The same output file spelled two ways, a folder as the program, a missing folder.
+  p = run(bench() + common + "--baseline-exe " + bench() + " --baseline-out " + d + "/x.json -o " + d + "/../" +
+          std::filesystem::path(d).filename().string() + "/./x.json");
+  CHECK(p.exit_code == 2);
+  CHECK_THAT(p.err, Catch::Contains("--baseline-out"));
+  p = run(bench() + common + "--baseline-exe " + d + " --baseline-out " + d + "/b.json -o " + d + "/x.json");
+  CHECK(p.exit_code == 2);
+  CHECK_THAT(p.err, Catch::Contains("not an executable"));
+  p = run(bench() + common + "--baseline-exe " + bench() + " --baseline-out " + d + "/nodir/b.json -o " + d + "/x.json");
+  CHECK(p.exit_code == 2);
+  CHECK_THAT(p.err, Catch::Contains("--baseline-out") && Catch::Contains("does not exist"));
+  // A baseline that exits 0 without an artifact is named, with its round.
+  const std::string silent = d + "/silent.sh";
+  write(silent, "#!/bin/sh\nexit 0\n");
+  REQUIRE(::chmod(silent.c_str(), 0755) == 0);
+  p = run(bench() + common + "--baseline-exe " + silent + " --baseline-out " + d + "/b.json -o " + d + "/x.json");
+  CHECK(p.exit_code == 2);
+  CHECK_THAT(p.err, Catch::Contains("baseline round 1/12") && Catch::Contains("wrote no valid rtx.bench.v1 artifact"));
   CHECK_FALSE(std::filesystem::exists(d + "/x.json"));
   CHECK_FALSE(std::filesystem::exists(d + "/b.json"));
 }

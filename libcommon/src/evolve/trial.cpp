@@ -425,8 +425,7 @@ double dp_bucket_of(const json& config, const std::string& where) {
   if (!config.contains("dp_bucket_mb")) return models::TrainConfig{}.bucket_mb;
   const json& b = config["dp_bucket_mb"];
   if (!b.is_number() || !(b.get<double>() >= 0) || b.get<double>() > 65536)
-    throw_input(where + ".dp_bucket_mb must be a number of MiB in [0, 65536] (0: one all-reduce after the backward), not " +
-                    b.dump(),
+    throw_input("dp_bucket_mb must be a number of MiB in [0, 65536] (0: one all-reduce after the backward), not " + b.dump(),
                 where + ".dp_bucket_mb");
   return b.get<double>();
 }

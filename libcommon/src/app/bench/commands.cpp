@@ -129,6 +129,26 @@ bool same_file(const std::string& a, const std::string& b) {
   return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+/// The same path once normalized (absolute, ".." and "." resolved, existing links followed),
+/// for two output files of which neither may exist yet.
+bool same_path(const std::string& a, const std::string& b) {
+  if (same_file(a, b)) return true;
+  std::error_code e1, e2;
+  const auto pa = std::filesystem::weakly_canonical(std::filesystem::absolute(a, e1), e1);
+  const auto pb = std::filesystem::weakly_canonical(std::filesystem::absolute(b, e2), e2);
+  return !e1 && !e2 && pa == pb;
+}
+
+/// Usage error naming `flag` when `path`'s folder does not exist: checked before the run so a
+/// bad destination costs no measurement and leaves no other file written.
+void require_parent_dir(const std::string& path, const char* flag) {
+  if (path.empty() || path == "-") return;
+  std::error_code ec;
+  const auto parent = std::filesystem::absolute(path, ec).parent_path();
+  if (ec || !std::filesystem::is_directory(parent, ec))
+    throw_usage("the folder of " + path + " does not exist", flag, "create it first or give another path");
+}
+
 /// One runner option: the flag if given (range-checked up front), else the pack default
 /// (checked by parse_pack), else `fallback`.
 template <class T>
@@ -252,7 +272,16 @@ std::pair<std::vector<json>, std::vector<json>> run_rounds(const RunCommand& c, 
                            "; its stderr:\n" + read_text(errf),
                   baseline ? "run --baseline-exe" : "run --rounds", "run it again with --rounds 1 to see the failure directly");
     }
-    (baseline ? docs.second : docs.first).push_back(read_bench_artifact(out));
+    try {
+      (baseline ? docs.second : docs.first).push_back(read_bench_artifact(out));
+    } catch (const Error& e) {
+      throw Error(ErrorCategory::Input,
+                  side + "round " + std::to_string(k + 1) + "/" + std::to_string(rounds) + " (" + exe +
+                      ") exited with status " + std::to_string(code) + " but wrote no valid rtx.bench.v1 artifact: " +
+                      e.message(),
+                  baseline ? "run --baseline-exe" : "run --rounds",
+                  baseline ? "the baseline must be an rtx-bench that accepts this command line" : "");
+    }
     if (!c.quiet && cli::stderr_is_tty())
       err << "\rrtx-bench: round " << k + 1 << "/" << rounds << (ab ? " (A and B)" : "") << " done" << std::flush;
   }
@@ -290,10 +319,12 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
     throw_usage("--baseline-exe and --baseline-out go together: the baseline's rounds need a file to go to",
                 c.baseline_exe.empty() ? "--baseline-out" : "--baseline-exe");
   if (!c.baseline_exe.empty()) {
-    if (::access(c.baseline_exe.c_str(), X_OK) != 0)
+    std::error_code ec;
+    if (::access(c.baseline_exe.c_str(), X_OK) != 0 || !std::filesystem::is_regular_file(c.baseline_exe, ec))
       throw_usage("the baseline program " + c.baseline_exe + " is not an executable file", "--baseline-exe",
                   "give the path of another build's rtx-bench (or this one, for an A/A)");
-    if (c.baseline_out == "-" || c.baseline_out == c.out || (c.pack != "-" && same_file(c.baseline_out, c.pack)))
+    if (c.baseline_out == "-" || c.baseline_out == c.out || (!c.out.empty() && c.out != "-" && same_path(c.baseline_out, c.out)) ||
+        (c.pack != "-" && same_file(c.baseline_out, c.pack)))
       throw_usage("--baseline-out must be a file other than -o and the pack", "--baseline-out");
   }
   if (backend == Backend::CUDA) rtx::require_cuda("--backend cuda");
@@ -312,8 +343,11 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
   ro.warmup = option(c.warmup, pack.run.warmup, ro.warmup);
   const size_t rounds = option(c.rounds, pack.run.rounds, size_t{1});
   if (!c.baseline_exe.empty() && rounds < 2)
-    throw_usage("--baseline-exe alternates rounds with the baseline: give --rounds R >= 2 (10-20 for a 5% threshold)",
+    throw_usage("--baseline-exe alternates rounds with the baseline: give --rounds R >= 2 (10-20 for a 10% threshold, "
+                "about 100 for 5% on a noisy host)",
                 "--rounds");
+  require_parent_dir(c.out, "-o");
+  require_parent_dir(c.baseline_out, "--baseline-out");
   if (rounds > 1 && c.pack == "-")
     throw_usage("--rounds " + std::to_string(rounds) + " re-reads the pack in each round, but the pack is stdin", "--rounds",
                 "save the pack to a file, or use --rounds 1");
@@ -379,9 +413,10 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
   if (!lead_rank) return failed ? 1 : 0;
   if (!c.quiet) err << format_table(doc, cli::use_color());
   if (c.out == "-" || c.json) out_stream << doc.dump(2) << std::endl;
+  // The baseline first: if it cannot be written, neither file is.
+  if (!c.baseline_out.empty()) io::write_artifact(c.baseline_out, doc_b);
   if (!c.out.empty() && c.out != "-") io::write_artifact(c.out, doc);
   if (!c.baseline_out.empty()) {
-    io::write_artifact(c.baseline_out, doc_b);
     if (!c.quiet)
       err << "rtx-bench: baseline " << c.baseline_exe << " measured in alternating rounds: " << c.baseline_out
           << "; compare with: rtx-bench compare " << c.baseline_out << " " << (c.out.empty() || c.out == "-" ? "NEW" : c.out) << "\n";

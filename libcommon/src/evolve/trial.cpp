@@ -74,6 +74,17 @@ T get(const json& j, const char* k, const T& dflt) {
   }
 }
 
+/// One dimension of a GPT-2 trial's "shape" {B, T, L, C, NH, V}: an integer in [1, 2^20].
+/// Error(Input) naming the field otherwise, or when "shape" is not an object.
+int shape_dim(const json& spec, const char* k) {
+  if (!spec.contains("shape") || !spec["shape"].is_object())
+    throw_input("trial spec: 'shape' must be an object {B, T, L, C, NH, V}", "shape");
+  const json& sh = spec["shape"];
+  if (!sh.contains(k) || !sh[k].is_number_integer() || sh[k].get<int64_t>() < 1 || sh[k].get<int64_t>() > (1 << 20))
+    throw_input(std::string("trial spec: shape.") + k + " must be an integer in [1, 2^20]", std::string("shape.") + k);
+  return static_cast<int>(sh[k].get<int64_t>());
+}
+
 json run_kernels(const json& spec) {
   const auto& reg = kernels::registry();
   const size_t samples = get<size_t>(spec, "samples", 7), warmup = get<size_t>(spec, "warmup", 1);
@@ -293,14 +304,7 @@ json run_alloc(const json& spec) {
 json run_fusion(const json& spec) {
   const bool fused = fusion_attention_fused(spec.value("config", json::object()), "trial config");
   const bool ref_fused = fusion_attention_fused(spec.value("reference_config", fusion_default_config()), "trial reference_config");
-  if (!spec.contains("shape") || !spec["shape"].is_object())
-    throw_input("trial spec: 'shape' must be an object {B, T, L, C, NH, V}", "shape");
-  const json& sh = spec["shape"];
-  auto dim = [&](const char* k) {
-    if (!sh.contains(k) || !sh[k].is_number_integer() || sh[k].get<int64_t>() < 1 || sh[k].get<int64_t>() > (1 << 20))
-      throw_input(std::string("trial spec: shape.") + k + " must be an integer in [1, 2^20]", std::string("shape.") + k);
-    return static_cast<int>(sh[k].get<int64_t>());
-  };
+  auto dim = [&](const char* k) { return shape_dim(spec, k); };
   const int B = dim("B"), T = dim("T");
   models::Gpt2Config cfg;
   cfg.n_layer = dim("L");
@@ -432,14 +436,7 @@ double dp_bucket_of(const json& config, const std::string& where) {
 
 /// The GPT-2 config and run config of a data-parallel trial (shape {B, T, L, C, NH, V}).
 models::TrainConfig dp_train_config(const json& spec, double bucket_mb, int steps, const std::string& out) {
-  if (!spec.contains("shape") || !spec["shape"].is_object())
-    throw_input("trial spec: 'shape' must be an object {B, T, L, C, NH, V}", "shape");
-  const json& sh = spec["shape"];
-  auto dim = [&](const char* k) {
-    if (!sh.contains(k) || !sh[k].is_number_integer() || sh[k].get<int64_t>() < 1 || sh[k].get<int64_t>() > (1 << 20))
-      throw_input(std::string("trial spec: shape.") + k + " must be an integer in [1, 2^20]", std::string("shape.") + k);
-    return static_cast<int>(sh[k].get<int64_t>());
-  };
+  auto dim = [&](const char* k) { return shape_dim(spec, k); };
   models::TrainConfig c;
   c.model.n_layer = dim("L");
   c.model.n_head = dim("NH");

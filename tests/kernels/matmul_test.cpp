@@ -404,7 +404,8 @@ TEST_CASE("matmul K-quant weights (Q4_K, Q5_K, Q6_K): ggml's dequantized values 
       const PackedMatmulWeight pw = PackedMatmulWeight::kquant(type, blocks.data(), N, K, false);
       REQUIRE(pw.is_quantized());
       REQUIRE_FALSE(pw.is_q8_0());
-      CHECK(pw.bytes() == static_cast<size_t>(N) * K + static_cast<size_t>(N) * (K / 16) * 8);
+      // The repacked super-blocks: 152, 184, 212 bytes per 256 weights (Q4_K, Q5_K, Q6_K).
+      CHECK(pw.bytes() == static_cast<size_t>(N) * (K / 256) * (type == 12 ? 152 : type == 13 ? 184 : 212));
       for (Isa isa : kIsas) {
         if (static_cast<int>(isa) > static_cast<int>(cpu_isa_supported())) continue;
         set_cpu_isa(isa);

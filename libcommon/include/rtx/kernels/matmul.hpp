@@ -87,32 +87,32 @@ class PackedMatmulWeight {
   static PackedMatmulWeight q8_0(const uint8_t* blocks, int N, int K);
   /// A weight kept in one of ggml's K-quant formats (ggml_type 12 Q4_K, 13 Q5_K, 14 Q6_K;
   /// super-blocks of 256 values, ggml-common.h), rows of K/256 super-blocks as in a GGUF tensor
-  /// of ne {K, N}. Held as unsigned quants q (0..63, a byte each) plus an f32 scale s and offset
-  /// o per 16 values (1.5 bytes per weight instead of 4; not the file's 0.56-0.82): q*s + o is
-  /// exactly ggml's dequantized value (q*s is exact in f32: the f16 super-scale times a 6- or
-  /// 8-bit scale times a quant fits 24 bits).
-  ///  int8_activations false (the default): each weight is widened to f32 (q*s + o) and
-  ///   accumulated with f32 inputs as for Q8_0 (exact weights).
+  /// of ne {K, N}. Every weight the kernels use is exactly ggml's dequantized value.
+  /// The file's super-blocks are kept nearly as they are: f16 super-scales widened to f32,
+  /// Q4_K/Q5_K's packed 6-bit scales unpacked to bytes (0.59, 0.72 and 0.83 bytes per weight for
+  /// Q4_K, Q5_K, Q6_K against the file's 0.56, 0.69, 0.82); the kernels unpack the quants in
+  /// registers.
+  ///  int8_activations false: each weight is widened to f32 (q*s + o with s = d*sc, o = -dmin*m;
+  ///   Q6_K (q-32)*s; each exact in f32) and accumulated with the f32 inputs, as for Q8_0.
   ///  true (as llama.cpp): matmul_forward_packed quantizes each input row to int8 per 32 values
-  ///   (scale sx = max|x|/127) and takes exact integer dot products per 16 weights
-  ///   (pmaddubsw/pmaddwd), s * sx * sum(q*xq) + o * sx * sum(xq): about 2.5x less arithmetic
-  ///   per weight, relative error of order 1e-3 from the 8-bit inputs, rows still independent
-  ///   (batch invariant). At 1.5 bytes per weight decode is bound by memory, so on the dev VM
-  ///   both run GPT-2 Q4_K_M at the same speed (docs/perf.md).
+  ///   (scale sx = max|x|/127) and takes exact integer dot products (vpdpbusd with AVX-512 VNNI,
+  ///   else pmaddubsw/pmaddwd): per sub-block s * sx * sum(q*xq) + o * sx * sum(xq). Relative
+  ///   error of order 1e-3 from the 8-bit inputs; about 3x less arithmetic per weight; rows
+  ///   still independent (batch invariant).
   /// Error(Input) on another type, N <= 0, K not a positive multiple of 256, or null blocks.
   static PackedMatmulWeight kquant(uint32_t ggml_type, const uint8_t* blocks, int N, int K, bool int8_activations = false);
   /// Whether q8_0() or kquant() takes ggml type `ggml_type` (8 Q8_0, 12 Q4_K, 13 Q5_K, 14 Q6_K).
   static bool can_hold(uint32_t ggml_type) { return ggml_type == 8 || (ggml_type >= 12 && ggml_type <= 14); }
   /// Whether this weight is quantized (q8_0() or kquant()) rather than packed f32 panels.
-  bool is_q8_0() const { return q8_ != nullptr && q8_->o.empty(); }
+  bool is_q8_0() const { return q8_ != nullptr && q8_->ggml_type == 8; }
   bool is_quantized() const { return q8_ != nullptr; }
   /// "Q8_0", "Q4_K", "Q5_K", "Q6_K", or "f32".
   const char* format() const { return q8_ ? q8_->type : "f32"; }
   int N() const { return N_; }
   int K() const { return K_; }
-  /// Bytes held (the packed panels, or the Q8_0 quants and scales).
+  /// Bytes held (the packed panels, the Q8_0 quants and scales, or the K-quant super-blocks).
   size_t bytes() const {
-    return q8_ ? q8_->q.size() + (q8_->d.size() + q8_->o.size()) * sizeof(float) : size_ * sizeof(float);
+    return q8_ ? q8_->q.size() + q8_->d.size() * sizeof(float) + q8_->sb.size() : size_ * sizeof(float);
   }
   bool empty() const { return N_ == 0; }
   /// Resolved parameters the weight was packed with.
@@ -133,11 +133,15 @@ class PackedMatmulWeight {
   std::unique_ptr<float, Free> packed_;  // 64-byte aligned
   size_t size_ = 0;
   struct Q8 {
-    std::vector<int8_t> q;   // N*K quants, row-major
-    std::vector<float> d;    // Q8_0: N*(K/32) scales; K-quants: N*(K/16)
-    std::vector<float> o;    // K-quants: N*(K/16) offsets; Q8_0: empty
+    std::vector<int8_t> q;   // Q8_0: N*K quants, row-major
+    std::vector<float> d;    // Q8_0: N*(K/32) scales
     const char* type = "";   // "Q8_0", "Q4_K", ...
     bool a8 = false;         // K-quants: 8-bit activations (integer dot products)
+    // K-quants: the file's super-blocks, repacked (q and d then empty).
+    // Per 256 values: Q4_K f32 d, f32 dmin, u8 sc[8], u8 m[8], qs[128] (152 B); Q5_K the same
+    // plus qh[32] before qs (184 B); Q6_K f32 d, i8 sc[16], ql[128], qh[64] (212 B).
+    std::vector<uint8_t> sb;
+    uint32_t ggml_type = 0;
   };
   std::shared_ptr<const Q8> q8_;  // set for Q8_0 weights (packed_ then empty)
   friend void matmul_forward_packed(float*, const float*, const PackedMatmulWeight&, const float*, int);

@@ -491,23 +491,21 @@ size_t PackedMatmulWeight::panel_offset(int kblock, int panel) const {
   return static_cast<size_t>((static_cast<int64_t>(panel) * K_ + k0) * prm_.NR);
 }
 
-void matmul_forward_q8(float* out, const float* inp, const int8_t* q, const float* d, const float* o, const float* bias,
-                       int M, int N, int K, Isa isa);  // matmul_q8.cpp
-void matmul_forward_kq_i8(float* out, const float* inp, const uint8_t* q, const float* s, const float* o, const float* bias,
-                          int M, int N, int K, Isa isa);  // matmul_q8.cpp
+void matmul_forward_q8(float* out, const float* inp, const int8_t* q, const float* d, const float* bias, int M, int N, int K,
+                       Isa isa);  // matmul_q8.cpp
+void matmul_forward_kc(float* out, const float* inp, const uint8_t* sb, uint32_t type, bool a8, const float* bias, int M, int N,
+                       int K, Isa isa);  // matmul_q8.cpp
 
 void matmul_forward_packed(float* out, const float* inp, const PackedMatmulWeight& w, const float* bias, int M) {
   if (w.empty()) throw_input("matmul_forward_packed: the weight is empty (default-constructed)", "weight");
   check_dims("matmul_forward_packed", M, w.N_, w.K_);
   if (!out || !inp) throw_input("matmul_forward_packed: null out/inp pointer", "matmul_forward_packed");
-  if (w.q8_ && w.q8_->a8) {
-    matmul_forward_kq_i8(out, inp, reinterpret_cast<const uint8_t*>(w.q8_->q.data()), w.q8_->d.data(), w.q8_->o.data(), bias,
-                         M, w.N_, w.K_, w.isa_);
+  if (w.q8_ && !w.q8_->sb.empty()) {
+    matmul_forward_kc(out, inp, w.q8_->sb.data(), w.q8_->ggml_type, w.q8_->a8, bias, M, w.N_, w.K_, w.isa_);
     return;
   }
   if (w.q8_) {
-    matmul_forward_q8(out, inp, w.q8_->q.data(), w.q8_->d.data(), w.q8_->o.empty() ? nullptr : w.q8_->o.data(), bias, M,
-                      w.N_, w.K_, w.isa_);
+    matmul_forward_q8(out, inp, w.q8_->q.data(), w.q8_->d.data(), bias, M, w.N_, w.K_, w.isa_);
     return;
   }
   const Isa isa = w.isa_;

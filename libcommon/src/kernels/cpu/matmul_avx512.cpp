@@ -34,6 +34,12 @@ RTX_TARGET_AVX512 void micro_kernel(int kc, const float* __restrict a, const flo
     _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + kVec * NV - 1), _MM_HINT_T0);
   }
   for (int k = 0; k < kc; ++k) {
+    // Few rows (decode over packed weights): B streams from DRAM once; ask for it 4 KiB ahead
+    // (the hardware prefetchers alone leave a core well below its bandwidth). With many rows
+    // B is reused from cache and the hint would only cost issue slots.
+    if constexpr (MR <= 4)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) _mm_prefetch(reinterpret_cast<const char*>(b + 1024 + kVec * v), _MM_HINT_T0);
     __m512 bv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(b + kVec * v);

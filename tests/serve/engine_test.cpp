@@ -647,10 +647,10 @@ TEST_CASE("quantized GGUF: GPT-2 with K-quant matrices (Q4_K, Q5_K, Q6_K) matche
   REQUIRE(next == 9);  // wte + 4 matrices x 2 layers
   w.write(dir + "/kq.gguf");
 
-  auto mq = load_model(dir + "/kq.gguf");  // the default: weights rebuilt exactly, f32 activations
-  LoadOptions a8;
-  a8.int8_activations = true;
-  auto m8 = load_model(dir + "/kq.gguf", a8);
+  LoadOptions f32;
+  f32.int8_activations = false;
+  auto mq = load_model(dir + "/kq.gguf", f32);  // weights rebuilt exactly, f32 activations
+  auto m8 = load_model(dir + "/kq.gguf");       // the default: 8-bit activations
   LoadOptions deq;
   deq.keep_quantized = false;
   auto md = load_model(dir + "/kq.gguf", deq);

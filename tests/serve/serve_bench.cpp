@@ -31,11 +31,12 @@ int main(int argc, char** argv) {
       if (a == "--model" && i + 1 < argc) path = argv[++i];
       else if (a == "--tokens" && i + 1 < argc) tokens = std::atoi(argv[++i]);
       else if (a == "--block" && i + 1 < argc) block = std::atoi(argv[++i]);
-      else if (a == "--int8-activations") lo.int8_activations = true;
+      else if (a == "--int8-activations") lo.int8_activations = true;  // the default
+      else if (a == "--f32-activations") lo.int8_activations = false;
       else if (a == "--dequantize") lo.keep_quantized = false;
       else if (!a.empty() && a[0] != '-') batches.push_back(std::atoi(a.c_str()));
       else {
-        std::fprintf(stderr, "usage: serve_bench [--model FILE] [--tokens N] [--block T] [--int8-activations] [--dequantize] [batch...]\n");
+        std::fprintf(stderr, "usage: serve_bench [--model FILE] [--tokens N] [--block T] [--f32-activations] [--dequantize] [batch...]\n");
         return 2;
       }
     }

@@ -39,7 +39,8 @@ struct RunArgs {
   double header_timeout_s = 10, receive_timeout_s = 60;
   bool no_profile = false;
   bool dequantize = false;
-  bool int8_activations = false;
+  bool int8_activations = false;  // the default; the flag is accepted for scripts that name it
+  bool f32_activations = false;
   rtx::serve::SchedulerConfig sched;
   /// Scheduler flags by SchedulerConfig JSON key: a flag given on the command line beats the
   /// promoted config, which beats the built-in default.
@@ -138,7 +139,7 @@ EngineProfile read_engine_profile(const std::string& path, const RunArgs& base) 
   p.sched = base.sched;
   p.load.threads = base.threads;
   p.load.keep_quantized = !base.dequantize;
-  p.load.int8_activations = base.int8_activations;
+  p.load.int8_activations = !base.f32_activations;
   for (const auto& [k, v] : j.items()) {
     if (k == "scheduler") {
       nlohmann::json merged = base.sched.to_json();
@@ -245,9 +246,12 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
       ->capture_default_str();
   s.add_flag("--dequantize", a->dequantize,
              "Dequantize Q8_0 and K-quant matrices of a GGUF to f32 at load instead of running the quantized kernels");
-  s.add_flag("--int8-activations", a->int8_activations,
-             "K-quant matrices: quantize activations to 8 bits and take integer dot products (as llama.cpp) instead of f32 "
-             "activations against the exact weights");
+  auto* i8 = s.add_flag("--int8-activations", a->int8_activations,
+                        "K-quant matrices: quantize activations to 8 bits per 32 values and take integer dot products, as "
+                        "llama.cpp (the default)");
+  s.add_flag("--f32-activations", a->f32_activations,
+             "K-quant matrices: f32 activations against the exact dequantized weights (about 1.7x slower decode)")
+      ->excludes(i8);
   s.add_flag("--no-profile", a->no_profile,
              "Do not load tuned profiles (rtx-tune: matmul parameters, scheduler knobs and threads) nor what rtx-evolve promoted");
   return [a, &common]() {
@@ -267,7 +271,7 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
     LoadOptions lo;
     lo.threads = a->threads;
     lo.keep_quantized = !a->dequantize;
-    lo.int8_activations = a->int8_activations;
+    lo.int8_activations = !a->f32_activations;
     auto model = load_model(a->model, lo);
     if (!a->no_profile) {
       const int C = model->info().n_kv_head * model->info().head_dim;

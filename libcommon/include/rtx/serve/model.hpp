@@ -124,15 +124,15 @@ struct LoadOptions {
   /// how weights are packed; MR is chosen per row group.
   kernels::MatmulParams matmul{};
   /// Keep a GGUF's Q8_0 and K-quant (Q4_K, Q5_K, Q6_K) matrices quantized and run them with
-  /// the quantized kernels (kernels::PackedMatmulWeight::q8_0 / kquant: ~1.1 and 1.5 bytes per
-  /// weight read per token instead of 4). false: dequantize them to f32 at load, as every other
+  /// the quantized kernels (kernels::PackedMatmulWeight::q8_0 / kquant: ~1.06 and 0.59-0.83
+  /// bytes per weight read per token instead of 4). false: dequantize them to f32 at load, as every other
   /// quantized type is.
   bool keep_quantized = true;
   /// K-quant matrices: quantize activations to 8 bits per 32 values and take integer dot
-  /// products (as llama.cpp; relative error of order 1e-3). false (the default): f32
-  /// activations against weights widened to f32 (exactly ggml's values), as fast on the dev VM
-  /// because decode is memory-bound. See kernels::PackedMatmulWeight::kquant.
-  bool int8_activations = false;
+  /// products (true, the default, as llama.cpp does; relative error of order 1e-3), or false:
+  /// f32 activations against weights widened to f32 (exactly ggml's values), about 1.7x slower
+  /// at one stream on the dev VM (docs/perf.md). See kernels::PackedMatmulWeight::kquant.
+  bool int8_activations = true;
 };
 
 /// Loads a model for serving by its contents: a GGUF file (v1 to v3; architecture "gpt2" or

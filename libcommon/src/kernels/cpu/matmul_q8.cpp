@@ -1,12 +1,18 @@
-// W8A32 matmul for Q8_0 weights (ggml's block_q8_0: per 32 weights an f16 scale d and 32 int8 q,
-// value q*d): out (M,N) = inp (M,K) @ W^T + bias. Weights stay int8 in memory (decode is bound by
-// weight bytes: ~1.06 B per weight instead of 4); each block is widened to f32 (q*d, exact in
-// f32) and accumulated with FMAs. Tiles: up to 8 rows of inp share each widened block; a row's
-// arithmetic is the same whatever tile it lands in, so results are batch invariant.
+// Matmuls over quantized weights, out (M,N) = inp (M,K) @ W^T + bias, with the weights kept in
+// (nearly) their GGUF form, since decode is bound by the weight bytes read per token:
+//  Q8_0 (ggml's block_q8_0: per 32 weights an f16 scale d and 32 int8 q, value q*d), W8A32:
+//   each block widened to f32 (q*d, exact) and accumulated with FMAs.
+//  K-quants (Q4_K, Q5_K, Q6_K; super-blocks of 256, ggml-common.h), repacked with f32 super-
+//   scales: 8-bit activations and integer dot products (as llama.cpp), or f32 activations
+//   against the exact weights.
+// Tiles: up to 8 rows of inp share each unpacked block; a row's arithmetic is the same whatever
+// tile it lands in, so results are batch invariant.
 // GCC 12's avx512fintrin.h trips -Wmaybe-uninitialized in the widening intrinsics (the
-// _mm512_undefined_* idiom; GCC PR 105593, fixed in 13): silenced for this file only.
+// _mm512_undefined_* idiom; GCC PR 105593, fixed in 13), as -Wuninitialized in the 512-bit
+// extracts: silenced for this file only.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include <immintrin.h>
 #include <omp.h>
@@ -534,16 +540,17 @@ RTX_KQ_VNNI inline __attribute__((always_inline)) void chunk_i8(__m512 (&acc)[MT
 /// super-block's per-row scales). The offsets' term is an FMA per super-block.
 template <int MT, uint32_t T, bool VNNI>
 RTX_KQ_VNNI void tile_kc_i8_avx512(const QuantRows& r, int64_t m0, const uint8_t* sb, int64_t nsb, float* res) {
-  constexpr int NG = T == 14 ? 16 : 8;  // sub-blocks per super-block
-  __m512 acc[MT], acco[MT];
-  for (int i = 0; i < MT; ++i) acc[i] = acco[i] = _mm512_setzero_ps();
+  // One accumulator per row, the offsets' term included (in a fixed order: the result still
+  // depends on the row alone). Separate offset accumulators spilled at MT = 8.
+  __m512 acc[MT];
+  for (int i = 0; i < MT; ++i) acc[i] = _mm512_setzero_ps();
   const __m512i lo4 = _mm512_set1_epi8(0x0F);
   const int64_t K = r.K;
   for (int64_t b = 0; b < nsb; ++b, sb += kc_bytes(T)) {
     prefetch_ahead(sb, kc_bytes(T));
     float d;
     std::memcpy(&d, sb, 4);
-    __m512 S[MT];  // lane g < NG: weight scale of sub-block g times its input scale
+    __m512 S[MT];  // lane g < 8 (16 for Q6_K): weight scale of sub-block g times its input scale
     if constexpr (T == 14) {
       const __m512 s16 = _mm512_mul_ps(
           _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 4)))), _mm512_set1_ps(d));
@@ -552,7 +559,7 @@ RTX_KQ_VNNI void tile_kc_i8_avx512(const QuantRows& r, int64_t m0, const uint8_t
       for (int i = 0; i < MT; ++i) {
         const int64_t at = (m0 + i) * (K / 32) + 8 * b;
         S[i] = _mm512_mul_ps(s16, _mm512_permutexvar_ps(pairs, _mm512_castps256_ps512(_mm256_loadu_ps(r.sx + at))));
-        acco[i] = _mm512_fmadd_ps(o16, _mm512_loadu_ps(r.xs16 + 2 * at), acco[i]);
+        acc[i] = _mm512_fmadd_ps(o16, _mm512_loadu_ps(r.xs16 + 2 * at), acc[i]);
       }
     } else {
       float dmin;
@@ -564,7 +571,7 @@ RTX_KQ_VNNI void tile_kc_i8_avx512(const QuantRows& r, int64_t m0, const uint8_t
       for (int i = 0; i < MT; ++i) {
         const int64_t at = (m0 + i) * (K / 32) + 8 * b;
         S[i] = _mm512_castps256_ps512(_mm256_mul_ps(s8, _mm256_loadu_ps(r.sx + at)));
-        acco[i] = _mm512_zextps256_ps512(_mm256_fmadd_ps(o8, _mm256_loadu_ps(r.xs32 + at), _mm512_castps512_ps256(acco[i])));
+        acc[i] = _mm512_fmadd_ps(_mm512_zextps256_ps512(o8), _mm512_zextps256_ps512(_mm256_loadu_ps(r.xs32 + at)), acc[i]);
       }
     }
     if constexpr (T == 14) {
@@ -598,15 +605,8 @@ RTX_KQ_VNNI void tile_kc_i8_avx512(const QuantRows& r, int64_t m0, const uint8_t
       }
     }
   }
-  for (int i = 0; i < MT; ++i) {
-    alignas(64) float t[16], u[16];
-    _mm512_store_ps(t, acc[i]);
-    _mm512_store_ps(u, acco[i]);
-    float sum = 0, off = 0;
-    for (float v : t) sum += v;  // fixed order
-    for (int g = 0; g < NG; ++g) off += u[g];
-    res[i] = sum + off;
-  }
+  for (int i = 0; i < MT; ++i)  // a fixed tree: halves, then hsum256
+    res[i] = hsum256(_mm256_add_ps(_mm512_castps512_ps256(acc[i]), _mm512_extractf32x8_ps(acc[i], 1)));
 }
 
 /// AVX2: per 32 weights, pmaddubsw + pmaddwd into 8 int32 lanes (lanes 0-3 and 4-7 are the two

@@ -2,6 +2,7 @@
 // forward, batch invariance (bitwise), bad input, loading from GGUF and checkpoints.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <deque>
@@ -19,7 +20,9 @@
 #include "rtx/core/philox.hpp"
 #include "rtx/io/gguf.hpp"
 #include "rtx/io/tokenizer.hpp"
+#include "rtx/kernels/cpu_features.hpp"
 #include "rtx/models/export.hpp"
+#include "rtx/serve/attention.hpp"
 #include "rtx/serve/gpt2_serve.hpp"
 #include "rtx/serve/generate.hpp"
 #include "rtx/serve/model.hpp"
@@ -775,4 +778,59 @@ TEST_CASE("model loaders refuse NaN/Inf weights at load, naming the tensor (f32 
       CHECK_THAT(std::string(e.what()) + " " + e.where(), Catch::Contains(target) && Catch::Contains("non-finite weight"));
     }
   }
+}
+
+TEST_CASE("paged_attention: float64 softmax reference, every ISA, odd head sizes and key counts", "[cpu][serve]") {
+  // Keys and values stored through a shuffled block table (blocks out of order, the last one
+  // partly filled); reference: softmax(scale * q.k) . v in float64. Head sizes cover the
+  // AVX-512 path (multiples of 16 up to 128), and the generic one (8, 40, 144).
+  const kernels::Isa saved = kernels::cpu_isa_active();
+  for (kernels::Isa isa : {kernels::Isa::Scalar, kernels::Isa::Avx2, kernels::Isa::Avx512}) {
+    if (static_cast<int>(isa) > static_cast<int>(kernels::cpu_isa_supported())) continue;
+    kernels::set_cpu_isa(isa);
+    for (int HS : {8, 16, 40, 64, 128, 144})
+      for (int BT : {5, 16})
+        for (int n_keys : {1, 7, 127}) {
+          const int H = 3, L = 2, nb = (n_keys + BT - 1) / BT;
+          KvCache kv(L, H, HS, BT, nb + 3);
+          std::vector<int32_t> table;
+          for (int b = 0; b < nb + 3; ++b) table.push_back(kv.alloc());
+          std::reverse(table.begin(), table.end());  // blocks out of order
+          Philox rng(static_cast<uint64_t>(HS * 1000 + BT * 10 + n_keys), 3);
+          auto u = [&] { return static_cast<float>(rng.next_u32() % 2001) / 1000.0f - 1.0f; };
+          std::vector<float> k(static_cast<size_t>(n_keys) * H * HS), v(k.size()), q(static_cast<size_t>(H) * HS);
+          for (auto& x : k) x = u();
+          for (auto& x : v) x = u();
+          for (auto& x : q) x = 2 * u();
+          for (int l = 0; l < L; ++l)
+            for (int t = 0; t < n_keys; ++t)
+              kv_store(kv, l, table.data(), t, k.data() + static_cast<size_t>(t) * H * HS, v.data() + static_cast<size_t>(t) * H * HS);
+          const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+          std::vector<float> scratch(n_keys), out(HS, NAN);
+          for (int h = 0; h < H; ++h) {
+            paged_attention(out.data(), q.data() + static_cast<size_t>(h) * HS, n_keys, kv, 1, h, table.data(), scale, scratch.data());
+            std::vector<double> w(n_keys);
+            double mx = -1e300, sum = 0;
+            for (int t = 0; t < n_keys; ++t) {
+              double d = 0;
+              for (int e = 0; e < HS; ++e)
+                d += static_cast<double>(q[static_cast<size_t>(h) * HS + e]) * k[(static_cast<size_t>(t) * H + h) * HS + e];
+              w[t] = d * scale;
+              mx = std::max(mx, w[t]);
+            }
+            for (double& x : w) sum += (x = std::exp(x - mx));
+            double err = 0;
+            for (int e = 0; e < HS; ++e) {
+              double ref = 0;
+              for (int t = 0; t < n_keys; ++t) ref += w[t] * v[(static_cast<size_t>(t) * H + h) * HS + e];
+              ref /= sum;
+              REQUIRE(std::isfinite(out[e]));
+              err = std::max(err, std::fabs(out[e] - ref));
+            }
+            INFO("isa " << static_cast<int>(isa) << " HS " << HS << " BT " << BT << " keys " << n_keys << " head " << h);
+            CHECK(err <= 2e-6);
+          }
+        }
+  }
+  kernels::set_cpu_isa(saved);
 }

@@ -1,8 +1,18 @@
 // Paged causal attention for one query row (rtx/serve/attention.hpp).
 #include "rtx/serve/attention.hpp"
 
+// GCC 12's avx512fintrin.h trips -Wmaybe-uninitialized in the 256-bit extract (the
+// _mm512_undefined_* idiom; GCC PR 105593, fixed in 13): silenced for this file only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include <immintrin.h>
+
 #include <cmath>
 #include <cstring>
+
+#include "rtx/kernels/cpu_features.hpp"
 
 namespace rtx::serve {
 
@@ -30,11 +40,75 @@ inline float dot_head(const float* a, const float* b, int n) {
   return dot_lanes<4>(a, b, n);
 }
 
+#define RTX_ATT_AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
+
+/// The AVX-512 path for head sizes that are multiples of 16, up to 128 (GPT-2 and most Llamas:
+/// 64 or 128): q held in registers, one FMA per 16 elements of a key or value row, each dot
+/// folded by a fixed tree. The same arithmetic for every row, so still batch invariant; it
+/// differs from the generic path only in rounding (FMA contraction, the fold's shape).
+template <int NV>
+RTX_ATT_AVX512 void paged_attention_avx512(float* out, const float* q, int n_keys, const KvCache& kv, int layer,
+                                           size_t head_off, const int32_t* blocks, float scale, float* scratch) {
+  constexpr int HS = 16 * NV;
+  const int BT = kv.block_tokens();
+  __m512 qv[NV];
+  for (int j = 0; j < NV; ++j) qv[j] = _mm512_loadu_ps(q + 16 * j);
+  float mx = -INFINITY;
+  for (int t0 = 0; t0 < n_keys; t0 += BT) {
+    const float* kb = kv.k(layer, blocks[t0 / BT]) + head_off;
+    const int nt = n_keys - t0 < BT ? n_keys - t0 : BT;
+    for (int s = 0; s < nt; ++s) {
+      const float* kr = kb + static_cast<size_t>(s) * HS;
+      __m512 acc = _mm512_mul_ps(qv[0], _mm512_loadu_ps(kr));
+      for (int j = 1; j < NV; ++j) acc = _mm512_fmadd_ps(qv[j], _mm512_loadu_ps(kr + 16 * j), acc);
+      const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+      __m128 x = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+      x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+      x = _mm_add_ss(x, _mm_movehdup_ps(x));
+      const float v = scale * _mm_cvtss_f32(x);
+      scratch[t0 + s] = v;
+      mx = v > mx ? v : mx;
+    }
+  }
+  float sum = 0.f;
+  for (int t = 0; t < n_keys; ++t) {
+    const float e = std::exp(scratch[t] - mx);
+    scratch[t] = e;
+    sum += e;
+  }
+  __m512 o[NV];
+  for (int j = 0; j < NV; ++j) o[j] = _mm512_setzero_ps();
+  for (int t0 = 0; t0 < n_keys; t0 += BT) {
+    const float* vb = kv.v(layer, blocks[t0 / BT]) + head_off;
+    const int nt = n_keys - t0 < BT ? n_keys - t0 : BT;
+    for (int s = 0; s < nt; ++s) {
+      const __m512 w = _mm512_set1_ps(scratch[t0 + s]);
+      const float* vr = vb + static_cast<size_t>(s) * HS;
+      for (int j = 0; j < NV; ++j) o[j] = _mm512_fmadd_ps(w, _mm512_loadu_ps(vr + 16 * j), o[j]);
+    }
+  }
+  const __m512 inv = _mm512_set1_ps(1.f / sum);
+  for (int j = 0; j < NV; ++j) _mm512_storeu_ps(out + 16 * j, _mm512_mul_ps(o[j], inv));
+}
+
 }  // namespace
 
 void paged_attention(float* out, const float* q, int n_keys, const KvCache& kv, int layer, int kv_head,
                      const int32_t* blocks, float scale, float* scratch) {
   const int HS = kv.head_dim(), BT = kv.block_tokens();
+  if (kernels::cpu_isa_active() == kernels::Isa::Avx512 && HS % 16 == 0 && HS <= 128) {
+    const size_t off = static_cast<size_t>(kv_head) * BT * HS;
+    switch (HS / 16) {
+      case 1: return paged_attention_avx512<1>(out, q, n_keys, kv, layer, off, blocks, scale, scratch);
+      case 2: return paged_attention_avx512<2>(out, q, n_keys, kv, layer, off, blocks, scale, scratch);
+      case 3: return paged_attention_avx512<3>(out, q, n_keys, kv, layer, off, blocks, scale, scratch);
+      case 4: return paged_attention_avx512<4>(out, q, n_keys, kv, layer, off, blocks, scale, scratch);
+      case 5: return paged_attention_avx512<5>(out, q, n_keys, kv, layer, off, blocks, scale, scratch);
+      case 6: return paged_attention_avx512<6>(out, q, n_keys, kv, layer, off, blocks, scale, scratch);
+      case 7: return paged_attention_avx512<7>(out, q, n_keys, kv, layer, off, blocks, scale, scratch);
+      default: return paged_attention_avx512<8>(out, q, n_keys, kv, layer, off, blocks, scale, scratch);
+    }
+  }
   const size_t head_off = static_cast<size_t>(kv_head) * BT * HS;
   float mx = -INFINITY;
   for (int t0 = 0; t0 < n_keys; t0 += BT) {

@@ -480,9 +480,26 @@ struct QuantRows {
   int64_t K;
 };
 
+/// One 32-value block b of the AVX-512 quantize_rows: xq = round-to-nearest-even(x * 127 /
+/// max|x|) (cvtps2dq), saturated to int8; the same values as the scalar form but for ties.
+RTX_Q8_AVX512 void quantize_block_avx512(const float* xb, int8_t* xq, float* sx, float* xs32, float* xs16) {
+  const __m512 a = _mm512_loadu_ps(xb), b = _mm512_loadu_ps(xb + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+  const float scale = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+  const __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, _mm512_set1_ps(inv)));
+  const __m512i qb = _mm512_cvtps_epi32(_mm512_mul_ps(b, _mm512_set1_ps(inv)));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(xq), _mm512_cvtsepi32_epi8(qa));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(xq + 16), _mm512_cvtsepi32_epi8(qb));
+  const int32_t s0 = _mm512_reduce_add_epi32(qa), s1 = _mm512_reduce_add_epi32(qb);
+  *sx = scale;
+  *xs32 = static_cast<float>(s0 + s1) * scale;
+  xs16[0] = static_cast<float>(s0) * scale;
+  xs16[1] = static_cast<float>(s1) * scale;
+}
+
 /// Quantizes M rows of x (M, K) into thread-local buffers (valid until the next call on this
-/// thread).
-QuantRows quantize_rows(const float* x, int64_t M, int64_t K) {
+/// thread). `isa` Avx512 rounds ties to even, the others away from zero.
+QuantRows quantize_rows(const float* x, int64_t M, int64_t K, Isa isa) {
   static thread_local std::vector<int8_t> xq;
   static thread_local std::vector<float> sx, xs32, xs16;
   const int64_t nb = K / 32;
@@ -492,6 +509,10 @@ QuantRows quantize_rows(const float* x, int64_t M, int64_t K) {
   xs16.resize(2 * sx.size());
   for (int64_t b = 0; b < M * nb; ++b) {
     const float* xb = x + 32 * b;
+    if (isa == Isa::Avx512) {
+      quantize_block_avx512(xb, xq.data() + 32 * b, sx.data() + b, xs32.data() + b, xs16.data() + 2 * b);
+      continue;
+    }
     float amax = 0;
     for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(xb[j]));
     const float scale = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
@@ -778,7 +799,7 @@ void matmul_forward_kc(float* out, const float* inp, const uint8_t* sb, uint32_t
   const int64_t row_bytes = nsb * kc_bytes(type);
   const int64_t nchunks = (N + kColChunk - 1) / kColChunk;
   // Rows quantized once, by this thread, before the parallel region (the workers read them).
-  const QuantRows qr = a8 ? quantize_rows(inp, M, K) : QuantRows{};
+  const QuantRows qr = a8 ? quantize_rows(inp, M, K, isa) : QuantRows{};
 #pragma omp parallel for schedule(static) if (!omp_in_parallel() && static_cast<int64_t>(M) * N * K > (1 << 16))
   for (int64_t c = 0; c < nchunks; ++c) {
     const int64_t n0 = c * kColChunk, n1 = std::min<int64_t>(N, n0 + kColChunk);

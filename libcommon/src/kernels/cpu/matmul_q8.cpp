@@ -18,6 +18,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cctype>
 #include <string>
@@ -246,6 +247,46 @@ void unpack_kc_q(uint32_t type, const uint8_t* sb, uint8_t* q, float* s, float* 
       q[32 * h + l] = static_cast<uint8_t>(v);
     }
   }
+}
+
+/// The lane-stable order of the AVX-512 8-bit path: position P = 64c + b of a super-block (chunk
+/// c of 64, byte b) holds the natural value interleave_source(type, P), so that int32 lane b/4
+/// of every chunk belongs to one sub-block: b/8 of Q4_K/Q5_K (32 values, 8 per chunk), b/4 of
+/// Q6_K (16 values, 4 per chunk).
+int interleave_source(uint32_t type, int P) {
+  const int c = P / 64, b = P % 64;
+  return type == 14 ? 16 * (b / 4) + 4 * c + b % 4 : 32 * (b / 8) + 8 * c + b % 8;
+}
+
+/// Rewrites the quant bytes of a repacked super-block `sb` in the lane-stable order, in the
+/// byte layout the AVX-512 kernel unpacks (chunk c of Q4_K/Q5_K: low nibbles of qs[32c..32c+31]
+/// then high nibbles, qh bits 2c and 2c+1; Q6_K: chunk 2n from ql[64n..] low nibbles, 2n+1
+/// high nibbles, 2-bit highs in qh[32n..] as ggml's). Scales are unchanged.
+void interleave_kquant(uint32_t type, uint8_t* sb) {
+  uint8_t q[256], qp[256];
+  float s[16], o[16];
+  unpack_kc_q(type, sb, q, s, o);
+  for (int P = 0; P < 256; ++P) qp[P] = q[interleave_source(type, P)];
+  if (type == 14) {
+    uint8_t* ql = sb + 20;
+    uint8_t* qh = sb + 148;
+    for (int n = 0; n < 2; ++n) {
+      const uint8_t* v = qp + 128 * n;
+      for (int b = 0; b < 64; ++b) ql[64 * n + b] = static_cast<uint8_t>((v[b] & 0x0F) | ((v[64 + b] & 0x0F) << 4));
+      for (int l = 0; l < 32; ++l)
+        qh[32 * n + l] = static_cast<uint8_t>((v[l] >> 4) | ((v[32 + l] >> 4) << 2) | ((v[64 + l] >> 4) << 4) | ((v[96 + l] >> 4) << 6));
+    }
+    return;
+  }
+  uint8_t* qh = sb + 24;
+  uint8_t* qs = sb + (type == 13 ? 56 : 24);
+  if (type == 13) std::memset(qh, 0, 32);
+  for (int c = 0; c < 4; ++c)
+    for (int b = 0; b < 32; ++b) {
+      const uint8_t lo = qp[64 * c + b], hi = qp[64 * c + 32 + b];
+      qs[32 * c + b] = static_cast<uint8_t>((lo & 0x0F) | ((hi & 0x0F) << 4));
+      if (type == 13) qh[b] = static_cast<uint8_t>(qh[b] | ((lo >> 4) << (2 * c)) | ((hi >> 4) << (2 * c + 1)));
+    }
 }
 
 /// acc[i] += rows of x (at xb + i*ldx + off, 32 values) times the 32 weights w0 | w1.
@@ -498,8 +539,10 @@ RTX_Q8_AVX512 void quantize_block_avx512(const float* xb, int8_t* xq, float* sx,
 }
 
 /// Quantizes M rows of x (M, K) into thread-local buffers (valid until the next call on this
-/// thread). `isa` Avx512 rounds ties to even, the others away from zero.
-QuantRows quantize_rows(const float* x, int64_t M, int64_t K, Isa isa) {
+/// thread). `isa` Avx512 rounds ties to even, the others away from zero; with Avx512 each
+/// 256-value block of xq is also put in the lane-stable order of K-quant `type`
+/// (interleave_source), as its weights are.
+QuantRows quantize_rows(const float* x, int64_t M, int64_t K, Isa isa, uint32_t type) {
   static thread_local std::vector<int8_t> xq;
   static thread_local std::vector<float> sx, xs32, xs16;
   const int64_t nb = K / 32;
@@ -527,38 +570,42 @@ QuantRows quantize_rows(const float* x, int64_t M, int64_t K, Isa isa) {
     xs16[static_cast<size_t>(2 * b)] = static_cast<float>(sum[0]) * scale;
     xs16[static_cast<size_t>(2 * b + 1)] = static_cast<float>(sum[1]) * scale;
   }
+  if (isa == Isa::Avx512) {
+    static const auto table = [] {
+      std::array<std::array<uint8_t, 256>, 2> t{};
+      for (int P = 0; P < 256; ++P) {
+        t[0][P] = static_cast<uint8_t>(interleave_source(12, P));
+        t[1][P] = static_cast<uint8_t>(interleave_source(14, P));
+      }
+      return t;
+    }();
+    const auto& src = table[type == 14 ? 1 : 0];
+    int8_t tmp[256];
+    for (int64_t blk = 0; blk < M * K / 256; ++blk) {
+      int8_t* v = xq.data() + 256 * blk;
+      std::memcpy(tmp, v, 256);
+      for (int P = 0; P < 256; ++P) v[P] = tmp[src[P]];
+    }
+  }
   return {xq.data(), sx.data(), xs32.data(), xs16.data(), K};
 }
 
-/// 16 int32 lanes, lane k = sum of 4 products of bytes 4k..4k+3 (u8 w times s8 x): vpdpbusd
-/// with VNNI, else pmaddubsw + pmaddwd (the same exact sums: no pair exceeds 2*63*127).
-template <bool VNNI>
-RTX_KQ_VNNI inline __attribute__((always_inline)) __m512i dot4_u8s8(__m512i w, __m512i x) {
-  if constexpr (VNNI) return _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, x);
-  else return _mm512_madd_epi16(_mm512_maddubs_epi16(w, x), _mm512_set1_epi16(1));
-}
-
-/// For 64 weights at a time (chunk c of a super-block): dot lane k belongs to sub-block
-/// (64c + 4k) / (256 / NG); the permute index that gives each lane its scale.
-template <uint32_t T>
-RTX_KQ_VNNI inline __attribute__((always_inline)) __m512i idx_of(int c) {
-  if constexpr (T == 14) return _mm512_add_epi32(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0), _mm512_set1_epi32(4 * c));
-  else return _mm512_add_epi32(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_set1_epi32(2 * c));
-}
-
-/// acc[i] += (u8 quants v . s8 inputs of row i at xq + i*ld, 64 values) in 16 lanes, each times
-/// its scale permute(idx, S[i]).
+/// acci[i] += (u8 quants v . s8 inputs of row i at xq + i*ld, 64 values) in 16 int32 lanes.
 template <int MT, bool VNNI>
-RTX_KQ_VNNI inline __attribute__((always_inline)) void chunk_i8(__m512 (&acc)[MT], const __m512 (&S)[MT], __m512i idx, __m512i v,
-                                                                const int8_t* xq, int64_t ld) {
-  for (int i = 0; i < MT; ++i)
-    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot4_u8s8<VNNI>(v, _mm512_loadu_si512(xq + i * ld))), _mm512_permutexvar_ps(idx, S[i]),
-                             acc[i]);
+RTX_KQ_VNNI inline __attribute__((always_inline)) void chunk_i8(__m512i (&acci)[MT], __m512i v, const int8_t* xq, int64_t ld) {
+  for (int i = 0; i < MT; ++i) {
+    const __m512i x = _mm512_loadu_si512(xq + i * ld);
+    if constexpr (VNNI) acci[i] = _mm512_dpbusd_epi32(acci[i], v, x);
+    else acci[i] = _mm512_add_epi32(acci[i], _mm512_madd_epi16(_mm512_maddubs_epi16(v, x), _mm512_set1_epi16(1)));
+  }
 }
 
-/// res[i] = row i of r (i < MT) . the nsb repacked super-blocks of type T at sb. Per 64 weights
-/// and row: one dot4_u8s8, a conversion and an FMA with the lanes' s * sx (a permute of the
-/// super-block's per-row scales). The offsets' term is an FMA per super-block.
+/// res[i] = row i of r (i < MT) . the nsb super-blocks of type T at sb, in the lane-stable
+/// order (interleave_kquant; r.xq permuted the same way). Every 64 quants of a super-block put
+/// sub-block k/2 (Q4_K, Q5_K) or k (Q6_K) in int32 lane k, so each row's four products per
+/// lane accumulate in integers over the whole super-block (vpdpbusd with VNNI, else pmaddubsw
+/// + pmaddwd: exact, no pair exceeds 2*63*127, no lane 4*64*63*127); one conversion and one FMA
+/// with the lanes' s * sx per super-block and row. The offsets' term is an FMA per super-block.
 template <int MT, uint32_t T, bool VNNI>
 RTX_KQ_VNNI void tile_kc_i8_avx512(const QuantRows& r, int64_t m0, const uint8_t* sb, int64_t nsb, float* res) {
   // One accumulator per row, the offsets' term included (in a fixed order: the result still
@@ -571,30 +618,9 @@ RTX_KQ_VNNI void tile_kc_i8_avx512(const QuantRows& r, int64_t m0, const uint8_t
     prefetch_ahead(sb, kc_bytes(T));
     float d;
     std::memcpy(&d, sb, 4);
-    __m512 S[MT];  // lane g < 8 (16 for Q6_K): weight scale of sub-block g times its input scale
-    if constexpr (T == 14) {
-      const __m512 s16 = _mm512_mul_ps(
-          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 4)))), _mm512_set1_ps(d));
-      const __m512i pairs = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-      const __m512 o16 = _mm512_mul_ps(s16, _mm512_set1_ps(-32.0f));
-      for (int i = 0; i < MT; ++i) {
-        const int64_t at = (m0 + i) * (K / 32) + 8 * b;
-        S[i] = _mm512_mul_ps(s16, _mm512_permutexvar_ps(pairs, _mm512_castps256_ps512(_mm256_loadu_ps(r.sx + at))));
-        acc[i] = _mm512_fmadd_ps(o16, _mm512_loadu_ps(r.xs16 + 2 * at), acc[i]);
-      }
-    } else {
-      float dmin;
-      std::memcpy(&dmin, sb + 4, 4);
-      const __m256 s8 = _mm256_mul_ps(
-          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 8)))), _mm256_set1_ps(d));
-      const __m256 o8 = _mm256_mul_ps(
-          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 16)))), _mm256_set1_ps(-dmin));
-      for (int i = 0; i < MT; ++i) {
-        const int64_t at = (m0 + i) * (K / 32) + 8 * b;
-        S[i] = _mm512_castps256_ps512(_mm256_mul_ps(s8, _mm256_loadu_ps(r.sx + at)));
-        acc[i] = _mm512_fmadd_ps(_mm512_zextps256_ps512(o8), _mm512_zextps256_ps512(_mm256_loadu_ps(r.xs32 + at)), acc[i]);
-      }
-    }
+    __m512i acci[MT];
+    for (int i = 0; i < MT; ++i) acci[i] = _mm512_setzero_si512();
+    const int8_t* xb = r.xq + m0 * K + 256 * b;
     if constexpr (T == 14) {
       for (int n = 0; n < 2; ++n) {
         const __m512i ql = _mm512_loadu_si512(sb + 20 + 64 * n);
@@ -607,8 +633,8 @@ RTX_KQ_VNNI void tile_kc_i8_avx512(const QuantRows& r, int64_t m0, const uint8_t
                                             _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh01), three), 4));
         const __m512i v23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), lo4),
                                             _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh23), three), 4));
-        chunk_i8<MT, VNNI>(acc, S, idx_of<T>(2 * n), v01, r.xq + m0 * K + 256 * b + 128 * n, K);
-        chunk_i8<MT, VNNI>(acc, S, idx_of<T>(2 * n + 1), v23, r.xq + m0 * K + 256 * b + 128 * n + 64, K);
+        chunk_i8<MT, VNNI>(acci, v01, xb + 128 * n, K);
+        chunk_i8<MT, VNNI>(acci, v23, xb + 128 * n + 64, K);
       }
     } else {
       const uint8_t* qs = sb + (T == 13 ? 56 : 24);
@@ -618,11 +644,37 @@ RTX_KQ_VNNI void tile_kc_i8_avx512(const QuantRows& r, int64_t m0, const uint8_t
       for (int p = 0; p < 4; ++p) {
         const __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * p)));
         __m512i v = _mm512_and_si512(_mm512_srlv_epi16(raw, sh), lo4);
-        if constexpr (T == 13) {  // bit 2p (low nibbles, bytes 0..31) and 2p+1 (high, 32..63) of qh: +16
+        if constexpr (T == 13) {  // bit 2p (bytes 0..31) and 2p+1 (bytes 32..63) of qh: +16
           v = _mm512_or_si512(v, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hb, hsh), _mm512_set1_epi8(1)), 4));
           hb = _mm512_srli_epi16(hb, 2);
         }
-        chunk_i8<MT, VNNI>(acc, S, idx_of<T>(p), v, r.xq + m0 * K + 256 * b + 64 * p, K);
+        chunk_i8<MT, VNNI>(acci, v, xb + 64 * p, K);
+      }
+    }
+    // Lane k's scale: weight scale times input scale of its sub-block; then the offsets.
+    const __m512i pairs = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    if constexpr (T == 14) {
+      const __m512 s16 = _mm512_mul_ps(
+          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 4)))), _mm512_set1_ps(d));
+      const __m512 o16 = _mm512_mul_ps(s16, _mm512_set1_ps(-32.0f));
+      for (int i = 0; i < MT; ++i) {
+        const int64_t at = (m0 + i) * (K / 32) + 8 * b;
+        const __m512 S = _mm512_mul_ps(s16, _mm512_permutexvar_ps(pairs, _mm512_castps256_ps512(_mm256_loadu_ps(r.sx + at))));
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acci[i]), S, acc[i]);
+        acc[i] = _mm512_fmadd_ps(o16, _mm512_loadu_ps(r.xs16 + 2 * at), acc[i]);
+      }
+    } else {
+      float dmin;
+      std::memcpy(&dmin, sb + 4, 4);
+      const __m256 s8 = _mm256_mul_ps(
+          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 8)))), _mm256_set1_ps(d));
+      const __m256 o8 = _mm256_mul_ps(
+          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 16)))), _mm256_set1_ps(-dmin));
+      for (int i = 0; i < MT; ++i) {
+        const int64_t at = (m0 + i) * (K / 32) + 8 * b;
+        const __m512 S = _mm512_permutexvar_ps(pairs, _mm512_castps256_ps512(_mm256_mul_ps(s8, _mm256_loadu_ps(r.sx + at))));
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acci[i]), S, acc[i]);
+        acc[i] = _mm512_fmadd_ps(_mm512_zextps256_ps512(o8), _mm512_zextps256_ps512(_mm256_loadu_ps(r.xs32 + at)), acc[i]);
       }
     }
   }
@@ -744,8 +796,11 @@ PackedMatmulWeight PackedMatmulWeight::kquant(uint32_t ggml_type, const uint8_t*
   const int64_t nsb = K / 256;
   const int64_t out_bytes = kc_bytes(ggml_type);
   qk->sb.resize(static_cast<size_t>(N * nsb * out_bytes));
-  for (int64_t i = 0; i < N * nsb; ++i)
+  const bool interleave = int8_activations && w.isa_ == Isa::Avx512;  // the lane-stable order
+  for (int64_t i = 0; i < N * nsb; ++i) {
     repack_kquant(ggml_type, blocks + static_cast<size_t>(i) * block_bytes, qk->sb.data() + i * out_bytes);
+    if (interleave) interleave_kquant(ggml_type, qk->sb.data() + i * out_bytes);
+  }
   w.q8_ = std::move(qk);
   return w;
 }
@@ -799,7 +854,7 @@ void matmul_forward_kc(float* out, const float* inp, const uint8_t* sb, uint32_t
   const int64_t row_bytes = nsb * kc_bytes(type);
   const int64_t nchunks = (N + kColChunk - 1) / kColChunk;
   // Rows quantized once, by this thread, before the parallel region (the workers read them).
-  const QuantRows qr = a8 ? quantize_rows(inp, M, K, isa) : QuantRows{};
+  const QuantRows qr = a8 ? quantize_rows(inp, M, K, isa, type) : QuantRows{};
 #pragma omp parallel for schedule(static) if (!omp_in_parallel() && static_cast<int64_t>(M) * N * K > (1 << 16))
   for (int64_t c = 0; c < nchunks; ++c) {
     const int64_t n0 = c * kColChunk, n1 = std::min<int64_t>(N, n0 + kColChunk);

@@ -368,6 +368,74 @@ TEST_CASE("matmul Q8_0 weight: float64 reference at odd shapes, every ISA, rows 
   CHECK_THROWS_AS(PackedMatmulWeight::q8_0(nullptr, 2, 64), rtx::Error);
 }
 
+TEST_CASE("matmul Q8_0 weight with 8-bit activations (W8A8): float64 references, every ISA", "[cpu][matmul]") {
+  // With AVX-512 VNNI and K a multiple of 256, q8_0(..., true) holds the quants + 128 in the
+  // lane-stable order and takes integer dot products on inputs quantized per 32 values (as the
+  // K-quants); elsewhere it is the W8A32 kernel. Both must meet the 8-bit-input bound against
+  // float64 sums over the dequantized weights: exact-grid inputs to f32 rounding, smooth ones
+  // within sum |w| * sx / 2. Shapes: K 256 (one super-block), 512, 768 (with K 96: always W8A32).
+  IsaGuard guard;
+  for (Isa isa : kIsas) {
+    if (static_cast<int>(isa) > static_cast<int>(cpu_isa_supported())) continue;
+    set_cpu_isa(isa);
+    for (auto [N, K] : {std::pair{1, 256}, std::pair{7, 512}, std::pair{127, 768}, std::pair{5, 96}}) {
+      std::vector<float> w(static_cast<size_t>(N) * K);
+      for (size_t i = 0; i < w.size(); ++i)
+        w[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)) * (0.5 + (i / 32) % 5));
+      // Force the extreme quants -128/-127 and 127 into some blocks (the +128 offset's edges).
+      for (size_t i = 0; i < w.size(); i += 97) w[i] = -6.0f;
+      std::vector<double> deq;
+      const std::vector<uint8_t> blocks = rtx::test::quantize_q8_0(w, &deq);
+      const PackedMatmulWeight pw = PackedMatmulWeight::q8_0(blocks.data(), N, K, true);
+      REQUIRE(pw.is_q8_0());
+      const int Mmax = 9;
+      std::vector<float> grid(static_cast<size_t>(Mmax) * K), smooth(grid.size()), bias(N);
+      rtx::Philox rng(3 * N + K, 5);
+      for (size_t b = 0; b < grid.size() / 32; ++b) {
+        const float unit = std::ldexp(1.0f, -static_cast<int>(b % 9));
+        for (int j = 0; j < 32; ++j) grid[32 * b + j] = static_cast<float>(static_cast<int>(rng.next_u32() % 255) - 127) * unit;
+        grid[32 * b + (b % 32)] = (b % 2 ? -127.0f : 127.0f) * unit;
+      }
+      for (size_t i = 0; i < smooth.size(); ++i) smooth[i] = static_cast<float>(std::cos(0.11 * static_cast<double>(i)) * (1 + i % 3));
+      for (int j = 0; j < N; ++j) bias[j] = 0.01f * static_cast<float>(j % 13) - 0.05f;
+      for (int threads : {1, 2}) {
+        omp_set_num_threads(threads);
+        for (const bool exact : {true, false}) {
+          const std::vector<float>& x = exact ? grid : smooth;
+          std::vector<float> one(N, NAN);
+          matmul_forward_packed(one.data(), x.data(), pw, bias.data(), 1);
+          for (int M : {1, 2, 7, 9}) {
+            INFO("isa " << isa_name(isa) << " threads " << threads << " N " << N << " K " << K << " M " << M << (exact ? " grid" : " smooth"));
+            std::vector<float> got(static_cast<size_t>(M) * N, NAN);
+            matmul_forward_packed(got.data(), x.data(), pw, bias.data(), M);
+            double err = 0, scale = 0, excess = 0;
+            for (int m = 0; m < M; ++m)
+              for (int j = 0; j < N; ++j) {
+                double ref = bias[j], bound = 0;
+                for (int k = 0; k < K; ++k) {
+                  const double wk = deq[static_cast<size_t>(j) * K + k];
+                  ref += wk * x[static_cast<size_t>(m) * K + k];
+                  double amax = 0;
+                  for (int t = k / 32 * 32; t < k / 32 * 32 + 32; ++t)
+                    amax = std::max(amax, std::fabs(static_cast<double>(x[static_cast<size_t>(m) * K + t])));
+                  bound += std::fabs(wk) * amax / 127.0 / 2;
+                }
+                const double g = got[static_cast<size_t>(m) * N + j];
+                REQUIRE(std::isfinite(g));
+                err = std::max(err, std::fabs(g - ref));
+                excess = std::max(excess, std::fabs(g - ref) - bound);
+                scale = std::max(scale, std::fabs(ref));
+              }
+            if (exact) CHECK(err <= 1e-5 * std::max(1.0, scale));
+            else CHECK(excess <= 1e-5 * std::max(1.0, scale));
+            REQUIRE(std::memcmp(got.data(), one.data(), N * sizeof(float)) == 0);  // row 0 whatever M is
+          }
+        }
+      }
+    }
+  }
+}
+
 namespace {
 
 /// Random K-quant super-blocks (ggml type 12/13/14): every quant and scale bit pattern is valid;

@@ -607,6 +607,72 @@ TEST_CASE("quantized GGUF: stories260k with Q8_0 weights serves within quantizat
   }
 }
 
+TEST_CASE("quantized GGUF: GPT-2 with Q8_0 matrices: W8A8 by default, W8A32 with f32 activations", "[cpu][serve]") {
+  // C = 256, so every matrix has K a multiple of 256: with AVX-512 VNNI the default load runs
+  // the W8A8 kernel (8-bit inputs), int8_activations false the W8A32 one (exact weights); both
+  // against the model dequantized to f32 at load.
+  const auto c = make_cfg(67, 256, 4, 2, 32);
+  const std::string dir = rtx::test::temp_dir();
+  const auto tok = char_tok(c.vocab_size);
+  const std::vector<float> params = random_params(c, 22);
+  models::export_gpt2_gguf(c, params.data(), params.size(), *tok, dir + "/f32.gguf");
+  const io::GgufFile f = io::GgufFile::open(dir + "/f32.gguf");
+  io::GgufWriter w;
+  for (const auto& [k, v] : f.metadata())
+    if (k != "general.alignment") w.add(k, v);
+  std::deque<std::vector<float>> floats;
+  std::deque<std::vector<uint8_t>> blocks;
+  int quantized = 0;
+  for (const auto& t : f.tensors()) {
+    floats.push_back(f.tensor_f32(t.name));
+    if (t.ne.size() == 2 && t.ne[0] % 256 == 0 && t.name != "position_embd.weight") {
+      blocks.push_back(rtx::test::quantize_q8_0(floats.back()));
+      w.add_tensor(t.name, io::GgmlType::Q8_0, t.ne, blocks.back().data());
+      ++quantized;
+    } else {
+      w.add_tensor(t.name, io::GgmlType::F32, t.ne, floats.back().data());
+    }
+  }
+  REQUIRE(quantized == 9);  // wte + 4 matrices x 2 layers
+  w.write(dir + "/q8.gguf");
+  auto m8 = load_model(dir + "/q8.gguf");
+  LoadOptions f32;
+  f32.int8_activations = false;
+  auto mq = load_model(dir + "/q8.gguf", f32);
+  LoadOptions deq;
+  deq.keep_quantized = false;
+  auto md = load_model(dir + "/q8.gguf", deq);
+  CHECK(m8->info().weights == "q8_0 9/9");
+  Seq s;
+  s.ids = random_ids(23, c.vocab_size, 4);
+  auto logits = [&](Model& m) {
+    KvCache kv(c.n_layer, c.n_head, c.n_embd / c.n_head, 16, 8);
+    return run_alone(m, kv, s, {9, 1});
+  };
+  const auto l8 = logits(*m8), lq = logits(*mq), ld = logits(*md);
+  REQUIRE(l8.size() == ld.size());
+  REQUIRE(lq.size() == ld.size());
+  // 8-bit inputs on this random-weight model: 1.5-5% L2 per call, as the K-quant test below
+  // (a wrong lane order or offset gives ~100%).
+  double mean_rel = 0;
+  for (size_t i = 0; i < ld.size(); ++i) {
+    double err = 0, scale = 0, d2 = 0, n2 = 0;
+    for (size_t v = 0; v < ld[i].size(); ++v) {
+      REQUIRE(std::isfinite(l8[i][v]));
+      err = std::max(err, std::fabs(static_cast<double>(lq[i][v]) - ld[i][v]));
+      scale = std::max(scale, std::fabs(static_cast<double>(ld[i][v])));
+      const double d = static_cast<double>(l8[i][v]) - ld[i][v];
+      d2 += d * d;
+      n2 += static_cast<double>(ld[i][v]) * ld[i][v];
+    }
+    INFO("call " << i << " W8A32 err " << err << " scale " << scale << ", W8A8 L2 relative " << std::sqrt(d2 / n2));
+    CHECK(err <= 1e-4 * scale);
+    CHECK(std::sqrt(d2 / n2) <= 0.08);
+    mean_rel += std::sqrt(d2 / n2) / static_cast<double>(ld.size());
+  }
+  CHECK(mean_rel <= 0.04);
+}
+
 TEST_CASE("quantized GGUF: GPT-2 with K-quant matrices (Q4_K, Q5_K, Q6_K) matches its dequantized self", "[cpu][serve]") {
   // A GPT-2 whose 2-D matrices (C = 256: whole super-blocks) are random K-quant blocks, one
   // type after another; the 1-D tensors and wpe stay F32. Loaded as is, the matrices run the

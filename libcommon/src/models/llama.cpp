@@ -131,7 +131,7 @@ class LlamaModel final : public serve::Model {
           blocks.insert(blocks.end(), b, b + f.tensor(name).nbytes);
           N += static_cast<int>(ne[1]);
         }
-        pw = type == static_cast<uint32_t>(io::GgmlType::Q8_0) ? kernels::PackedMatmulWeight::q8_0(blocks.data(), N, K)
+        pw = type == static_cast<uint32_t>(io::GgmlType::Q8_0) ? kernels::PackedMatmulWeight::q8_0(blocks.data(), N, K, opt.int8_activations)
                                                                 : kernels::PackedMatmulWeight::kquant(type, blocks.data(), N, K,
                                                                                                       opt.int8_activations);
       } else {

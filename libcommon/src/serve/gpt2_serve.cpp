@@ -54,7 +54,7 @@ class Gpt2Serve final : public Model {
           throw_input("GPT-2 model: " + std::string(io::ggml_type_name(t)) + " blocks of " + name + " do not fit (" +
                           std::to_string(N) + ", " + std::to_string(K) + ")",
                       info_.path);
-        return t == 8 ? kernels::PackedMatmulWeight::q8_0(it->second.blocks.data(), N, K)
+        return t == 8 ? kernels::PackedMatmulWeight::q8_0(it->second.blocks.data(), N, K, opt.int8_activations)
                       : kernels::PackedMatmulWeight::kquant(t, it->second.blocks.data(), N, K, opt.int8_activations);
       }
       return kernels::PackedMatmulWeight(p(name), N, K, mp);

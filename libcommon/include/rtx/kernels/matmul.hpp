@@ -78,13 +78,18 @@ class PackedMatmulWeight {
   /// Packs `weight` (N,K) row-major (torch.nn.Linear layout). `p` nullptr: active ISA
   /// defaults. Error(Input) on N,K <= 0, null weight, invalid params or the BLAS impl.
   PackedMatmulWeight(const float* weight, int N, int K, const MatmulParams* p = nullptr);
-  /// A weight kept in ggml's Q8_0 format (W8A32): `blocks` holds N rows of K/32 blocks of 34
-  /// bytes (f16 scale d, 32 int8 q; value q*d), as in a GGUF tensor of ne {K, N}. Stored as
-  /// int8 rows plus f32 scales (about 1.06 bytes per weight instead of 4); matmul_forward_packed
-  /// then converts 32 weights at a time to f32 (q*d, exact) and accumulates in f32, so decode
-  /// reads ~3.8x fewer weight bytes. Error(Input) on N <= 0, K not a positive multiple of 32, or
-  /// null blocks.
-  static PackedMatmulWeight q8_0(const uint8_t* blocks, int N, int K);
+  /// A weight kept in ggml's Q8_0 format: `blocks` holds N rows of K/32 blocks of 34 bytes (f16
+  /// scale d, 32 int8 q; value q*d), as in a GGUF tensor of ne {K, N}.
+  ///  W8A32 (int8_activations false, or no AVX-512 VNNI, or K not a multiple of 256): int8 rows
+  ///   plus f32 scales (about 1.06 bytes per weight instead of 4); matmul_forward_packed converts
+  ///   32 weights at a time to f32 (q*d, exact) and accumulates in f32.
+  ///  W8A8 (int8_activations true, AVX-512 VNNI, K % 256 == 0), as llama.cpp's Q8_0 x Q8_0: the
+  ///   quants + 128 as bytes in the K-quant kernels' lane-stable order plus the f32 scales (1.125
+  ///   bytes per weight); inputs quantized to int8 per 32 values as for the K-quants, exact
+  ///   integer dots (vpdpbusd, minus 128 x the inputs' sums), one scale per 32. Relative error of
+  ///   order 1e-3 from the 8-bit inputs; batch invariant.
+  /// Error(Input) on N <= 0, K not a positive multiple of 32, or null blocks.
+  static PackedMatmulWeight q8_0(const uint8_t* blocks, int N, int K, bool int8_activations = false);
   /// A weight kept in one of ggml's K-quant formats (ggml_type 12 Q4_K, 13 Q5_K, 14 Q6_K;
   /// super-blocks of 256 values, ggml-common.h), rows of K/256 super-blocks as in a GGUF tensor
   /// of ne {K, N}. Every weight the kernels use is exactly ggml's dequantized value.

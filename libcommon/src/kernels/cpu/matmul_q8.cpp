@@ -137,12 +137,16 @@ TileFn tile_fn(Isa isa, int rows) {
   return nullptr;
 }
 
+bool cpu_has_avx512_vnni();
+int interleave_source(uint32_t type, int P);
+constexpr int64_t kc_bytes(uint32_t type);
+
 constexpr int kRowTile = 8;   // rows of inp sharing one widened weight block
 constexpr int kColChunk = 16; // weight rows a thread takes at a time (their quants stay in L1)
 
 }  // namespace
 
-PackedMatmulWeight PackedMatmulWeight::q8_0(const uint8_t* blocks, int N, int K) {
+PackedMatmulWeight PackedMatmulWeight::q8_0(const uint8_t* blocks, int N, int K, bool int8_activations) {
   if (N <= 0 || K <= 0 || K % 32 != 0)
     throw_input("PackedMatmulWeight::q8_0: need N > 0 and K a positive multiple of 32 (got N=" + std::to_string(N) +
                     ", K=" + std::to_string(K) + ")",
@@ -153,7 +157,30 @@ PackedMatmulWeight PackedMatmulWeight::q8_0(const uint8_t* blocks, int N, int K)
   w.K_ = K;
   w.isa_ = cpu_isa_active();
   auto q8 = std::make_shared<Q8>();
+  q8->type = "Q8_0";
+  q8->ggml_type = 8;
   const int64_t nb = K / 32;
+  if (int8_activations && w.isa_ == Isa::Avx512 && cpu_has_avx512_vnni() && K % 256 == 0) {
+    // W8A8: per 256 weights the 8 block scales (f32) and the quants + 128 as bytes, in the
+    // lane-stable order of the K-quant kernels (sub-blocks of 32, as Q4_K).
+    q8->a8 = true;
+    q8->sb.resize(static_cast<size_t>(N) * (K / 256) * kc_bytes(8));
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t g = 0; g < K / 256; ++g) {
+        uint8_t* out = q8->sb.data() + (n * (K / 256) + g) * kc_bytes(8);
+        const uint8_t* in = blocks + (n * nb + 8 * g) * 34;
+        for (int j = 0; j < 8; ++j) {
+          const float d = f16_to_f32(static_cast<uint16_t>(in[34 * j] | (in[34 * j + 1] << 8)));
+          std::memcpy(out + 4 * j, &d, 4);
+        }
+        for (int P = 0; P < 256; ++P) {
+          const int v = interleave_source(8, P);
+          out[32 + P] = static_cast<uint8_t>(static_cast<int8_t>(in[34 * (v / 32) + 2 + v % 32]) + 128);
+        }
+      }
+    w.q8_ = std::move(q8);
+    return w;
+  }
   q8->q.resize(static_cast<size_t>(N) * K);
   q8->d.resize(static_cast<size_t>(N) * nb);
   for (int64_t n = 0; n < N; ++n)
@@ -162,8 +189,6 @@ PackedMatmulWeight PackedMatmulWeight::q8_0(const uint8_t* blocks, int N, int K)
       q8->d[static_cast<size_t>(n * nb + b)] = f16_to_f32(static_cast<uint16_t>(blk[0] | (blk[1] << 8)));
       std::memcpy(q8->q.data() + n * K + 32 * b, blk + 2, 32);
     }
-  q8->type = "Q8_0";
-  q8->ggml_type = 8;
   w.q8_ = std::move(q8);
   return w;
 }
@@ -189,7 +214,8 @@ void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
 // [u8 m[8]][qs 128]; Q5_K the same with [qh 32] before qs; Q6_K [f32 d][i8 sc[16]][ql 128]
 // [qh 64]. qs/ql/qh are the file's bytes in the file's order (ggml-common.h).
 
-constexpr int64_t kc_bytes(uint32_t type) { return type == 12 ? 152 : type == 13 ? 184 : 212; }
+/// Bytes per 256 weights of the repacked layouts (type 8: Q8_0's W8A8 layout, see q8_0()).
+constexpr int64_t kc_bytes(uint32_t type) { return type == 8 ? 288 : type == 12 ? 152 : type == 13 ? 184 : 212; }
 
 /// Repacks one file super-block `in` of `type` into `out` (kc_bytes(type) bytes).
 void repack_kquant(uint32_t type, const uint8_t* in, uint8_t* out) {
@@ -255,7 +281,7 @@ void unpack_kc_q(uint32_t type, const uint8_t* sb, uint8_t* q, float* s, float* 
 /// Q6_K (16 values, 4 per chunk).
 int interleave_source(uint32_t type, int P) {
   const int c = P / 64, b = P % 64;
-  return type == 14 ? 16 * (b / 4) + 4 * c + b % 4 : 32 * (b / 8) + 8 * c + b % 8;
+  return type == 14 ? 16 * (b / 4) + 4 * c + b % 4 : 32 * (b / 8) + 8 * c + b % 8;  // Q6_K; Q4_K, Q5_K, Q8_0
 }
 
 /// Rewrites the quant bytes of a repacked super-block `sb` in the lane-stable order, in the
@@ -518,6 +544,7 @@ struct QuantRows {
   const float* sx;
   const float* xs32;
   const float* xs16;
+  const int32_t* xl;  // Q8_0 W8A8 only: per 256 values, 128 x the sum of int32 lane k's 16 xq (stride K/16)
   int64_t K;
 };
 
@@ -545,6 +572,7 @@ RTX_Q8_AVX512 void quantize_block_avx512(const float* xb, int8_t* xq, float* sx,
 QuantRows quantize_rows(const float* x, int64_t M, int64_t K, Isa isa, uint32_t type) {
   static thread_local std::vector<int8_t> xq;
   static thread_local std::vector<float> sx, xs32, xs16;
+  static thread_local std::vector<int32_t> xl;
   const int64_t nb = K / 32;
   xq.resize(static_cast<size_t>(M * K));
   sx.resize(static_cast<size_t>(M * nb));
@@ -581,13 +609,21 @@ QuantRows quantize_rows(const float* x, int64_t M, int64_t K, Isa isa, uint32_t 
     }();
     const auto& src = table[type == 14 ? 1 : 0];
     int8_t tmp[256];
+    if (type == 8) xl.resize(static_cast<size_t>(M * K / 16));
     for (int64_t blk = 0; blk < M * K / 256; ++blk) {
       int8_t* v = xq.data() + 256 * blk;
       std::memcpy(tmp, v, 256);
       for (int P = 0; P < 256; ++P) v[P] = tmp[src[P]];
+      if (type == 8)  // lane k of chunk c holds bytes 64c + 4k .. 64c + 4k + 3
+        for (int k = 0; k < 16; ++k) {
+          int32_t t = 0;
+          for (int c = 0; c < 4; ++c)
+            for (int j = 0; j < 4; ++j) t += v[64 * c + 4 * k + j];
+          xl[static_cast<size_t>(16 * blk + k)] = 128 * t;
+        }
     }
   }
-  return {xq.data(), sx.data(), xs32.data(), xs16.data(), K};
+  return {xq.data(), sx.data(), xs32.data(), xs16.data(), xl.data(), K};
 }
 
 /// acci[i] += (u8 quants v . s8 inputs of row i at xq + i*ld, 64 values) in 16 int32 lanes.
@@ -621,7 +657,9 @@ RTX_KQ_VNNI void tile_kc_i8_avx512(const QuantRows& r, int64_t m0, const uint8_t
     __m512i acci[MT];
     for (int i = 0; i < MT; ++i) acci[i] = _mm512_setzero_si512();
     const int8_t* xb = r.xq + m0 * K + 256 * b;
-    if constexpr (T == 14) {
+    if constexpr (T == 8) {
+      for (int c = 0; c < 4; ++c) chunk_i8<MT, VNNI>(acci, _mm512_loadu_si512(sb + 32 + 64 * c), xb + 64 * c, K);
+    } else if constexpr (T == 14) {
       for (int n = 0; n < 2; ++n) {
         const __m512i ql = _mm512_loadu_si512(sb + 20 + 64 * n);
         const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 148 + 32 * n)));
@@ -653,7 +691,15 @@ RTX_KQ_VNNI void tile_kc_i8_avx512(const QuantRows& r, int64_t m0, const uint8_t
     }
     // Lane k's scale: weight scale times input scale of its sub-block; then the offsets.
     const __m512i pairs = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-    if constexpr (T == 14) {
+    if constexpr (T == 8) {  // the quants were stored + 128: subtract 128 x each lane's inputs (exact)
+      const __m256 d8 = _mm256_loadu_ps(reinterpret_cast<const float*>(sb));
+      for (int i = 0; i < MT; ++i) {
+        const int64_t at = (m0 + i) * (K / 32) + 8 * b;
+        const __m512i dot = _mm512_sub_epi32(acci[i], _mm512_loadu_si512(r.xl + (m0 + i) * (K / 16) + 16 * b));
+        const __m512 S = _mm512_permutexvar_ps(pairs, _mm512_castps256_ps512(_mm256_mul_ps(d8, _mm256_loadu_ps(r.sx + at))));
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), S, acc[i]);
+      }
+    } else if constexpr (T == 14) {
       const __m512 s16 = _mm512_mul_ps(
           _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 4)))), _mm512_set1_ps(d));
       const __m512 o16 = _mm512_mul_ps(s16, _mm512_set1_ps(-32.0f));
@@ -751,6 +797,10 @@ TileKcI8Fn tile_kc_i8_fn(Isa isa, int rows, uint32_t type) {
   const int t = static_cast<int>(type) - 12;
 #define RTX_KC_ROW3(F, T, V) {F<1, T, V>, F<2, T, V>, F<3, T, V>, F<4, T, V>, F<5, T, V>, F<6, T, V>, F<7, T, V>, F<8, T, V>}
 #define RTX_KC_ROW2(F, T) {F<1, T>, F<2, T>, F<3, T>, F<4, T>, F<5, T>, F<6, T>, F<7, T>, F<8, T>}
+  if (type == 8) {  // Q8_0 W8A8: built only with AVX-512 VNNI (q8_0())
+    static const TileKcI8Fn q8[8] = RTX_KC_ROW3(tile_kc_i8_avx512, 8, true);
+    return isa == Isa::Avx512 && cpu_has_avx512_vnni() ? q8[rows - 1] : nullptr;
+  }
   if (isa == Isa::Avx512) {
     static const TileKcI8Fn v[3][8] = {RTX_KC_ROW3(tile_kc_i8_avx512, 12, true), RTX_KC_ROW3(tile_kc_i8_avx512, 13, true),
                                        RTX_KC_ROW3(tile_kc_i8_avx512, 14, true)};
@@ -853,6 +903,8 @@ void matmul_forward_kc(float* out, const float* inp, const uint8_t* sb, uint32_t
   const int64_t nsb = K / 256;
   const int64_t row_bytes = nsb * kc_bytes(type);
   const int64_t nchunks = (N + kColChunk - 1) / kColChunk;
+  if (type == 8 && !tile_kc_i8_fn(isa, 1, 8))  // q8_0() builds this layout only where it runs
+    throw_internal("matmul_forward_packed: a Q8_0 W8A8 weight on a CPU without AVX-512 VNNI", "weight");
   // Rows quantized once, by this thread, before the parallel region (the workers read them).
   const QuantRows qr = a8 ? quantize_rows(inp, M, K, isa, type) : QuantRows{};
 #pragma omp parallel for schedule(static) if (!omp_in_parallel() && static_cast<int64_t>(M) * N * K > (1 << 16))

@@ -638,7 +638,7 @@ RTX_KQ_VNNI inline __attribute__((always_inline)) void chunk_i8(__m512i (&acci)[
 
 /// res[i] = row i of r (i < MT) . the nsb super-blocks of type T at sb, in the lane-stable
 /// order (interleave_kquant; r.xq permuted the same way). Every 64 quants of a super-block put
-/// sub-block k/2 (Q4_K, Q5_K) or k (Q6_K) in int32 lane k, so each row's four products per
+/// sub-block k/2 (Q4_K, Q5_K, Q8_0) or k (Q6_K) in int32 lane k, so each row's four products per
 /// lane accumulate in integers over the whole super-block (vpdpbusd with VNNI, else pmaddubsw
 /// + pmaddwd: exact, no pair exceeds 2*63*127, no lane 4*64*63*127); one conversion and one FMA
 /// with the lanes' s * sx per super-block and row. The offsets' term is an FMA per super-block.
@@ -735,7 +735,7 @@ RTX_Q8_AVX2 void tile_kc_i8_avx2(const QuantRows& r, int64_t m0, const uint8_t* 
   constexpr int NG = T == 14 ? 16 : 8;
   __m256 acc[MT], acco[MT][2];
   for (int i = 0; i < MT; ++i) acc[i] = acco[i][0] = acco[i][1] = _mm256_setzero_ps();
-  const __m256i lo4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const __m256i ones = _mm256_set1_epi16(1);
   const int64_t K = r.K;
   for (int64_t b = 0; b < nsb; ++b, sb += kc_bytes(T)) {
     prefetch_ahead(sb, kc_bytes(T));
@@ -761,7 +761,6 @@ RTX_Q8_AVX2 void tile_kc_i8_avx2(const QuantRows& r, int64_t m0, const uint8_t* 
       }
     }
   }
-  (void)lo4;
   for (int i = 0; i < MT; ++i) res[i] = hsum256(acc[i]) + (NG == 16 ? hsum256(_mm256_add_ps(acco[i][0], acco[i][1])) : hsum256(acco[i][0]));
 }
 
@@ -792,7 +791,8 @@ bool cpu_has_avx512_vnni() {
   return has;
 }
 
-/// The int8 K-quant tile for `rows` (1..8) of type 12/13/14 on `isa` (nullptr: scalar).
+/// The 8-bit-activation tile for `rows` (1..8) of type 12/13/14 (K-quants) or 8 (Q8_0 W8A8,
+/// AVX-512 VNNI only) on `isa` (nullptr: scalar, or none for type 8).
 TileKcI8Fn tile_kc_i8_fn(Isa isa, int rows, uint32_t type) {
   const int t = static_cast<int>(type) - 12;
 #define RTX_KC_ROW3(F, T, V) {F<1, T, V>, F<2, T, V>, F<3, T, V>, F<4, T, V>, F<5, T, V>, F<6, T, V>, F<7, T, V>, F<8, T, V>}

@@ -593,3 +593,66 @@ TEST_CASE("matmul K-quant weights with 8-bit activations: float64 references, ev
     }
   }
 }
+
+TEST_CASE("matmul 8-bit activations: tiny, zero, NaN and Inf input blocks", "[cpu][matmul]") {
+  // A block whose max |x| is below 1e-30 (127 / max|x| would overflow) contributes 0, like an
+  // all-zero block; other blocks are unaffected. A NaN or Inf input never gives a finite
+  // output (NaN on the 8-bit paths). Every 8-bit path: K-quants and Q8_0 (W8A8 where built).
+  IsaGuard guard;
+  const int N = 3, K = 256;
+  for (Isa isa : kIsas) {
+    if (static_cast<int>(isa) > static_cast<int>(cpu_isa_supported())) continue;
+    set_cpu_isa(isa);
+    for (uint32_t type : {8u, 12u, 13u, 14u}) {
+      INFO("isa " << isa_name(isa) << " type " << type);
+      std::vector<uint8_t> blocks;
+      std::vector<double> deq;
+      if (type == 8) {
+        std::vector<float> w(static_cast<size_t>(N) * K);
+        for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)));
+        blocks = rtx::test::quantize_q8_0(w, &deq);
+      } else {
+        blocks = random_kquant(type, static_cast<size_t>(N) * (K / 256), type * 5 + 1);
+        std::vector<float> d(static_cast<size_t>(N) * K);
+        rtx::io::ggml_dequantize(type, blocks.data(), d.data(), d.size());
+        deq.assign(d.begin(), d.end());
+      }
+      const PackedMatmulWeight w = type == 8 ? PackedMatmulWeight::q8_0(blocks.data(), N, K, true)
+                                             : PackedMatmulWeight::kquant(type, blocks.data(), N, K, true);
+      for (float tiny : {1e-37f, 3e-38f, 1e-40f, 0.0f}) {
+        std::vector<float> x(K, 0.0f), got(N, NAN);
+        x[5] = tiny;                      // block 0: only tiny values
+        for (int k = 32; k < 64; ++k) x[k] = 0.25f * static_cast<float>(k % 7) - 0.5f;  // block 1: ordinary
+        matmul_forward_packed(got.data(), x.data(), w, nullptr, 1);
+        for (int j = 0; j < N; ++j) {
+          double ref = 0, bound = 0;  // block 1 only, with its 8-bit bound
+          for (int k = 32; k < 64; ++k) {
+            ref += deq[static_cast<size_t>(j) * K + k] * x[k];
+            bound += std::fabs(deq[static_cast<size_t>(j) * K + k]) * 0.5 / 127.0 / 2;
+          }
+          INFO("tiny " << tiny << " j " << j << " got " << got[j] << " ref " << ref);
+          REQUIRE(std::isfinite(got[j]));
+          CHECK(std::fabs(got[j] - ref) <= bound + 1e-5 * std::max(1.0, std::fabs(ref)));
+        }
+        // The tiny block alone: any correct result is at most sum |w x| (|xhat| <= |x|), here
+        // ~1e-37; overflowing scales gave 30-60x that, of either sign.
+        std::fill(x.begin() + 32, x.begin() + 64, 0.0f);
+        matmul_forward_packed(got.data(), x.data(), w, nullptr, 1);
+        for (int j = 0; j < N; ++j) {
+          const double lim = std::fabs(deq[static_cast<size_t>(j) * K + 5] * tiny);
+          INFO("tiny alone " << tiny << " j " << j << " got " << got[j] << " limit " << lim);
+          CHECK(std::fabs(got[j]) <= lim * 1.001);
+        }
+      }
+      for (float bad : {NAN, INFINITY, -INFINITY}) {
+        std::vector<float> x(K, 0.5f), got(N, 0.0f);
+        x[70] = bad;
+        matmul_forward_packed(got.data(), x.data(), w, nullptr, 1);
+        for (int j = 0; j < N; ++j) {
+          INFO("bad " << bad << " j " << j << " got " << got[j]);
+          CHECK_FALSE(std::isfinite(got[j]));  // NaN on the 8-bit paths; +-Inf or NaN where Q8_0 stays W8A32
+        }
+      }
+    }
+  }
+}

@@ -642,7 +642,8 @@ TEST_CASE("quantized GGUF: GPT-2 with Q8_0 matrices: W8A8 by default, W8A32 with
   LoadOptions deq;
   deq.keep_quantized = false;
   auto md = load_model(dir + "/q8.gguf", deq);
-  CHECK(m8->info().weights == "q8_0 9/9");
+  CHECK(m8->info().weights.rfind("q8_0 9/9, ", 0) == 0);  // then "8-bit activations" (AVX-512 VNNI) or "f32 activations"
+  CHECK(mq->info().weights == "q8_0 9/9, f32 activations");
   Seq s;
   s.ids = random_ids(23, c.vocab_size, 4);
   auto logits = [&](Model& m) {
@@ -724,7 +725,8 @@ TEST_CASE("quantized GGUF: GPT-2 with K-quant matrices (Q4_K, Q5_K, Q6_K) matche
   deq.keep_quantized = false;
   auto md = load_model(dir + "/kq.gguf", deq);
   INFO(mq->info().weights);
-  for (const char* fmt : {"q4_k 3/9", "q5_k 3/9", "q6_k 3/9"}) CHECK_THAT(mq->info().weights, Catch::Contains(fmt));
+  for (const char* fmt : {"q4_k 3/9", "q5_k 3/9", "q6_k 3/9", "f32 activations"}) CHECK_THAT(mq->info().weights, Catch::Contains(fmt));
+  CHECK_THAT(m8->info().weights, Catch::EndsWith(", 8-bit activations"));
   CHECK(md->info().weights == "f32");
   CHECK(mq->info().param_bytes < md->info().param_bytes / 2);
   Seq s;

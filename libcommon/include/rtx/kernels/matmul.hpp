@@ -111,6 +111,9 @@ class PackedMatmulWeight {
   /// Whether this weight is quantized (q8_0() or kquant()) rather than packed f32 panels.
   bool is_q8_0() const { return q8_ != nullptr && q8_->ggml_type == 8; }
   bool is_quantized() const { return q8_ != nullptr; }
+  /// Whether matmul_forward_packed quantizes the inputs to 8 bits for this weight (K-quants
+  /// with int8_activations; Q8_0's W8A8 layout).
+  bool int8_activations() const { return q8_ != nullptr && q8_->a8; }
   /// "Q8_0", "Q4_K", "Q5_K", "Q6_K", or "f32".
   const char* format() const { return q8_ ? q8_->type : "f32"; }
   int N() const { return N_; }
@@ -153,7 +156,9 @@ class PackedMatmulWeight {
 };
 
 /// How a model's matrices are held, for logs and /v1/models: "f32" when none is quantized,
-/// else each quantized format with its count over all, e.g. "q4_k 40/49, q6_k 9/49".
+/// else each quantized format with its count over all, then the inputs' precision, e.g.
+/// "q4_k 40/49, q6_k 9/49, 8-bit activations" ("f32 activations", or "8-bit activations 9/13"
+/// when only some quantized matrices take 8-bit inputs, e.g. Q8_0 with K % 256 != 0).
 std::string weight_formats_summary(const std::vector<const PackedMatmulWeight*>& ws);
 
 /// out (M,N) = inp (M,K) @ W^T + bias (N) with a packed W; bias may be nullptr. Bitwise equal

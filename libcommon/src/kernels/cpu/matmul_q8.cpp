@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <cctype>
 #include <string>
 #include <vector>
@@ -548,12 +549,26 @@ struct QuantRows {
   int64_t K;
 };
 
+/// The int8 scale of a 32-value block with max |x| = amax: *inv multiplies x into [-127, 127],
+/// the return value sx (xhat = xq * sx). A block below 1e-30 (where 127 / amax would overflow)
+/// quantizes to zeros with sx 0: it contributes exactly 0 (its true share is below 1e-28 |w|).
+/// NaN or Inf (amax NaN, Inf) give zeros with sx NaN or Inf, so the output is NaN, as the f32
+/// path's would be, never a silently finite number.
+inline float block_scale(float amax, float* inv) {
+  const bool usable = amax > 1e-30f && amax <= std::numeric_limits<float>::max();
+  *inv = usable ? 127.0f / amax : 0.0f;
+  return usable || std::isnan(amax) || amax > 1e-30f ? amax / 127.0f : 0.0f;
+}
+
 /// One 32-value block b of the AVX-512 quantize_rows: xq = round-to-nearest-even(x * 127 /
 /// max|x|) (cvtps2dq), saturated to int8; the same values as the scalar form but for ties.
 RTX_Q8_AVX512 void quantize_block_avx512(const float* xb, int8_t* xq, float* sx, float* xs32, float* xs16) {
   const __m512 a = _mm512_loadu_ps(xb), b = _mm512_loadu_ps(xb + 16);
-  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
-  const float scale = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+  float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+  if (_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q))  // max drops NaN
+    amax = std::numeric_limits<float>::quiet_NaN();
+  float inv;
+  const float scale = block_scale(amax, &inv);
   const __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, _mm512_set1_ps(inv)));
   const __m512i qb = _mm512_cvtps_epi32(_mm512_mul_ps(b, _mm512_set1_ps(inv)));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(xq), _mm512_cvtsepi32_epi8(qa));
@@ -585,8 +600,10 @@ QuantRows quantize_rows(const float* x, int64_t M, int64_t K, Isa isa, uint32_t 
       continue;
     }
     float amax = 0;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(xb[j]));
-    const float scale = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+    for (int j = 0; j < 32; ++j)
+      amax = std::isnan(xb[j]) || std::isnan(amax) ? std::numeric_limits<float>::quiet_NaN() : std::max(amax, std::fabs(xb[j]));
+    float inv;
+    const float scale = block_scale(amax, &inv);
     int32_t sum[2] = {0, 0};
     for (int j = 0; j < 32; ++j) {
       const auto v = static_cast<int8_t>(std::max(-127L, std::min(127L, std::lround(xb[j] * inv))));
@@ -868,7 +885,10 @@ std::string weight_formats_summary(const std::vector<const PackedMatmulWeight*>&
   if (counts.empty()) return "f32";
   std::string s;
   for (const auto& [f, n] : counts) s += (s.empty() ? "" : ", ") + f + " " + std::to_string(n) + "/" + std::to_string(ws.size());
-  return s;
+  int a8 = 0, quantized = 0;
+  for (const PackedMatmulWeight* w : ws)
+    if (w && w->is_quantized()) ++quantized, a8 += w->int8_activations();
+  return s + (a8 == 0 ? ", f32 activations" : a8 == quantized ? ", 8-bit activations" : ", 8-bit activations " + std::to_string(a8) + "/" + std::to_string(quantized));
 }
 
 /// The Q8_0 branch of matmul_forward_packed.

@@ -368,6 +368,39 @@ TEST_CASE("matmul Q8_0 weight: float64 reference at odd shapes, every ISA, rows 
   CHECK_THROWS_AS(PackedMatmulWeight::q8_0(nullptr, 2, 64), rtx::Error);
 }
 
+namespace {
+
+/// Checks out (M,N) of a matmul with 8-bit inputs against float64 sums over the dequantized
+/// weights deq (N,K) plus bias: exact-grid inputs (exact true) to f32 rounding (1e-5), others
+/// within the 8-bit rounding bound sum_k |w_k| * sx_k / 2 (sx = max|x| / 127 of k's 32-block).
+/// Every output must be finite (callers poison with NaN).
+template <typename D>
+void check_8bit_inputs(const std::vector<float>& got, const std::vector<float>& x, const std::vector<D>& deq,
+                       const std::vector<float>& bias, int M, int N, int K, bool exact) {
+  double err = 0, scale = 0, excess = 0;
+  for (int m = 0; m < M; ++m)
+    for (int j = 0; j < N; ++j) {
+      double ref = bias[j], bound = 0;
+      for (int k = 0; k < K; ++k) {
+        const double wk = deq[static_cast<size_t>(j) * K + k];
+        ref += wk * x[static_cast<size_t>(m) * K + k];
+        double amax = 0;
+        for (int t = k / 32 * 32; t < k / 32 * 32 + 32; ++t)
+          amax = std::max(amax, std::fabs(static_cast<double>(x[static_cast<size_t>(m) * K + t])));
+        bound += std::fabs(wk) * amax / 127.0 / 2;
+      }
+      const double g = got[static_cast<size_t>(m) * N + j];
+      REQUIRE(std::isfinite(g));
+      err = std::max(err, std::fabs(g - ref));
+      excess = std::max(excess, std::fabs(g - ref) - bound);
+      scale = std::max(scale, std::fabs(ref));
+    }
+  if (exact) CHECK(err <= 1e-5 * std::max(1.0, scale));
+  else CHECK(excess <= 1e-5 * std::max(1.0, scale));
+}
+
+}  // namespace
+
 TEST_CASE("matmul Q8_0 weight with 8-bit activations (W8A8): float64 references, every ISA", "[cpu][matmul]") {
   // With AVX-512 VNNI and K a multiple of 256, q8_0(..., true) holds the quants + 128 in the
   // lane-stable order and takes integer dot products on inputs quantized per 32 values (as the
@@ -408,26 +441,7 @@ TEST_CASE("matmul Q8_0 weight with 8-bit activations (W8A8): float64 references,
             INFO("isa " << isa_name(isa) << " threads " << threads << " N " << N << " K " << K << " M " << M << (exact ? " grid" : " smooth"));
             std::vector<float> got(static_cast<size_t>(M) * N, NAN);
             matmul_forward_packed(got.data(), x.data(), pw, bias.data(), M);
-            double err = 0, scale = 0, excess = 0;
-            for (int m = 0; m < M; ++m)
-              for (int j = 0; j < N; ++j) {
-                double ref = bias[j], bound = 0;
-                for (int k = 0; k < K; ++k) {
-                  const double wk = deq[static_cast<size_t>(j) * K + k];
-                  ref += wk * x[static_cast<size_t>(m) * K + k];
-                  double amax = 0;
-                  for (int t = k / 32 * 32; t < k / 32 * 32 + 32; ++t)
-                    amax = std::max(amax, std::fabs(static_cast<double>(x[static_cast<size_t>(m) * K + t])));
-                  bound += std::fabs(wk) * amax / 127.0 / 2;
-                }
-                const double g = got[static_cast<size_t>(m) * N + j];
-                REQUIRE(std::isfinite(g));
-                err = std::max(err, std::fabs(g - ref));
-                excess = std::max(excess, std::fabs(g - ref) - bound);
-                scale = std::max(scale, std::fabs(ref));
-              }
-            if (exact) CHECK(err <= 1e-5 * std::max(1.0, scale));
-            else CHECK(excess <= 1e-5 * std::max(1.0, scale));
+            check_8bit_inputs(got, x, deq, bias, M, N, K, exact);
             REQUIRE(std::memcmp(got.data(), one.data(), N * sizeof(float)) == 0);  // row 0 whatever M is
           }
         }
@@ -566,25 +580,7 @@ TEST_CASE("matmul K-quant weights with 8-bit activations: float64 references, ev
                               << (exact ? " grid" : " smooth"));
               std::vector<float> got(static_cast<size_t>(M) * N, NAN);
               matmul_forward_packed(got.data(), x.data(), w, bias.data(), M);
-              double err = 0, scale = 0, excess = 0;
-              for (int m = 0; m < M; ++m)
-                for (int j = 0; j < N; ++j) {
-                  double ref = bias[j], bound = 0;
-                  for (int k = 0; k < K; ++k) {
-                    const double wk = deq[static_cast<size_t>(j) * K + k];
-                    ref += wk * x[static_cast<size_t>(m) * K + k];
-                    double amax = 0;  // sx of k's 32-block
-                    for (int t = k / 32 * 32; t < k / 32 * 32 + 32; ++t) amax = std::max(amax, std::fabs(static_cast<double>(x[static_cast<size_t>(m) * K + t])));
-                    bound += std::fabs(wk) * amax / 127.0 / 2;
-                  }
-                  const double g = got[static_cast<size_t>(m) * N + j];
-                  REQUIRE(std::isfinite(g));  // every output written (poisoned with NaN)
-                  err = std::max(err, std::fabs(g - ref));
-                  excess = std::max(excess, std::fabs(g - ref) - bound);
-                  scale = std::max(scale, std::fabs(ref));
-                }
-              if (exact) CHECK(err <= 1e-5 * std::max(1.0, scale));
-              else CHECK(excess <= 1e-5 * std::max(1.0, scale));
+              check_8bit_inputs(got, x, deq, bias, M, N, K, exact);
               REQUIRE(std::memcmp(got.data(), one.data(), N * sizeof(float)) == 0);  // row 0 whatever M is
             }
           }

@@ -32,6 +32,17 @@ inline float dot_lanes(const float* __restrict a, const float* __restrict b, int
   return acc[0];
 }
 
+/// scores[t] = exp(scores[t] - mx) for t < n; returns their sum (in key order).
+inline float exp_shifted(float* scores, int n, float mx) {
+  float sum = 0.f;
+  for (int t = 0; t < n; ++t) {
+    const float e = std::exp(scores[t] - mx);
+    scores[t] = e;
+    sum += e;
+  }
+  return sum;
+}
+
 /// 16 lanes for head sizes >= 16 (GPT-2: 64), fewer for small heads (stories260k: 8), so the
 /// fold does not cost more than the products.
 inline float dot_head(const float* a, const float* b, int n) {
@@ -70,12 +81,7 @@ RTX_ATT_AVX512 void paged_attention_avx512(float* out, const float* q, int n_key
       mx = v > mx ? v : mx;
     }
   }
-  float sum = 0.f;
-  for (int t = 0; t < n_keys; ++t) {
-    const float e = std::exp(scratch[t] - mx);
-    scratch[t] = e;
-    sum += e;
-  }
+  const float sum = exp_shifted(scratch, n_keys, mx);
   __m512 o[NV];
   for (int j = 0; j < NV; ++j) o[j] = _mm512_setzero_ps();
   for (int t0 = 0; t0 < n_keys; t0 += BT) {
@@ -120,12 +126,7 @@ void paged_attention(float* out, const float* q, int n_keys, const KvCache& kv, 
       mx = v > mx ? v : mx;
     }
   }
-  float sum = 0.f;
-  for (int t = 0; t < n_keys; ++t) {
-    const float e = std::exp(scratch[t] - mx);
-    scratch[t] = e;
-    sum += e;
-  }
+  const float sum = exp_shifted(scratch, n_keys, mx);
   std::memset(out, 0, sizeof(float) * HS);
   for (int t0 = 0; t0 < n_keys; t0 += BT) {
     const float* vb = kv.v(layer, blocks[t0 / BT]) + head_off;

@@ -348,6 +348,47 @@ RTX_Q8_AVX2 inline __attribute__((always_inline)) void widen_fma256(__m256 (&acc
   }
 }
 
+/// Q6_K, f32-activation tiles: the unsigned quants (0..63) of values 128n .. 128n+127 of a
+/// repacked super-block (natural order) as four vectors of 32 (ggml's ql/qh layout).
+RTX_Q8_AVX2 inline __attribute__((always_inline)) void unpack_q6k_half(const uint8_t* sb, int n, __m256i (&v)[4]) {
+  const __m256i lo4 = _mm256_set1_epi8(0x0F), three = _mm256_set1_epi8(3);
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 148 + 32 * n));
+  const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 20 + 64 * n));
+  const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 52 + 64 * n));
+  v[0] = _mm256_or_si256(_mm256_and_si256(l0, lo4), _mm256_slli_epi16(_mm256_and_si256(h, three), 4));
+  v[1] = _mm256_or_si256(_mm256_and_si256(l1, lo4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), three), 4));
+  v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), lo4),
+                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), three), 4));
+  v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), lo4),
+                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), three), 4));
+}
+
+/// Q4_K/Q5_K, f32-activation tiles: the scale d*sc and offset -dmin*m of each of the 8
+/// sub-blocks of a repacked super-block, into sv and ov (stored: the tiles broadcast from memory).
+RTX_Q8_AVX2 inline __attribute__((always_inline)) void q45k_scales(const uint8_t* sb, float d, float dmin, float* sv, float* ov) {
+  _mm256_store_ps(sv, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 8)))),
+                                    _mm256_set1_ps(d)));
+  _mm256_store_ps(ov, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 16)))),
+                                    _mm256_set1_ps(-dmin)));
+}
+
+/// Q4_K/Q5_K (T 12/13), f32-activation tiles: the unsigned quants of sub-blocks 2p and 2p+1
+/// (values 64p .. 64p+63, natural order) of a repacked super-block; Q5_K adds 16 where bit 2p
+/// (low nibbles) or 2p+1 (high) of qh is set.
+template <uint32_t T>
+RTX_Q8_AVX2 inline __attribute__((always_inline)) void unpack_q45k_pair(const uint8_t* sb, int p, __m256i (&v)[2]) {
+  const __m256i lo4 = _mm256_set1_epi8(0x0F);
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + (T == 13 ? 56 : 24) + 32 * p));
+  v[0] = _mm256_and_si256(raw, lo4);
+  v[1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4);
+  if constexpr (T == 13) {
+    const __m256i one = _mm256_set1_epi8(1);
+    const __m256i hb = _mm256_srl_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 24)), _mm_cvtsi32_si128(2 * p));
+    v[0] = _mm256_or_si256(v[0], _mm256_slli_epi16(_mm256_and_si256(hb, one), 4));
+    v[1] = _mm256_or_si256(v[1], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 1), one), 4));
+  }
+}
+
 /// res[i] = x_i . w over nsb repacked super-blocks of type T, i < MT, x_i = x + i*ldx. Per 32
 /// weights: unpack the quants (and/shift/or), widen to f32, one FMA (or multiply) with the
 /// broadcast scale and offset, then one FMA per row and 16 lanes.
@@ -355,7 +396,6 @@ template <int MT, uint32_t T>
 RTX_Q8_AVX512 void tile_kc_avx512(const float* x, int64_t ldx, const uint8_t* sb, int64_t nsb, float* res) {
   __m512 acc[MT][2];
   for (int i = 0; i < MT; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-  const __m256i lo4 = _mm256_set1_epi8(0x0F);
   for (int64_t b = 0; b < nsb; ++b, sb += kc_bytes(T)) {
     prefetch_ahead(sb, kc_bytes(T));
     const float* xb = x + 256 * b;
@@ -366,18 +406,10 @@ RTX_Q8_AVX512 void tile_kc_avx512(const float* x, int64_t ldx, const uint8_t* sb
       _mm512_store_ps(sv, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 4)))),
                                         _mm512_set1_ps(d)));
       asm volatile("" ::: "memory");  // broadcast the scales from memory (a load), not by shuffles
-      const __m256i three = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
+      const __m256i k32 = _mm256_set1_epi8(32);
       for (int n = 0; n < 2; ++n) {
-        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 148 + 32 * n));
-        const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 20 + 64 * n));
-        const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 52 + 64 * n));
-        const __m256i v[4] = {
-            _mm256_or_si256(_mm256_and_si256(l0, lo4), _mm256_slli_epi16(_mm256_and_si256(h, three), 4)),
-            _mm256_or_si256(_mm256_and_si256(l1, lo4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), three), 4)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), lo4),
-                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), three), 4)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), lo4),
-                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), three), 4))};
+        __m256i v[4];
+        unpack_q6k_half(sb, n, v);
         for (int j = 0; j < 4; ++j) {
           const __m256i vs = _mm256_sub_epi8(v[j], k32);
           const int g = 8 * n + 2 * j;  // 16-value group
@@ -391,22 +423,11 @@ RTX_Q8_AVX512 void tile_kc_avx512(const float* x, int64_t ldx, const uint8_t* sb
       float dmin;
       std::memcpy(&dmin, sb + 4, 4);
       alignas(32) float sv[8], ov[8];
-      _mm256_store_ps(sv, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 8)))),
-                                        _mm256_set1_ps(d)));
-      _mm256_store_ps(ov, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 16)))),
-                                        _mm256_set1_ps(-dmin)));
+      q45k_scales(sb, d, dmin, sv, ov);
       asm volatile("" ::: "memory");  // broadcast the scales from memory (a load), not by shuffles
-      const uint8_t* qs = sb + (T == 13 ? 56 : 24);
-      __m256i hb = T == 13 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 24)) : _mm256_setzero_si256();
-      const __m256i one = _mm256_set1_epi8(1);
       for (int p = 0; p < 4; ++p) {
-        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * p));
-        __m256i v[2] = {_mm256_and_si256(raw, lo4), _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4)};
-        if constexpr (T == 13) {  // bit 2p (low nibbles) and 2p+1 (high) of qh: +16
-          v[0] = _mm256_or_si256(v[0], _mm256_slli_epi16(_mm256_and_si256(hb, one), 4));
-          v[1] = _mm256_or_si256(v[1], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 1), one), 4));
-          hb = _mm256_srli_epi16(hb, 2);
-        }
+        __m256i v[2];
+        unpack_q45k_pair<T>(sb, p, v);
         for (int t = 0; t < 2; ++t) {
           const int h = 2 * p + t;  // 32-value sub-block
           const __m512 s = _mm512_set1_ps(sv[h]), o = _mm512_set1_ps(ov[h]);
@@ -431,7 +452,6 @@ template <int MT, uint32_t T>
 RTX_Q8_AVX2 void tile_kc_avx2(const float* x, int64_t ldx, const uint8_t* sb, int64_t nsb, float* res) {
   __m256 acc[MT][2];
   for (int i = 0; i < MT; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-  const __m256i lo4 = _mm256_set1_epi8(0x0F);
   for (int64_t b = 0; b < nsb; ++b, sb += kc_bytes(T)) {
     prefetch_ahead(sb, kc_bytes(T));
     const float* xb = x + 256 * b;
@@ -442,18 +462,10 @@ RTX_Q8_AVX2 void tile_kc_avx2(const float* x, int64_t ldx, const uint8_t* sb, in
       const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 4));
       _mm256_store_ps(sv, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)), _mm256_set1_ps(d)));
       _mm256_store_ps(sv + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))), _mm256_set1_ps(d)));
-      const __m256i three = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
+      const __m256i k32 = _mm256_set1_epi8(32);
       for (int n = 0; n < 2; ++n) {
-        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 148 + 32 * n));
-        const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 20 + 64 * n));
-        const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 52 + 64 * n));
-        const __m256i v[4] = {
-            _mm256_or_si256(_mm256_and_si256(l0, lo4), _mm256_slli_epi16(_mm256_and_si256(h, three), 4)),
-            _mm256_or_si256(_mm256_and_si256(l1, lo4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), three), 4)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), lo4),
-                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), three), 4)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), lo4),
-                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), three), 4))};
+        __m256i v[4];
+        unpack_q6k_half(sb, n, v);
         for (int j = 0; j < 4; ++j) {
           const int g = 8 * n + 2 * j;
           widen_fma256<MT, true>(acc, xb, ldx, 128 * n + 32 * j, _mm256_sub_epi8(v[j], k32), _mm256_set1_ps(sv[g]),
@@ -464,21 +476,10 @@ RTX_Q8_AVX2 void tile_kc_avx2(const float* x, int64_t ldx, const uint8_t* sb, in
       float dmin;
       std::memcpy(&dmin, sb + 4, 4);
       alignas(32) float sv[8], ov[8];
-      _mm256_store_ps(sv, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 8)))),
-                                        _mm256_set1_ps(d)));
-      _mm256_store_ps(ov, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 16)))),
-                                        _mm256_set1_ps(-dmin)));
-      const uint8_t* qs = sb + (T == 13 ? 56 : 24);
-      __m256i hb = T == 13 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 24)) : _mm256_setzero_si256();
-      const __m256i one = _mm256_set1_epi8(1);
+      q45k_scales(sb, d, dmin, sv, ov);
       for (int p = 0; p < 4; ++p) {
-        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * p));
-        __m256i v[2] = {_mm256_and_si256(raw, lo4), _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4)};
-        if constexpr (T == 13) {
-          v[0] = _mm256_or_si256(v[0], _mm256_slli_epi16(_mm256_and_si256(hb, one), 4));
-          v[1] = _mm256_or_si256(v[1], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 1), one), 4));
-          hb = _mm256_srli_epi16(hb, 2);
-        }
+        __m256i v[2];
+        unpack_q45k_pair<T>(sb, p, v);
         for (int t = 0; t < 2; ++t) {
           const int h = 2 * p + t;
           const __m256 s = _mm256_set1_ps(sv[h]), o = _mm256_set1_ps(ov[h]);

@@ -7,3 +7,7 @@ add_executable(serve_bench ${CMAKE_CURRENT_LIST_DIR}/serve_bench.cpp)
 target_link_libraries(serve_bench PRIVATE rtx::common)
 rtx_target_defaults(serve_bench)
 set_target_properties(serve_bench PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+# GPT-2 on CUDA (--device cuda): every case says SKIPPED without a GPU (ctest: skipped).
+rtx_add_test(serve_engine_cuda_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_cuda_test.cpp LABELS cuda)
+# --device selection and its errors, on every machine.
+rtx_add_test(serve_device_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/device_test.cpp LABELS cpu)

@@ -1,7 +1,9 @@
 // serve_bench: greedy decode throughput (tokens/s) of any serving model (GGUF gpt2/llama, rtx
 // checkpoint) over a paged KV cache, 1 sequence and B sequences batched (one forward per step
 // for all), without HTTP. Not a test.
-// Usage: serve_bench [--model FILE] [--tokens N] [--block T] [batch...]
+// Usage: serve_bench [--model FILE | --random-gpt2 PRESET] [--tokens N] [--block T] [--device D] [batch...]
+// --random-gpt2 gpt2|gpt2-tiny|...: a GPT-2 of that preset's shapes with random weights (N(0, 0.02),
+// Philox) and a 90-character tokenizer, so a GPU machine without the data folder can measure.
 // (defaults: $RTX_DATA/stories260k/tinyllamas-stories-260k-f32.gguf, 128 tokens, block 16,
 // batches 1 8 32; threads from OMP_NUM_THREADS).
 #include <omp.h>
@@ -14,6 +16,10 @@
 #include <vector>
 
 #include "rtx/core/error.hpp"
+#include "rtx/core/philox.hpp"
+#include "rtx/io/tokenizer.hpp"
+#include "rtx/models/gpt2.hpp"
+#include "rtx/serve/gpt2_serve.hpp"
 #include "rtx/serve/model.hpp"
 
 using namespace rtx;
@@ -24,24 +30,40 @@ int main(int argc, char** argv) {
     const char* data = std::getenv("RTX_DATA");
     std::string path = std::string(data ? data : "/work/shared/data") + "/stories260k/tinyllamas-stories-260k-f32.gguf";
     int tokens = 128, block = 16;
+    std::string random_preset;
     serve::LoadOptions lo;
     std::vector<int> batches;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       if (a == "--model" && i + 1 < argc) path = argv[++i];
+      else if (a == "--random-gpt2" && i + 1 < argc) random_preset = argv[++i];
       else if (a == "--tokens" && i + 1 < argc) tokens = std::atoi(argv[++i]);
       else if (a == "--block" && i + 1 < argc) block = std::atoi(argv[++i]);
       else if (a == "--int8-activations") lo.int8_activations = true;  // the default
       else if (a == "--f32-activations") lo.int8_activations = false;
       else if (a == "--dequantize") lo.keep_quantized = false;
+      else if (a == "--device" && i + 1 < argc) lo.cuda_device = serve::parse_device(argv[++i]);
       else if (!a.empty() && a[0] != '-') batches.push_back(std::atoi(a.c_str()));
       else {
-        std::fprintf(stderr, "usage: serve_bench [--model FILE] [--tokens N] [--block T] [--f32-activations] [--dequantize] [batch...]\n");
+        std::fprintf(stderr, "usage: serve_bench [--model FILE | --random-gpt2 PRESET] [--tokens N] [--block T] [--f32-activations] [--dequantize] [--device cpu|cuda[:N]] [batch...]\n");
         return 2;
       }
     }
     if (batches.empty()) batches = {1, 8, 32};
-    auto m = serve::load_model(path, lo);
+    std::unique_ptr<serve::Model> m;
+    if (random_preset.empty()) {
+      m = serve::load_model(path, lo);
+    } else {
+      const models::Gpt2Config cfg = models::Gpt2Config::preset(random_preset);
+      std::vector<float> params(models::gpt2_num_params(cfg));
+      Philox rng(1234, 0);
+      for (float& x : params) x = 0.02f * rng.next_normal();
+      std::string chars;
+      for (int c = 0; c < 90; ++c) chars += static_cast<char>(' ' + c);
+      serve::ModelInfo base;
+      base.name = "random-" + random_preset;
+      m = serve::make_gpt2_model(cfg, std::move(params), io::make_char_tokenizer_from_text(chars), base, lo);
+    }
     const auto& info = m->info();
     const int V = info.vocab;
     std::vector<int32_t> prompt;
@@ -49,11 +71,11 @@ int main(int argc, char** argv) {
     for (int32_t t : m->tokenizer().encode("Once upon a time")) prompt.push_back(t);
     const int P = static_cast<int>(prompt.size());
     tokens = std::min(tokens, info.context - P);
-    std::printf("model %s (%s, %d layers, vocab %d), %d threads, prompt %d tokens, decode %d tokens, block %d\n",
-                info.name.c_str(), info.arch.c_str(), info.n_layer, V, omp_get_max_threads(), P, tokens, block);
+    std::printf("model %s (%s, %d layers, vocab %d) on %s, %d threads, prompt %d tokens, decode %d tokens, block %d\n",
+                info.name.c_str(), info.arch.c_str(), info.n_layer, V, info.device.c_str(), omp_get_max_threads(), P, tokens, block);
     for (int B : batches) {
       const int per_seq = (P + tokens + block - 1) / block;
-      serve::KvCache kv(info.n_layer, info.n_kv_head, info.head_dim, block, B * per_seq);
+      serve::KvCache kv(info.n_layer, info.n_kv_head, info.head_dim, block, B * per_seq, info.device == "cpu");
       std::vector<std::vector<int32_t>> toks(B, prompt), tables(B);
       for (int s = 0; s < B; ++s)
         for (int k = 0; k < per_seq; ++k) tables[s].push_back(kv.alloc());

@@ -33,6 +33,7 @@ extern "C" void on_signal(int sig) { g_signal = sig; }
 
 struct RunArgs {
   std::string model, host = "127.0.0.1", api_key, chat_template, canary_profile, served_name, profile_db;
+  std::string device = "cpu";
   int port = 8080, threads = 0;
   double canary_fraction = 0, shutdown_deadline_s = 10;
   size_t max_body = 1 << 20, max_header_bytes = 64 << 10;
@@ -140,6 +141,7 @@ EngineProfile read_engine_profile(const std::string& path, const RunArgs& base) 
   p.load.threads = base.threads;
   p.load.keep_quantized = !base.dequantize;
   p.load.int8_activations = !base.f32_activations;
+  p.load.cuda_device = rtx::serve::parse_device(base.device);
   for (const auto& [k, v] : j.items()) {
     if (k == "scheduler") {
       nlohmann::json merged = base.sched.to_json();
@@ -244,6 +246,9 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
       ->capture_default_str();
   s.add_option("--shutdown-deadline", a->shutdown_deadline_s, "Seconds in-flight requests get after SIGTERM")
       ->capture_default_str();
+  s.add_option("--device", a->device,
+               "cpu, or cuda[:N]: run the model on CUDA device N (gpt2 models; f32, quantized files dequantized)")
+      ->capture_default_str();
   s.add_flag("--dequantize", a->dequantize,
              "Dequantize Q8_0 and K-quant matrices of a GGUF to f32 at load instead of running the quantized kernels");
   auto* i8 = s.add_flag("--int8-activations", a->int8_activations,
@@ -272,8 +277,9 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
     lo.threads = a->threads;
     lo.keep_quantized = !a->dequantize;
     lo.int8_activations = !a->f32_activations;
+    lo.cuda_device = parse_device(a->device);
     auto model = load_model(a->model, lo);
-    if (!a->no_profile) {
+    if (!a->no_profile && lo.cuda_device < 0) {  // the tuned matmul parameters are the CPU kernel's
       const int C = model->info().n_kv_head * model->info().head_dim;
       lo.matmul = profile_matmul(db, a->sched.max_batch, 4 * C, C, common.quiet);
       if (lo.matmul.KC || lo.matmul.NR) model = load_model(a->model, lo);
@@ -308,10 +314,10 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
     const ModelInfo& mi = model->info();
     if (!common.quiet)
       std::fprintf(stderr,
-                   "rtx-serve: %s (%s, %d layers, vocab %d, context %d, weights %s %.1f MiB) on http://%s:%d  max_batch %d, "
+                   "rtx-serve: %s (%s, %d layers, vocab %d, context %d, weights %s %.1f MiB, %s) on http://%s:%d  max_batch %d, "
                    "KV %d blocks x %d tokens (%.1f MiB)%s\n",
                    mi.name.c_str(), mi.arch.c_str(), mi.n_layer, mi.vocab, mi.context, mi.weights.c_str(),
-                   mi.param_bytes / 1048576.0, a->host.c_str(), port,
+                   mi.param_bytes / 1048576.0, mi.device.c_str(), a->host.c_str(), port,
                    a->sched.max_batch, sched.stats().kv_blocks_total, a->sched.kv_block_tokens,
                    sched.stats().kv_bytes / 1048576.0, a->api_key.empty() ? "" : ", API key required");
     if (common.json) std::printf("%s\n", nlohmann::json({{"port", port}, {"host", a->host}, {"model", mi.name}}).dump().c_str());

@@ -10,7 +10,7 @@ constexpr int kBlock = 16;
 SequenceRunner::SequenceRunner(Model& model)
     : model_(model),
       kv_(model.info().n_layer, model.info().n_kv_head, model.info().head_dim, kBlock,
-          (model.info().context + kBlock - 1) / kBlock),
+          (model.info().context + kBlock - 1) / kBlock, model.info().device == "cpu"),
       logits_(model.info().vocab) {
   blocks_.resize(kv_.total_blocks());
   for (auto& b : blocks_) b = kv_.alloc();

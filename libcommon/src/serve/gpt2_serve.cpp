@@ -18,8 +18,17 @@
 #include "rtx/models/checkpoint.hpp"
 #include "rtx/models/export.hpp"
 #include "rtx/serve/attention.hpp"
+#include "serve/gpt2_serve_cuda.hpp"
 
 namespace rtx::serve {
+
+#ifndef RTX_HAVE_CUDA
+std::unique_ptr<Model> detail::make_gpt2_cuda_model(const models::Gpt2Config&, const std::vector<float>&,
+                                                    std::unique_ptr<io::Tokenizer>, ModelInfo, int) {
+  throw Error(ErrorCategory::Environment, "--device cuda: this rtx was built without CUDA (RTX_CUDA=OFF or no toolkit)",
+              "--device", "serve on the CPU (--device cpu), or rebuild with the CUDA toolkit (cmake -DRTX_CUDA=ON)");
+}
+#endif
 
 namespace {
 
@@ -253,6 +262,9 @@ std::unique_ptr<io::Tokenizer> gguf_tokenizer(const io::GgufFile& f) {
 std::unique_ptr<Model> make_gpt2_model(const models::Gpt2Config& cfg, std::vector<float> params,
                                        std::unique_ptr<io::Tokenizer> tok, ModelInfo base, const LoadOptions& opt,
                                        const std::map<std::string, QuantizedMatrix>& quantized) {
+  // On CUDA every matrix runs in f32: `params` already holds the quantized ones dequantized.
+  if (opt.cuda_device >= 0)
+    return detail::make_gpt2_cuda_model(cfg, params, std::move(tok), std::move(base), opt.cuda_device);
   return std::make_unique<Gpt2Serve>(cfg, std::move(params), std::move(tok), std::move(base), opt, quantized);
 }
 
@@ -289,7 +301,7 @@ std::unique_ptr<Model> load_gpt2_gguf(const io::GgufFile& f, const LoadOptions& 
       throw_input(f.path() + ": tensor " + name + " has ne [" + got + "], expected [" + exp + "]", name);
     }
     const bool matrix = t.shape.size() == 2 && t.name != "wpe";  // the packed ones (wte: the tied head)
-    if (matrix && opt.keep_quantized && kernels::PackedMatmulWeight::can_hold(info.type)) {
+    if (matrix && opt.keep_quantized && opt.cuda_device < 0 && kernels::PackedMatmulWeight::can_hold(info.type)) {
       const uint8_t* b = f.tensor_data(name);
       quantized[t.name] = QuantizedMatrix{info.type, std::vector<uint8_t>(b, b + info.nbytes)};
     }

@@ -7,7 +7,7 @@
 
 namespace rtx::serve {
 
-KvCache::KvCache(int n_layer, int n_kv_head, int head_dim, int block_tokens, int n_blocks)
+KvCache::KvCache(int n_layer, int n_kv_head, int head_dim, int block_tokens, int n_blocks, bool host_storage)
     : n_layer_(n_layer), n_kv_head_(n_kv_head), head_dim_(head_dim), block_tokens_(block_tokens), n_blocks_(n_blocks) {
   const auto check = [](const char* what, int v) {
     if (v < 1)
@@ -25,7 +25,7 @@ KvCache::KvCache(int n_layer, int n_kv_head, int head_dim, int block_tokens, int
     throw_input("KvCache: " + std::to_string(n_blocks) + " blocks of " + std::to_string(per_block) +
                     " floats overflow the address space", "n_blocks", "use fewer or smaller blocks");
   n_elems_ = per_block * n_blocks;
-  data_.reset(new float[n_elems_]());
+  if (host_storage) data_.reset(new float[n_elems_]());
   free_.reserve(n_blocks);
   for (int b = n_blocks - 1; b >= 0; --b) free_.push_back(b);  // pop_back hands out 0, 1, 2, ...
   is_free_.assign(n_blocks, 1);
@@ -54,6 +54,9 @@ int check_forward(const std::vector<SeqBatch>& batch, const KvCache& kv, const M
                     ") but the model needs (" + std::to_string(info.n_layer) + ", " + std::to_string(info.n_kv_head) +
                     ", " + std::to_string(info.head_dim) + ")",
                 "kv", "build the KvCache from the model's ModelInfo");
+  if (info.device == "cpu" && !kv.host_storage())
+    throw_input(model + ": the KV cache has no host storage but the model runs on the CPU", "kv",
+                "build the KvCache with host_storage true for a CPU model");
   long rows = 0;
   bool any_logits = false;
   for (size_t s = 0; s < batch.size(); ++s) {

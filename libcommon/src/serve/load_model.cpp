@@ -11,6 +11,15 @@
 
 namespace rtx::serve {
 
+int parse_device(const std::string& s) {
+  if (s == "cpu") return -1;
+  if (s == "cuda") return 0;
+  if (s.size() > 5 && s.compare(0, 5, "cuda:") == 0 && s.size() <= 9 &&
+      std::all_of(s.begin() + 5, s.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::stoi(s.substr(5));
+  throw_usage("--device \"" + s + "\" is not a device (cpu, cuda or cuda:N)", "--device", "e.g. --device cuda:0");
+}
+
 std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& opt) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(ErrorCategory::Input, "cannot open model file " + path, path, "check the path (--model)");
@@ -21,7 +30,12 @@ std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& op
     const io::GgufFile f = io::GgufFile::open(path);
     const std::string arch = f.get("general.architecture").as_string("general.architecture");
     if (arch == "gpt2") return load_gpt2_gguf(f, opt);
-    if (arch == "llama") return models::load_llama_gguf(path, opt);
+    if (arch == "llama") {
+      if (opt.cuda_device >= 0)
+        throw_usage(path + ": --device cuda serves gpt2 models only so far (this one is llama)", "--device",
+                    "serve it on the CPU (--device cpu)");
+      return models::load_llama_gguf(path, opt);
+    }
     throw_input(path + ": general.architecture \"" + arch + "\" is not served (gpt2 or llama)",
                 "general.architecture", "convert the model to one of those architectures");
   }

@@ -168,12 +168,13 @@ Scheduler::Scheduler(Model& model, const SchedulerConfig& cfg)
     : model_(model),
       cfg_(cfg),
       kv_(model.info().n_layer, model.info().n_kv_head, model.info().head_dim, cfg.kv_block_tokens,
-          pool_blocks(cfg, model.info())),
+          pool_blocks(cfg, model.info()), model.info().device == "cpu"),
       ttft_(latency_buckets()),
       tpot_(latency_buckets()),
       itl_(latency_buckets()) {
   stats_.kv_blocks_total = kv_.total_blocks();
   stats_.kv_bytes = kv_.bytes();
+  model_.attach(kv_);
   thread_ = std::thread([this] { loop(); });
 }
 

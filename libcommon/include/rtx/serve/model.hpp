@@ -30,6 +30,9 @@ struct ModelInfo {
   /// How the projection matrices are held: "f32", or e.g. "q8_0 N/M", "q4_k 40/49, q6_k 9/49"
   /// when N of the M matrices run a quantized kernel (kernels::PackedMatmulWeight q8_0/kquant).
   std::string weights = "f32";
+  /// Where forward() runs: "cpu", or "cuda:N" (device N). A CUDA model keeps the KV pool on the
+  /// device (KvCache::backing()), so its KvCache needs no host storage.
+  std::string device = "cpu";
 };
 
 /// A pool of fixed-size KV blocks. One block holds `block_tokens` positions of keys and values
@@ -37,10 +40,18 @@ struct ModelInfo {
 /// owns a block table (block ids in position order): position p lives in block
 /// table[p / block_tokens], slot p % block_tokens. Allocation is O(1) (a free list). Not
 /// thread-safe: the scheduler thread alone allocates and frees.
+/// A model on another device (a CUDA model) keeps its own copy of the pool in backing(), with the
+/// same block ids and layout; the host pool may then be left out (host_storage false).
 class KvCache {
  public:
+  /// Storage a non-CPU model attaches to the cache (its device pool); freed with the cache.
+  struct Backing {
+    virtual ~Backing() = default;
+  };
   /// Error(Input) naming the argument when a size is < 1 or the pool's bytes overflow size_t.
-  KvCache(int n_layer, int n_kv_head, int head_dim, int block_tokens, int n_blocks);
+  /// `host_storage` false: no host pool is allocated (k() and v() must not be called; for models
+  /// whose ModelInfo::device is not "cpu").
+  KvCache(int n_layer, int n_kv_head, int head_dim, int block_tokens, int n_blocks, bool host_storage = true);
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
   /// A free block id, or -1 when the pool is exhausted.
@@ -62,8 +73,12 @@ class KvCache {
   int n_layer() const { return n_layer_; }
   int n_kv_head() const { return n_kv_head_; }
   int head_dim() const { return head_dim_; }
-  /// Bytes of the pool (all blocks).
+  /// Bytes of the pool (all blocks), wherever it is held.
   size_t bytes() const { return n_elems_ * sizeof(float); }
+  /// Whether the pool is held in host memory (k() and v() are usable).
+  bool host_storage() const { return data_ != nullptr; }
+  /// The device copy a non-CPU model attached (null until its first forward).
+  std::unique_ptr<Backing>& backing() { return backing_; }
 
  private:
   size_t offset(int layer, int block, int kv) const {
@@ -75,6 +90,7 @@ class KvCache {
   std::unique_ptr<float[]> data_;
   std::vector<int> free_;
   std::vector<unsigned char> is_free_;
+  std::unique_ptr<Backing> backing_;
 };
 
 /// One sequence's part of a batched forward: `n` new tokens at positions [pos, pos + n).
@@ -104,6 +120,11 @@ class Model {
   /// the sequence alone). Error(Input) when a token id is out of range, n < 1, pos + n >
   /// context, or the block table is too short; the cache is then unchanged for that sequence.
   virtual void forward(const std::vector<SeqBatch>& batch, KvCache& kv, float* logits) = 0;
+  /// Readies `kv` for forward() ahead of the first request (a CUDA model allocates the device
+  /// pool there, so an out-of-memory error comes at start, not on a request); forward() does it
+  /// itself when it was not called. Error(Environment/Internal) from the device; a CPU model has
+  /// nothing to do.
+  virtual void attach(KvCache& kv) { (void)kv; }
 };
 
 /// The checks every Model::forward runs before writing anything (so a failed call leaves the
@@ -134,7 +155,16 @@ struct LoadOptions {
   /// weights widened to f32 (exactly ggml's values), about 1.4-1.7x slower at one stream on the
   /// dev VM (docs/perf.md). See kernels::PackedMatmulWeight::kquant and q8_0.
   bool int8_activations = true;
+  /// -1: run on the CPU. N >= 0: run on CUDA device N (GPT-2 only so far; every matrix in f32,
+  /// quantized files dequantized at load; `threads`, `matmul` and the quantized-kernel options
+  /// do not apply). Error(Environment) from load_model when rtx was built without CUDA or the
+  /// device does not exist.
+  int cuda_device = -1;
 };
+
+/// LoadOptions::cuda_device from a --device value: "cpu" -> -1, "cuda" -> 0, "cuda:N" -> N.
+/// Error(Usage) naming the value otherwise.
+int parse_device(const std::string& s);
 
 /// Loads a model for serving by its contents: a GGUF file (v1 to v3; architecture "gpt2" or
 /// "llama"; f32 or f16 tensors) or an rtx safetensors checkpoint (rtx.checkpoint.v1, GPT-2).

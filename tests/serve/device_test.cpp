@@ -1,0 +1,85 @@
+// Tests of rtx-serve's device selection that run on every machine: --device parsing, a CUDA
+// model refused without a usable device (or CUDA build), a CPU model refusing a KV cache without
+// host storage, and rtx-serve run's exit codes for a bad --device and for llama on CUDA.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "models/gpt2_ref.hpp"
+#include "rtx/core/error.hpp"
+#include "rtx/io/tokenizer.hpp"
+#include "rtx/serve/gpt2_serve.hpp"
+#include "rtx/serve/model.hpp"
+#include "test_util.hpp"
+
+using namespace rtx;
+using namespace rtx::serve;
+using rtx::test::make_cfg;
+using rtx::test::random_params;
+
+namespace {
+
+std::unique_ptr<io::Tokenizer> char_tok(int V) {
+  std::string text;
+  for (int i = 0; i < V; ++i) text += static_cast<char>('!' + i);
+  return io::make_char_tokenizer_from_text(text);
+}
+
+std::unique_ptr<Model> model_on(const models::Gpt2Config& c, uint64_t seed, int device) {
+  LoadOptions o;
+  o.cuda_device = device;
+  return make_gpt2_model(c, random_params(c, seed), char_tok(c.vocab_size), ModelInfo{}, o);
+}
+
+}  // namespace
+
+TEST_CASE("serve device: --device values parse, bad ones are usage errors", "[cpu][serve]") {
+  CHECK(parse_device("cpu") == -1);
+  CHECK(parse_device("cuda") == 0);
+  CHECK(parse_device("cuda:3") == 3);
+  for (const char* bad : {"gpu", "cuda:", "cuda:-1", "cuda:x", "CUDA", "cuda:99999999", ""}) {
+    INFO(bad);
+    try {
+      parse_device(bad);
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.category() == ErrorCategory::Usage);
+      CHECK(std::string(e.what()).find("--device") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("serve device: a CUDA model without a usable device is an environment error", "[cpu][serve]") {
+  const auto c = make_cfg(67, 24, 3, 2, 16);
+  // Without a GPU (or a CUDA build) device 0 is refused; with one, a device index past the last.
+  const int device = rtx::test::have_gpu() ? 4096 : 0;
+  try {
+    model_on(c, 1, device);
+    FAIL("a CUDA model was made for device " << device);
+  } catch (const Error& e) {
+    CHECK(e.category() == ErrorCategory::Environment);
+  }
+  // A CPU model refuses a cache without host storage rather than writing through null.
+  LoadOptions o;
+  auto cpu = make_gpt2_model(c, random_params(c, 1), char_tok(c.vocab_size), ModelInfo{}, o);
+  KvCache kv(c.n_layer, c.n_head, c.n_embd / c.n_head, 4, 4, false);
+  CHECK_FALSE(kv.host_storage());
+  const int32_t tok = 1, block = kv.alloc();
+  std::vector<float> lg(c.vocab_size);
+  CHECK_THROWS_AS(cpu->forward({SeqBatch{&tok, 1, 0, &block, 1, true}}, kv, lg.data()), Error);
+}
+
+TEST_CASE("rtx-serve run --device: a bad value is a usage error; llama on CUDA is refused by name", "[cpu][serve]") {
+  const std::string model = test::data_dir() + "/stories260k/tinyllamas-stories-260k-f32.gguf";
+  const std::string serve = "timeout 30 " + test::tool_path("rtx-serve") + " run --port 0 --no-profile -m " + model;
+  const auto bad = test::run(serve + " --device gpu0");
+  INFO(bad.out << bad.err);
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--device \"gpu0\"") != std::string::npos);
+  const auto llama = test::run(serve + " --device cuda");
+  INFO(llama.out << llama.err);
+  CHECK(llama.exit_code == 2);
+  CHECK(llama.err.find("gpt2 models only") != std::string::npos);
+}

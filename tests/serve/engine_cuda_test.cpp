@@ -147,11 +147,15 @@ TEST_CASE("gpt2 CUDA serving model: batch invariance and prompt chunking, bitwis
     REQUIRE(b.size() == alone.size());
     for (size_t i = 0; i < alone.size(); ++i) REQUIRE(std::memcmp(alone[i].data(), b[i].data(), V * 4) == 0);
   }
-  // Among 16 others of other lengths (more than the GEMM's 8-row pass), A neither first nor last.
+  // Among 16 others of other lengths (more than the GEMM's 8-row pass), A neither first nor last;
+  // every wanted row must equal its sequence's run alone.
   std::vector<Seq> others(16);
   for (int o = 0; o < 16; ++o) others[o].ids = random_ids(3 + 5 * o, V, 100 + o);
+  std::vector<std::vector<std::vector<float>>> others_alone(16), others_mixed(16);
+  for (int o = 0; o < 16; ++o) others_alone[o] = run_alone(*m, kv, others[o], {std::min<int>(3 + o, 3 + 5 * o)});
   Seq A = a;
   std::vector<std::vector<float>> mixed;
+  std::vector<int> row_of(16, -1);
   size_t ai = 0;
   std::vector<size_t> oi(16, 0);
   while (ai < A.ids.size()) {
@@ -172,6 +176,7 @@ TEST_CASE("gpt2 CUDA serving model: batch invariance and prompt chunking, bitwis
       reserve(kv, s, s.pos + n);
       const bool want = o % 3 != 1;
       batch.push_back({s.ids.data() + oi[o], n, s.pos, s.blocks.data(), static_cast<int>(s.blocks.size()), want});
+      row_of[o] = want ? wanted : -2;  // -2: in the batch without logits
       wanted += want;
       s.pos += n;
       oi[o] += n;
@@ -179,6 +184,23 @@ TEST_CASE("gpt2 CUDA serving model: batch invariance and prompt chunking, bitwis
     std::vector<float> lg(static_cast<size_t>(wanted) * V);
     m->forward(batch, kv, lg.data());
     mixed.emplace_back(lg.begin() + static_cast<long>(a_row) * V, lg.begin() + static_cast<long>(a_row + 1) * V);
+    for (int o = 0; o < 16; ++o) {
+      if (row_of[o] >= 0)
+        others_mixed[o].emplace_back(lg.begin() + static_cast<long>(row_of[o]) * V,
+                                     lg.begin() + static_cast<long>(row_of[o] + 1) * V);
+      else if (row_of[o] == -2)
+        others_mixed[o].emplace_back();  // no logits this call
+      row_of[o] = -1;
+    }
+  }
+  for (int o = 0; o < 16; ++o) {
+    if (o % 3 == 1) continue;
+    INFO("other " << o);
+    // The loop ends with A, so the longer ones stop early: compare the calls they got.
+    REQUIRE(!others_mixed[o].empty());
+    REQUIRE(others_mixed[o].size() <= others_alone[o].size());
+    for (size_t i = 0; i < others_mixed[o].size(); ++i)
+      REQUIRE(std::memcmp(others_alone[o][i].data(), others_mixed[o][i].data(), V * 4) == 0);
   }
   REQUIRE(mixed.size() == alone.size());
   for (size_t i = 0; i < alone.size(); ++i) {
@@ -192,21 +214,33 @@ TEST_CASE("gpt2 CUDA serving model: bad input is refused before the cache change
   const auto c = make_cfg(67, 24, 3, 2, 16);
   auto m = model_on(c, 7, 0);
   KvCache kv = cache_for(*m, 4, 8);
+  Seq full;
+  full.ids = random_ids(7, c.vocab_size, 2);
+  const auto ref = run_alone(*m, kv, full, {6});  // logits after 6 tokens, then after the 7th
+  REQUIRE(ref.size() == 2);
+  // Prefill the 6 tokens, then bad calls, then one decode step at position 6: it reads the cached
+  // keys of positions 0..5, so a bad call that wrote into the cache would show in its bits.
   Seq s;
-  s.ids = random_ids(6, c.vocab_size, 2);
-  const auto want = run_alone(*m, kv, s, {6});
-  reserve(kv, s, 6);
+  reserve(kv, s, 7);
+  const int nb = static_cast<int>(s.blocks.size());
   std::vector<float> lg(c.vocab_size);
-  std::vector<int32_t> bad = s.ids;
-  bad[3] = c.vocab_size;  // out of range
-  CHECK_THROWS_AS(m->forward({SeqBatch{bad.data(), 6, 0, s.blocks.data(), 2, true}}, kv, lg.data()), Error);
-  CHECK_THROWS_AS(m->forward({SeqBatch{s.ids.data(), 6, 12, s.blocks.data(), 2, true}}, kv, lg.data()), Error);
-  CHECK_THROWS_AS(m->forward({SeqBatch{s.ids.data(), 6, 0, s.blocks.data(), 1, true}}, kv, lg.data()), Error);
-  m->forward({SeqBatch{s.ids.data(), 6, 0, s.blocks.data(), 2, true}}, kv, lg.data());
-  CHECK(std::memcmp(lg.data(), want[0].data(), lg.size() * 4) == 0);
+  m->forward({SeqBatch{full.ids.data(), 6, 0, s.blocks.data(), nb, true}}, kv, lg.data());
+  CHECK(std::memcmp(lg.data(), ref[0].data(), lg.size() * 4) == 0);
+  std::vector<int32_t> bad(full.ids.begin(), full.ids.begin() + 6);
+  bad[3] = c.vocab_size;  // out of range, after valid ones
+  CHECK_THROWS_AS(m->forward({SeqBatch{bad.data(), 6, 0, s.blocks.data(), nb, true}}, kv, lg.data()), Error);
+  bad[3] = -1;
+  CHECK_THROWS_AS(m->forward({SeqBatch{bad.data(), 6, 0, s.blocks.data(), nb, true}}, kv, lg.data()), Error);
+  CHECK_THROWS_AS(m->forward({SeqBatch{full.ids.data(), 6, 12, s.blocks.data(), nb, true}}, kv, lg.data()), Error);
+  CHECK_THROWS_AS(m->forward({SeqBatch{full.ids.data(), 6, 0, s.blocks.data(), 1, true}}, kv, lg.data()), Error);
+  CHECK_THROWS_AS(m->forward({SeqBatch{full.ids.data(), 6, 0, s.blocks.data(), nb, true}}, kv, nullptr), Error);
   // A cache of another geometry is refused.
   KvCache wrong(c.n_layer + 1, c.n_head, c.n_embd / c.n_head, 4, 8, false);
-  CHECK_THROWS_AS(m->forward({SeqBatch{s.ids.data(), 6, 0, s.blocks.data(), 2, true}}, wrong, lg.data()), Error);
+  CHECK_THROWS_AS(m->forward({SeqBatch{full.ids.data(), 6, 0, s.blocks.data(), nb, true}}, wrong, lg.data()), Error);
+  // An empty batch is a no-op.
+  m->forward({}, kv, nullptr);
+  m->forward({SeqBatch{&full.ids[6], 1, 6, s.blocks.data(), nb, true}}, kv, lg.data());
+  CHECK(std::memcmp(lg.data(), ref[1].data(), lg.size() * 4) == 0);
 }
 
 TEST_CASE("gpt2 CUDA serving model: the scheduler serves it, greedy tokens equal one sequence alone",

@@ -227,6 +227,7 @@ TEST_CASE("gpt2 serving model: bad batches throw Error(Input) and change nothing
   CHECK(category({s.ids.data(), 1, 16, s.blocks.data(), 1, true}) == ErrorCategory::Input);  // past the context
   const int32_t foreign = 99;
   CHECK(category({s.ids.data(), 1, 0, &foreign, 1, true}) == ErrorCategory::Input);
+  m->forward({}, kv, nullptr);  // an empty batch does nothing
   // The sequence continues as if the bad calls never happened.
   for (int i = 3; i < 6; ++i) {
     reserve(kv, s, i + 1);

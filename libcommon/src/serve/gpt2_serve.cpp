@@ -113,6 +113,7 @@ class Gpt2Serve final : public Model {
 
   void forward(const std::vector<SeqBatch>& batch, KvCache& kv, float* logits) override {
     const int R = check_forward(batch, kv, info_, logits, "GPT-2 forward");
+    if (R == 0) return;  // an empty batch
     const int C = cfg_.n_embd, NH = cfg_.n_head, HS = C / NH, Tm = cfg_.block_size;
     const int saved_threads = omp_get_max_threads();
     if (threads_ > 0) omp_set_num_threads(threads_);

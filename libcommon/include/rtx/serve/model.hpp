@@ -119,6 +119,7 @@ class Model {
   /// and however its tokens were split across calls (every reduction runs in an order fixed by
   /// the sequence alone). Error(Input) when a token id is out of range, n < 1, pos + n >
   /// context, or the block table is too short; the cache is then unchanged for that sequence.
+  /// An empty batch does nothing.
   virtual void forward(const std::vector<SeqBatch>& batch, KvCache& kv, float* logits) = 0;
   /// Readies `kv` for forward() ahead of the first request (a CUDA model allocates the device
   /// pool there, so an out-of-memory error comes at start, not on a request); forward() does it

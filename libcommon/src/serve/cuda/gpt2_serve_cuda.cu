@@ -38,7 +38,7 @@ using models::Gpt2Config;
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int kGemmWarps = 4;   // output columns per block of the GEMM
 constexpr int kGemmRows = 8;    // rows per warp pass (one weight row read serves 8 rows)
-constexpr int kGemmMaxGridY = 65535;
+constexpr int kGemmMaxGridY = 65535;  // column blocks per launch
 constexpr int kAttnWarps = 4;   // (row, head) pairs per block of the attention
 constexpr int kMaxHeadDim = 256;
 
@@ -55,17 +55,19 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-// out (M,N) = A (M,K) @ W (N,K)^T [+ bias (N)]; one warp per output column and pass of up to
-// kGemmRows rows (blockIdx.y), lanes strided over K (4 floats per lane when kVec4: K % 4 == 0
-// and 16-byte aligned rows). Each output is one warp's fixed-order sum: independent of M.
+// out (M,N) = A (M,K) @ W (N,K)^T [+ bias (N)]; one warp per output column (blockIdx.y picks
+// kGemmWarps columns) and pass of up to kGemmRows rows (blockIdx.x, the fastest grid dimension,
+// so the passes over one weight row run together and share it in L2); lanes strided over K
+// (lane j: k = 4j.., 4j+128.., ... when kVec4: K % 4 == 0 and 16-byte aligned rows; else
+// k = j, j+32, ...). Each output is one warp's fixed-order sum: independent of M.
 template <bool kVec4>
 __global__ void __launch_bounds__(kGemmWarps * 32)
     gemm_nt_kernel(float* __restrict__ out, const float* __restrict__ A, const float* __restrict__ W,
-                   const float* __restrict__ bias, int M, int N, int K) {
+                   const float* __restrict__ bias, int M, int N, int ldo, int K) {
   const int lane = threadIdx.x & 31;
-  const int n = blockIdx.x * kGemmWarps + (threadIdx.x >> 5);
+  const int n = blockIdx.y * kGemmWarps + (threadIdx.x >> 5);
   if (n >= N) return;
-  const int r0 = blockIdx.y * kGemmRows;
+  const int r0 = blockIdx.x * kGemmRows;
   const int rows = min(kGemmRows, M - r0);
   const float* w = W + static_cast<int64_t>(n) * K;
   const float* a = A + static_cast<int64_t>(r0) * K;
@@ -73,6 +75,7 @@ __global__ void __launch_bounds__(kGemmWarps * 32)
 #pragma unroll
   for (int i = 0; i < kGemmRows; ++i) acc[i] = 0.f;
   if (kVec4) {
+#pragma unroll 4
     for (int k = lane * 4; k < K; k += 128) {
       const float4 wv = __ldg(reinterpret_cast<const float4*>(w + k));
 #pragma unroll
@@ -86,6 +89,7 @@ __global__ void __launch_bounds__(kGemmWarps * 32)
         }
     }
   } else {
+#pragma unroll 4
     for (int k = lane; k < K; k += 32) {
       const float wv = __ldg(w + k);
 #pragma unroll
@@ -97,7 +101,7 @@ __global__ void __launch_bounds__(kGemmWarps * 32)
 #pragma unroll
   for (int i = 0; i < kGemmRows; ++i) {
     const float s = warp_sum(acc[i]);
-    if (lane == i && i < rows) out[static_cast<int64_t>(r0 + i) * N + n] = s + b;
+    if (lane == i && i < rows) out[static_cast<int64_t>(r0 + i) * ldo + n] = s + b;
   }
 }
 
@@ -167,8 +171,10 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
   for (int t0 = 0; t0 < P; t0 += 32) {
     const int t = t0 + lane;
     float s = -INFINITY;
+    long long koff = 0;  // lane's key row; its value row is block_floats further
     if (t < P) {
-      const float* k = pool + kv_offset(tab, t, layer, L, BT, block_floats, kvh, HS);
+      koff = kv_offset(tab, t, layer, L, BT, block_floats, kvh, HS);
+      const float* k = pool + koff;
       float dot = 0.f;
       if (kVec4) {
         for (int d = 0; d < HS; d += 4) {
@@ -192,9 +198,12 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
 #pragma unroll
     for (int i = 0; i < kPer; ++i) acc[i] *= corr;
     const int nk = min(32, P - t0);
+    // Key j's weight and row come from lane j by shuffle (no dependent block-table load here),
+    // so the unrolled iterations' value loads are independent.
+#pragma unroll 4
     for (int j = 0; j < nk; ++j) {
       const float pj = __shfl_sync(kFull, p, j);
-      const float* v = pool + kv_offset(tab, t0 + j, layer, L, BT, block_floats, kvh, HS) + block_floats;
+      const float* v = pool + __shfl_sync(kFull, koff, j) + block_floats;
 #pragma unroll
       for (int i = 0; i < kPer; ++i) {
         const int d = lane + 32 * i;
@@ -247,16 +256,25 @@ struct DeviceBuffer {
   }
 };
 
-/// The device copy of a KvCache's pool, attached to it (KvCache::backing()).
+/// The device copy of a KvCache's pool, attached to it (KvCache::backing()). cudaFree needs no
+/// cudaSetDevice under unified addressing, so destruction leaves the thread's device alone.
 struct DevicePool final : KvCache::Backing {
   float* ptr = nullptr;
   int device = 0;
   size_t bytes = 0;
   ~DevicePool() override {
-    if (ptr) {
-      cudaSetDevice(device);
-      cudaFree(ptr);
-    }
+    if (ptr) cudaFree(ptr);
+  }
+};
+
+/// An owned non-blocking stream (destroyed with its owner, also when a constructor throws).
+struct OwnedStream {
+  cudaStream_t s = nullptr;
+  OwnedStream() = default;
+  OwnedStream(const OwnedStream&) = delete;
+  OwnedStream& operator=(const OwnedStream&) = delete;
+  ~OwnedStream() {
+    if (s) cudaStreamDestroy(s);
   }
 };
 
@@ -290,10 +308,27 @@ class Gpt2ServeCuda final : public Model {
     RTX_CUDA_CHECK(cudaSetDevice(device_));
     cudaDeviceProp prop{};
     RTX_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
-    RTX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    for (const auto& t : models::gpt2_param_layout(cfg_)) off_[t.name] = t.offset;
+    RTX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_.s, cudaStreamNonBlocking));
     params_.reserve(params.size() * sizeof(float));
-    RTX_CUDA_CHECK(cudaMemcpy(params_.p, params.data(), params.size() * sizeof(float), cudaMemcpyHostToDevice));
+    // On the model's stream and waited for: stream_ does not synchronize with the legacy default
+    // stream, and a pageable copy may return before its last chunk lands.
+    RTX_CUDA_CHECK(cudaMemcpyAsync(params_.p, params.data(), params.size() * sizeof(float), cudaMemcpyHostToDevice,
+                                   stream_.s));
+    RTX_CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+    std::map<std::string, size_t> off;
+    for (const auto& t : models::gpt2_param_layout(cfg_)) off[t.name] = t.offset;
+    const auto at = [&](const std::string& name) { return params_.as<float>() + off.at(name); };
+    wte_ = at("wte");
+    wpe_ = at("wpe");
+    lnfw_ = at("ln_f.weight");
+    lnfb_ = at("ln_f.bias");
+    for (int l = 0; l < cfg_.n_layer; ++l) {
+      const std::string h = "h." + std::to_string(l) + ".";
+      layers_.push_back({at(h + "ln_1.weight"), at(h + "ln_1.bias"), at(h + "attn.c_attn.weight"),
+                         at(h + "attn.c_attn.bias"), at(h + "attn.c_proj.weight"), at(h + "attn.c_proj.bias"),
+                         at(h + "ln_2.weight"), at(h + "ln_2.bias"), at(h + "mlp.c_fc.weight"),
+                         at(h + "mlp.c_fc.bias"), at(h + "mlp.c_proj.weight"), at(h + "mlp.c_proj.bias")});
+    }
     info_.arch = "gpt2";
     info_.vocab = cfg_.vocab_size;
     info_.context = cfg_.block_size;
@@ -307,10 +342,6 @@ class Gpt2ServeCuda final : public Model {
     info_.device = "cuda:" + std::to_string(device_) + " (" + prop.name + ")";
   }
 
-  ~Gpt2ServeCuda() override {
-    cudaSetDevice(device_);
-    if (stream_) cudaStreamDestroy(stream_);
-  }
 
   const ModelInfo& info() const override { return info_; }
   const io::Tokenizer& tokenizer() const override { return *tok_; }
@@ -322,6 +353,7 @@ class Gpt2ServeCuda final : public Model {
 
   void forward(const std::vector<SeqBatch>& batch, KvCache& kv, float* logits) override {
     const int R = check_forward(batch, kv, info_, logits, "GPT-2 CUDA forward");
+    if (R == 0) return;  // an empty batch
     const int C = cfg_.n_embd, NH = cfg_.n_head, HS = C / NH, V = cfg_.vocab_size, L = cfg_.n_layer;
     RTX_CUDA_CHECK(cudaSetDevice(device_));
     float* kvp = pool(kv);
@@ -366,7 +398,7 @@ class Gpt2ServeCuda final : public Model {
     fcg_.reserve(4 * rc * sizeof(float));
     stats_.reserve(2 * static_cast<size_t>(R) * sizeof(float));
     if (W > 0) logits_.reserve(static_cast<size_t>(W) * V * sizeof(float));
-    cudaStream_t st = stream_;
+    cudaStream_t st = stream_.s;
     RTX_CUDA_CHECK(
         cudaMemcpyAsync(d_meta_.p, meta_.data(), meta_.size() * sizeof(int32_t), cudaMemcpyHostToDevice, st));
     const int32_t* d_ids = d_meta_.as<int32_t>();
@@ -388,12 +420,12 @@ class Gpt2ServeCuda final : public Model {
     const float scale = 1.f / std::sqrt(static_cast<float>(HS));
     const bool vec_hs = HS % 4 == 0;
 
-    embed_kernel<<<elem_blocks(rc), 256, 0, st>>>(x, d_ids, d_pos, p("wte"), p("wpe"), R, C);
+    embed_kernel<<<elem_blocks(rc), 256, 0, st>>>(x, d_ids, d_pos, wte_, wpe_, R, C);
     RTX_CUDA_CHECK_LAUNCH();
     for (int l = 0; l < L; ++l) {
-      const std::string h = "h." + std::to_string(l) + ".";
-      ck::layernorm_forward(ln, mean, rstd, x, p(h + "ln_1.weight"), p(h + "ln_1.bias"), R, C, st);
-      gemm(qkv, ln, p(h + "attn.c_attn.weight"), p(h + "attn.c_attn.bias"), R, 3 * C, C);
+      const Layer& w = layers_[l];
+      ck::layernorm_forward(ln, mean, rstd, x, w.ln1w, w.ln1b, R, C, st);
+      gemm(qkv, ln, w.qkvw, w.qkvb, R, 3 * C, C);
       kv_store_kernel<<<elem_blocks(rc), 256, 0, st>>>(kvp, qkv, d_pos, d_toff, d_tabs, R, C, 3 * C, C, 2 * C, l, L,
                                                       BT, block_floats, HS);
       RTX_CUDA_CHECK_LAUNCH();
@@ -406,20 +438,20 @@ class Gpt2ServeCuda final : public Model {
         paged_attention_kernel<false><<<grid, kAttnWarps * 32, 0, st>>>(att, qkv, kvp, d_pos, d_toff, d_tabs, R, NH,
                                                                         NH, HS, 3 * C, C, l, L, BT, block_floats, scale);
       RTX_CUDA_CHECK_LAUNCH();
-      gemm(proj, att, p(h + "attn.c_proj.weight"), p(h + "attn.c_proj.bias"), R, C, C);
+      gemm(proj, att, w.projw, w.projb, R, C, C);
       ck::residual_forward(x, x, proj, static_cast<int64_t>(rc), st);
-      ck::layernorm_forward(ln, mean, rstd, x, p(h + "ln_2.weight"), p(h + "ln_2.bias"), R, C, st);
-      gemm(fc, ln, p(h + "mlp.c_fc.weight"), p(h + "mlp.c_fc.bias"), R, 4 * C, C);
+      ck::layernorm_forward(ln, mean, rstd, x, w.ln2w, w.ln2b, R, C, st);
+      gemm(fc, ln, w.fcw, w.fcb, R, 4 * C, C);
       ck::gelu_forward(fcg, fc, 4 * static_cast<int64_t>(rc), st);
-      gemm(proj, fcg, p(h + "mlp.c_proj.weight"), p(h + "mlp.c_proj.bias"), R, C, 4 * C);
+      gemm(proj, fcg, w.fcprojw, w.fcprojb, R, C, 4 * C);
       ck::residual_forward(x, x, proj, static_cast<int64_t>(rc), st);
     }
     if (W > 0) {
       // Final norm and the tied head, only for the rows whose logits are wanted.
       gather_rows_kernel<<<elem_blocks(static_cast<int64_t>(W) * C), 256, 0, st>>>(ln, x, d_gidx, W, C);
       RTX_CUDA_CHECK_LAUNCH();
-      ck::layernorm_forward(proj, mean, rstd, ln, p("ln_f.weight"), p("ln_f.bias"), W, C, st);
-      gemm(logits_.as<float>(), proj, p("wte"), nullptr, W, V, C);
+      ck::layernorm_forward(proj, mean, rstd, ln, lnfw_, lnfb_, W, C, st);
+      gemm(logits_.as<float>(), proj, wte_, nullptr, W, V, C);
       RTX_CUDA_CHECK(cudaMemcpyAsync(logits, logits_.p, static_cast<size_t>(W) * V * sizeof(float),
                                      cudaMemcpyDeviceToHost, st));
     }
@@ -427,7 +459,10 @@ class Gpt2ServeCuda final : public Model {
   }
 
  private:
-  const float* p(const std::string& name) const { return params_.as<float>() + off_.at(name); }
+  /// Device pointers of one layer's parameters.
+  struct Layer {
+    const float *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+  };
 
   /// The cache's device pool, allocated (zeroed) on first use.
   float* pool(KvCache& kv) {
@@ -438,26 +473,31 @@ class Gpt2ServeCuda final : public Model {
     dp->device = device_;
     dp->bytes = kv.bytes();
     RTX_CUDA_CHECK(cudaMalloc(&dp->ptr, dp->bytes));
-    RTX_CUDA_CHECK(cudaMemset(dp->ptr, 0, dp->bytes));
+    // Zeroed on the model's stream (ordered before any kv_store) and waited for, so a failure
+    // shows here (at attach(): server start) and no stale value is ever read as a key.
+    RTX_CUDA_CHECK(cudaMemsetAsync(dp->ptr, 0, dp->bytes, stream_.s));
+    RTX_CUDA_CHECK(cudaStreamSynchronize(stream_.s));
     float* ptr = dp->ptr;
     b = std::move(dp);
     return ptr;
   }
 
-  /// out (M,N) = A (M,K) @ W (N,K)^T [+ bias], in row passes of at most 65535 * 8 rows.
+  /// out (M,N) = A (M,K) @ W (N,K)^T [+ bias], in launches of at most 65535 * 4 columns.
   void gemm(float* out, const float* A, const float* W, const float* bias, int M, int N, int K) {
     // float4 loads need K % 4 == 0 and 16-byte aligned rows (a parameter's offset in the flat
     // layout is a multiple of 4 floats only when C is).
     const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
     const bool vec = K % 4 == 0 && aligned(A) && aligned(W);
-    const int max_rows = kGemmMaxGridY * kGemmRows;
-    for (int r0 = 0; r0 < M; r0 += max_rows) {
-      const int m = std::min(max_rows, M - r0);
-      const dim3 grid((N + kGemmWarps - 1) / kGemmWarps, (m + kGemmRows - 1) / kGemmRows);
-      float* o = out + static_cast<int64_t>(r0) * N;
-      const float* a = A + static_cast<int64_t>(r0) * K;
-      if (vec) gemm_nt_kernel<true><<<grid, kGemmWarps * 32, 0, stream_>>>(o, a, W, bias, m, N, K);
-      else gemm_nt_kernel<false><<<grid, kGemmWarps * 32, 0, stream_>>>(o, a, W, bias, m, N, K);
+    const int max_cols = kGemmMaxGridY * kGemmWarps;
+    for (int n0 = 0; n0 < N; n0 += max_cols) {
+      // A column chunk is the same GEMM on W's rows [n0, n0 + n) writing out's columns there:
+      // out keeps its row stride N, so the kernel sees an (M, n) view with stride N.
+      const int n = std::min(max_cols, N - n0);
+      const dim3 grid((M + kGemmRows - 1) / kGemmRows, (n + kGemmWarps - 1) / kGemmWarps);
+      const float* w = W + static_cast<int64_t>(n0) * K;
+      const float* b = bias ? bias + n0 : nullptr;
+      if (vec) gemm_nt_kernel<true><<<grid, kGemmWarps * 32, 0, stream_.s>>>(out + n0, A, w, b, M, n, N, K);
+      else gemm_nt_kernel<false><<<grid, kGemmWarps * 32, 0, stream_.s>>>(out + n0, A, w, b, M, n, N, K);
       RTX_CUDA_CHECK_LAUNCH();
     }
   }
@@ -466,9 +506,11 @@ class Gpt2ServeCuda final : public Model {
   std::unique_ptr<io::Tokenizer> tok_;
   ModelInfo info_;
   int device_ = 0;
-  cudaStream_t stream_ = nullptr;
-  std::map<std::string, size_t> off_;
+  // Members are destroyed in reverse order: buffers first, the stream last.
+  OwnedStream stream_;
   DeviceBuffer params_;
+  const float *wte_ = nullptr, *wpe_ = nullptr, *lnfw_ = nullptr, *lnfb_ = nullptr;
+  std::vector<Layer> layers_;
   // Scratch for one forward, grown to the largest batch seen.
   std::vector<int32_t> meta_;
   DeviceBuffer d_meta_, x_, ln_, att_, proj_, qkv_, fc_, fcg_, stats_, logits_;

@@ -3,7 +3,7 @@
 // for all), without HTTP. Not a test.
 // Usage: serve_bench [--model FILE | --random-gpt2 PRESET] [--tokens N] [--block T] [--device D] [batch...]
 // --random-gpt2 gpt2|gpt2-tiny|...: a GPT-2 of that preset's shapes with random weights (N(0, 0.02),
-// Philox) and a 90-character tokenizer, so a GPU machine without the data folder can measure.
+// Philox) and a 62-character tokenizer, so a GPU machine without the data folder can measure.
 // (defaults: $RTX_DATA/stories260k/tinyllamas-stories-260k-f32.gguf, 128 tokens, block 16,
 // batches 1 8 32; threads from OMP_NUM_THREADS).
 #include <omp.h>
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "rtx/core/device.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/core/philox.hpp"
 #include "rtx/io/tokenizer.hpp"
@@ -25,30 +26,53 @@
 using namespace rtx;
 using Clock = std::chrono::steady_clock;
 
+namespace {
+/// A whole decimal integer in [lo, 1e9], else Error(Usage) naming the flag.
+int parse_int(const std::string& v, const std::string& flag, int lo) {
+  size_t used = 0;
+  long long x = 0;
+  try {
+    x = std::stoll(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != v.size() || x < lo || x > 1000000000)
+    throw_usage("\"" + v + "\" is not an integer >= " + std::to_string(lo), flag);
+  return static_cast<int>(x);
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   try {
     const char* data = std::getenv("RTX_DATA");
     std::string path = std::string(data ? data : "/work/shared/data") + "/stories260k/tinyllamas-stories-260k-f32.gguf";
     int tokens = 128, block = 16;
     std::string random_preset;
+    bool have_model = false, have_random = false;
     serve::LoadOptions lo;
     std::vector<int> batches;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
-      if (a == "--model" && i + 1 < argc) path = argv[++i];
-      else if (a == "--random-gpt2" && i + 1 < argc) random_preset = argv[++i];
-      else if (a == "--tokens" && i + 1 < argc) tokens = std::atoi(argv[++i]);
-      else if (a == "--block" && i + 1 < argc) block = std::atoi(argv[++i]);
+      if (a == "--model" && i + 1 < argc) path = argv[++i], have_model = true;
+      else if (a == "--random-gpt2" && i + 1 < argc) random_preset = argv[++i], have_random = true;
+      else if (a == "--tokens" && i + 1 < argc) tokens = parse_int(argv[++i], "--tokens", 2);
+      else if (a == "--block" && i + 1 < argc) block = parse_int(argv[++i], "--block", 1);
       else if (a == "--int8-activations") lo.int8_activations = true;  // the default
       else if (a == "--f32-activations") lo.int8_activations = false;
       else if (a == "--dequantize") lo.keep_quantized = false;
       else if (a == "--device" && i + 1 < argc) lo.cuda_device = serve::parse_device(argv[++i]);
-      else if (!a.empty() && a[0] != '-') batches.push_back(std::atoi(a.c_str()));
+      else if (!a.empty() && a[0] != '-') batches.push_back(parse_int(a, "batch", 1));
       else {
         std::fprintf(stderr, "usage: serve_bench [--model FILE | --random-gpt2 PRESET] [--tokens N] [--block T] [--f32-activations] [--dequantize] [--device cpu|cuda[:N]] [batch...]\n");
         return 2;
       }
     }
+    if (have_model && have_random) throw_usage("--model and --random-gpt2 exclude each other", "--random-gpt2");
+    if (have_random && random_preset.empty())
+      throw_usage("--random-gpt2 needs a preset name", "--random-gpt2", "e.g. --random-gpt2 gpt2");
+    if (lo.cuda_device >= 0 && cuda_device_count() == 0)  // before building a 124M model for nothing
+      throw Error(ErrorCategory::Environment, "no usable CUDA device (" + cuda_unavailable_reason() + ")", "--device",
+                  "run on a machine with an NVIDIA GPU, or measure the CPU with --device cpu");
     if (batches.empty()) batches = {1, 8, 32};
     std::unique_ptr<serve::Model> m;
     if (random_preset.empty()) {
@@ -58,8 +82,8 @@ int main(int argc, char** argv) {
       std::vector<float> params(models::gpt2_num_params(cfg));
       Philox rng(1234, 0);
       for (float& x : params) x = 0.02f * rng.next_normal();
-      std::string chars;
-      for (int c = 0; c < 90; ++c) chars += static_cast<char>(' ' + c);
+      // Letters, space and punctuation (62 symbols): fits every preset's vocabulary (>= 65).
+      const std::string chars = " abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.,;:!?'-\n";
       serve::ModelInfo base;
       base.name = "random-" + random_preset;
       m = serve::make_gpt2_model(cfg, std::move(params), io::make_char_tokenizer_from_text(chars), base, lo);
@@ -71,6 +95,10 @@ int main(int argc, char** argv) {
     for (int32_t t : m->tokenizer().encode("Once upon a time")) prompt.push_back(t);
     const int P = static_cast<int>(prompt.size());
     tokens = std::min(tokens, info.context - P);
+    if (tokens < 2)
+      throw_input("the model's context of " + std::to_string(info.context) + " leaves no room to decode after the " +
+                      std::to_string(P) + "-token prompt",
+                  "--tokens");
     std::printf("model %s (%s, %d layers, vocab %d) on %s, %d threads, prompt %d tokens, decode %d tokens, block %d\n",
                 info.name.c_str(), info.arch.c_str(), info.n_layer, V, info.device.c_str(), omp_get_max_threads(), P, tokens, block);
     for (int B : batches) {

@@ -24,9 +24,10 @@ namespace rtx::serve {
 
 #ifndef RTX_HAVE_CUDA
 std::unique_ptr<Model> detail::make_gpt2_cuda_model(const models::Gpt2Config&, const std::vector<float>&,
-                                                    std::unique_ptr<io::Tokenizer>, ModelInfo, int) {
-  throw Error(ErrorCategory::Environment, "--device cuda: this rtx was built without CUDA (RTX_CUDA=OFF or no toolkit)",
-              "--device", "serve on the CPU (--device cpu), or rebuild with the CUDA toolkit (cmake -DRTX_CUDA=ON)");
+                                                    std::unique_ptr<io::Tokenizer>, ModelInfo, int device) {
+  throw Error(ErrorCategory::Environment,
+              "cuda:" + std::to_string(device) + " asked for, but this rtx was built without CUDA (RTX_CUDA=OFF or no toolkit)",
+              "--device", "serve on the CPU with --device cpu, or rebuild with the CUDA toolkit: cmake -DRTX_CUDA=ON");
 }
 #endif
 

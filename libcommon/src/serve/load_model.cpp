@@ -17,7 +17,9 @@ int parse_device(const std::string& s) {
   if (s.size() > 5 && s.compare(0, 5, "cuda:") == 0 && s.size() <= 9 &&
       std::all_of(s.begin() + 5, s.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return std::stoi(s.substr(5));
-  throw_usage("--device \"" + s + "\" is not a device (cpu, cuda or cuda:N)", "--device", "e.g. --device cuda:0");
+  std::string shown;  // control characters would split the error line
+  for (char c : s) shown += (static_cast<unsigned char>(c) < 32 || c == 127) ? '?' : c;
+  throw_usage("\"" + shown + "\" is not a device: cpu, cuda or cuda:N", "--device", "e.g. --device cuda:0");
 }
 
 std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& opt) {
@@ -32,8 +34,8 @@ std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& op
     if (arch == "gpt2") return load_gpt2_gguf(f, opt);
     if (arch == "llama") {
       if (opt.cuda_device >= 0)
-        throw_usage(path + ": --device cuda serves gpt2 models only so far (this one is llama)", "--device",
-                    "serve it on the CPU (--device cpu)");
+        throw_usage("CUDA serves gpt2 models only so far; " + path + " is a llama model", "--device",
+                    "serve it on the CPU: --device cpu");
       return models::load_llama_gguf(path, opt);
     }
     throw_input(path + ": general.architecture \"" + arch + "\" is not served (gpt2 or llama)",

@@ -298,13 +298,14 @@ class Gpt2ServeCuda final : public Model {
       throw_input("GPT-2 CUDA model: head size " + std::to_string(HS) + " is above the CUDA attention's " +
                       std::to_string(kMaxHeadDim),
                   info_.path, "serve it on the CPU (--device cpu)");
-    require_cuda("--device cuda");
-    int n = 0;
-    RTX_CUDA_CHECK(cudaGetDeviceCount(&n));
+    const int n = cuda_device_count();
+    if (n == 0)
+      throw Error(ErrorCategory::Environment, "no usable CUDA device (" + cuda_unavailable_reason() + ")", "--device",
+                  "run on a machine with an NVIDIA GPU and driver, or serve on the CPU with --device cpu");
     if (device_ < 0 || device_ >= n)
       throw Error(ErrorCategory::Environment,
                   "CUDA device " + std::to_string(device_) + " does not exist (" + std::to_string(n) + " present)",
-                  "--device", "pick a device in [0, " + std::to_string(n) + ")");
+                  "--device", "pick a device in cuda:0 .. cuda:" + std::to_string(n - 1));
     RTX_CUDA_CHECK(cudaSetDevice(device_));
     cudaDeviceProp prop{};
     RTX_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));

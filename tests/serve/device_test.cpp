@@ -83,3 +83,20 @@ TEST_CASE("rtx-serve run --device: a bad value is a usage error; llama on CUDA i
   CHECK(llama.exit_code == 2);
   CHECK(llama.err.find("gpt2 models only") != std::string::npos);
 }
+
+TEST_CASE("rtx-serve run: --token-budget below the default prefill chunk caps it; both given and contradicting is an error",
+          "[cpu][serve]") {
+  const std::string model = test::data_dir() + "/stories260k/tinyllamas-stories-260k-f32.gguf";
+  const std::string serve = test::tool_path("rtx-serve") + " run --port 0 --no-profile -m " + model;
+  // Starts and serves until timeout's SIGTERM (timeout then exits 124), then stops gracefully.
+  const auto ok = test::run("timeout -s TERM 3 " + serve + " --token-budget 64");
+  INFO(ok.out << ok.err);
+  CHECK(ok.exit_code == 124);
+  CHECK(ok.err.find("on http://127.0.0.1:") != std::string::npos);
+  CHECK(ok.err.find("rtx-serve: stopped") != std::string::npos);
+  CHECK(ok.err.find("error") == std::string::npos);
+  const auto bad = test::run("timeout 30 " + serve + " --token-budget 64 --prefill-chunk 128");
+  INFO(bad.out << bad.err);
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("prefill_chunk") != std::string::npos);
+}

@@ -218,7 +218,7 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
   sched_opt("--token-budget", a->sched.token_budget, "token_budget",
             "Most tokens (prompt + decode) per forward step");
   sched_opt("--prefill-chunk", a->sched.prefill_chunk, "prefill_chunk",
-            "Most prompt tokens of one sequence per step (chunked prefill)");
+            "Most prompt tokens of one sequence per step (chunked prefill; capped at --token-budget unless given)");
   sched_opt("--batch-window-ms", a->sched.batch_window_ms, "batch_window_ms",
             "When idle, wait this long for more requests to batch");
   sched_opt("--kv-block-tokens", a->sched.kv_block_tokens, "kv_block_tokens",
@@ -270,6 +270,11 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
       apply_tuned(*a, db, common.quiet);
       apply_promoted(*a, db, common.quiet);
     }
+    // A budget below the prefill chunk caps the chunk unless the chunk was asked for explicitly
+    // (--token-budget 64 alone is a valid request; both flags contradicting is still an error).
+    for (const auto& [key, opt] : a->sched_flags)
+      if (key == "prefill_chunk" && opt->count() == 0 && a->sched.prefill_chunk > a->sched.token_budget)
+        a->sched.prefill_chunk = std::max(1, a->sched.token_budget);
     a->sched.validate();
     if (a->canary_fraction > 0 && a->canary_profile.empty())
       rtx::throw_usage("--canary-fraction needs --canary-profile", "--canary-fraction");

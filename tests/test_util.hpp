@@ -28,3 +28,14 @@ std::vector<uint8_t> quantize_q8_0(const std::vector<float>& w, std::vector<doub
 /// True when a CUDA device is usable (built with CUDA and cudaGetDeviceCount > 0).
 bool have_gpu();
 }  // namespace rtx::test
+
+/// In a Catch2 test case: without a usable GPU, say why (WARN "SKIPPED: ...", which ctest's
+/// SKIP_REGULAR_EXPRESSION of the cuda-labelled tests reports as skipped) and leave the case.
+/// Catch2 v2 has no SKIP(). Needs catch.hpp and rtx/core/device.hpp included before use.
+#define RTX_SKIP_WITHOUT_GPU()                                                            \
+  do {                                                                                    \
+    if (!rtx::test::have_gpu()) {                                                         \
+      WARN("SKIPPED: no usable CUDA device (" << rtx::cuda_unavailable_reason() << ")"); \
+      return;                                                                             \
+    }                                                                                     \
+  } while (0)

@@ -20,15 +20,6 @@
 
 using namespace rtx;
 
-// Catch2 v2 has no SKIP(): say why and leave the test case.
-#define RTX_SKIP_WITHOUT_GPU()                                                            \
-  do {                                                                                    \
-    if (!rtx::test::have_gpu()) {                                                         \
-      WARN("SKIPPED: no usable CUDA device (" << rtx::cuda_unavailable_reason() << ")"); \
-      return;                                                                             \
-    }                                                                                     \
-  } while (0)
-
 TEST_CASE("cuda_fill_uniform without a GPU or CUDA build throws Environment", "[cuda]") {
   if (rtx::test::have_gpu()) {
     WARN("a GPU is present: the no-GPU error path is not exercised");

@@ -23,15 +23,6 @@
 using namespace rtx;
 using namespace rtx::kernels;
 
-// Catch2 v2 has no SKIP(): say why and leave the test case.
-#define RTX_SKIP_WITHOUT_GPU()                                                            \
-  do {                                                                                    \
-    if (!rtx::test::have_gpu()) {                                                         \
-      WARN("SKIPPED: no usable CUDA device (" << rtx::cuda_unavailable_reason() << ")"); \
-      return;                                                                             \
-    }                                                                                     \
-  } while (0)
-
 namespace {
 
 const Variant* cuda_variant(const std::string& op, const std::string& name) {

@@ -21,15 +21,6 @@
 using namespace rtx;
 using namespace rtx::models;
 
-// Catch2 v2 has no SKIP(): say why and leave the test case.
-#define RTX_SKIP_WITHOUT_GPU()                                                            \
-  do {                                                                                    \
-    if (!rtx::test::have_gpu()) {                                                         \
-      WARN("SKIPPED: no usable CUDA device (" << rtx::cuda_unavailable_reason() << ")"); \
-      return;                                                                             \
-    }                                                                                     \
-  } while (0)
-
 namespace {
 
 /// The tiny odd config of the CPU parity test (vocab 67, C 24, 3 heads of 8, 2 layers, block 16).

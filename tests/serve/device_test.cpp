@@ -12,20 +12,16 @@
 #include "rtx/io/tokenizer.hpp"
 #include "rtx/serve/gpt2_serve.hpp"
 #include "rtx/serve/model.hpp"
+#include "serve/serve_test_util.hpp"
 #include "test_util.hpp"
 
 using namespace rtx;
 using namespace rtx::serve;
 using rtx::test::make_cfg;
 using rtx::test::random_params;
+using rtx::test::char_tok;
 
 namespace {
-
-std::unique_ptr<io::Tokenizer> char_tok(int V) {
-  std::string text;
-  for (int i = 0; i < V; ++i) text += static_cast<char>('!' + i);
-  return io::make_char_tokenizer_from_text(text);
-}
 
 std::unique_ptr<Model> model_on(const models::Gpt2Config& c, uint64_t seed, int device) {
   LoadOptions o;

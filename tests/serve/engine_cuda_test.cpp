@@ -22,6 +22,7 @@
 #include "rtx/serve/gpt2_serve.hpp"
 #include "rtx/serve/model.hpp"
 #include "rtx/serve/scheduler.hpp"
+#include "serve/serve_test_util.hpp"
 #include "test_util.hpp"
 
 using namespace rtx;
@@ -31,23 +32,12 @@ using rtx::test::random_ids;
 using rtx::test::random_params;
 using rtx::test::reference_logits;
 using rtx::test::rel_err;
-
-// Catch2 v2 has no SKIP(): say why and leave the test case.
-#define RTX_SKIP_WITHOUT_GPU()                                                            \
-  do {                                                                                    \
-    if (!rtx::test::have_gpu()) {                                                         \
-      WARN("SKIPPED: no usable CUDA device (" << rtx::cuda_unavailable_reason() << ")"); \
-      return;                                                                             \
-    }                                                                                     \
-  } while (0)
+using rtx::test::char_tok;
+using rtx::test::reserve;
+using rtx::test::run_alone;
+using rtx::test::Seq;
 
 namespace {
-
-std::unique_ptr<io::Tokenizer> char_tok(int V) {
-  std::string text;
-  for (int i = 0; i < V; ++i) text += static_cast<char>('!' + i);
-  return io::make_char_tokenizer_from_text(text);
-}
 
 std::unique_ptr<Model> model_on(const models::Gpt2Config& c, uint64_t seed, int device) {
   LoadOptions o;
@@ -58,39 +48,6 @@ std::unique_ptr<Model> model_on(const models::Gpt2Config& c, uint64_t seed, int 
 KvCache cache_for(const Model& m, int block_tokens, int n_blocks) {
   const ModelInfo& i = m.info();
   return KvCache(i.n_layer, i.n_kv_head, i.head_dim, block_tokens, n_blocks, i.device == "cpu");
-}
-
-struct Seq {
-  std::vector<int32_t> ids, blocks;
-  int pos = 0;
-};
-
-void reserve(KvCache& kv, Seq& s, int positions) {
-  while (static_cast<int>(s.blocks.size()) < kv.blocks_for(positions)) {
-    const int b = kv.alloc();
-    REQUIRE(b >= 0);
-    s.blocks.push_back(b);
-  }
-}
-
-/// `s.ids` through `m` alone, in calls of the given sizes (then one token per call); the logits
-/// after each call. Frees the blocks afterwards.
-std::vector<std::vector<float>> run_alone(Model& m, KvCache& kv, Seq s, const std::vector<int>& chunks) {
-  std::vector<std::vector<float>> out;
-  const int V = m.info().vocab;
-  size_t i = 0, c = 0;
-  while (i < s.ids.size()) {
-    const int n = c < chunks.size() ? chunks[c++] : 1;
-    reserve(kv, s, s.pos + n);
-    std::vector<float> lg(V);
-    m.forward({SeqBatch{s.ids.data() + i, n, s.pos, s.blocks.data(), static_cast<int>(s.blocks.size()), true}}, kv,
-              lg.data());
-    out.push_back(lg);
-    s.pos += n;
-    i += n;
-  }
-  for (int b : s.blocks) kv.free(b);
-  return out;
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include "rtx/serve/model.hpp"
 #include "rtx/serve/scheduler.hpp"
 #include "rtx/serve/tuning.hpp"
+#include "serve/serve_test_util.hpp"
 #include "test_util.hpp"
 
 using namespace rtx;
@@ -37,56 +38,17 @@ using rtx::test::random_ids;
 using rtx::test::random_params;
 using rtx::test::reference_logits;
 using rtx::test::rel_err;
+using rtx::test::char_tok;
+using rtx::test::reserve;
+using rtx::test::run_alone;
+using rtx::test::Seq;
 
 namespace {
-
-/// A char tokenizer with exactly V symbols (printable ASCII from '!').
-std::unique_ptr<io::Tokenizer> char_tok(int V) {
-  std::string text;
-  for (int i = 0; i < V; ++i) text += static_cast<char>('!' + i);
-  return io::make_char_tokenizer_from_text(text);
-}
 
 std::unique_ptr<Model> tiny_model(const models::Gpt2Config& c, uint64_t seed, int threads = 0) {
   LoadOptions o;
   o.threads = threads;
   return make_gpt2_model(c, random_params(c, seed), char_tok(c.vocab_size), ModelInfo{}, o);
-}
-
-/// A sequence in flight: its tokens, block table and logits history.
-struct Seq {
-  std::vector<int32_t> ids;
-  std::vector<int32_t> blocks;
-  int pos = 0;
-};
-
-/// Make sure `s` has blocks for `positions` positions.
-void reserve(KvCache& kv, Seq& s, int positions) {
-  while (static_cast<int>(s.blocks.size()) < kv.blocks_for(positions)) {
-    const int b = kv.alloc();
-    REQUIRE(b >= 0);
-    s.blocks.push_back(b);
-  }
-}
-
-/// Runs `s.ids` through `m` in chunks of the given sizes (the rest one by one), alone, and
-/// returns the logits after each call.
-std::vector<std::vector<float>> run_alone(Model& m, KvCache& kv, Seq s, const std::vector<int>& chunks) {
-  std::vector<std::vector<float>> out;
-  size_t i = 0, c = 0;
-  const int V = m.info().vocab;
-  while (i < s.ids.size()) {
-    const int n = c < chunks.size() ? chunks[c++] : 1;
-    reserve(kv, s, s.pos + n);
-    SeqBatch b{s.ids.data() + i, n, s.pos, s.blocks.data(), static_cast<int>(s.blocks.size()), true};
-    std::vector<float> lg(V);
-    m.forward({b}, kv, lg.data());
-    out.push_back(lg);
-    s.pos += n;
-    i += n;
-  }
-  for (int b : s.blocks) kv.free(b);
-  return out;
 }
 
 }  // namespace

@@ -41,17 +41,7 @@ class Gpt2Serve final : public Model {
             const LoadOptions& opt, const std::map<std::string, QuantizedMatrix>& quantized)
       : cfg_(cfg), params_(std::move(params)), tok_(std::move(tok)), info_(std::move(base)), threads_(opt.threads) {
     const kernels::MatmulParams* mp = &opt.matmul;
-    cfg_.validate();
-    if (params_.size() != models::gpt2_num_params(cfg_))
-      throw_input("GPT-2 model: " + std::to_string(params_.size()) + " parameters, the config needs " +
-                      std::to_string(models::gpt2_num_params(cfg_)),
-                  info_.path);
-    if (!tok_) throw_input("GPT-2 model: no tokenizer", info_.path);
-    if (tok_->vocab_size() > cfg_.vocab_size)
-      throw_input("GPT-2 model: the tokenizer has " + std::to_string(tok_->vocab_size()) +
-                      " tokens, the model's vocabulary " + std::to_string(cfg_.vocab_size),
-                  info_.path);
-    const int C = cfg_.n_embd;
+    const int C = cfg_.n_embd;  // cfg, params and tok were checked by make_gpt2_model
     for (const auto& t : models::gpt2_param_layout(cfg_)) off_[t.name] = t.offset;
     layers_.resize(cfg_.n_layer);
     size_t packed = 0;
@@ -264,6 +254,16 @@ std::unique_ptr<io::Tokenizer> gguf_tokenizer(const io::GgufFile& f) {
 std::unique_ptr<Model> make_gpt2_model(const models::Gpt2Config& cfg, std::vector<float> params,
                                        std::unique_ptr<io::Tokenizer> tok, ModelInfo base, const LoadOptions& opt,
                                        const std::map<std::string, QuantizedMatrix>& quantized) {
+  cfg.validate();
+  if (params.size() != models::gpt2_num_params(cfg))
+    throw_input("GPT-2 model: " + std::to_string(params.size()) + " parameters, the config needs " +
+                    std::to_string(models::gpt2_num_params(cfg)),
+                base.path);
+  if (!tok) throw_input("GPT-2 model: no tokenizer", base.path);
+  if (tok->vocab_size() > cfg.vocab_size)
+    throw_input("GPT-2 model: the tokenizer has " + std::to_string(tok->vocab_size()) + " tokens, the model's vocabulary " +
+                    std::to_string(cfg.vocab_size),
+                base.path);
   // On CUDA every matrix runs in f32: `params` already holds the quantized ones dequantized.
   if (opt.cuda_device >= 0)
     return detail::make_gpt2_cuda_model(cfg, params, std::move(tok), std::move(base), opt.cuda_device);

@@ -15,8 +15,9 @@ namespace rtx::serve::detail {
 /// layout) are copied to the device once; forward() runs every matrix in f32 with a
 /// batch-invariant GEMM (one warp per output column, each row's dot in a fixed order), paged
 /// attention over a device copy of the KV pool attached to the KvCache, and returns the wanted
-/// logits to the host. `info` carries name/path; the geometry fields are filled here.
-/// Error(Environment) when the device does not exist; Error(Input) on a bad config.
+/// logits to the host. `info` carries name/path; the geometry fields are filled here. The
+/// caller (make_gpt2_model) has checked cfg, the parameter count and the tokenizer.
+/// Error(Environment) when the device does not exist; Error(Input) for a head size above 256.
 std::unique_ptr<Model> make_gpt2_cuda_model(const models::Gpt2Config& cfg, const std::vector<float>& params,
                                             std::unique_ptr<io::Tokenizer> tok, ModelInfo info, int device);
 

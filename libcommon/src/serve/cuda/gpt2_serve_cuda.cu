@@ -283,16 +283,7 @@ class Gpt2ServeCuda final : public Model {
   Gpt2ServeCuda(const Gpt2Config& cfg, const std::vector<float>& params, std::unique_ptr<io::Tokenizer> tok,
                 ModelInfo info, int device)
       : cfg_(cfg), tok_(std::move(tok)), info_(std::move(info)), device_(device) {
-    cfg_.validate();
-    if (params.size() != models::gpt2_num_params(cfg_))
-      throw_input("GPT-2 CUDA model: " + std::to_string(params.size()) + " parameters, the config needs " +
-                      std::to_string(models::gpt2_num_params(cfg_)),
-                  info_.path);
-    if (!tok_) throw_input("GPT-2 CUDA model: no tokenizer", info_.path);
-    if (tok_->vocab_size() > cfg_.vocab_size)
-      throw_input("GPT-2 CUDA model: the tokenizer has " + std::to_string(tok_->vocab_size()) +
-                      " tokens, the model's vocabulary " + std::to_string(cfg_.vocab_size),
-                  info_.path);
+    // cfg, params and tok were checked by make_gpt2_model.
     const int HS = cfg_.n_embd / cfg_.n_head;
     if (HS > kMaxHeadDim)
       throw_input("GPT-2 CUDA model: head size " + std::to_string(HS) + " is above the CUDA attention's " +

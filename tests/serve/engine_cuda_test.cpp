@@ -1,12 +1,15 @@
-// Tests of rtx-serve's GPT-2 model on CUDA (--device cuda): logits against a float64 forward at
-// every position (odd sizes: head sizes 6..256, C not a multiple of 4, contexts past one 32-key
-// chunk), batch invariance and prompt chunking bitwise, block-size independence, bad input, and
-// the scheduler end to end with the device-only KV pool. Every case says SKIPPED and passes
-// without a GPU (ctest then reports the test skipped); device selection is in device_test.cpp.
+// Tests of rtx-serve's models on CUDA (--device cuda).
+// GPT-2: logits against a float64 forward at every position (odd sizes: head sizes 6..256, C not
+// a multiple of 4, contexts past one 32-key chunk), batch invariance and prompt chunking bitwise,
+// block-size independence, bad input, and the scheduler end to end with the device-only KV pool.
+// Llama (stories260k, grouped-query attention): logits against the CPU model, llama2.c's greedy
+// sample, batch invariance. Every case says SKIPPED and passes without a GPU (ctest then reports
+// the test skipped); device selection is in device_test.cpp.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -256,4 +259,111 @@ TEST_CASE("gpt2 CUDA serving model: the scheduler serves it, greedy tokens equal
     CHECK(got[i]->tokens == want[i]);
   }
   CHECK(sched.stats().kv_blocks_used == 0);
+}
+
+namespace {
+
+/// stories260k (llama, 5 layers, dim 64, 8 query and 4 key/value heads of 8, vocab 512) on `device`
+/// (-1: the CPU model).
+std::unique_ptr<Model> stories(int device) {
+  LoadOptions o;
+  o.cuda_device = device;
+  return load_model(rtx::test::data_dir() + "/stories260k/tinyllamas-stories-260k-f32.gguf", o);
+}
+
+/// Max |a - b| over max |b|.
+double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0, m = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    d = std::max(d, std::fabs(static_cast<double>(a[i]) - b[i]));
+    m = std::max(m, std::fabs(static_cast<double>(b[i])));
+  }
+  return d / m;
+}
+
+}  // namespace
+
+TEST_CASE("llama CUDA serving model: stories260k logits match the CPU model; the documented greedy sample",
+          "[cuda][serve]") {
+  RTX_SKIP_WITHOUT_GPU();
+  auto gpu = stories(0), cpu = stories(-1);
+  CHECK(gpu->info().device.rfind("cuda:0", 0) == 0);
+  CHECK(gpu->info().n_kv_head == 4);  // grouped-query attention
+  Seq s;
+  s.ids = gpu->tokenizer().encode("Once upon a time, there was a little girl named Lily. She loved to play");
+  s.ids.insert(s.ids.begin(), gpu->info().bos);
+  for (int bt : {1, 16}) {
+    KvCache kg = cache_for(*gpu, bt, 128), kc = cache_for(*cpu, bt, 128);
+    const auto g = run_alone(*gpu, kg, s, {5});
+    const auto c = run_alone(*cpu, kc, s, {5});
+    REQUIRE(g.size() == c.size());
+    for (size_t i = 0; i < g.size(); ++i) {
+      INFO("block_tokens " << bt << " call " << i);
+      CHECK(max_rel(g[i], c[i]) < 1e-4);  // both are f32 with different summation orders
+    }
+  }
+  // Greedy continuation of "Once upon a time" (llama2.c's documented stories260K sample).
+  SequenceRunner run(*gpu);
+  std::vector<int32_t> ids = {gpu->info().bos};
+  for (int32_t t : gpu->tokenizer().encode("Once upon a time")) ids.push_back(t);
+  const float* lg = run.reset_and_prefill(ids.data(), static_cast<int>(ids.size()));
+  std::vector<int32_t> out;
+  for (int i = 0; i < 40; ++i) {
+    out.push_back(static_cast<int32_t>(std::max_element(lg, lg + gpu->info().vocab) - lg));
+    lg = run.step(out.back());
+  }
+  const std::string text = "Once upon a time" + gpu->tokenizer().decode(out);
+  const std::string sample = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park.";
+  INFO("generated: " << text);
+  CHECK(text.compare(0, sample.size(), sample) == 0);
+}
+
+TEST_CASE("llama CUDA serving model: batch invariance with grouped-query attention, bitwise", "[cuda][serve]") {
+  RTX_SKIP_WITHOUT_GPU();
+  auto m = stories(0);
+  const int V = m->info().vocab;
+  KvCache kv = cache_for(*m, 16, 256);
+  Seq a;
+  a.ids = random_ids(45, V, 4);
+  const auto alone = run_alone(*m, kv, a, {40});
+  const auto split = run_alone(*m, kv, a, {17, 23});
+  REQUIRE(split.size() == alone.size() + 1);
+  for (size_t i = 0; i < alone.size(); ++i) REQUIRE(std::memcmp(alone[i].data(), split[i + 1].data(), V * 4) == 0);
+  // A among 9 others (prompts of 2..26 tokens, then one token per call), in the middle.
+  std::vector<Seq> others(9);
+  for (int o = 0; o < 9; ++o) others[o].ids = random_ids(2 + 3 * o + 6, V, 50 + o);
+  Seq A = a;
+  size_t ai = 0;
+  std::vector<size_t> oi(9, 0);
+  std::vector<std::vector<float>> mixed;
+  while (ai < A.ids.size()) {
+    std::vector<SeqBatch> batch;
+    int a_row = -1, wanted = 0;
+    for (int o = 0; o < 9; ++o) {
+      if (o == 4) {
+        const int na = ai == 0 ? 40 : 1;
+        reserve(kv, A, A.pos + na);
+        a_row = wanted++;
+        batch.push_back({A.ids.data() + ai, na, A.pos, A.blocks.data(), static_cast<int>(A.blocks.size()), true});
+        A.pos += na;
+        ai += na;
+      }
+      Seq& s = others[o];
+      if (oi[o] >= s.ids.size()) continue;
+      const int n = oi[o] == 0 ? 2 + 3 * o : 1;
+      reserve(kv, s, s.pos + n);
+      batch.push_back({s.ids.data() + oi[o], n, s.pos, s.blocks.data(), static_cast<int>(s.blocks.size()), true});
+      ++wanted;
+      s.pos += n;
+      oi[o] += n;
+    }
+    std::vector<float> lg(static_cast<size_t>(wanted) * V);
+    m->forward(batch, kv, lg.data());
+    mixed.emplace_back(lg.begin() + static_cast<long>(a_row) * V, lg.begin() + static_cast<long>(a_row + 1) * V);
+  }
+  REQUIRE(mixed.size() == alone.size());
+  for (size_t i = 0; i < alone.size(); ++i) {
+    INFO("call " << i);
+    REQUIRE(std::memcmp(alone[i].data(), mixed[i].data(), V * 4) == 0);
+  }
 }

@@ -17,6 +17,7 @@
 #include "rtx/core/error.hpp"
 #include "rtx/kernels/matmul.hpp"
 #include "rtx/serve/attention.hpp"
+#include "serve/cuda_models.hpp"
 
 namespace rtx::models {
 
@@ -78,6 +79,36 @@ int required_int(const io::GgufFile& f, const std::string& key) {
   if (v > static_cast<uint64_t>(std::numeric_limits<int>::max()))
     throw_input("GGUF: " + key + " = " + std::to_string(v) + " is too large", f.path() + ": " + key);
   return static_cast<int>(v);
+}
+
+/// The ModelInfo fields a Llama file determines (not weights, param_bytes, device).
+serve::ModelInfo llama_info(const io::GgufFile& f, const std::string& path, const LlamaConfig& cfg,
+                            const LlamaVocab& vocab) {
+  serve::ModelInfo info;
+  info.arch = "llama";
+  if (const io::GgufValue* n = f.find("general.name"); n && n->type == io::GgufType::STRING && !n->str.empty()) {
+    info.name = n->str;
+  } else {
+    std::string base = path.substr(path.find_last_of('/') + 1);
+    const size_t dot_pos = base.find_last_of('.');
+    info.name = dot_pos == std::string::npos || dot_pos == 0 ? base : base.substr(0, dot_pos);
+  }
+  info.path = path;
+  info.vocab = cfg.vocab;
+  info.context = cfg.context;
+  info.n_layer = cfg.n_layer;
+  info.n_kv_head = cfg.n_kv_head;
+  info.head_dim = cfg.head_dim();
+  info.bos = vocab.add_bos ? vocab.bos : -1;
+  info.eos = vocab.eos;
+  return info;
+}
+
+/// RoPE's frequencies theta^(-2i / n_rot), i < n_rot / 2, in float64.
+std::vector<double> rope_inv_freq(const LlamaConfig& cfg) {
+  std::vector<double> f(cfg.n_rot / 2);
+  for (int i = 0; i < cfg.n_rot / 2; ++i) f[i] = std::pow(static_cast<double>(cfg.rope_theta), -2.0 * i / cfg.n_rot);
+  return f;
 }
 
 /// Restores OpenMP's thread count of the calling thread when it leaves scope.
@@ -166,28 +197,10 @@ class LlamaModel final : public serve::Model {
     for (const Layer& L : layers_)
       for (const auto* w : {&L.wqkv, &L.wo, &L.wgu, &L.wdown}) all.push_back(w);
     all.push_back(&wout_);
+    info_ = llama_info(f, path, cfg_, vocab);
     info_.weights = kernels::weight_formats_summary(all);
-
-    info_.arch = "llama";
-    if (const io::GgufValue* n = f.find("general.name"); n && n->type == io::GgufType::STRING && !n->str.empty()) {
-      info_.name = n->str;
-    } else {
-      std::string base = path.substr(path.find_last_of('/') + 1);
-      const size_t dot_pos = base.find_last_of('.');
-      info_.name = dot_pos == std::string::npos || dot_pos == 0 ? base : base.substr(0, dot_pos);
-    }
-    info_.path = path;
-    info_.vocab = cfg_.vocab;
-    info_.context = cfg_.context;
-    info_.n_layer = cfg_.n_layer;
-    info_.n_kv_head = cfg_.n_kv_head;
-    info_.head_dim = cfg_.head_dim();
-    info_.bos = vocab.add_bos ? vocab.bos : -1;
-    info_.eos = vocab.eos;
     info_.param_bytes = bytes;
-    inv_freq_.resize(cfg_.n_rot / 2);
-    for (int i = 0; i < cfg_.n_rot / 2; ++i)
-      inv_freq_[i] = std::pow(static_cast<double>(cfg_.rope_theta), -2.0 * i / cfg_.n_rot);
+    inv_freq_ = rope_inv_freq(cfg_);
   }
 
   const serve::ModelInfo& info() const override { return info_; }
@@ -407,7 +420,68 @@ LlamaConfig llama_config_from_gguf(const io::GgufFile& f) {
   return c;
 }
 
+#ifndef RTX_HAVE_CUDA
+}  // namespace rtx::models
+namespace rtx::serve::detail {
+std::unique_ptr<Model> make_llama_cuda_model(const LlamaHostWeights&, std::unique_ptr<io::Tokenizer>, ModelInfo,
+                                             int device) {
+  throw Error(ErrorCategory::Environment,
+              "cuda:" + std::to_string(device) + " asked for, but this rtx was built without CUDA (RTX_CUDA=OFF or no toolkit)",
+              "--device", "serve on the CPU with --device cpu, or rebuild with the CUDA toolkit: cmake -DRTX_CUDA=ON");
+}
+}  // namespace rtx::serve::detail
+namespace rtx::models {
+#endif
+
+namespace {
+
+/// A Llama GGUF for the CUDA model: every tensor as f32 (quantized ones dequantized), the fused
+/// projections stacked as the CPU model stacks them.
+std::unique_ptr<serve::Model> load_llama_cuda(const std::string& path, const serve::LoadOptions& opt) {
+  const io::GgufFile f = io::GgufFile::open(path);
+  const std::string arch = f.get("general.architecture").as_string("general.architecture");
+  if (arch != "llama")
+    throw_input("GGUF: general.architecture is '" + arch + "', not 'llama'", path + ": general.architecture");
+  serve::detail::LlamaHostWeights w;
+  w.cfg = llama_config_from_gguf(f);
+  const LlamaConfig& c = w.cfg;
+  const LlamaVocab vocab = llama_vocab_from_gguf(f);
+  auto tok = make_llama_tokenizer(vocab, path + ": tokenizer.ggml.*");
+  if (tok->vocab_size() > c.vocab)
+    throw_input("GGUF: the tokenizer has " + std::to_string(tok->vocab_size()) + " tokens but token_embd.weight " +
+                    std::to_string(c.vocab) + " rows",
+                path + ": tokenizer.ggml.tokens");
+  const uint64_t C = c.dim, V = c.vocab, F = c.ffn_dim, KVD = uint64_t(c.n_kv_head) * c.head_dim();
+  const auto stack = [&](std::initializer_list<std::pair<std::string, std::vector<uint64_t>>> parts) {
+    std::vector<float> out;
+    for (const auto& [name, ne] : parts) {
+      const std::vector<float> v = load_tensor(f, name, ne);
+      out.insert(out.end(), v.begin(), v.end());
+    }
+    return out;
+  };
+  w.emb = load_tensor(f, "token_embd.weight", {C, V});
+  w.layers.resize(c.n_layer);
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    auto& L = w.layers[l];
+    L.attn_norm = load_tensor(f, p + "attn_norm.weight", {C});
+    L.ffn_norm = load_tensor(f, p + "ffn_norm.weight", {C});
+    L.wqkv = stack({{p + "attn_q.weight", {C, C}}, {p + "attn_k.weight", {C, KVD}}, {p + "attn_v.weight", {C, KVD}}});
+    L.wo = load_tensor(f, p + "attn_output.weight", {C, C});
+    L.wgu = stack({{p + "ffn_gate.weight", {C, F}}, {p + "ffn_up.weight", {C, F}}});
+    L.wdown = load_tensor(f, p + "ffn_down.weight", {F, C});
+  }
+  w.out_norm = load_tensor(f, "output_norm.weight", {C});
+  w.wout = f.find_tensor("output.weight") ? load_tensor(f, "output.weight", {C, V}) : w.emb;
+  w.inv_freq = rope_inv_freq(c);
+  return serve::detail::make_llama_cuda_model(w, std::move(tok), llama_info(f, path, c, vocab), opt.cuda_device);
+}
+
+}  // namespace
+
 std::unique_ptr<serve::Model> load_llama_gguf(const std::string& path, const serve::LoadOptions& opt) {
+  if (opt.cuda_device >= 0) return load_llama_cuda(path, opt);
   return std::make_unique<LlamaModel>(path, opt);
 }
 

@@ -9,8 +9,9 @@ list(APPEND RTX_COMMON_SOURCES ${CMAKE_CURRENT_LIST_DIR}/load_model.cpp)
 list(APPEND RTX_COMMON_SOURCES ${CMAKE_CURRENT_LIST_DIR}/server.cpp ${CMAKE_CURRENT_LIST_DIR}/http_guard.cpp)
 list(APPEND RTX_COMMON_SOURCES ${CMAKE_CURRENT_LIST_DIR}/generate.cpp)
 list(APPEND RTX_COMMON_SOURCES ${CMAKE_CURRENT_LIST_DIR}/tuning.cpp)
-# The GPT-2 serving model on CUDA (--device cuda), built only with the CUDA toolkit; without it
-# gpt2_serve.cpp's fallback make_gpt2_cuda_model throws Error(Environment).
+# The GPT-2 and Llama serving models on CUDA (--device cuda), built only with the CUDA toolkit;
+# without it the fallbacks in gpt2_serve.cpp and models/llama.cpp throw Error(Environment).
 if(RTX_HAVE_CUDA)
-  list(APPEND RTX_COMMON_CUDA_SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda/gpt2_serve_cuda.cu)
+  list(APPEND RTX_COMMON_CUDA_SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda/gpt2_serve_cuda.cu
+                                      ${CMAKE_CURRENT_LIST_DIR}/cuda/llama_serve_cuda.cu)
 endif()

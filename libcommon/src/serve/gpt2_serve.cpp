@@ -18,7 +18,7 @@
 #include "rtx/models/checkpoint.hpp"
 #include "rtx/models/export.hpp"
 #include "rtx/serve/attention.hpp"
-#include "serve/gpt2_serve_cuda.hpp"
+#include "serve/cuda_models.hpp"
 
 namespace rtx::serve {
 

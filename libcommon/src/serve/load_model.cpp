@@ -32,12 +32,7 @@ std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& op
     const io::GgufFile f = io::GgufFile::open(path);
     const std::string arch = f.get("general.architecture").as_string("general.architecture");
     if (arch == "gpt2") return load_gpt2_gguf(f, opt);
-    if (arch == "llama") {
-      if (opt.cuda_device >= 0)
-        throw_usage("CUDA serves gpt2 models only so far; " + path + " is a llama model", "--device",
-                    "serve it on the CPU: --device cpu");
-      return models::load_llama_gguf(path, opt);
-    }
+    if (arch == "llama") return models::load_llama_gguf(path, opt);
     throw_input(path + ": general.architecture \"" + arch + "\" is not served (gpt2 or llama)",
                 "general.architecture", "convert the model to one of those architectures");
   }

@@ -57,6 +57,14 @@ TEST_CASE("serve device: a CUDA model without a usable device is an environment 
   } catch (const Error& e) {
     CHECK(e.category() == ErrorCategory::Environment);
   }
+  // A head size the CUDA attention cannot take is an input error, checked before the device.
+  try {
+    model_on(make_cfg(67, 264, 1, 1, 8), 1, 0);
+    FAIL("a CUDA model with a head size of 264 was made");
+  } catch (const Error& e) {
+    CHECK(e.category() == ErrorCategory::Input);
+    CHECK(std::string(e.what()).find("head size 264") != std::string::npos);
+  }
   // A CPU model refuses a cache without host storage rather than writing through null.
   LoadOptions o;
   auto cpu = make_gpt2_model(c, random_params(c, 1), char_tok(c.vocab_size), ModelInfo{}, o);

@@ -420,18 +420,6 @@ LlamaConfig llama_config_from_gguf(const io::GgufFile& f) {
   return c;
 }
 
-#ifndef RTX_HAVE_CUDA
-}  // namespace rtx::models
-namespace rtx::serve::detail {
-std::unique_ptr<Model> make_llama_cuda_model(const LlamaHostWeights&, std::unique_ptr<io::Tokenizer>, ModelInfo,
-                                             int device) {
-  throw Error(ErrorCategory::Environment,
-              "cuda:" + std::to_string(device) + " asked for, but this rtx was built without CUDA (RTX_CUDA=OFF or no toolkit)",
-              "--device", "serve on the CPU with --device cpu, or rebuild with the CUDA toolkit: cmake -DRTX_CUDA=ON");
-}
-}  // namespace rtx::serve::detail
-namespace rtx::models {
-#endif
 
 namespace {
 
@@ -445,6 +433,8 @@ std::unique_ptr<serve::Model> load_llama_cuda(const std::string& path, const ser
   serve::detail::LlamaHostWeights w;
   w.cfg = llama_config_from_gguf(f);
   const LlamaConfig& c = w.cfg;
+  // Before reading any tensor: a missing device fails at once, not after the whole load.
+  serve::detail::require_cuda_model(opt.cuda_device, c.head_dim(), "Llama CUDA model", path);
   const LlamaVocab vocab = llama_vocab_from_gguf(f);
   auto tok = make_llama_tokenizer(vocab, path + ": tokenizer.ggml.*");
   if (tok->vocab_size() > c.vocab)
@@ -473,7 +463,7 @@ std::unique_ptr<serve::Model> load_llama_cuda(const std::string& path, const ser
     L.wdown = load_tensor(f, p + "ffn_down.weight", {F, C});
   }
   w.out_norm = load_tensor(f, "output_norm.weight", {C});
-  w.wout = f.find_tensor("output.weight") ? load_tensor(f, "output.weight", {C, V}) : w.emb;
+  if (f.find_tensor("output.weight")) w.wout = load_tensor(f, "output.weight", {C, V});  // else tied: left empty
   w.inv_freq = rope_inv_freq(c);
   return serve::detail::make_llama_cuda_model(w, std::move(tok), llama_info(f, path, c, vocab), opt.cuda_device);
 }

@@ -4,6 +4,7 @@
 // models/llama.cpp throw Error(Environment).
 #pragma once
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "rtx/io/tokenizer.hpp"
@@ -13,13 +14,21 @@
 
 namespace rtx::serve::detail {
 
+/// The largest head size the CUDA attention takes (8 values per lane of a warp).
+constexpr int kCudaMaxHeadDim = 256;
+
+/// Checks, before any loading, that a CUDA model can be made: Error(Input) when `head_dim` is
+/// above kCudaMaxHeadDim, Error(Environment) naming --device when rtx was built without CUDA,
+/// no device is usable, or `device` does not exist. `what` names the model in messages.
+void require_cuda_model(int device, int head_dim, const std::string& what, const std::string& path);
+
 /// GPT-2 on CUDA device `device`: `params` (gpt2_num_params(cfg) f32 in gpt2.hpp's canonical
 /// layout) are copied to the device once; forward() runs every matrix in f32 with a
 /// batch-invariant GEMM (one warp per output column, each row's dot in a fixed order), paged
 /// attention over a device copy of the KV pool attached to the KvCache, and returns the wanted
 /// logits to the host. `info` carries name/path; the geometry fields are filled here. The
 /// caller (make_gpt2_model) has checked cfg, the parameter count and the tokenizer.
-/// Error(Environment) when the device does not exist; Error(Input) for a head size above 256.
+/// The caller has run require_cuda_model (device and head size).
 std::unique_ptr<Model> make_gpt2_cuda_model(const models::Gpt2Config& cfg, const std::vector<float>& params,
                                             std::unique_ptr<io::Tokenizer> tok, ModelInfo info, int device);
 
@@ -37,15 +46,15 @@ struct LlamaHostWeights {
   };
   std::vector<Layer> layers;
   std::vector<float> out_norm;  ///< (C)
-  std::vector<float> wout;      ///< (V, C): output.weight or the tied embeddings
+  std::vector<float> wout;      ///< (V, C): output.weight; empty when the head is tied to emb
   std::vector<double> inv_freq; ///< (n_rot / 2): theta^(-2i / n_rot), RoPE's frequencies
 };
 
 /// Llama on CUDA device `device`: the CPU model's forward (models/llama.cpp: RMSNorm, RoPE in
 /// llama.cpp's normal mode, grouped-query attention over the paged KV cache, SwiGLU) with every
 /// matrix in f32 and the same batch-invariant kernels as the GPT-2 model. `info` is complete but
-/// for `device`, `weights` and `param_bytes`, filled here. Error(Environment) when the device
-/// does not exist; Error(Input) for a head size above 256.
+/// for `device`, `weights` and `param_bytes`, filled here. The caller has run
+/// require_cuda_model (device and head size).
 std::unique_ptr<Model> make_llama_cuda_model(const LlamaHostWeights& w, std::unique_ptr<io::Tokenizer> tok,
                                              ModelInfo info, int device);
 

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 
+#include "rtx/core/device.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/kernels/matmul.hpp"
 #include "rtx/kernels/ops.hpp"
@@ -22,12 +23,38 @@
 
 namespace rtx::serve {
 
+void detail::require_cuda_model(int device, int head_dim, const std::string& what, const std::string& path) {
+  if (head_dim > kCudaMaxHeadDim)
+    throw_input(what + ": head size " + std::to_string(head_dim) + " is above the CUDA attention's " +
+                    std::to_string(kCudaMaxHeadDim),
+                path, "serve it on the CPU: --device cpu");
 #ifndef RTX_HAVE_CUDA
-std::unique_ptr<Model> detail::make_gpt2_cuda_model(const models::Gpt2Config&, const std::vector<float>&,
-                                                    std::unique_ptr<io::Tokenizer>, ModelInfo, int device) {
   throw Error(ErrorCategory::Environment,
               "cuda:" + std::to_string(device) + " asked for, but this rtx was built without CUDA (RTX_CUDA=OFF or no toolkit)",
               "--device", "serve on the CPU with --device cpu, or rebuild with the CUDA toolkit: cmake -DRTX_CUDA=ON");
+#else
+  const int n = cuda_device_count();
+  if (n == 0)
+    throw Error(ErrorCategory::Environment, "no usable CUDA device (" + cuda_unavailable_reason() + ")", "--device",
+                "run on a machine with an NVIDIA GPU and driver, or serve on the CPU with --device cpu");
+  if (device < 0 || device >= n)
+    throw Error(ErrorCategory::Environment,
+                "CUDA device " + std::to_string(device) + " does not exist (" + std::to_string(n) + " present)",
+                "--device", "pick a device in cuda:0 .. cuda:" + std::to_string(n - 1));
+#endif
+}
+
+#ifndef RTX_HAVE_CUDA
+// Unreachable (require_cuda_model throws first); they keep the link whole without CUDA objects.
+std::unique_ptr<Model> detail::make_gpt2_cuda_model(const models::Gpt2Config&, const std::vector<float>&,
+                                                    std::unique_ptr<io::Tokenizer>, ModelInfo, int device) {
+  require_cuda_model(device, 0, "GPT-2 CUDA model", "");
+  return nullptr;
+}
+std::unique_ptr<Model> detail::make_llama_cuda_model(const LlamaHostWeights&, std::unique_ptr<io::Tokenizer>, ModelInfo,
+                                                     int device) {
+  require_cuda_model(device, 0, "Llama CUDA model", "");
+  return nullptr;
 }
 #endif
 
@@ -265,8 +292,10 @@ std::unique_ptr<Model> make_gpt2_model(const models::Gpt2Config& cfg, std::vecto
                     std::to_string(cfg.vocab_size),
                 base.path);
   // On CUDA every matrix runs in f32: `params` already holds the quantized ones dequantized.
-  if (opt.cuda_device >= 0)
+  if (opt.cuda_device >= 0) {
+    detail::require_cuda_model(opt.cuda_device, cfg.n_embd / cfg.n_head, "GPT-2 CUDA model", base.path);
     return detail::make_gpt2_cuda_model(cfg, params, std::move(tok), std::move(base), opt.cuda_device);
+  }
   return std::make_unique<Gpt2Serve>(cfg, std::move(params), std::move(tok), std::move(base), opt, quantized);
 }
 

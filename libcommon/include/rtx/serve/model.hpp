@@ -156,7 +156,7 @@ struct LoadOptions {
   /// weights widened to f32 (exactly ggml's values), about 1.4-1.7x slower at one stream on the
   /// dev VM (docs/perf.md). See kernels::PackedMatmulWeight::kquant and q8_0.
   bool int8_activations = true;
-  /// -1: run on the CPU. N >= 0: run on CUDA device N (GPT-2 only so far; every matrix in f32,
+  /// -1: run on the CPU. N >= 0: run on CUDA device N (GPT-2 and Llama; every matrix in f32,
   /// quantized files dequantized at load; `threads`, `matmul` and the quantized-kernel options
   /// do not apply). Error(Environment) from load_model when rtx was built without CUDA or the
   /// device does not exist.

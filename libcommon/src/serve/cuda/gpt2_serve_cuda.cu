@@ -25,12 +25,8 @@ class Gpt2ServeCuda final : public Model {
   Gpt2ServeCuda(const Gpt2Config& cfg, const std::vector<float>& params, std::unique_ptr<io::Tokenizer> tok,
                 ModelInfo info, int device)
       : cfg_(cfg), tok_(std::move(tok)), info_(std::move(info)), eng_(device) {
-    // cfg, params and tok were checked by make_gpt2_model.
+    // cfg, params, tok, the head size and the device were checked by make_gpt2_model.
     const int HS = cfg_.n_embd / cfg_.n_head;
-    if (HS > kMaxHeadDim)
-      throw_input("GPT-2 CUDA model: head size " + std::to_string(HS) + " is above the CUDA attention's " +
-                      std::to_string(kMaxHeadDim),
-                  info_.path, "serve it on the CPU (--device cpu)");
     params_.reserve(params.size() * sizeof(float));
     eng_.upload(params_.as<float>(), params.data(), params.size());
     std::map<std::string, size_t> off;

@@ -72,40 +72,37 @@ class LlamaServeCuda final : public Model {
  public:
   LlamaServeCuda(const LlamaHostWeights& w, std::unique_ptr<io::Tokenizer> tok, ModelInfo info, int device)
       : cfg_(w.cfg), tok_(std::move(tok)), info_(std::move(info)), eng_(device) {
-    const int HS = cfg_.head_dim();
-    if (HS > kMaxHeadDim)
-      throw_input("Llama CUDA model: head size " + std::to_string(HS) + " is above the CUDA attention's " +
-                      std::to_string(kMaxHeadDim),
-                  info_.path, "serve it on the CPU (--device cpu)");
+    // The head size and the device were checked by require_cuda_model before loading.
     // Every tensor in one allocation, each at a multiple of 4 floats (16-byte aligned rows for
-    // the GEMM's float4 path when K % 4 == 0).
+    // the GEMM's float4 path when K % 4 == 0), copied tensor by tensor (no second host copy)
+    // and waited for once. An empty wout means the head is tied to the embeddings.
     std::vector<const std::vector<float>*> all = {&w.emb, &w.out_norm, &w.wout};
     for (const auto& L : w.layers)
       for (const auto* t : {&L.attn_norm, &L.ffn_norm, &L.wqkv, &L.wo, &L.wgu, &L.wdown}) all.push_back(t);
     size_t total = 0;
-    for (const auto* t : all) total += (t->size() + 3) / 4 * 4;
-    params_.reserve(total * sizeof(float));
-    std::vector<float> host(total, 0.f);
-    size_t at = 0;
     std::vector<size_t> off;
     for (const auto* t : all) {
-      off.push_back(at);
-      std::copy(t->begin(), t->end(), host.begin() + static_cast<std::ptrdiff_t>(at));
-      at += (t->size() + 3) / 4 * 4;
+      off.push_back(total);
+      total += (t->size() + 3) / 4 * 4;
     }
-    eng_.upload(params_.as<float>(), host.data(), host.size());
-    const float* base = params_.as<float>();
+    params_.reserve(total * sizeof(float));
+    float* base = params_.as<float>();
+    for (size_t i = 0; i < all.size(); ++i)
+      if (!all[i]->empty())
+        RTX_CUDA_CHECK(cudaMemcpyAsync(base + off[i], all[i]->data(), all[i]->size() * sizeof(float),
+                                       cudaMemcpyHostToDevice, eng_.stream()));
     emb_ = base + off[0];
     out_norm_ = base + off[1];
-    wout_ = base + off[2];
+    wout_ = w.wout.empty() ? emb_ : base + off[2];
     for (size_t l = 0; l < w.layers.size(); ++l) {
       const size_t* o = &off[3 + 6 * l];
       layers_.push_back({base + o[0], base + o[1], base + o[2], base + o[3], base + o[4], base + o[5]});
     }
     inv_freq_.reserve(w.inv_freq.size() * sizeof(double) + sizeof(double));
-    RTX_CUDA_CHECK(cudaMemcpyAsync(inv_freq_.p, w.inv_freq.data(), w.inv_freq.size() * sizeof(double),
-                                   cudaMemcpyHostToDevice, eng_.stream()));
-    eng_.sync();
+    if (!w.inv_freq.empty())
+      RTX_CUDA_CHECK(cudaMemcpyAsync(inv_freq_.p, w.inv_freq.data(), w.inv_freq.size() * sizeof(double),
+                                     cudaMemcpyHostToDevice, eng_.stream()));
+    eng_.sync();  // the host vectors may go once the copies have landed
     info_.param_bytes = total * sizeof(float);
     info_.weights = "f32";
     info_.device = eng_.name();

@@ -27,8 +27,23 @@
 #include "rtx/core/device.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/serve/model.hpp"
+#include "serve/cuda_models.hpp"
 
 namespace rtx::serve::detail {
+
+/// The device copy of a KvCache's pool, attached to it (KvCache::backing()). cudaFree needs no
+/// cudaSetDevice under unified addressing, so destruction leaves the thread's device alone.
+/// Outside the anonymous namespace: one type for every CUDA model, so a pool attached by one is
+/// recognised by another of the same geometry.
+struct DevicePool final : KvCache::Backing {
+  float* ptr = nullptr;
+  int device = 0;
+  size_t bytes = 0;
+  ~DevicePool() override {
+    if (ptr) cudaFree(ptr);
+  }
+};
+
 namespace {
 
 
@@ -37,7 +52,7 @@ constexpr int kGemmWarps = 4;   // output columns per block of the GEMM
 constexpr int kGemmRows = 8;    // rows per warp pass (one weight row read serves 8 rows)
 constexpr int kGemmMaxGridY = 65535;  // column blocks per launch
 constexpr int kAttnWarps = 4;   // (row, head) pairs per block of the attention
-constexpr int kMaxHeadDim = 256;
+constexpr int kMaxHeadDim = kCudaMaxHeadDim;
 
 __device__ __forceinline__ float warp_sum(float v) {
   // A butterfly: every lane adds the same two values at every level, so all lanes end equal.
@@ -254,16 +269,6 @@ struct DeviceBuffer {
   }
 };
 
-/// The device copy of a KvCache's pool, attached to it (KvCache::backing()). cudaFree needs no
-/// cudaSetDevice under unified addressing, so destruction leaves the thread's device alone.
-struct DevicePool final : KvCache::Backing {
-  float* ptr = nullptr;
-  int device = 0;
-  size_t bytes = 0;
-  ~DevicePool() override {
-    if (ptr) cudaFree(ptr);
-  }
-};
 
 /// An owned non-blocking stream (destroyed with its owner, also when a constructor throws).
 struct OwnedStream {
@@ -280,16 +285,9 @@ struct OwnedStream {
 /// A model's device and stream, and the launches both CUDA serving models share.
 class Engine {
  public:
-  /// Error(Environment) when no CUDA device is usable or `device` does not exist.
+  /// Makes `device` current and creates the stream; the caller has run require_cuda_model
+  /// (cuda_models.hpp), so the device exists. Error from the runtime otherwise.
   explicit Engine(int device) : device_(device) {
-    const int n = cuda_device_count();
-    if (n == 0)
-      throw Error(ErrorCategory::Environment, "no usable CUDA device (" + cuda_unavailable_reason() + ")", "--device",
-                  "run on a machine with an NVIDIA GPU and driver, or serve on the CPU with --device cpu");
-    if (device_ < 0 || device_ >= n)
-      throw Error(ErrorCategory::Environment,
-                  "CUDA device " + std::to_string(device_) + " does not exist (" + std::to_string(n) + " present)",
-                  "--device", "pick a device in cuda:0 .. cuda:" + std::to_string(n - 1));
     RTX_CUDA_CHECK(cudaSetDevice(device_));
     cudaDeviceProp prop{};
     RTX_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
@@ -367,6 +365,10 @@ struct BatchMeta {
       W += b.want_logits ? 1 : 0;
       table_ints += static_cast<size_t>(kv.blocks_for(b.pos + b.n));
     }
+    if (3 * static_cast<size_t>(R) + W + table_ints > static_cast<size_t>(INT32_MAX))
+      throw_input("CUDA forward: a batch of " + std::to_string(R) + " rows and " + std::to_string(table_ints) +
+                      " block-table entries is too large",
+                  "batch", "split it over several calls");
     host_.assign(3 * static_cast<size_t>(R) + W + table_ints, 0);
     int32_t* h_ids = host_.data();
     int32_t* h_pos = h_ids + R;

@@ -155,7 +155,10 @@ TEST_CASE("rtx-tune efficiency replays strategies against a recorded grid", "[cp
   CHECK(k["budget"] == 20);
   // The optimum is the recorded best, the same one `run` reported.
   CHECK(k["optimum"]["median_s"].get<double>() == Approx(tuned["best"]["median_s"].get<double>()));
-  CHECK(k["optimum"]["params"] == tuned["best"]["params"]);
+  // Two points can measure exactly equal at these sizes (timer resolution); `run` and
+  // `efficiency` may then name different ones of them, both an optimum. Otherwise the same point.
+  if (k["optimum"]["params"] != tuned["best"]["params"])
+    CHECK(k["optimum"]["median_s"].get<double>() == tuned["best"]["median_s"].get<double>());
   REQUIRE(k["strategies"].size() == 4);
   for (const json& se : k["strategies"]) {
     INFO(se["strategy"]);

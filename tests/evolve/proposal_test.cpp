@@ -74,6 +74,8 @@ TEST_CASE("evolve proposal: envelope round trip and schema errors name the field
   bad([](json& b) { b["actions"] = "x"; }, "actions");
   bad([](json& b) { b["changeset"].erase("candidate"); }, "changeset.candidate");
   bad([](json& b) { b["plan"] = 3; }, "plan");
+  bad([](json& b) { b["plan"]["why"] = json::object(); }, "plan.why");  // a fuzzer finding
+  bad([](json& b) { b["plan"]["why"] = 7; }, "plan.why");
   Proposal incomplete = p;
   incomplete.provenance.erase("env_sha256");
   incomplete.plan.erase("why");

@@ -125,6 +125,10 @@ Proposal from_json(const json& j, const std::string& source) {
   p.key = str("key", true);
   if (p.key.empty()) throw_input("empty key", source + ": field 'key'");
   p.plan = obj("plan", true);
+  // Readers take plan.why as text (reports, the knowledge graph, the loop's log): refuse any
+  // other type here rather than let one of them throw a JSON type error later.
+  if (p.plan.contains("why") && !p.plan["why"].is_string())
+    throw_input("expected a string", source + ": field 'plan.why'", "describe the change in words");
   if (!field(j, "actions", source).is_array()) throw_input("expected an array", source + ": field 'actions'");
   p.actions = j["actions"];
   p.changeset = obj("changeset", true);

@@ -18,11 +18,7 @@ rtx_add_test(dist_nccl_test SOURCES
   LABELS cuda)
 set(_rtx_mpiexec "${MPIEXEC_EXECUTABLE}")
 if(NOT _rtx_mpiexec)
-  # dist_nccl_test: the NCCL communicator on one GPU (skips without one).
-rtx_add_test(dist_nccl_test SOURCES
-  ${CMAKE_CURRENT_LIST_DIR}/nccl_test.cpp
-  LABELS cuda)
-set(_rtx_mpiexec mpiexec)
+  set(_rtx_mpiexec mpiexec)
 endif()
 target_compile_definitions(dist_launch_test PRIVATE RTX_MPIEXEC="${_rtx_mpiexec}"
                            RTX_DIST_MPI_TEST="$<TARGET_FILE:dist_mpi_test>")

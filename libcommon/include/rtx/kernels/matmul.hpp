@@ -80,14 +80,15 @@ class PackedMatmulWeight {
   PackedMatmulWeight(const float* weight, int N, int K, const MatmulParams* p = nullptr);
   /// A weight kept in ggml's Q8_0 format: `blocks` holds N rows of K/32 blocks of 34 bytes (f16
   /// scale d, 32 int8 q; value q*d), as in a GGUF tensor of ne {K, N}.
-  ///  W8A32 (int8_activations false, or no AVX-512 VNNI, or K not a multiple of 256): int8 rows
-  ///   plus f32 scales (about 1.06 bytes per weight instead of 4); matmul_forward_packed converts
-  ///   32 weights at a time to f32 (q*d, exact) and accumulates in f32.
-  ///  W8A8 (int8_activations true, AVX-512 VNNI, K % 256 == 0), as llama.cpp's Q8_0 x Q8_0: the
-  ///   quants + 128 as bytes in the K-quant kernels' lane-stable order plus the f32 scales (1.125
-  ///   bytes per weight); inputs quantized to int8 per 32 values as for the K-quants, exact
-  ///   integer dots (vpdpbusd, minus 128 x the inputs' sums), one scale per 32. Relative error of
-  ///   order 1e-3 from the 8-bit inputs; batch invariant.
+  ///  W8A32 (int8_activations false, or a CPU without AVX2): int8 rows plus f32 scales (about
+  ///   1.06 bytes per weight instead of 4); matmul_forward_packed converts 32 weights at a time
+  ///   to f32 (q*d, exact) and accumulates in f32.
+  ///  W8A8 (int8_activations true), as llama.cpp's Q8_0 x Q8_0: inputs quantized to int8 per 32
+  ///   values as for the K-quants, exact integer dots, one scale d * sx per 32. With AVX-512 VNNI
+  ///   and K % 256 == 0 the quants + 128 are held as bytes in the K-quant kernels' lane-stable
+  ///   order (1.125 bytes per weight; vpdpbusd, minus 128 x the inputs' sums); otherwise (AVX2,
+  ///   or AVX-512 without VNNI) the W8A32 layout with signed pmaddubsw products. Relative error
+  ///   of order 1e-3 from the 8-bit inputs; batch invariant.
   /// Error(Input) on N <= 0, K not a positive multiple of 32, or null blocks.
   static PackedMatmulWeight q8_0(const uint8_t* blocks, int N, int K, bool int8_activations = false);
   /// A weight kept in one of ggml's K-quant formats (ggml_type 12 Q4_K, 13 Q5_K, 14 Q6_K;
@@ -144,7 +145,7 @@ class PackedMatmulWeight {
     std::vector<int8_t> q;   // Q8_0: N*K quants, row-major
     std::vector<float> d;    // Q8_0: N*(K/32) scales
     const char* type = "";   // "Q8_0", "Q4_K", ...
-    bool a8 = false;         // K-quants: 8-bit activations (integer dot products)
+    bool a8 = false;         // 8-bit activations (integer dot products); K-quants, or Q8_0 W8A8
     // K-quants: the file's super-blocks, repacked (q and d then empty).
     // Per 256 values: Q4_K f32 d, f32 dmin, u8 sc[8], u8 m[8], qs[128] (152 B); Q5_K the same
     // plus qh[32] before qs (184 B); Q6_K f32 d, i8 sc[16], ql[128], qh[64] (212 B).

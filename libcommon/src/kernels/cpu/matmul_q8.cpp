@@ -1,7 +1,8 @@
 // Matmuls over quantized weights, out (M,N) = inp (M,K) @ W^T + bias, with the weights kept in
 // (nearly) their GGUF form, since decode is bound by the weight bytes read per token:
-//  Q8_0 (ggml's block_q8_0: per 32 weights an f16 scale d and 32 int8 q, value q*d), W8A32:
-//   each block widened to f32 (q*d, exact) and accumulated with FMAs.
+//  Q8_0 (ggml's block_q8_0: per 32 weights an f16 scale d and 32 int8 q, value q*d): W8A32,
+//   each block widened to f32 (q*d, exact) and accumulated with FMAs; or W8A8, inputs
+//   quantized per 32 values and integer dot products (AVX-512 VNNI or AVX2).
 //  K-quants (Q4_K, Q5_K, Q6_K; super-blocks of 256, ggml-common.h), repacked with f32 super-
 //   scales: 8-bit activations and integer dot products (as llama.cpp), or f32 activations
 //   against the exact weights.
@@ -182,6 +183,9 @@ PackedMatmulWeight PackedMatmulWeight::q8_0(const uint8_t* blocks, int N, int K,
     w.q8_ = std::move(q8);
     return w;
   }
+  // W8A8 without VNNI (AVX2, or AVX-512 without VNNI): the natural layout below, with
+  // tile_q8_i8_avx2's signed pmaddubsw products; elsewhere (scalar) W8A32.
+  q8->a8 = int8_activations && (w.isa_ == Isa::Avx2 || w.isa_ == Isa::Avx512);
   q8->q.resize(static_cast<size_t>(N) * K);
   q8->d.resize(static_cast<size_t>(N) * nb);
   for (int64_t n = 0; n < N; ++n)
@@ -746,8 +750,71 @@ RTX_KQ_VNNI void tile_kc_i8_avx512(const QuantRows& r, int64_t m0, const uint8_t
     res[i] = hsum256(_mm256_add_ps(_mm512_castps512_ps256(acc[i]), _mm512_extractf32x8_ps(acc[i], 1)));
 }
 
-/// AVX2: per 32 weights, pmaddubsw + pmaddwd into 8 int32 lanes (lanes 0-3 and 4-7 are the two
-/// 16-value groups), a conversion and an FMA with the lanes' s * sx.
+/// The 256 quants of a repacked super-block of type T (12 Q4_K, 13 Q5_K, 14 Q6_K) in natural
+/// order, unsigned (< 64): sub-block h's 32 values in q[h], as unpack_kc_q's q (ggml-common.h's
+/// bit layout: Q4_K/Q5_K nibbles of qs[32(h/2)..] (low for even h) plus Q5_K's bit h of qh;
+/// Q6_K low nibbles of ql plus 2-bit highs of qh).
+RTX_Q8_AVX2 inline __attribute__((always_inline)) __m256i load256(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+template <uint32_t T>
+RTX_Q8_AVX2 inline __attribute__((always_inline)) void unpack_kc_avx2(const uint8_t* sb, __m256i (&q)[8]) {
+  const __m256i lo4 = _mm256_set1_epi8(0x0F);
+  if constexpr (T == 14) {
+    // 16-bit shifts move bits across the two bytes of a lane; every result is masked per byte
+    // before it is shifted up, so nothing crosses.
+    const __m256i three = _mm256_set1_epi8(3);
+    for (int n = 0; n < 2; ++n) {
+      const __m256i ql0 = load256(sb + 20 + 64 * n), ql1 = load256(sb + 20 + 64 * n + 32), qh = load256(sb + 148 + 32 * n);
+      q[4 * n + 0] = _mm256_or_si256(_mm256_and_si256(ql0, lo4), _mm256_slli_epi16(_mm256_and_si256(qh, three), 4));
+      q[4 * n + 1] = _mm256_or_si256(_mm256_and_si256(ql1, lo4),
+                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), three), 4));
+      q[4 * n + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), lo4),
+                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), three), 4));
+      q[4 * n + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), lo4),
+                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), three), 4));
+    }
+  } else {
+    const uint8_t* qs = sb + (T == 13 ? 56 : 24);
+    for (int p = 0; p < 4; ++p) {
+      const __m256i raw = load256(qs + 32 * p);
+      q[2 * p] = _mm256_and_si256(raw, lo4);
+      q[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4);
+    }
+    if constexpr (T == 13) {  // bit h of qh[l]: +16 on value 32h + l
+      const __m256i qh = load256(sb + 24), one = _mm256_set1_epi8(1);
+      for (int h = 0; h < 8; ++h)
+        q[h] = _mm256_or_si256(q[h], _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(h)), one), 4));
+    }
+  }
+}
+
+/// Scale s and offset o of each 16 values of a repacked super-block (value q*s + o), as
+/// unpack_kc_q's (the same float operations).
+inline void kc_scales(uint32_t type, const uint8_t* sb, float* s, float* o) {
+  float d;
+  std::memcpy(&d, sb, 4);
+  if (type == 14) {
+    const auto* sc = reinterpret_cast<const int8_t*>(sb + 4);
+    for (int g = 0; g < 16; ++g) {
+      s[g] = d * static_cast<float>(sc[g]);
+      o[g] = -32.0f * s[g];
+    }
+    return;
+  }
+  float dmin;
+  std::memcpy(&dmin, sb + 4, 4);
+  for (int h = 0; h < 8; ++h) {
+    s[2 * h] = s[2 * h + 1] = d * static_cast<float>(sb[8 + h]);
+    o[2 * h] = o[2 * h + 1] = -dmin * static_cast<float>(sb[16 + h]);
+  }
+}
+
+/// AVX2: the super-block's quants unpacked in registers (unpack_kc_avx2) and shared by the MT
+/// rows; per 32 weights, pmaddubsw + pmaddwd into 8 int32 lanes (lanes 0-3 and 4-7 are the two
+/// 16-value groups; exact: no pair exceeds 2*63*127), a conversion and an FMA with the lanes'
+/// s * sx. The offsets' term is an FMA per super-block and row.
 template <int MT, uint32_t T>
 RTX_Q8_AVX2 void tile_kc_i8_avx2(const QuantRows& r, int64_t m0, const uint8_t* sb, int64_t nsb, float* res) {
   constexpr int NG = T == 14 ? 16 : 8;
@@ -757,15 +824,15 @@ RTX_Q8_AVX2 void tile_kc_i8_avx2(const QuantRows& r, int64_t m0, const uint8_t* 
   const int64_t K = r.K;
   for (int64_t b = 0; b < nsb; ++b, sb += kc_bytes(T)) {
     prefetch_ahead(sb, kc_bytes(T));
-    uint8_t q[256];
+    __m256i q[8];
+    unpack_kc_avx2<T>(sb, q);
     alignas(32) float s[16], o[16];
-    unpack_kc_q(T, sb, q, s, o);  // the quants unpacked once, shared by the MT rows
+    kc_scales(T, sb, s, o);
     for (int i = 0; i < MT; ++i) {
       const int64_t at = (m0 + i) * (K / 32) + 8 * b;
       const int8_t* xq = r.xq + (m0 + i) * K + 256 * b;
       for (int h = 0; h < 8; ++h) {  // 32 values
-        const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * h));
-        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(w, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * h))), ones);
+        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q[h], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * h))), ones);
         const float sx = r.sx[at + h];
         const __m256 sc = _mm256_set_m128(_mm_set1_ps(s[2 * h + 1] * sx), _mm_set1_ps(s[2 * h] * sx));
         acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc[i]);
@@ -780,6 +847,29 @@ RTX_Q8_AVX2 void tile_kc_i8_avx2(const QuantRows& r, int64_t m0, const uint8_t* 
     }
   }
   for (int i = 0; i < MT; ++i) res[i] = hsum256(acc[i]) + (NG == 16 ? hsum256(_mm256_add_ps(acco[i][0], acco[i][1])) : hsum256(acco[i][0]));
+}
+
+/// Q8_0 W8A8 on AVX2 (ggml's Q8_0 x Q8_0 dot): per 32 weights q (natural order, int8) and the
+/// row's 32 int8 inputs, pmaddubsw(|q|, sign(x, q)) + pmaddwd into 8 int32 lanes (exact: no pair
+/// exceeds 2*128*127), a conversion and an FMA with d * sx. res[i] = row m0 + i of r . the
+/// nb blocks at (q, d), i < MT.
+template <int MT>
+RTX_Q8_AVX2 void tile_q8_i8_avx2(const QuantRows& r, int64_t m0, const int8_t* q, const float* d, int64_t nb, float* res) {
+  __m256 acc[MT];
+  for (int i = 0; i < MT; ++i) acc[i] = _mm256_setzero_ps();
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int64_t K = r.K;
+  for (int64_t b = 0; b < nb; ++b) {
+    if (b % 2 == 0) prefetch_ahead(q + 32 * b, 64);
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b));
+    const __m256i aw = _mm256_sign_epi8(w, w);
+    for (int i = 0; i < MT; ++i) {
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.xq + (m0 + i) * K + 32 * b));
+      const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, w)), ones);
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d[b] * r.sx[(m0 + i) * nb + b]), acc[i]);
+    }
+  }
+  for (int i = 0; i < MT; ++i) res[i] = hsum256(acc[i]);
 }
 
 /// Scalar: per 16 values, the exact int32 dot times s * sx, plus o * (sx * sum(xq)).
@@ -892,22 +982,31 @@ std::string weight_formats_summary(const std::vector<const PackedMatmulWeight*>&
   return s + (a8 == 0 ? ", f32 activations" : a8 == quantized ? ", 8-bit activations" : ", 8-bit activations " + std::to_string(a8) + "/" + std::to_string(quantized));
 }
 
-/// The Q8_0 branch of matmul_forward_packed.
-void matmul_forward_q8(float* out, const float* inp, const int8_t* q, const float* d, const float* bias, int M, int N, int K,
-                       Isa isa) {
+/// The Q8_0 branch of matmul_forward_packed (natural layout): W8A32, or a8 (AVX2 instructions)
+/// W8A8 on rows quantized per 32 values.
+void matmul_forward_q8(float* out, const float* inp, const int8_t* q, const float* d, bool a8, const float* bias, int M, int N,
+                       int K, Isa isa) {
   const int64_t nb = K / 32;
   const int64_t nchunks = (N + kColChunk - 1) / kColChunk;
+  if (a8 && isa != Isa::Avx2 && isa != Isa::Avx512)  // q8_0() sets a8 only where it runs
+    throw_internal("matmul_forward_packed: a Q8_0 W8A8 weight on a CPU without AVX2", "weight");
+  // Natural order (isa Avx2: no lane-stable permutation), by this thread before the region.
+  const QuantRows qr = a8 ? quantize_rows(inp, M, K, Isa::Avx2, 8) : QuantRows{};
+  using TileI8 = void (*)(const QuantRows&, int64_t, const int8_t*, const float*, int64_t, float*);
+  static const TileI8 ti8[kRowTile] = {tile_q8_i8_avx2<1>, tile_q8_i8_avx2<2>, tile_q8_i8_avx2<3>, tile_q8_i8_avx2<4>,
+                                       tile_q8_i8_avx2<5>, tile_q8_i8_avx2<6>, tile_q8_i8_avx2<7>, tile_q8_i8_avx2<8>};
 #pragma omp parallel for schedule(static) if (!omp_in_parallel() && static_cast<int64_t>(M) * N * K > (1 << 16))
   for (int64_t c = 0; c < nchunks; ++c) {
     const int64_t n0 = c * kColChunk, n1 = std::min<int64_t>(N, n0 + kColChunk);
     float res[kRowTile];
     for (int64_t m0 = 0; m0 < M; m0 += kRowTile) {
       const int rows = static_cast<int>(std::min<int64_t>(kRowTile, M - m0));
-      const TileFn f = tile_fn(isa, rows);
+      const TileFn f = a8 ? nullptr : tile_fn(isa, rows);
       for (int64_t n = n0; n < n1; ++n) {
         const int8_t* qn = q + n * K;
         const float* dn = d + n * nb;
-        if (f) f(inp + m0 * K, K, qn, dn, nb, res);
+        if (a8) ti8[rows - 1](qr, m0, qn, dn, nb, res);
+        else if (f) f(inp + m0 * K, K, qn, dn, nb, res);
         else
           for (int i = 0; i < rows; ++i) row_scalar(inp + (m0 + i) * K, qn, dn, nb, res + i);
         const float b = bias ? bias[n] : 0.0f;

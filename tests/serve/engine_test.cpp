@@ -821,7 +821,8 @@ TEST_CASE("model loaders refuse NaN/Inf weights at load, naming the tensor (f32 
 TEST_CASE("paged_attention: float64 softmax reference, every ISA, odd head sizes and key counts", "[cpu][serve]") {
   // Keys and values stored through a shuffled block table (blocks out of order, the last one
   // partly filled); reference: softmax(scale * q.k) . v in float64. Head sizes cover the
-  // AVX-512 path (multiples of 16 up to 128), and the generic one (8, 40, 144).
+  // AVX-512 path (multiples of 16 up to 128), the AVX2 one (multiples of 8 up to 128: 8, 40)
+  // and the generic one (144, and every size on Scalar).
   const kernels::Isa saved = kernels::cpu_isa_active();
   for (kernels::Isa isa : {kernels::Isa::Scalar, kernels::Isa::Avx2, kernels::Isa::Avx512}) {
     if (static_cast<int>(isa) > static_cast<int>(kernels::cpu_isa_supported())) continue;

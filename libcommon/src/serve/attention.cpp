@@ -97,6 +97,62 @@ RTX_ATT_AVX512 void paged_attention_avx512(float* out, const float* q, int n_key
   for (int j = 0; j < NV; ++j) _mm512_storeu_ps(out + 16 * j, _mm512_mul_ps(o[j], inv));
 }
 
+#define RTX_ATT_AVX2 __attribute__((target("avx2,fma")))
+
+/// The AVX2 path, as paged_attention_avx512 with 8 lanes: head sizes that are multiples of 8, up
+/// to 128 (NV <= 16 vectors of q; above 8 the compiler keeps some in L1).
+template <int NV>
+RTX_ATT_AVX2 void paged_attention_avx2(float* out, const float* q, int n_keys, const KvCache& kv, int layer,
+                                       size_t head_off, const int32_t* blocks, float scale, float* scratch) {
+  constexpr int HS = 8 * NV;
+  const int BT = kv.block_tokens();
+  __m256 qv[NV];
+  for (int j = 0; j < NV; ++j) qv[j] = _mm256_loadu_ps(q + 8 * j);
+  float mx = -INFINITY;
+  for (int t0 = 0; t0 < n_keys; t0 += BT) {
+    const float* kb = kv.k(layer, blocks[t0 / BT]) + head_off;
+    const int nt = n_keys - t0 < BT ? n_keys - t0 : BT;
+    for (int s = 0; s < nt; ++s) {
+      const float* kr = kb + static_cast<size_t>(s) * HS;
+      __m256 acc = _mm256_mul_ps(qv[0], _mm256_loadu_ps(kr));
+      for (int j = 1; j < NV; ++j) acc = _mm256_fmadd_ps(qv[j], _mm256_loadu_ps(kr + 8 * j), acc);
+      __m128 x = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+      x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+      x = _mm_add_ss(x, _mm_movehdup_ps(x));
+      const float v = scale * _mm_cvtss_f32(x);
+      scratch[t0 + s] = v;
+      mx = v > mx ? v : mx;
+    }
+  }
+  const float sum = exp_shifted(scratch, n_keys, mx);
+  __m256 o[NV];
+  for (int j = 0; j < NV; ++j) o[j] = _mm256_setzero_ps();
+  for (int t0 = 0; t0 < n_keys; t0 += BT) {
+    const float* vb = kv.v(layer, blocks[t0 / BT]) + head_off;
+    const int nt = n_keys - t0 < BT ? n_keys - t0 : BT;
+    for (int s = 0; s < nt; ++s) {
+      const __m256 w = _mm256_set1_ps(scratch[t0 + s]);
+      const float* vr = vb + static_cast<size_t>(s) * HS;
+      for (int j = 0; j < NV; ++j) o[j] = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr + 8 * j), o[j]);
+    }
+  }
+  const __m256 inv = _mm256_set1_ps(1.f / sum);
+  for (int j = 0; j < NV; ++j) _mm256_storeu_ps(out + 8 * j, _mm256_mul_ps(o[j], inv));
+}
+
+using AttnFn = void (*)(float*, const float*, int, const KvCache&, int, size_t, const int32_t*, float, float*);
+
+/// The AVX2 kernel for head size 8 * nv (1 <= nv <= 16).
+AttnFn avx2_kernel(int nv) {
+  static const AttnFn f[16] = {paged_attention_avx2<1>,  paged_attention_avx2<2>,  paged_attention_avx2<3>,
+                               paged_attention_avx2<4>,  paged_attention_avx2<5>,  paged_attention_avx2<6>,
+                               paged_attention_avx2<7>,  paged_attention_avx2<8>,  paged_attention_avx2<9>,
+                               paged_attention_avx2<10>, paged_attention_avx2<11>, paged_attention_avx2<12>,
+                               paged_attention_avx2<13>, paged_attention_avx2<14>, paged_attention_avx2<15>,
+                               paged_attention_avx2<16>};
+  return f[nv - 1];
+}
+
 }  // namespace
 
 void paged_attention(float* out, const float* q, int n_keys, const KvCache& kv, int layer, int kv_head,
@@ -115,6 +171,8 @@ void paged_attention(float* out, const float* q, int n_keys, const KvCache& kv, 
       default: return paged_attention_avx512<8>(out, q, n_keys, kv, layer, off, blocks, scale, scratch);
     }
   }
+  if (kernels::cpu_isa_active() == kernels::Isa::Avx2 && HS % 8 == 0 && HS <= 128)
+    return avx2_kernel(HS / 8)(out, q, n_keys, kv, layer, static_cast<size_t>(kv_head) * BT * HS, blocks, scale, scratch);
   const size_t head_off = static_cast<size_t>(kv_head) * BT * HS;
   float mx = -INFINITY;
   for (int t0 = 0; t0 < n_keys; t0 += BT) {

@@ -10,9 +10,11 @@ namespace rtx::serve {
 
 /// out (head_dim) = softmax_t(scale * q . k_t) v_t over keys t = 0..n_keys-1 of KV head `kv_head`
 /// in `layer`, key t at block blocks[t / block_tokens], slot t % block_tokens. f32 throughout;
-/// the dot products use L partial sums (L = 16 for head_dim >= 16, else 8 or 4; lane j takes
-/// elements d = j mod L) folded in a fixed order, the softmax subtracts the max and sums exp in key order, the output accumulates
-/// weights times values in key order and divides once. `scratch` holds n_keys floats.
+/// the dot products use L partial sums (lane j takes elements d = j mod L) folded in a fixed
+/// order: L = 16 FMA lanes on AVX-512 (head_dim a multiple of 16 up to 128), 8 on AVX2
+/// (multiples of 8 up to 128), else L = 16 for head_dim >= 16, 8 or 4. The softmax subtracts the
+/// max and sums exp in key order, the output accumulates weights times values in key order and
+/// divides once. The order depends on head_dim and the ISA only. `scratch` holds n_keys floats.
 /// Preconditions (checked by the caller): n_keys >= 1 and the table covers n_keys positions.
 void paged_attention(float* out, const float* q, int n_keys, const KvCache& kv, int layer, int kv_head,
                      const int32_t* blocks, float scale, float* scratch);

@@ -790,63 +790,73 @@ RTX_Q8_AVX2 inline __attribute__((always_inline)) void unpack_kc_avx2(const uint
   }
 }
 
-/// Scale s and offset o of each 16 values of a repacked super-block (value q*s + o), as
-/// unpack_kc_q's (the same float operations).
-inline void kc_scales(uint32_t type, const uint8_t* sb, float* s, float* o) {
-  float d;
-  std::memcpy(&d, sb, 4);
-  if (type == 14) {
-    const auto* sc = reinterpret_cast<const int8_t*>(sb + 4);
-    for (int g = 0; g < 16; ++g) {
-      s[g] = d * static_cast<float>(sc[g]);
-      o[g] = -32.0f * s[g];
-    }
-    return;
-  }
-  float dmin;
-  std::memcpy(&dmin, sb + 4, 4);
-  for (int h = 0; h < 8; ++h) {
-    s[2 * h] = s[2 * h + 1] = d * static_cast<float>(sb[8 + h]);
-    o[2 * h] = o[2 * h + 1] = -dmin * static_cast<float>(sb[16 + h]);
-  }
-}
-
 /// AVX2: the super-block's quants unpacked in registers (unpack_kc_avx2) and shared by the MT
 /// rows; per 32 weights, pmaddubsw + pmaddwd into 8 int32 lanes (lanes 0-3 and 4-7 are the two
 /// 16-value groups; exact: no pair exceeds 2*63*127), a conversion and an FMA with the lanes'
-/// s * sx. The offsets' term is an FMA per super-block and row.
+/// s * sx. The scales are vectors: per row and super-block one product of the weight scales
+/// and the row's 8 input scales, then a lane permute per 32 values. The offsets' term is an FMA
+/// per super-block and row (two for Q6_K's 16 groups).
 template <int MT, uint32_t T>
 RTX_Q8_AVX2 void tile_kc_i8_avx2(const QuantRows& r, int64_t m0, const uint8_t* sb, int64_t nsb, float* res) {
-  constexpr int NG = T == 14 ? 16 : 8;
-  __m256 acc[MT], acco[MT][2];
-  for (int i = 0; i < MT; ++i) acc[i] = acco[i][0] = acco[i][1] = _mm256_setzero_ps();
+  __m256 acc[MT], acco[MT];
+  for (int i = 0; i < MT; ++i) acc[i] = acco[i] = _mm256_setzero_ps();
   const __m256i ones = _mm256_set1_epi16(1);
   const int64_t K = r.K;
+  // Q6_K: group g's scale s[g] pairs with input block g/2; lanes 0-3 of 32-value step h take
+  // group 2h, lanes 4-7 group 2h+1.
+  const __m256i dup_lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), dup_hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
   for (int64_t b = 0; b < nsb; ++b, sb += kc_bytes(T)) {
     prefetch_ahead(sb, kc_bytes(T));
     __m256i q[8];
     unpack_kc_avx2<T>(sb, q);
-    alignas(32) float s[16], o[16];
-    kc_scales(T, sb, s, o);
+    float d;
+    std::memcpy(&d, sb, 4);
+    __m256 s0, s1 = _mm256_setzero_ps(), o0, o1 = _mm256_setzero_ps();
+    if constexpr (T == 14) {  // s[g] = d * sc[g], o[g] = -32 s[g]
+      const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 4));
+      s0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)), _mm256_set1_ps(d));
+      s1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))), _mm256_set1_ps(d));
+      o0 = _mm256_mul_ps(s0, _mm256_set1_ps(-32.0f));
+      o1 = _mm256_mul_ps(s1, _mm256_set1_ps(-32.0f));
+    } else {  // per sub-block h: s = d * sc[h], o = -dmin * m[h]
+      float dmin;
+      std::memcpy(&dmin, sb + 4, 4);
+      s0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 8)))),
+                         _mm256_set1_ps(d));
+      o0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 16)))),
+                         _mm256_set1_ps(-dmin));
+    }
     for (int i = 0; i < MT; ++i) {
       const int64_t at = (m0 + i) * (K / 32) + 8 * b;
       const int8_t* xq = r.xq + (m0 + i) * K + 256 * b;
+      const __m256 sx = _mm256_loadu_ps(r.sx + at);
+      __m256 sv0, sv1 = _mm256_setzero_ps();
+      if constexpr (T == 14) {
+        sv0 = _mm256_mul_ps(s0, _mm256_permutevar8x32_ps(sx, dup_lo));  // groups 0-7: steps h 0-3
+        sv1 = _mm256_mul_ps(s1, _mm256_permutevar8x32_ps(sx, dup_hi));  // groups 8-15: steps h 4-7
+      } else {
+        sv0 = _mm256_mul_ps(s0, sx);
+      }
       for (int h = 0; h < 8; ++h) {  // 32 values
         const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q[h], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * h))), ones);
-        const float sx = r.sx[at + h];
-        const __m256 sc = _mm256_set_m128(_mm_set1_ps(s[2 * h + 1] * sx), _mm_set1_ps(s[2 * h] * sx));
+        __m256 sc;
+        if constexpr (T == 14) {
+          const int g = 2 * (h % 4);
+          sc = _mm256_permutevar8x32_ps(h < 4 ? sv0 : sv1, _mm256_setr_epi32(g, g, g, g, g + 1, g + 1, g + 1, g + 1));
+        } else {
+          sc = _mm256_permutevar8x32_ps(sv0, _mm256_set1_epi32(h));
+        }
         acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc[i]);
       }
       if constexpr (T == 14) {
-        acco[i][0] = _mm256_fmadd_ps(_mm256_load_ps(o), _mm256_loadu_ps(r.xs16 + 2 * at), acco[i][0]);
-        acco[i][1] = _mm256_fmadd_ps(_mm256_load_ps(o + 8), _mm256_loadu_ps(r.xs16 + 2 * at + 8), acco[i][1]);
+        acco[i] = _mm256_fmadd_ps(o0, _mm256_loadu_ps(r.xs16 + 2 * at), acco[i]);
+        acco[i] = _mm256_fmadd_ps(o1, _mm256_loadu_ps(r.xs16 + 2 * at + 8), acco[i]);
       } else {
-        const __m256 o8 = _mm256_set_ps(o[14], o[12], o[10], o[8], o[6], o[4], o[2], o[0]);
-        acco[i][0] = _mm256_fmadd_ps(o8, _mm256_loadu_ps(r.xs32 + at), acco[i][0]);
+        acco[i] = _mm256_fmadd_ps(o0, _mm256_loadu_ps(r.xs32 + at), acco[i]);
       }
     }
   }
-  for (int i = 0; i < MT; ++i) res[i] = hsum256(acc[i]) + (NG == 16 ? hsum256(_mm256_add_ps(acco[i][0], acco[i][1])) : hsum256(acco[i][0]));
+  for (int i = 0; i < MT; ++i) res[i] = hsum256(acc[i]) + hsum256(acco[i]);
 }
 
 /// Q8_0 W8A8 on AVX2 (ggml's Q8_0 x Q8_0 dot): per 32 weights q (natural order, int8) and the

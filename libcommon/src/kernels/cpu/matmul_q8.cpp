@@ -585,8 +585,42 @@ RTX_Q8_AVX512 void quantize_block_avx512(const float* xb, int8_t* xq, float* sx,
   xs16[1] = static_cast<float>(s1) * scale;
 }
 
+/// One 32-value block b of the AVX2 quantize_rows: as quantize_block_avx512 (ties to even).
+RTX_Q8_AVX2 void quantize_block_avx2(const float* xb, int8_t* xq, float* sx, float* xs32, float* xs16) {
+  __m256 v[4];
+  __m256 m = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int j = 0; j < 4; ++j) {
+    v[j] = _mm256_loadu_ps(xb + 8 * j);
+    m = _mm256_max_ps(m, _mm256_and_ps(v[j], abs_mask));
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(v[j], v[j], _CMP_UNORD_Q));
+  }
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_movehdup_ps(h));
+  float amax = _mm_cvtss_f32(h);
+  if (_mm256_movemask_ps(nan)) amax = std::numeric_limits<float>::quiet_NaN();  // max drops NaN
+  float inv;
+  const float scale = block_scale(amax, &inv);
+  __m256i q[4];
+  for (int j = 0; j < 4; ++j) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], _mm256_set1_ps(inv)));
+  // int32 -> int8 with saturation; packs work per 128-bit lane, the permute restores the order.
+  const __m256i p16a = _mm256_packs_epi32(q[0], q[1]), p16b = _mm256_packs_epi32(q[2], q[3]);
+  const __m256i p8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p16a, p16b), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(xq), p8);
+  // The sums of the stored (saturated) quants, per 16.
+  const __m256i w = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), p8), _mm256_set1_epi16(1));
+  alignas(32) int32_t l[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(l), w);
+  const int32_t s0 = l[0] + l[1] + l[2] + l[3], s1 = l[4] + l[5] + l[6] + l[7];
+  *sx = scale;
+  *xs32 = static_cast<float>(s0 + s1) * scale;
+  xs16[0] = static_cast<float>(s0) * scale;
+  xs16[1] = static_cast<float>(s1) * scale;
+}
+
 /// Quantizes M rows of x (M, K) into thread-local buffers (valid until the next call on this
-/// thread). `isa` Avx512 rounds ties to even, the others away from zero; with Avx512 each
+/// thread). `isa` Avx512 and Avx2 round ties to even, Scalar away from zero; with Avx512 each
 /// 256-value block of xq is also put in the lane-stable order of K-quant `type`
 /// (interleave_source), as its weights are.
 QuantRows quantize_rows(const float* x, int64_t M, int64_t K, Isa isa, uint32_t type) {
@@ -602,6 +636,10 @@ QuantRows quantize_rows(const float* x, int64_t M, int64_t K, Isa isa, uint32_t 
     const float* xb = x + 32 * b;
     if (isa == Isa::Avx512) {
       quantize_block_avx512(xb, xq.data() + 32 * b, sx.data() + b, xs32.data() + b, xs16.data() + 2 * b);
+      continue;
+    }
+    if (isa == Isa::Avx2) {
+      quantize_block_avx2(xb, xq.data() + 32 * b, sx.data() + b, xs32.data() + b, xs16.data() + 2 * b);
       continue;
     }
     float amax = 0;

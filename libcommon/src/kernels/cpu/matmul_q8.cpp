@@ -832,8 +832,9 @@ RTX_Q8_AVX2 inline __attribute__((always_inline)) void unpack_kc_avx2(const uint
 /// rows; per 32 weights, pmaddubsw + pmaddwd into 8 int32 lanes (lanes 0-3 and 4-7 are the two
 /// 16-value groups; exact: no pair exceeds 2*63*127), a conversion and an FMA with the lanes'
 /// s * sx. The scales are vectors: per row and super-block one product of the weight scales
-/// and the row's 8 input scales, then a lane permute per 32 values. The offsets' term is an FMA
-/// per super-block and row (two for Q6_K's 16 groups).
+/// and the row's 8 input scales, then a broadcast per 32 values. The offsets' term is an FMA
+/// per super-block and row (two for Q6_K's 16 groups). Each row's operations are the same
+/// whatever MT is (batch invariant).
 template <int MT, uint32_t T>
 RTX_Q8_AVX2 void tile_kc_i8_avx2(const QuantRows& r, int64_t m0, const uint8_t* sb, int64_t nsb, float* res) {
   __m256 acc[MT], acco[MT];
@@ -864,33 +865,30 @@ RTX_Q8_AVX2 void tile_kc_i8_avx2(const QuantRows& r, int64_t m0, const uint8_t* 
       o0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 16)))),
                          _mm256_set1_ps(-dmin));
     }
+    // Per row, the lanes' scales s * sx: [h] for Q4_K/Q5_K (one per 32 values), [g] for Q6_K
+    // (one per 16). Rows inner, 32-value steps outer: the MT rows' FMA chains interleave.
+    alignas(32) float sv[MT][16];
     for (int i = 0; i < MT; ++i) {
       const int64_t at = (m0 + i) * (K / 32) + 8 * b;
-      const int8_t* xq = r.xq + (m0 + i) * K + 256 * b;
       const __m256 sx = _mm256_loadu_ps(r.sx + at);
-      __m256 sv0, sv1 = _mm256_setzero_ps();
       if constexpr (T == 14) {
-        sv0 = _mm256_mul_ps(s0, _mm256_permutevar8x32_ps(sx, dup_lo));  // groups 0-7: steps h 0-3
-        sv1 = _mm256_mul_ps(s1, _mm256_permutevar8x32_ps(sx, dup_hi));  // groups 8-15: steps h 4-7
-      } else {
-        sv0 = _mm256_mul_ps(s0, sx);
-      }
-      for (int h = 0; h < 8; ++h) {  // 32 values
-        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q[h], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * h))), ones);
-        __m256 sc;
-        if constexpr (T == 14) {
-          const int g = 2 * (h % 4);
-          sc = _mm256_permutevar8x32_ps(h < 4 ? sv0 : sv1, _mm256_setr_epi32(g, g, g, g, g + 1, g + 1, g + 1, g + 1));
-        } else {
-          sc = _mm256_permutevar8x32_ps(sv0, _mm256_set1_epi32(h));
-        }
-        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc[i]);
-      }
-      if constexpr (T == 14) {
+        _mm256_store_ps(sv[i], _mm256_mul_ps(s0, _mm256_permutevar8x32_ps(sx, dup_lo)));
+        _mm256_store_ps(sv[i] + 8, _mm256_mul_ps(s1, _mm256_permutevar8x32_ps(sx, dup_hi)));
         acco[i] = _mm256_fmadd_ps(o0, _mm256_loadu_ps(r.xs16 + 2 * at), acco[i]);
         acco[i] = _mm256_fmadd_ps(o1, _mm256_loadu_ps(r.xs16 + 2 * at + 8), acco[i]);
       } else {
+        _mm256_store_ps(sv[i], _mm256_mul_ps(s0, sx));
         acco[i] = _mm256_fmadd_ps(o0, _mm256_loadu_ps(r.xs32 + at), acco[i]);
+      }
+    }
+    const int8_t* xb = r.xq + m0 * K + 256 * b;
+    for (int h = 0; h < 8; ++h) {  // 32 values
+      for (int i = 0; i < MT; ++i) {
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + i * K + 32 * h));
+        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q[h], x), ones);
+        const __m256 sc = T == 14 ? _mm256_set_m128(_mm_broadcast_ss(sv[i] + 2 * h + 1), _mm_broadcast_ss(sv[i] + 2 * h))
+                                  : _mm256_broadcast_ss(sv[i] + h);
+        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc[i]);
       }
     }
   }

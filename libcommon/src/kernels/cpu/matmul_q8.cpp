@@ -837,8 +837,10 @@ RTX_Q8_AVX2 inline __attribute__((always_inline)) void unpack_kc_avx2(const uint
 /// whatever MT is (batch invariant).
 template <int MT, uint32_t T>
 RTX_Q8_AVX2 void tile_kc_i8_avx2(const QuantRows& r, int64_t m0, const uint8_t* sb, int64_t nsb, float* res) {
-  __m256 acc[MT], acco[MT];
-  for (int i = 0; i < MT; ++i) acc[i] = acco[i] = _mm256_setzero_ps();
+  // One accumulator per row, the offsets' term included: 8 rows' accumulators stay in
+  // registers (a second array of 8 spilled, and its zeroing cost a rep stos per call).
+  __m256 acc[MT];
+  for (int i = 0; i < MT; ++i) acc[i] = _mm256_setzero_ps();
   const __m256i ones = _mm256_set1_epi16(1);
   const int64_t K = r.K;
   // Q6_K: group g's scale s[g] pairs with input block g/2; lanes 0-3 of 32-value step h take
@@ -874,11 +876,11 @@ RTX_Q8_AVX2 void tile_kc_i8_avx2(const QuantRows& r, int64_t m0, const uint8_t* 
       if constexpr (T == 14) {
         _mm256_store_ps(sv[i], _mm256_mul_ps(s0, _mm256_permutevar8x32_ps(sx, dup_lo)));
         _mm256_store_ps(sv[i] + 8, _mm256_mul_ps(s1, _mm256_permutevar8x32_ps(sx, dup_hi)));
-        acco[i] = _mm256_fmadd_ps(o0, _mm256_loadu_ps(r.xs16 + 2 * at), acco[i]);
-        acco[i] = _mm256_fmadd_ps(o1, _mm256_loadu_ps(r.xs16 + 2 * at + 8), acco[i]);
+        acc[i] = _mm256_fmadd_ps(o0, _mm256_loadu_ps(r.xs16 + 2 * at), acc[i]);
+        acc[i] = _mm256_fmadd_ps(o1, _mm256_loadu_ps(r.xs16 + 2 * at + 8), acc[i]);
       } else {
         _mm256_store_ps(sv[i], _mm256_mul_ps(s0, sx));
-        acco[i] = _mm256_fmadd_ps(o0, _mm256_loadu_ps(r.xs32 + at), acco[i]);
+        acc[i] = _mm256_fmadd_ps(o0, _mm256_loadu_ps(r.xs32 + at), acc[i]);
       }
     }
     const int8_t* xb = r.xq + m0 * K + 256 * b;
@@ -892,7 +894,7 @@ RTX_Q8_AVX2 void tile_kc_i8_avx2(const QuantRows& r, int64_t m0, const uint8_t* 
       }
     }
   }
-  for (int i = 0; i < MT; ++i) res[i] = hsum256(acc[i]) + hsum256(acco[i]);
+  for (int i = 0; i < MT; ++i) res[i] = hsum256(acc[i]);
 }
 
 /// Q8_0 W8A8 on AVX2 (ggml's Q8_0 x Q8_0 dot): per 32 weights q (natural order, int8) and the

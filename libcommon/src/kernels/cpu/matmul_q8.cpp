@@ -942,6 +942,19 @@ void row_kc_i8_scalar(uint32_t type, const QuantRows& r, int64_t m, const uint8_
 
 using TileKcI8Fn = void (*)(const QuantRows&, int64_t, const uint8_t*, int64_t, float*);
 
+/// Q6_K on AVX2 in groups of at most 4 rows: its unpacked quants, scales and offsets with 8 rows'
+/// accumulators exceed the 16 ymm registers (spills, and a rep stos zeroing per call). Each
+/// row's arithmetic is unchanged, so results do not depend on the split.
+template <int MT, uint32_t T>
+RTX_Q8_AVX2 void tile_kc_i8_avx2_split(const QuantRows& r, int64_t m0, const uint8_t* sb, int64_t nsb, float* res) {
+  if constexpr (MT <= 4) {
+    tile_kc_i8_avx2<MT, T>(r, m0, sb, nsb, res);
+  } else {
+    tile_kc_i8_avx2<4, T>(r, m0, sb, nsb, res);
+    tile_kc_i8_avx2<MT - 4, T>(r, m0 + 4, sb, nsb, res + 4);
+  }
+}
+
 bool cpu_has_avx512_vnni() {
   static const bool has = __builtin_cpu_supports("avx512vnni");
   return has;
@@ -965,7 +978,7 @@ TileKcI8Fn tile_kc_i8_fn(Isa isa, int rows, uint32_t type) {
     return cpu_has_avx512_vnni() ? v[t][rows - 1] : nv[t][rows - 1];
   }
   if (isa == Isa::Avx2) {
-    static const TileKcI8Fn f[3][8] = {RTX_KC_ROW2(tile_kc_i8_avx2, 12), RTX_KC_ROW2(tile_kc_i8_avx2, 13), RTX_KC_ROW2(tile_kc_i8_avx2, 14)};
+    static const TileKcI8Fn f[3][8] = {RTX_KC_ROW2(tile_kc_i8_avx2, 12), RTX_KC_ROW2(tile_kc_i8_avx2, 13), RTX_KC_ROW2(tile_kc_i8_avx2_split, 14)};
     return f[t][rows - 1];
   }
 #undef RTX_KC_ROW3

@@ -1,6 +1,7 @@
 # tests for serve: KV cache, serving models, scheduler, HTTP server.
 rtx_add_test(serve_engine_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_test.cpp LABELS cpu tsan)
 rtx_add_test(serve_server_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/server_test.cpp LABELS cpu tsan)
+rtx_add_test(serve_prefix_cache_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/prefix_cache_test.cpp LABELS cpu tsan)
 # serve_bench: an executable (not a ctest test) printing decode tokens/s of a model for 1 and B
 # sequences batched, without HTTP.
 add_executable(serve_bench ${CMAKE_CURRENT_LIST_DIR}/serve_bench.cpp)

@@ -351,16 +351,16 @@ TEST_CASE("completion response bodies", "[cpu]") {
   CHECK(completion_response(m, "Once", "length", Usage{5, 2}) == json::parse(R"({
       "id":"cmpl-abc","object":"text_completion","created":1700000000,"model":"stories260k",
       "choices":[{"text":"Once","index":0,"logprobs":null,"finish_reason":"length"}],
-      "usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}})"));
+      "usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7,"prompt_tokens_details":{"cached_tokens":0}}})"));
 
   const std::vector<TokenLogprob> lp = {{"On", -0.5, {{"On", -0.5}, {"In", -1.25}}, 0},
                                         {"\xE2\x82", -2.0, {{"\xE2\x82", -2.0}}, 2}};
-  CHECK(completion_response(m, "On", "stop", Usage{3, 2}, &lp) == json::parse(R"({
+  CHECK(completion_response(m, "On", "stop", Usage{3, 2, 2}, &lp) == json::parse(R"({
       "id":"cmpl-abc","object":"text_completion","created":1700000000,"model":"stories260k",
       "choices":[{"text":"On","index":0,"finish_reason":"stop","logprobs":{
         "tokens":["On","bytes:\\xe2\\x82"],"token_logprobs":[-0.5,-2.0],
         "top_logprobs":[{"On":-0.5,"In":-1.25},{"bytes:\\xe2\\x82":-2.0}],"text_offset":[0,2]}}],
-      "usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}})"));
+      "usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5,"prompt_tokens_details":{"cached_tokens":2}}})"));
   CHECK(completion_logprobs(lp, 10)["text_offset"] == json::parse("[10,12]"));
 }
 
@@ -369,7 +369,7 @@ TEST_CASE("chat response bodies", "[cpu]") {
   CHECK(chat_response(m, "Hi!", "stop", Usage{10, 3}) == json::parse(R"({
       "id":"chatcmpl-1","object":"chat.completion","created":42,"model":"m",
       "choices":[{"index":0,"message":{"role":"assistant","content":"Hi!"},"logprobs":null,"finish_reason":"stop"}],
-      "usage":{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13}})"));
+      "usage":{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13,"prompt_tokens_details":{"cached_tokens":0}}})"));
   const std::vector<TokenLogprob> lp = {{"Hi", -0.25, {{"Hi", -0.25}, {"\xC3", -3.0}}, 0}};
   CHECK(chat_response(m, "Hi", "length", Usage{1, 1}, &lp)["choices"][0]["logprobs"] == json::parse(R"({
       "content":[{"token":"Hi","logprob":-0.25,"bytes":[72,105],"top_logprobs":[
@@ -389,7 +389,7 @@ TEST_CASE("streaming chunks, usage chunk and SSE framing", "[cpu]") {
   CHECK(chat_chunk_content(m, "x").contains("usage"));
   CHECK(usage_chunk(m, "chat.completion.chunk", Usage{4, 6}) == json::parse(R"({"id":"chatcmpl-7",
       "object":"chat.completion.chunk","created":99,"model":"m","choices":[],
-      "usage":{"prompt_tokens":4,"completion_tokens":6,"total_tokens":10}})"));
+      "usage":{"prompt_tokens":4,"completion_tokens":6,"total_tokens":10,"prompt_tokens_details":{"cached_tokens":0}}})"));
   CHECK_THROWS_AS(usage_chunk(m, "chat.completion", Usage{}), Error);
 
   const ResponseMeta c{"cmpl-9", 5, "m", false};

@@ -233,6 +233,9 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
             "TTFT target of the interactive lane");
   sched_opt("--batch-target-ms", a->sched.batch_target_ms, "batch_target_ms",
             "TTFT target of the batch lane");
+  a->sched_flags.emplace_back(
+      "prefix_cache", s.add_flag("--prefix-cache,!--no-prefix-cache", a->sched.prefix_cache,
+                                 "Reuse cached KV blocks of prompts that start like earlier sequences (default on)"));
   s.add_option("--max-body-bytes", a->max_body, "Larger request bodies get 413")->capture_default_str();
   s.add_option("--max-header-bytes", a->max_header_bytes, "Larger request line + headers get 431 (at most 128 lines)")
       ->capture_default_str();

@@ -1,4 +1,5 @@
 // The paged KV cache of rtx-serve (rtx/serve/model.hpp): one flat pool of blocks, a free list.
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -44,6 +45,19 @@ void KvCache::free(int block) {
   RTX_CHECK(!is_free_[block], "KvCache::free: block freed twice");
   is_free_[block] = 1;
   free_.push_back(block);
+}
+
+bool KvCache::copy_block(int dst, int src) {
+  RTX_CHECK(dst >= 0 && dst < n_blocks_ && src >= 0 && src < n_blocks_, "KvCache::copy_block: block id out of range");
+  if (dst == src) return true;
+  const size_t n = block_floats_ * 2 * n_layer_;  // a block's layers are contiguous (offset())
+  if (backing_) {
+    if (!backing_->copy(offset(0, dst, 0), offset(0, src, 0), n)) return false;
+  } else if (!data_) {
+    return false;
+  }
+  if (data_) std::memcpy(data_.get() + offset(0, dst, 0), data_.get() + offset(0, src, 0), n * sizeof(float));
+  return true;
 }
 
 int check_forward(const std::vector<SeqBatch>& batch, const KvCache& kv, const ModelInfo& info, const float* logits,

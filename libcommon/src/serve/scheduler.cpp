@@ -44,7 +44,8 @@ nlohmann::json SchedulerConfig::to_json() const {
           {"prefill_chunk", prefill_chunk}, {"batch_window_ms", batch_window_ms},
           {"kv_block_tokens", kv_block_tokens}, {"kv_blocks", kv_blocks},
           {"max_queue", max_queue},         {"request_timeout_s", request_timeout_s},
-          {"interactive_target_ms", interactive_target_ms}, {"batch_target_ms", batch_target_ms}};
+          {"interactive_target_ms", interactive_target_ms}, {"batch_target_ms", batch_target_ms},
+          {"prefix_cache", prefix_cache}};
 }
 
 SchedulerConfig SchedulerConfig::from_json(const nlohmann::json& j, const std::string& where) {
@@ -75,6 +76,10 @@ SchedulerConfig SchedulerConfig::from_json(const nlohmann::json& j, const std::s
     else if (k == "request_timeout_s") as_num(c.request_timeout_s);
     else if (k == "interactive_target_ms") as_num(c.interactive_target_ms);
     else if (k == "batch_target_ms") as_num(c.batch_target_ms);
+    else if (k == "prefix_cache") {
+      if (!v.is_boolean()) throw_input(at + ": \"" + k + "\" must be true or false", k);
+      c.prefix_cache = v.get<bool>();
+    }
     else throw_input(at + ": unknown key \"" + k + "\"", k, "see SchedulerConfig in rtx/serve/scheduler.hpp");
   }
   c.validate();
@@ -144,6 +149,8 @@ struct RequestState {
   EventFn on_event;
   models::Sampler sampler;
   std::vector<int32_t> blocks;
+  std::vector<int32_t> toks;  // the tokens whose keys and values are in the cache (size pos)
+  int cached = 0;         // leading blocks that are prefix-cache nodes held by this sequence
   int reserve = 0;        // blocks reserved at admission
   int pos = 0;            // positions in the cache
   int prompt_done = 0;    // prompt tokens prefilled
@@ -171,6 +178,7 @@ Scheduler::Scheduler(Model& model, const SchedulerConfig& cfg)
       cfg_(cfg),
       kv_(model.info().n_layer, model.info().n_kv_head, model.info().head_dim, cfg.kv_block_tokens,
           pool_blocks(cfg, model.info()), model.info().device == "cpu"),
+      prefix_(cfg.prefix_cache ? std::make_unique<PrefixCache>(kv_) : nullptr),
       ttft_(latency_buckets()),
       tpot_(latency_buckets()),
       itl_(latency_buckets()) {
@@ -290,14 +298,17 @@ void Scheduler::finish(const RequestHandle& r, Finish f, const std::string& erro
   {
     std::lock_guard<std::mutex> g(mu_);
     r->done = true;
-    for (int b : r->blocks) kv_.free(b);
+    // The blocks' keys and values stay valid unless a forward failed (Error): cache them.
+    if (f != Finish::Error) cache_blocks(*r, true);
+    for (int b : r->blocks) prefix_ ? prefix_->release(b) : kv_.free(b);
     r->blocks.clear();
     r->times.e2e_s = seconds(r->t_submit, now);
     ++stats_.requests_finished;
     ++stats_.finished_by[static_cast<int>(f)];
     running_.erase(std::remove(running_.begin(), running_.end(), r), running_.end());
     for (auto& q : queue_) q.erase(std::remove(q.begin(), q.end(), r), q.end());
-    stats_.kv_blocks_used = kv_.used_blocks();
+    stats_.kv_blocks_used = blocks_held();
+    stats_.kv_blocks_cached = prefix_ ? prefix_->unheld() : 0;
   }
   if (r->times.output_tokens > 1 && r->times.ttft_s >= 0)
     tpot_.observe((r->times.e2e_s - r->times.ttft_s) / (r->times.output_tokens - 1));
@@ -307,6 +318,75 @@ void Scheduler::finish(const RequestHandle& r, Finish f, const std::string& erro
   r->on_event = nullptr;
   if (last) last(ev);
   cv_.notify_all();
+}
+
+int Scheduler::blocks_held() const { return kv_.used_blocks() - (prefix_ ? prefix_->unheld() : 0); }
+
+bool Scheduler::admit(const RequestHandle& r) {
+  std::vector<int32_t>& blocks = r->blocks;
+  const std::vector<int32_t>& prompt = r->req.prompt;
+  const int P = static_cast<int>(prompt.size());
+  if (!prefix_) {
+    if (r->reserve > kv_.free_blocks()) return false;
+    for (int i = 0; i < r->reserve; ++i) blocks.push_back(kv_.alloc());
+    return true;
+  }
+  // At least the last prompt token is computed: its logits give the first token.
+  PrefixCache::Match m = prefix_->match(prompt.data(), P, P - 1);
+  const int B = kv_.block_tokens();
+  const int shared = static_cast<int>(m.shared.size());
+  std::vector<int> pinned = m.shared;
+  if (m.copy_from >= 0) pinned.push_back(m.copy_from);
+  // New blocks (the copy's target among them), plus the unheld nodes that holding takes out of
+  // the reclaimable ones.
+  const int cost = r->reserve - shared + prefix_->unheld_among(pinned);
+  if (cost > prefix_->available()) {
+    if (r->reserve > prefix_->available()) return false;  // wait for running sequences to end
+    // Enough blocks without the hit (holding it would pin blocks the request needs): no reuse.
+    m = PrefixCache::Match{};
+    pinned.clear();
+  }
+  for (int b : pinned) prefix_->hold(b);
+  const int hit = m.tokens(B);
+  blocks.assign(m.shared.begin(), m.shared.end());
+  while (static_cast<int>(blocks.size()) < r->reserve) {
+    const int b = prefix_->alloc();
+    RTX_CHECK(b >= 0, "scheduler: the KV pool ran out during admission");
+    blocks.push_back(b);
+  }
+  int got = shared * B;
+  if (m.copy_from >= 0) {
+    if (kv_.copy_block(blocks[shared], m.copy_from)) got = hit;
+    prefix_->release(m.copy_from);
+  }
+  r->cached = shared;
+  r->pos = r->prompt_done = got;
+  r->toks.assign(prompt.begin(), prompt.begin() + got);
+  r->times.cached_tokens = got;
+  stats_.prefix_cache_queries += P;
+  stats_.prefix_cache_hits += got;
+  return true;
+}
+
+void Scheduler::cache_blocks(RequestState& r, bool last) {
+  if (!prefix_) return;
+  const int B = kv_.block_tokens();
+  const int full = std::min(r.pos / B, static_cast<int>(r.blocks.size()));
+  while (r.cached < full) {
+    const int k = r.cached;
+    const int own = r.blocks[k];
+    const int node = prefix_->insert(k ? r.blocks[k - 1] : -1, r.toks.data() + static_cast<size_t>(k) * B, B, own);
+    if (node != own) {  // the same tokens are cached already: use that block, give ours back
+      prefix_->hold(node);
+      prefix_->release(own);
+      r.blocks[k] = node;
+    }
+    ++r.cached;
+  }
+  const int tail = r.pos - full * B;
+  if (last && tail > 0 && r.cached == full && full < static_cast<int>(r.blocks.size()))
+    prefix_->insert(full ? r.blocks[full - 1] : -1, r.toks.data() + static_cast<size_t>(full) * B, tail, r.blocks[full]);
+  // (A partial block whose tokens are cached already stays the sequence's own: finish() frees it.)
 }
 
 void Scheduler::loop() {
@@ -341,25 +421,23 @@ void Scheduler::loop() {
           if (r->cancel.load() || drain_over || seconds(r->t_submit, now) > cfg_.request_timeout_s) expired.push_back(r);
       // Admission: interactive lane first; FIFO within a lane; a head that does not fit blocks
       // its lane and the lanes below it (no starvation of large requests).
-      int free_blocks = kv_.free_blocks();
       for (int lane = 0; lane < 2; ++lane) {
         bool blocked = false;
         while (!queue_[lane].empty() && static_cast<int>(running_.size()) < cfg_.max_batch) {
           const RequestHandle r = queue_[lane].front();
           if (std::find(expired.begin(), expired.end(), r) != expired.end()) break;
-          if (r->reserve > free_blocks) {
+          if (!admit(r)) {
             blocked = true;
             break;
           }
-          free_blocks -= r->reserve;
           queue_[lane].pop_front();
-          for (int i = 0; i < r->reserve; ++i) r->blocks.push_back(kv_.alloc());
           r->times.queued_s = seconds(r->t_submit, now);
           running_.push_back(r);
         }
         if (blocked) break;
       }
-      stats_.kv_blocks_used = kv_.used_blocks();
+      stats_.kv_blocks_used = blocks_held();
+      stats_.kv_blocks_cached = prefix_ ? prefix_->unheld() : 0;
       running = running_;
     }
     for (const auto& r : expired) {
@@ -418,13 +496,21 @@ void Scheduler::step(std::vector<RequestHandle>& running) {
     stats_.last_batch_seqs = static_cast<int>(batch.size());
     stats_.last_batch_rows = rows;
   }
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      RequestState& r = *who[i];
+      const SeqBatch& b = batch[i];
+      r.toks.insert(r.toks.end(), b.tokens, b.tokens + b.n);  // b.tokens may be r.next: before it changes
+      if (r.prompt_done < static_cast<int>(r.req.prompt.size())) r.prompt_done += b.n;
+      r.pos += b.n;
+      cache_blocks(r, false);  // the blocks this step filled: later prompts may share them at once
+    }
+  }
   int row = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     const RequestHandle& r = who[i];
     const SeqBatch& b = batch[i];
-    const bool was_prefill = r->prompt_done < static_cast<int>(r->req.prompt.size());
-    r->pos += b.n;
-    if (was_prefill) r->prompt_done += b.n;
     if (!b.want_logits) continue;
     const float* lg = logits_.data() + static_cast<size_t>(row++) * mi.vocab;
     if (r->req.max_tokens == 0) {

@@ -277,7 +277,7 @@ struct Server::Impl {
         send_error(res, finish_error(fin, err), eng.label);
         return;
       }
-      const Usage u{P, job->completion_tokens};
+      const Usage u{P, job->completion_tokens, job->sched->times(job->handle).cached_tokens};
       const auto body = ep == Endpoint::Completions
                             ? completion_response(meta, text, finish_name(fin), u, rq.logprobs ? &lps : nullptr)
                             : chat_response(meta, text, finish_name(fin), u, rq.logprobs ? &lps : nullptr);
@@ -324,7 +324,8 @@ struct Server::Impl {
                 write(sse_event(chat ? chat_chunk_finish(meta, fr) : completion_chunk(meta, "", fr)));
                 if (meta.include_usage)
                   write(sse_event(usage_chunk(meta, chat ? "chat.completion.chunk" : "text_completion",
-                                              Usage{P, job->completion_tokens})));
+                                              Usage{P, job->completion_tokens,
+                                                    job->sched->times(job->handle).cached_tokens})));
               } else {
                 write(sse_event(error_body(finish_error(it.finish, it.error))));
               }
@@ -392,6 +393,12 @@ struct Server::Impl {
     for (const auto& [e, s] : st)
       o << "rtx_kv_cache_usage_ratio{" << L(e) << "} "
         << (s.kv_blocks_total ? static_cast<double>(s.kv_blocks_used) / s.kv_blocks_total : 0.0) << "\n";
+    family("rtx_kv_cache_blocks_cached", "gauge", "Prefix-cache blocks no sequence holds (reclaimable).");
+    for (const auto& [e, s] : st) o << "rtx_kv_cache_blocks_cached{" << L(e) << "} " << s.kv_blocks_cached << "\n";
+    family("rtx_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.");
+    for (const auto& [e, s] : st) o << "rtx_prefix_cache_queries_total{" << L(e) << "} " << s.prefix_cache_queries << "\n";
+    family("rtx_prefix_cache_hits_total", "counter", "Prompt tokens whose keys and values came from the prefix cache.");
+    for (const auto& [e, s] : st) o << "rtx_prefix_cache_hits_total{" << L(e) << "} " << s.prefix_cache_hits << "\n";
     family("rtx_kv_cache_bytes", "gauge", "Bytes of the KV cache pool.");
     for (const auto& [e, s] : st) o << "rtx_kv_cache_bytes{" << L(e) << "} " << s.kv_bytes << "\n";
     family("rtx_lane_requests_total", "counter", "Requests that produced a first token, by priority lane.");

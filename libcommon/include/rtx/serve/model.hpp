@@ -47,6 +47,12 @@ class KvCache {
   /// Storage a non-CPU model attaches to the cache (its device pool); freed with the cache.
   struct Backing {
     virtual ~Backing() = default;
+    /// Copies `n` floats of the device pool from float offset `src` to `dst` (the host pool's
+    /// layout), complete on return. false: this backing cannot copy (nothing changed).
+    virtual bool copy(size_t dst, size_t src, size_t n) {
+      (void)dst, (void)src, (void)n;
+      return false;
+    }
   };
   /// Error(Input) naming the argument when a size is < 1 or the pool's bytes overflow size_t.
   /// `host_storage` false: no host pool is allocated (k() and v() must not be called; for models
@@ -62,6 +68,11 @@ class KvCache {
   int total_blocks() const { return n_blocks_; }
   int free_blocks() const { return static_cast<int>(free_.size()); }
   int used_blocks() const { return n_blocks_ - free_blocks(); }
+  /// Copies block `src`'s keys and values (every layer) over block `dst`, in the host pool and
+  /// in the attached device pool (prefix caching). false when a device pool is attached that
+  /// cannot copy, or none is attached yet while there is no host pool (nothing changed).
+  /// Error(Internal) on a block id out of range.
+  bool copy_block(int dst, int src);
   /// Blocks needed to hold `positions` positions.
   int blocks_for(int positions) const { return (positions + block_tokens_ - 1) / block_tokens_; }
   /// Keys of `layer` in `block`: (n_kv_head, block_tokens, head_dim) f32, head-major.

@@ -170,9 +170,12 @@ struct ResponseMeta {
   bool include_usage = false;
 };
 
+/// Token counts of a response ("usage"); cached_tokens: prompt tokens served from the prefix
+/// cache (OpenAI's usage.prompt_tokens_details.cached_tokens).
 struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;
 };
 
 /// One alternative token: raw bytes (may be partial UTF-8) and its natural-log probability.

@@ -20,6 +20,7 @@
 
 #include "rtx/models/infer.hpp"
 #include "rtx/serve/model.hpp"
+#include "rtx/serve/prefix_cache.hpp"
 
 namespace rtx::serve {
 
@@ -35,6 +36,9 @@ struct SchedulerConfig {
   double request_timeout_s = 600;    ///< a request running longer ends with finish "timeout"
   double interactive_target_ms = 500;  ///< TTFT target of the interactive lane (SLO accounting)
   double batch_target_ms = 10000;      ///< TTFT target of the batch lane
+  /// Keep finished sequences' KV blocks and reuse them for prompts that start with the same
+  /// tokens (PrefixCache): a hit skips that part of the prefill. Results are unchanged.
+  bool prefix_cache = true;
   /// Error(Input) naming the first out-of-range knob.
   void validate() const;
   /// {"max_batch":..,...}; from_json reads the same keys (missing keys keep defaults; unknown
@@ -84,6 +88,7 @@ struct RequestTimes {
   double ttft_s = -1;   ///< submit -> first token
   double e2e_s = -1;    ///< submit -> finish
   int prompt_tokens = 0, output_tokens = 0;
+  int cached_tokens = 0;  ///< prompt positions whose keys and values came from the prefix cache
 };
 
 /// A submitted request; cancel() through the scheduler.
@@ -110,7 +115,10 @@ class Histogram {
 /// A consistent snapshot of the scheduler's state and counters.
 struct SchedulerStats {
   int queued = 0, running = 0;
-  int kv_blocks_used = 0, kv_blocks_total = 0;
+  int kv_blocks_used = 0, kv_blocks_total = 0;  ///< used: held by running sequences
+  int kv_blocks_cached = 0;  ///< cached prefix blocks no sequence holds (reclaimable)
+  uint64_t prefix_cache_queries = 0;  ///< prompt tokens looked up in the prefix cache
+  uint64_t prefix_cache_hits = 0;     ///< of those, tokens whose keys and values were reused
   size_t kv_bytes = 0;
   int last_batch_seqs = 0, last_batch_rows = 0;
   uint64_t steps = 0, requests_finished = 0, requests_rejected = 0;
@@ -121,7 +129,11 @@ struct SchedulerStats {
 
 /// The engine loop. Admission reserves the KV blocks for prompt + max_tokens up front (capped
 /// at the context), so a running sequence never waits for memory and nothing is preempted;
-/// a request whose reservation exceeds the whole pool is refused by submit().
+/// a request whose reservation exceeds the whole pool is refused by submit(). With
+/// SchedulerConfig::prefix_cache, admission first looks the prompt up in the prefix cache:
+/// the cached full blocks are shared (they count toward the reservation), a partly matching
+/// block is copied, and prefill starts after them; full blocks are cached as soon as they are
+/// computed, and a finished sequence's last partial block when it ends.
 class Scheduler {
  public:
   /// Takes `model` by reference (it must outlive the scheduler); starts the step thread.
@@ -157,10 +169,14 @@ class Scheduler {
   void loop();
   void step(std::vector<RequestHandle>& running);
   void finish(const RequestHandle& r, Finish f, const std::string& error = {});
+  bool admit(const RequestHandle& r);          // mu_ held
+  void cache_blocks(RequestState& r, bool last);  // mu_ held
+  int blocks_held() const;                     // mu_ held
 
   Model& model_;
   SchedulerConfig cfg_;
   KvCache kv_;
+  std::unique_ptr<PrefixCache> prefix_;  // null when prefix_cache is off
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<RequestHandle> queue_[2];  // per lane

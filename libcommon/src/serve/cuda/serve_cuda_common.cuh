@@ -42,6 +42,13 @@ struct DevicePool final : KvCache::Backing {
   ~DevicePool() override {
     if (ptr) cudaFree(ptr);
   }
+  /// A device-to-device copy, waited for (forward() runs on another stream).
+  bool copy(size_t dst, size_t src, size_t n) override {
+    RTX_CUDA_CHECK(cudaSetDevice(device));
+    RTX_CUDA_CHECK(cudaMemcpy(ptr + dst, ptr + src, n * sizeof(float), cudaMemcpyDeviceToDevice));
+    RTX_CUDA_CHECK(cudaDeviceSynchronize());
+    return true;
+  }
 };
 
 namespace {

@@ -555,7 +555,7 @@ TEST_CASE("matmul K-quant weights with 8-bit activations: float64 references, ev
       const std::vector<uint8_t> blocks = random_kquant(type, nsb, type * 77 + N);
       std::vector<float> deq(static_cast<size_t>(N) * K);
       rtx::io::ggml_dequantize(type, blocks.data(), deq.data(), deq.size());
-      const int Mmax = 9;
+      const int Mmax = 17;  // 17: three row tiles, the last of one row (unpacked-once path on AVX2)
       std::vector<float> grid(static_cast<size_t>(Mmax) * K), smooth(grid.size()), bias(N);
       rtx::Philox rng(type + 3 * N, 11);
       for (size_t b = 0; b < grid.size() / 32; ++b) {
@@ -575,7 +575,7 @@ TEST_CASE("matmul K-quant weights with 8-bit activations: float64 references, ev
             const std::vector<float>& x = exact ? grid : smooth;
             std::vector<float> one(N, NAN);
             matmul_forward_packed(one.data(), x.data(), w, bias.data(), 1);
-            for (int M : {1, 2, 7, 9}) {
+            for (int M : {1, 2, 7, 9, 17}) {
               INFO(w.format() << " isa " << isa_name(isa) << " threads " << threads << " N " << N << " K " << K << " M " << M
                               << (exact ? " grid" : " smooth"));
               std::vector<float> got(static_cast<size_t>(M) * N, NAN);

@@ -828,73 +828,118 @@ RTX_Q8_AVX2 inline __attribute__((always_inline)) void unpack_kc_avx2(const uint
   }
 }
 
-/// AVX2: the super-block's quants unpacked in registers (unpack_kc_avx2) and shared by the MT
-/// rows; per 32 weights, pmaddubsw + pmaddwd into 8 int32 lanes (lanes 0-3 and 4-7 are the two
-/// 16-value groups; exact: no pair exceeds 2*63*127), a conversion and an FMA with the lanes'
-/// s * sx. The scales are vectors: per row and super-block one product of the weight scales
-/// and the row's 8 input scales, then a broadcast per 32 values. The offsets' term is an FMA
-/// per super-block and row (two for Q6_K's 16 groups). Each row's operations are the same
-/// whatever MT is (batch invariant).
+/// One super-block of a K-quant weight row unpacked for the AVX2 int8 tiles (608 bytes): the
+/// quants in natural order, unsigned (< 64), and the scales as the tiles use them.
+///  - Q4_K/Q5_K: s[h] = d * sc[h] and o[h] = -dmin * m[h] per 32 values (h < 8).
+///  - Q6_K: sc16[h] the int8 scales of the two 16-value groups of 32-value step h (int16 lanes
+///    0-7 group 2h, 8-15 group 2h+1), s[0] = d, o[g] = -32 d sc[g] per 16 values (g < 16).
+struct alignas(32) KcUnpacked {
+  uint8_t q[256];
+  int16_t sc16[8][16];
+  float s[8];
+  float o[16];
+};
+
+/// Unpacks repacked super-block `sb` of type T (12 Q4_K, 13 Q5_K, 14 Q6_K) into `u`.
+template <uint32_t T>
+RTX_Q8_AVX2 inline __attribute__((always_inline)) void unpack_kc_sb_avx2(const uint8_t* sb, KcUnpacked& u) {
+  __m256i q[8];
+  unpack_kc_avx2<T>(sb, q);
+  for (int h = 0; h < 8; ++h) _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 32 * h), q[h]);
+  float d;
+  std::memcpy(&d, sb, 4);
+  if constexpr (T == 14) {
+    // Dword h of the 16 int16 scales holds sc[2h] | sc[2h+1] << 16; vpshufb spreads its low
+    // word over lanes 0-7 and its high word over lanes 8-15.
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 4));
+    const __m256i sc16 = _mm256_cvtepi8_epi16(sc);
+    const __m256i spread = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
+                                            2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
+    for (int h = 0; h < 8; ++h)
+      _mm256_store_si256(reinterpret_cast<__m256i*>(u.sc16[h]),
+                         _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(h)), spread));
+    u.s[0] = d;
+    const __m256 m32d = _mm256_set1_ps(-32.0f * d);
+    _mm256_store_ps(u.o, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)), m32d));
+    _mm256_store_ps(u.o + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))), m32d));
+  } else {
+    float dmin;
+    std::memcpy(&dmin, sb + 4, 4);
+    _mm256_store_ps(u.s, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 8)))),
+                                       _mm256_set1_ps(d)));
+    _mm256_store_ps(u.o, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 16)))),
+                                       _mm256_set1_ps(-dmin)));
+  }
+}
+
+/// Super-block b (unpacked in u) against rows m0..m0+MT-1 of r, added to acc (8 lanes per row).
+/// Per 32 weights and row: pmaddubsw, then pmaddwd against ones (Q4_K/Q5_K: lanes 0-3 and 4-7
+/// are the two 16-value halves) or against the groups' int16 scales (Q6_K: |sc| <= 128, so a
+/// lane stays below 2^23 and converts exactly), a conversion and an FMA with the row's scale
+/// (s[h] * sx for Q4_K/Q5_K, d * sx for Q6_K), broadcast from a per-row vector computed once
+/// per super-block. The offsets' term is one FMA (two for Q6_K) per super-block and row. Rows
+/// inner, 32-value steps outer: the MT rows' FMA chains interleave, and each row's operations
+/// are the same whatever MT is (batch invariant).
 template <int MT, uint32_t T>
-RTX_Q8_AVX2 void tile_kc_i8_avx2(const QuantRows& r, int64_t m0, const uint8_t* sb, int64_t nsb, float* res) {
-  // One accumulator per row, the offsets' term included: 8 rows' accumulators stay in
-  // registers (a second array of 8 spilled, and its zeroing cost a rep stos per call).
-  __m256 acc[MT];
-  for (int i = 0; i < MT; ++i) acc[i] = _mm256_setzero_ps();
-  const __m256i ones = _mm256_set1_epi16(1);
+RTX_Q8_AVX2 inline __attribute__((always_inline)) void kc_sb_rows_avx2(const QuantRows& r, int64_t m0, int64_t b,
+                                                                        const KcUnpacked& u, __m256 (&acc)[MT]) {
   const int64_t K = r.K;
-  // Q6_K: group g's scale s[g] pairs with input block g/2; lanes 0-3 of 32-value step h take
-  // group 2h, lanes 4-7 group 2h+1.
-  const __m256i dup_lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), dup_hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
-  for (int64_t b = 0; b < nsb; ++b, sb += kc_bytes(T)) {
-    prefetch_ahead(sb, kc_bytes(T));
-    __m256i q[8];
-    unpack_kc_avx2<T>(sb, q);
-    float d;
-    std::memcpy(&d, sb, 4);
-    __m256 s0, s1 = _mm256_setzero_ps(), o0, o1 = _mm256_setzero_ps();
-    if constexpr (T == 14) {  // s[g] = d * sc[g], o[g] = -32 s[g]
-      const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 4));
-      s0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)), _mm256_set1_ps(d));
-      s1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))), _mm256_set1_ps(d));
-      o0 = _mm256_mul_ps(s0, _mm256_set1_ps(-32.0f));
-      o1 = _mm256_mul_ps(s1, _mm256_set1_ps(-32.0f));
-    } else {  // per sub-block h: s = d * sc[h], o = -dmin * m[h]
-      float dmin;
-      std::memcpy(&dmin, sb + 4, 4);
-      s0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 8)))),
-                         _mm256_set1_ps(d));
-      o0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 16)))),
-                         _mm256_set1_ps(-dmin));
-    }
-    // Per row, the lanes' scales s * sx: [h] for Q4_K/Q5_K (one per 32 values), [g] for Q6_K
-    // (one per 16). Rows inner, 32-value steps outer: the MT rows' FMA chains interleave.
-    alignas(32) float sv[MT][16];
-    for (int i = 0; i < MT; ++i) {
-      const int64_t at = (m0 + i) * (K / 32) + 8 * b;
-      const __m256 sx = _mm256_loadu_ps(r.sx + at);
-      if constexpr (T == 14) {
-        _mm256_store_ps(sv[i], _mm256_mul_ps(s0, _mm256_permutevar8x32_ps(sx, dup_lo)));
-        _mm256_store_ps(sv[i] + 8, _mm256_mul_ps(s1, _mm256_permutevar8x32_ps(sx, dup_hi)));
-        acc[i] = _mm256_fmadd_ps(o0, _mm256_loadu_ps(r.xs16 + 2 * at), acc[i]);
-        acc[i] = _mm256_fmadd_ps(o1, _mm256_loadu_ps(r.xs16 + 2 * at + 8), acc[i]);
-      } else {
-        _mm256_store_ps(sv[i], _mm256_mul_ps(s0, sx));
-        acc[i] = _mm256_fmadd_ps(o0, _mm256_loadu_ps(r.xs32 + at), acc[i]);
-      }
-    }
-    const int8_t* xb = r.xq + m0 * K + 256 * b;
-    for (int h = 0; h < 8; ++h) {  // 32 values
-      for (int i = 0; i < MT; ++i) {
-        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + i * K + 32 * h));
-        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q[h], x), ones);
-        const __m256 sc = T == 14 ? _mm256_set_m128(_mm_broadcast_ss(sv[i] + 2 * h + 1), _mm_broadcast_ss(sv[i] + 2 * h))
-                                  : _mm256_broadcast_ss(sv[i] + h);
-        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc[i]);
-      }
+  alignas(32) float sv[MT][8];
+  const __m256 s = T == 14 ? _mm256_set1_ps(u.s[0]) : _mm256_load_ps(u.s);
+  _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) {
+    const int64_t at = (m0 + i) * (K / 32) + 8 * b;
+    _mm256_store_ps(sv[i], _mm256_mul_ps(s, _mm256_loadu_ps(r.sx + at)));
+    if constexpr (T == 14) {
+      acc[i] = _mm256_fmadd_ps(_mm256_load_ps(u.o), _mm256_loadu_ps(r.xs16 + 2 * at), acc[i]);
+      acc[i] = _mm256_fmadd_ps(_mm256_load_ps(u.o + 8), _mm256_loadu_ps(r.xs16 + 2 * at + 8), acc[i]);
+    } else {
+      acc[i] = _mm256_fmadd_ps(_mm256_load_ps(u.o), _mm256_loadu_ps(r.xs32 + at), acc[i]);
     }
   }
-  for (int i = 0; i < MT; ++i) res[i] = hsum256(acc[i]);
+  const int8_t* xb = r.xq + m0 * K + 256 * b;
+  for (int h = 0; h < 8; ++h) {
+    const __m256i qh = _mm256_load_si256(reinterpret_cast<const __m256i*>(u.q + 32 * h));
+    const __m256i w = T == 14 ? _mm256_load_si256(reinterpret_cast<const __m256i*>(u.sc16[h])) : _mm256_set1_epi16(1);
+    _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) {
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + i * K + 32 * h));
+      const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(qh, x), w);
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(sv[i] + h), acc[i]);
+    }
+  }
+}
+
+/// AVX2: res[i] = row m0 + i of r . the weight row of nsb repacked super-blocks at sb, each
+/// unpacked once (unpack_kc_sb_avx2) and shared by the MT rows (kc_sb_rows_avx2).
+template <int MT, uint32_t T>
+RTX_Q8_AVX2 void tile_kc_i8_avx2(const QuantRows& r, int64_t m0, const uint8_t* sb, int64_t nsb, float* res) {
+  __m256 acc[MT];
+  _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) acc[i] = _mm256_setzero_ps();
+  KcUnpacked u;
+  for (int64_t b = 0; b < nsb; ++b, sb += kc_bytes(T)) {
+    prefetch_ahead(sb, kc_bytes(T));
+    unpack_kc_sb_avx2<T>(sb, u);
+    // Many rows: keep u in memory (the steps reload from it; in registers it would leave too
+    // few for the rows' accumulators). Few rows: the compiler may keep it in registers.
+    if constexpr (MT > 4) asm volatile("" : : "r"(&u) : "memory");
+    kc_sb_rows_avx2<MT, T>(r, m0, b, u, acc);
+  }
+  _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) res[i] = hsum256(acc[i]);
+}
+
+/// As tile_kc_i8_avx2 on a weight row unpacked beforehand (nsb KcUnpacked), for inputs of more
+/// than one row tile: each row's result is the same bits as tile_kc_i8_avx2's.
+template <int MT, uint32_t T>
+RTX_Q8_AVX2 void tile_kcu_i8_avx2(const QuantRows& r, int64_t m0, const KcUnpacked* u, int64_t nsb, float* res) {
+  __m256 acc[MT];
+  _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) acc[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nsb; ++b) kc_sb_rows_avx2<MT, T>(r, m0, b, u[b], acc);
+  _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) res[i] = hsum256(acc[i]);
+}
+
+/// Unpacks the nsb super-blocks of a type-T weight row (unpack_kc_sb_avx2).
+template <uint32_t T>
+RTX_Q8_AVX2 void unpack_kc_row_avx2(const uint8_t* sb, int64_t nsb, KcUnpacked* u) {
+  for (int64_t b = 0; b < nsb; ++b, sb += kc_bytes(T)) unpack_kc_sb_avx2<T>(sb, u[b]);
 }
 
 /// Q8_0 W8A8 on AVX2 (ggml's Q8_0 x Q8_0 dot): per 32 weights q (natural order, int8) and the
@@ -942,19 +987,6 @@ void row_kc_i8_scalar(uint32_t type, const QuantRows& r, int64_t m, const uint8_
 
 using TileKcI8Fn = void (*)(const QuantRows&, int64_t, const uint8_t*, int64_t, float*);
 
-/// Q6_K on AVX2 in groups of at most 4 rows: its unpacked quants, scales and offsets with 8 rows'
-/// accumulators exceed the 16 ymm registers (spills, and a rep stos zeroing per call). Each
-/// row's arithmetic is unchanged, so results do not depend on the split.
-template <int MT, uint32_t T>
-RTX_Q8_AVX2 void tile_kc_i8_avx2_split(const QuantRows& r, int64_t m0, const uint8_t* sb, int64_t nsb, float* res) {
-  if constexpr (MT <= 4) {
-    tile_kc_i8_avx2<MT, T>(r, m0, sb, nsb, res);
-  } else {
-    tile_kc_i8_avx2<4, T>(r, m0, sb, nsb, res);
-    tile_kc_i8_avx2<MT - 4, T>(r, m0 + 4, sb, nsb, res + 4);
-  }
-}
-
 bool cpu_has_avx512_vnni() {
   static const bool has = __builtin_cpu_supports("avx512vnni");
   return has;
@@ -978,12 +1010,28 @@ TileKcI8Fn tile_kc_i8_fn(Isa isa, int rows, uint32_t type) {
     return cpu_has_avx512_vnni() ? v[t][rows - 1] : nv[t][rows - 1];
   }
   if (isa == Isa::Avx2) {
-    static const TileKcI8Fn f[3][8] = {RTX_KC_ROW2(tile_kc_i8_avx2, 12), RTX_KC_ROW2(tile_kc_i8_avx2, 13), RTX_KC_ROW2(tile_kc_i8_avx2_split, 14)};
+    static const TileKcI8Fn f[3][8] = {RTX_KC_ROW2(tile_kc_i8_avx2, 12), RTX_KC_ROW2(tile_kc_i8_avx2, 13), RTX_KC_ROW2(tile_kc_i8_avx2, 14)};
     return f[t][rows - 1];
   }
 #undef RTX_KC_ROW3
 #undef RTX_KC_ROW2
   return nullptr;
+}
+
+using TileKcuFn = void (*)(const QuantRows&, int64_t, const KcUnpacked*, int64_t, float*);
+
+/// The AVX2 tile on unpacked K-quant rows for `rows` (1..8) of type 12/13/14.
+TileKcuFn tile_kcu_fn(int rows, uint32_t type) {
+#define RTX_KCU_ROW(T) {tile_kcu_i8_avx2<1, T>, tile_kcu_i8_avx2<2, T>, tile_kcu_i8_avx2<3, T>, tile_kcu_i8_avx2<4, T>, \
+                        tile_kcu_i8_avx2<5, T>, tile_kcu_i8_avx2<6, T>, tile_kcu_i8_avx2<7, T>, tile_kcu_i8_avx2<8, T>}
+  static const TileKcuFn f[3][8] = {RTX_KCU_ROW(12), RTX_KCU_ROW(13), RTX_KCU_ROW(14)};
+#undef RTX_KCU_ROW
+  return f[type - 12][rows - 1];
+}
+
+/// unpack_kc_row_avx2 for type 12/13/14.
+void (*unpack_kc_row_fn(uint32_t type))(const uint8_t*, int64_t, KcUnpacked*) {
+  return type == 12 ? unpack_kc_row_avx2<12> : type == 13 ? unpack_kc_row_avx2<13> : unpack_kc_row_avx2<14>;
 }
 
 }  // namespace
@@ -1088,17 +1136,27 @@ void matmul_forward_kc(float* out, const float* inp, const uint8_t* sb, uint32_t
     throw_internal("matmul_forward_packed: a Q8_0 W8A8 weight on a CPU without AVX-512 VNNI", "weight");
   // Rows quantized once, by this thread, before the parallel region (the workers read them).
   const QuantRows qr = a8 ? quantize_rows(inp, M, K, isa, type) : QuantRows{};
-#pragma omp parallel for schedule(static) if (!omp_in_parallel() && static_cast<int64_t>(M) * N * K > (1 << 16))
+  // AVX2 K-quants with more than one row tile: each column chunk is unpacked once and its
+  // unpacked rows serve every row tile (tile_kcu_i8_avx2; the same bits as the fused tile).
+  const bool unpack_once = a8 && isa == Isa::Avx2 && type != 8 && M > kRowTile;
+#pragma omp parallel if (!omp_in_parallel() && static_cast<int64_t>(M) * N * K > (1 << 16))
+  {
+  std::vector<KcUnpacked> ubuf(unpack_once ? static_cast<size_t>(kColChunk * nsb) : 0);
+#pragma omp for schedule(static)
   for (int64_t c = 0; c < nchunks; ++c) {
     const int64_t n0 = c * kColChunk, n1 = std::min<int64_t>(N, n0 + kColChunk);
+    if (unpack_once)
+      for (int64_t n = n0; n < n1; ++n) unpack_kc_row_fn(type)(sb + n * row_bytes, nsb, ubuf.data() + (n - n0) * nsb);
     float res[kRowTile];
     for (int64_t m0 = 0; m0 < M; m0 += kRowTile) {
       const int rows = static_cast<int>(std::min<int64_t>(kRowTile, M - m0));
       const TileKcFn f = a8 ? nullptr : tile_kc_fn(isa, rows, type);
-      const TileKcI8Fn fi = a8 ? tile_kc_i8_fn(isa, rows, type) : nullptr;
+      const TileKcI8Fn fi = a8 && !unpack_once ? tile_kc_i8_fn(isa, rows, type) : nullptr;
+      const TileKcuFn fu = unpack_once ? tile_kcu_fn(rows, type) : nullptr;
       for (int64_t n = n0; n < n1; ++n) {
         const uint8_t* wn = sb + n * row_bytes;
-        if (fi) fi(qr, m0, wn, nsb, res);
+        if (fu) fu(qr, m0, ubuf.data() + (n - n0) * nsb, nsb, res);
+        else if (fi) fi(qr, m0, wn, nsb, res);
         else if (f) f(inp + m0 * K, K, wn, nsb, res);
         else if (a8)
           for (int i = 0; i < rows; ++i) row_kc_i8_scalar(type, qr, m0 + i, wn, nsb, res + i);
@@ -1108,6 +1166,7 @@ void matmul_forward_kc(float* out, const float* inp, const uint8_t* sb, uint32_t
         for (int i = 0; i < rows; ++i) out[(m0 + i) * N + n] = res[i] + b;
       }
     }
+  }
   }
 }
 

@@ -949,20 +949,35 @@ RTX_Q8_AVX2 void unpack_kc_row_avx2(const uint8_t* sb, int64_t nsb, KcUnpacked* 
 template <int MT>
 RTX_Q8_AVX2 void tile_q8_i8_avx2(const QuantRows& r, int64_t m0, const int8_t* q, const float* d, int64_t nb, float* res) {
   __m256 acc[MT];
-  for (int i = 0; i < MT; ++i) acc[i] = _mm256_setzero_ps();
+  _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) acc[i] = _mm256_setzero_ps();
   const __m256i ones = _mm256_set1_epi16(1);
   const int64_t K = r.K;
-  for (int64_t b = 0; b < nb; ++b) {
-    if (b % 2 == 0) prefetch_ahead(q + 32 * b, 64);
-    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b));
-    const __m256i aw = _mm256_sign_epi8(w, w);
-    for (int i = 0; i < MT; ++i) {
-      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.xq + (m0 + i) * K + 32 * b));
-      const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, w)), ones);
-      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d[b] * r.sx[(m0 + i) * nb + b]), acc[i]);
+  // Per 8 blocks, the rows' scales d * sx as vectors (the same products as per block), then a
+  // broadcast per block and row.
+  alignas(32) float sv[MT][8];
+  for (int64_t b0 = 0; b0 < nb; b0 += 8) {
+    const int nj = static_cast<int>(std::min<int64_t>(8, nb - b0));
+    if (nj == 8) {
+      const __m256 dv = _mm256_loadu_ps(d + b0);
+      _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i)
+        _mm256_store_ps(sv[i], _mm256_mul_ps(dv, _mm256_loadu_ps(r.sx + (m0 + i) * nb + b0)));
+    } else {
+      for (int i = 0; i < MT; ++i)
+        for (int j = 0; j < nj; ++j) sv[i][j] = d[b0 + j] * r.sx[(m0 + i) * nb + b0 + j];
+    }
+    for (int j = 0; j < nj; ++j) {
+      const int64_t b = b0 + j;
+      if (b % 2 == 0) prefetch_ahead(q + 32 * b, 64);
+      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b));
+      const __m256i aw = _mm256_sign_epi8(w, w);
+      _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) {
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.xq + (m0 + i) * K + 32 * b));
+        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, w)), ones);
+        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(sv[i] + j), acc[i]);
+      }
     }
   }
-  for (int i = 0; i < MT; ++i) res[i] = hsum256(acc[i]);
+  _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) res[i] = hsum256(acc[i]);
 }
 
 /// Scalar: per 16 values, the exact int32 dot times s * sx, plus o * (sx * sum(xq)).

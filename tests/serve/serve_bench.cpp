@@ -1,7 +1,9 @@
 // serve_bench: greedy decode throughput (tokens/s) of any serving model (GGUF gpt2/llama, rtx
 // checkpoint) over a paged KV cache, 1 sequence and B sequences batched (one forward per step
 // for all), without HTTP. Not a test.
-// Usage: serve_bench [--model FILE | --random-gpt2 PRESET] [--tokens N] [--block T] [--device D] [batch...]
+// Usage: serve_bench [--model FILE | --random-gpt2 PRESET] [--tokens N] [--prompt-tokens P] [--block T] [--device D] [batch...]
+// --prompt-tokens P: a prompt of P tokens ("Once upon a time" repeated) instead of that phrase
+// once, so batch 1's prefill figure compares with llama-bench's ppP.
 // --random-gpt2 gpt2|gpt2-tiny|...: a GPT-2 of that preset's shapes with random weights (N(0, 0.02),
 // Philox) and a 62-character tokenizer, so a GPU machine without the data folder can measure.
 // (defaults: $RTX_DATA/stories260k/tinyllamas-stories-260k-f32.gguf, 128 tokens, block 16,
@@ -46,7 +48,7 @@ int main(int argc, char** argv) {
   try {
     const char* data = std::getenv("RTX_DATA");
     std::string path = std::string(data ? data : "/work/shared/data") + "/stories260k/tinyllamas-stories-260k-f32.gguf";
-    int tokens = 128, block = 16;
+    int tokens = 128, block = 16, prompt_tokens = 0;
     std::string random_preset;
     bool have_model = false, have_random = false;
     serve::LoadOptions lo;
@@ -57,13 +59,14 @@ int main(int argc, char** argv) {
       else if (a == "--random-gpt2" && i + 1 < argc) random_preset = argv[++i], have_random = true;
       else if (a == "--tokens" && i + 1 < argc) tokens = parse_int(argv[++i], "--tokens", 2);
       else if (a == "--block" && i + 1 < argc) block = parse_int(argv[++i], "--block", 1);
+      else if (a == "--prompt-tokens" && i + 1 < argc) prompt_tokens = parse_int(argv[++i], "--prompt-tokens", 1);
       else if (a == "--int8-activations") lo.int8_activations = true;  // the default
       else if (a == "--f32-activations") lo.int8_activations = false;
       else if (a == "--dequantize") lo.keep_quantized = false;
       else if (a == "--device" && i + 1 < argc) lo.cuda_device = serve::parse_device(argv[++i]);
       else if (!a.empty() && a[0] != '-') batches.push_back(parse_int(a, "batch", 1));
       else {
-        std::fprintf(stderr, "usage: serve_bench [--model FILE | --random-gpt2 PRESET] [--tokens N] [--block T] [--f32-activations] [--dequantize] [--device cpu|cuda[:N]] [batch...]\n");
+        std::fprintf(stderr, "usage: serve_bench [--model FILE | --random-gpt2 PRESET] [--tokens N] [--prompt-tokens P] [--block T] [--f32-activations] [--dequantize] [--device cpu|cuda[:N]] [batch...]\n");
         return 2;
       }
     }
@@ -92,7 +95,16 @@ int main(int argc, char** argv) {
     const int V = info.vocab;
     std::vector<int32_t> prompt;
     if (info.bos >= 0) prompt.push_back(info.bos);
-    for (int32_t t : m->tokenizer().encode("Once upon a time")) prompt.push_back(t);
+    const std::vector<int32_t> phrase = m->tokenizer().encode("Once upon a time");
+    for (int32_t t : phrase) prompt.push_back(t);
+    if (prompt_tokens > 0) {
+      if (prompt_tokens >= info.context)
+        throw_input("--prompt-tokens " + std::to_string(prompt_tokens) + " leaves no room in the context of " +
+                        std::to_string(info.context),
+                    "--prompt-tokens");
+      for (size_t i = 0; static_cast<int>(prompt.size()) < prompt_tokens; ++i) prompt.push_back(phrase[i % phrase.size()]);
+      prompt.resize(prompt_tokens);
+    }
     const int P = static_cast<int>(prompt.size());
     tokens = std::min(tokens, info.context - P);
     if (tokens < 2)

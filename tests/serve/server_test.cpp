@@ -189,6 +189,15 @@ TEST_CASE("serve: output is bit-for-bit the same alone and among 16 concurrent r
   // Logprobs are computed from the logits: equal bits give equal numbers.
   CHECK(alone["choices"][0]["logprobs"] == mixed["choices"][0]["logprobs"]);
   CHECK(s.stats().requests_finished == 18);
+  // The second probe reused the first one's KV blocks (prefix cache): all its prompt positions
+  // but the last, which is computed for its logits. The same bits nonetheless (above).
+  const int P = alone["usage"]["prompt_tokens"];
+  CHECK(alone["usage"]["prompt_tokens_details"]["cached_tokens"] == 0);
+  CHECK(mixed["usage"]["prompt_tokens_details"]["cached_tokens"] == P - 1);
+  CHECK(s.metric("rtx_prefix_cache_hits_total{engine=\"main\"}") >= P - 1);
+  CHECK(s.metric("rtx_prefix_cache_queries_total{engine=\"main\"}") > s.metric("rtx_prefix_cache_hits_total{engine=\"main\"}"));
+  CHECK(s.metric("rtx_kv_cache_blocks_cached{engine=\"main\"}") > 0);
+  CHECK(s.metric("rtx_kv_cache_blocks_used{engine=\"main\"}") == 0);
 }
 
 TEST_CASE("serve: a seed gives the same sampled text; another seed other text", "[cpu][serve]") {

@@ -22,11 +22,13 @@
 #   MAX_TOKENS    max_tokens per request, sent with ignore_eos [64]
 #   CTX           context per slot, tokens [256]
 #   PORT          first port; rtx-serve gets PORT, llama-server PORT+1 [18080]
+#   EXTRA_BODY    JSON object merged into every request, e.g. '{"cache_prompt": false}' to turn
+#                 prompt (prefix) caching off on both servers [none]
 #   OUT           folder for the JSON results and server logs [a new temporary folder]
 # Exit status: 0 ok, 1 a run had no successful request, 2 usage or environment error.
 set -euo pipefail
 
-usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "serve_vs_llamacpp: $*" >&2; exit 2; }
 case "${1:-}" in -h|--help) usage; exit 0 ;; "") ;; *) usage >&2; exit 2 ;; esac
 
@@ -40,6 +42,7 @@ CTX=${CTX:-256}
 PORT=${PORT:-18080}
 RTX_SERVE_ARGS=${RTX_SERVE_ARGS:-"run --model {MODEL} --threads {THREADS} --host 127.0.0.1 --port {PORT} --max-batch {SLOTS}"}
 HEALTH_TIMEOUT=${HEALTH_TIMEOUT:-300}
+EXTRA_BODY=${EXTRA_BODY:-}
 
 [ -n "$MODEL" ] || die "set MODEL to a GGUF file (see --help)"
 [ -f "$MODEL" ] || die "MODEL=$MODEL: no such file"
@@ -103,6 +106,7 @@ run_levels() {  # name port
     echo "== $name: concurrency $c, $n requests, max_tokens $MAX_TOKENS" >&2
     if ! "${LOADGEN[@]}" --port "$port" --prompts-file "$PROMPTS" --max-tokens "$MAX_TOKENS" \
         -c "$c" -n "$n" --warmup "$warm" --timeout 600 --requests --json -q \
+        ${EXTRA_BODY:+--extra-body "$EXTRA_BODY"} \
         > "$OUT/$name-c$c.json"; then
       echo "serve_vs_llamacpp: $name at concurrency $c: no successful request (see $OUT/$name-c$c.json)" >&2
       STATUS=1

@@ -333,6 +333,11 @@ TEST_CASE("request body and configuration checks", "[cpu]") {
   CHECK(b["messages"][0]["content"] == "hi");
   CHECK(!b.contains("prompt"));
   CHECK(!b.contains("ignore_eos"));
+  // extra_body is merged last: new fields are added, built-in ones overridden.
+  c.extra_body = {{"cache_prompt", false}, {"max_tokens", 9}};
+  b = rtx::serve::build_request_body(c, "hi");
+  CHECK(b["cache_prompt"] == false);
+  CHECK(b["max_tokens"] == 9);
 
   auto bad = [](auto mutate) {
     LoadConfig x = base_config(8080);
@@ -343,6 +348,7 @@ TEST_CASE("request body and configuration checks", "[cpu]") {
   CHECK_THROWS_AS(rtx::serve::validate(bad([](LoadConfig& x) { x.concurrency = 0; })), rtx::Error);
   CHECK_THROWS_AS(rtx::serve::validate(bad([](LoadConfig& x) { x.port = 70000; })), rtx::Error);
   CHECK_THROWS_AS(rtx::serve::validate(bad([](LoadConfig& x) { x.prompts.clear(); })), rtx::Error);
+  CHECK_THROWS_AS(rtx::serve::validate(bad([](LoadConfig& x) { x.extra_body = json::array({1}); })), rtx::Error);
   CHECK_THROWS_AS(rtx::serve::validate(bad([](LoadConfig& x) { x.max_tokens = 0; })), rtx::Error);
   CHECK_THROWS_AS(rtx::serve::validate(bad([](LoadConfig& x) { x.num_requests = 0; })), rtx::Error);
   CHECK_THROWS_AS(rtx::serve::validate(bad([](LoadConfig& x) { x.endpoint = "v1"; })), rtx::Error);

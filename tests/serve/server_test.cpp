@@ -198,6 +198,13 @@ TEST_CASE("serve: output is bit-for-bit the same alone and among 16 concurrent r
   CHECK(s.metric("rtx_prefix_cache_queries_total{engine=\"main\"}") > s.metric("rtx_prefix_cache_hits_total{engine=\"main\"}"));
   CHECK(s.metric("rtx_kv_cache_blocks_cached{engine=\"main\"}") > 0);
   CHECK(s.metric("rtx_kv_cache_blocks_used{engine=\"main\"}") == 0);
+  // "cache_prompt": false (llama.cpp's field) opts a request out of the reuse: same bits again.
+  json uncached = probe;
+  uncached["cache_prompt"] = false;
+  const auto [st2, cold] = s.post("/v1/completions", uncached.dump());
+  REQUIRE(st2 == 200);
+  CHECK(cold["usage"]["prompt_tokens_details"]["cached_tokens"] == 0);
+  CHECK(cold["choices"][0]["logprobs"] == alone["choices"][0]["logprobs"]);
 }
 
 TEST_CASE("serve: a seed gives the same sampled text; another seed other text", "[cpu][serve]") {
@@ -291,6 +298,7 @@ TEST_CASE("serve: bad requests get OpenAI error objects with the right status", 
   for (int i = 0; i < 700; ++i) long_prompt += "a b ";
   expect(completion(long_prompt.substr(0, 3000), 5).dump(), 400, "prompt");
   expect(completion(std::string(5000, 'x'), 5).dump(), 413, "");
+  expect(completion("hi", 5, 0, {{"cache_prompt", "no"}}).dump(), 400, "cache_prompt");
   // The server still serves afterwards, with nothing leaked.
   CHECK(s.post("/v1/completions", completion("Once", 3).dump()).first == 200);
   CHECK(s.stats().kv_blocks_used == 0);

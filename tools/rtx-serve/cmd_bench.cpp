@@ -19,6 +19,7 @@ struct BenchArgs {
   std::string prompts_file, out_path;
   bool no_ignore_eos = false, with_requests = false;
   int warmup = 0;
+  std::string extra_body;
 };
 }  // namespace
 
@@ -46,6 +47,8 @@ Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
       ->capture_default_str();
   s.add_option("-o,--out", a->out_path, "Also write the rtx.serve_bench.v1 artifact to this file ('-' stdout)");
   s.add_flag("--requests", a->with_requests, "Include every request's measurements in the JSON");
+  s.add_option("--extra-body", a->extra_body,
+               "JSON object merged into every request body, e.g. '{\"cache_prompt\": false}'");
   return [a, &common, &s]() -> int {
     auto& cfg = a->cfg;
     if (cfg.api_key.empty())
@@ -60,6 +63,12 @@ Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
       std::string line;
       while (std::getline(in, line))
         if (!line.empty()) a->prompts.push_back(line);
+    }
+    if (!a->extra_body.empty()) {
+      cfg.extra_body = nlohmann::json::parse(a->extra_body, nullptr, false);
+      if (cfg.extra_body.is_discarded() || !cfg.extra_body.is_object())
+        rtx::throw_usage("--extra-body \"" + a->extra_body + "\" is not a JSON object", "--extra-body",
+                         "e.g. --extra-body '{\"cache_prompt\": false}'");
     }
     cfg.prompts = a->prompts;
     if (cfg.prompts.empty()) cfg.prompts = {"Once upon a time"};

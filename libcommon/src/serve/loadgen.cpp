@@ -446,6 +446,7 @@ json build_request_body(const LoadConfig& cfg, const std::string& prompt) {
   if (cfg.seed) body["seed"] = *cfg.seed;
   body["stream"] = true;
   body["stream_options"] = {{"include_usage", true}};
+  for (const auto& item : cfg.extra_body.items()) body[item.key()] = item.value();
   return body;
 }
 
@@ -467,6 +468,9 @@ void validate(const LoadConfig& cfg) {
     throw_usage("neither num_requests nor duration_s is set: the run would never end", where,
                 "set num_requests > 0 or duration_s > 0");
   if (cfg.prompts.empty()) throw_usage("no prompts", where + ".prompts", "give at least one prompt");
+  if (!cfg.extra_body.is_object())
+    throw_usage("extra_body must be a JSON object, got " + cfg.extra_body.dump(), where + ".extra_body",
+                "e.g. {\"cache_prompt\": false}");
   if (cfg.max_tokens < 1) throw_usage("max_tokens must be >= 1", where + ".max_tokens");
   if (!(cfg.temperature >= 0) || !std::isfinite(cfg.temperature))
     throw_usage("temperature must be a finite number >= 0", where + ".temperature");
@@ -661,6 +665,7 @@ json to_json(const LoadReport& report, bool include_requests) {
               {"seed", c.seed ? json(*c.seed) : json(nullptr)},
               {"request_rate", c.request_rate},
               {"timeout_s", c.timeout_s},
+              {"extra_body", c.extra_body},
               {"api_key_set", !c.api_key.empty()}};
   doc["config"] = cfg;
   doc["max_concurrency"] = c.concurrency;

@@ -332,7 +332,7 @@ bool Scheduler::admit(const RequestHandle& r) {
     return true;
   }
   // At least the last prompt token is computed: its logits give the first token.
-  PrefixCache::Match m = prefix_->match(prompt.data(), P, P - 1);
+  PrefixCache::Match m = r->req.cache_prompt ? prefix_->match(prompt.data(), P, P - 1) : PrefixCache::Match{};
   const int B = kv_.block_tokens();
   const int shared = static_cast<int>(m.shared.size());
   std::vector<int> pinned = m.shared;

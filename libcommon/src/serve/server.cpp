@@ -163,7 +163,7 @@ struct Server::Impl {
       return;
     }
     serve::Request rq;
-    bool ignore_eos = false;
+    bool ignore_eos = false, cache_prompt = true;
     try {
       rq = ep == Endpoint::Completions ? parse_completion_request(hreq.body) : parse_chat_request(hreq.body);
       // Extension: "ignore_eos" (llama.cpp's and vLLM's name) for benchmarks.
@@ -171,6 +171,12 @@ struct Server::Impl {
       if (j.is_object() && j.contains("ignore_eos")) {
         if (!j["ignore_eos"].is_boolean()) throw ApiException(invalid_request("ignore_eos must be a boolean", "ignore_eos"));
         ignore_eos = j["ignore_eos"].get<bool>();
+      }
+      // Extension: "cache_prompt" (llama.cpp's name): false = no prefix-cache reuse for this request.
+      if (j.is_object() && j.contains("cache_prompt")) {
+        if (!j["cache_prompt"].is_boolean())
+          throw ApiException(invalid_request("cache_prompt must be a boolean", "cache_prompt"));
+        cache_prompt = j["cache_prompt"].get<bool>();
       }
     } catch (const ApiException& e) {
       send_error(res, e.error());
@@ -230,6 +236,7 @@ struct Server::Impl {
     g.sampling.vocab_limit = tok.vocab_size();
     g.sampling.seed = rq.seed ? static_cast<uint64_t>(*rq.seed) : std::random_device{}() * 0x100000001ull;
     g.ignore_eos = ignore_eos;
+    g.cache_prompt = cache_prompt;
     g.top_logprobs = rq.logprobs ? rq.top_logprobs : -1;
     g.lane = rq.priority == Priority::Batch ? Lane::Batch : Lane::Interactive;
 

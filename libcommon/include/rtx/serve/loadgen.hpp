@@ -73,6 +73,9 @@ struct LoadConfig {
   std::optional<uint64_t> seed;            ///< "seed" sent with every request when set; also seeds arrivals
   double request_rate = 0;                 ///< mean requests/s, Poisson arrivals; 0 = as fast as concurrency allows
   double timeout_s = 300;                  ///< per-request limit (connect + whole stream), s (> 0)
+  /// Fields merged into every request body last (a JSON object; e.g. {"cache_prompt": false} to
+  /// turn prompt caching off on llama-server and rtx-serve), as vLLM's bench --extra-body.
+  nlohmann::json extra_body = nlohmann::json::object();
 };
 
 /// How a request ended.

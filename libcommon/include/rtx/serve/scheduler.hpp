@@ -64,6 +64,7 @@ struct GenRequest {
   int max_tokens = 16;              ///< >= 0 new tokens (0: prefill only)
   models::SamplerConfig sampling;   ///< temperature 0 = greedy
   bool ignore_eos = false;          ///< keep generating past EOS (benchmarks)
+  bool cache_prompt = true;         ///< false: no prefix-cache reuse for this prompt (its blocks are still cached)
   int top_logprobs = -1;            ///< -1 none; k >= 0: the chosen token's logprob and the k best
   Lane lane = Lane::Interactive;
 };

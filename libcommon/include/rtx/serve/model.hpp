@@ -163,7 +163,7 @@ struct LoadOptions {
   bool keep_quantized = true;
   /// K-quant and Q8_0 matrices: quantize activations to 8 bits per 32 values and take integer
   /// dot products (true, the default, as llama.cpp does; relative error of order 1e-3; Q8_0 needs
-  /// AVX-512 VNNI and K % 256 == 0, else it stays W8A32), or false: f32 activations against
+  /// AVX2, else it stays W8A32), or false: f32 activations against
   /// weights widened to f32 (exactly ggml's values), about 1.4-1.7x slower at one stream on the
   /// dev VM (docs/perf.md). See kernels::PackedMatmulWeight::kquant and q8_0.
   bool int8_activations = true;

@@ -39,6 +39,7 @@ using rtx::test::random_params;
 using rtx::test::reference_logits;
 using rtx::test::rel_err;
 using rtx::test::char_tok;
+using rtx::test::Collector;
 using rtx::test::reserve;
 using rtx::test::run_alone;
 using rtx::test::Seq;
@@ -233,34 +234,6 @@ TEST_CASE("gpt2 serving model: GGUF export round trip gives the same logits", "[
 // ---- scheduler ------------------------------------------------------------------------------
 
 namespace {
-
-/// Collects one request's events; waits for its final one.
-struct Collector {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<int32_t> tokens;
-  Finish finish = Finish::None;
-  std::chrono::steady_clock::time_point first_token{};
-  int stop_after = -1;  // return false after this many tokens
-  EventFn fn() {
-    return [this](const TokenEvent& ev) {
-      std::lock_guard<std::mutex> g(mu);
-      if (ev.finish != Finish::None) {
-        finish = ev.finish;
-        cv.notify_all();
-        return true;
-      }
-      if (tokens.empty()) first_token = std::chrono::steady_clock::now();
-      tokens.push_back(ev.token);
-      return stop_after < 0 || static_cast<int>(tokens.size()) < stop_after;
-    };
-  }
-  Finish wait() {
-    std::unique_lock<std::mutex> lk(mu);
-    cv.wait_for(lk, std::chrono::seconds(60), [&] { return finish != Finish::None; });
-    return finish;
-  }
-};
 
 GenRequest greedy(std::vector<int32_t> prompt, int max_tokens, Lane lane = Lane::Interactive) {
   GenRequest g;

@@ -79,6 +79,8 @@ TEST_CASE("completions: wrong types are 400 naming the field", "[cpu]") {
       {"{" + P + R"(,"logprobs":"5"})", "logprobs"},
       {"{" + P + R"(,"echo":"no"})", "echo"},
       {"{" + P + R"(,"priority":1})", "priority"},
+      {"{" + P + R"(,"ignore_eos":"yes"})", "ignore_eos"},
+      {"{" + P + R"(,"cache_prompt":0})", "cache_prompt"},
       {"{" + P + R"(,"user":5})", "user"},
       {"{" + P + R"(,"best_of":"1"})", "best_of"},
   });
@@ -179,7 +181,8 @@ TEST_CASE("a valid completions request parses to the expected struct", "[cpu]") 
       "model": "stories260k", "prompt": "Once upon a time", "max_tokens": 7, "temperature": 0,
       "top_p": 0.9, "top_k": 40, "seed": -42, "stop": ["\n\n", "The end"], "n": 1,
       "stream": true, "stream_options": {"include_usage": true}, "logprobs": 3, "echo": false,
-      "priority": "batch", "user": "u1", "best_of": 1, "frequency_penalty": 0, "unknown_field": {"x": 1}})");
+      "priority": "batch", "user": "u1", "best_of": 1, "frequency_penalty": 0, "unknown_field": {"x": 1},
+      "ignore_eos": true, "cache_prompt": false})");
   CHECK(r.endpoint == Endpoint::Completions);
   CHECK(r.model == "stories260k");
   CHECK(r.prompt == "Once upon a time");
@@ -197,10 +200,15 @@ TEST_CASE("a valid completions request parses to the expected struct", "[cpu]") 
   CHECK(r.logprobs);
   CHECK(r.top_logprobs == 3);
   CHECK(r.priority == Priority::Batch);
+  CHECK(r.ignore_eos);
+  CHECK_FALSE(r.cache_prompt);
   CHECK(r.user == "u1");
 
   // Defaults, nulls as absent, and the prompt forms.
-  const Request d = parse_completion_request(R"({"model":"m","prompt":"x","max_tokens":null,"stop":null,"logprobs":null})");
+  const Request d = parse_completion_request(
+      R"({"model":"m","prompt":"x","max_tokens":null,"stop":null,"logprobs":null,"ignore_eos":null,"cache_prompt":null})");
+  CHECK_FALSE(d.ignore_eos);
+  CHECK(d.cache_prompt);
   CHECK_FALSE(d.max_tokens);
   CHECK(d.temperature == 1.0);
   CHECK(d.top_p == 1.0);

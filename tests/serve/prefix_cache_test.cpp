@@ -3,9 +3,6 @@
 // must be the same bits as with it off, under reuse, concurrency and a pool small enough to evict.
 #include <catch2/catch.hpp>
 
-#include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <vector>
 
 #include "models/gpt2_ref.hpp"
@@ -18,6 +15,7 @@
 using namespace rtx;
 using namespace rtx::serve;
 using rtx::test::char_tok;
+using rtx::test::Collector;
 using rtx::test::make_cfg;
 using rtx::test::random_ids;
 using rtx::test::random_params;
@@ -130,34 +128,6 @@ TEST_CASE("kv cache: copy_block copies every layer's keys and values", "[cpu][se
 
 namespace {
 
-/// One request's tokens, logprobs (top 2 with each) and finish; waits for the end.
-struct Result {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<int32_t> tokens;
-  std::vector<float> logprobs;
-  Finish finish = Finish::None;
-  EventFn fn() {
-    return [this](const TokenEvent& ev) {
-      std::lock_guard<std::mutex> g(mu);
-      if (ev.finish != Finish::None) {
-        finish = ev.finish;
-        cv.notify_all();
-        return true;
-      }
-      tokens.push_back(ev.token);
-      logprobs.push_back(ev.logprob);
-      for (const auto& [id, lp] : ev.top) logprobs.push_back(lp + static_cast<float>(id));
-      return true;
-    };
-  }
-  Finish wait() {
-    std::unique_lock<std::mutex> lk(mu);
-    cv.wait_for(lk, std::chrono::seconds(60), [&] { return finish != Finish::None; });
-    return finish;
-  }
-};
-
 GenRequest req(std::vector<int32_t> prompt, int max_tokens) {
   GenRequest g;
   g.prompt = std::move(prompt);
@@ -202,7 +172,7 @@ TEST_CASE("scheduler with the prefix cache: the same bits as without it; hits co
     sc.kv_block_tokens = 4;
     Scheduler s(*m, sc);
     for (const auto& p : ps) {
-      Result r;
+      Collector r;
       REQUIRE(s.submit(req(p, max_tokens), r.fn()));
       REQUIRE(r.wait() == Finish::Length);
       ref_tok.push_back(r.tokens);
@@ -217,7 +187,7 @@ TEST_CASE("scheduler with the prefix cache: the same bits as without it; hits co
     Scheduler s(*m, sc);
     std::vector<int> cached;
     for (size_t i = 0; i < ps.size(); ++i) {
-      Result r;
+      Collector r;
       auto h = s.submit(req(ps[i], max_tokens), r.fn());
       REQUIRE(h);
       REQUIRE(r.wait() == Finish::Length);
@@ -244,10 +214,10 @@ TEST_CASE("scheduler with the prefix cache: the same bits as without it; hits co
     sc.prefill_chunk = 5;
     sc.kv_blocks = 24;  // each request reserves up to 8 blocks: cached ones get evicted
     Scheduler s(*m, sc);
-    std::vector<std::unique_ptr<Result>> rs;
+    std::vector<std::unique_ptr<Collector>> rs;
     for (int round = 0; round < 2; ++round)
       for (const auto& p : ps) {
-        rs.push_back(std::make_unique<Result>());
+        rs.push_back(std::make_unique<Collector>());
         REQUIRE(s.submit(req(p, max_tokens), rs.back()->fn()));
       }
     for (size_t i = 0; i < rs.size(); ++i) {
@@ -260,6 +230,40 @@ TEST_CASE("scheduler with the prefix cache: the same bits as without it; hits co
     CHECK(st.kv_blocks_used == 0);
     CHECK(st.kv_blocks_cached <= 24);
   }
+}
+
+TEST_CASE("scheduler with the prefix cache: a hit the full pool cannot pin is cut, never half-applied",
+          "[cpu][serve]") {
+  // The pool holds exactly one request. A's blocks all stay cached; B shares A's first block and
+  // matches the next in part, but pinning that block for the copy would leave one block short,
+  // so B takes only the shared block (and must still give the same bits as without the cache).
+  const auto c = make_cfg(67, 48, 3, 2, 64);
+  auto m = make_gpt2_model(c, random_params(c, 41), char_tok(67), ModelInfo{}, LoadOptions{});
+  const std::vector<int32_t> a = {1, 2, 3, 4, 5}, b = {1, 2, 3, 4, 5, 6};
+  const auto run = [&](bool cache, std::vector<int>* cached) {
+    SchedulerConfig sc;
+    sc.prefix_cache = cache;
+    sc.kv_block_tokens = 4;
+    sc.kv_blocks = 3;
+    sc.max_batch = 1;
+    Scheduler s(*m, sc);
+    std::vector<std::vector<float>> out;
+    for (const auto& [p, n] : {std::pair{a, 6}, std::pair{b, 4}, std::pair{a, 6}}) {
+      Collector r;
+      auto h = s.submit(req(p, n), r.fn());
+      REQUIRE(h);
+      REQUIRE(r.wait() == Finish::Length);
+      out.push_back(r.logprobs);
+      if (cached) cached->push_back(s.times(h).cached_tokens);
+    }
+    CHECK(s.stats().kv_blocks_used == 0);
+    return out;
+  };
+  std::vector<int> cached;
+  const auto with = run(true, &cached);
+  const auto without = run(false, nullptr);
+  CHECK(with == without);
+  CHECK(cached == std::vector<int>{0, 4, 4});  // B: the shared block only; A again: its first block
 }
 
 TEST_CASE("scheduler config: prefix_cache in JSON", "[cpu][serve]") {

@@ -3,12 +3,16 @@
 #pragma once
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "rtx/io/tokenizer.hpp"
 #include "rtx/serve/model.hpp"
+#include "rtx/serve/scheduler.hpp"
 
 namespace rtx::test {
 
@@ -55,5 +59,37 @@ inline std::vector<std::vector<float>> run_alone(serve::Model& m, serve::KvCache
   for (int b : s.blocks) kv.free(b);
   return out;
 }
+
+/// Collects one scheduler request's events (tokens; the chosen token's logprob and each top
+/// logprob + its id, in order); wait() blocks until the final one (60 s at most).
+struct Collector {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  serve::Finish finish = serve::Finish::None;
+  std::chrono::steady_clock::time_point first_token{};
+  int stop_after = -1;  // return false after this many tokens
+  serve::EventFn fn() {
+    return [this](const serve::TokenEvent& ev) {
+      std::lock_guard<std::mutex> g(mu);
+      if (ev.finish != serve::Finish::None) {
+        finish = ev.finish;
+        cv.notify_all();
+        return true;
+      }
+      if (tokens.empty()) first_token = std::chrono::steady_clock::now();
+      tokens.push_back(ev.token);
+      logprobs.push_back(ev.logprob);
+      for (const auto& [id, lp] : ev.top) logprobs.push_back(lp + static_cast<float>(id));
+      return stop_after < 0 || static_cast<int>(tokens.size()) < stop_after;
+    };
+  }
+  serve::Finish wait() {
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait_for(lk, std::chrono::seconds(60), [&] { return finish != serve::Finish::None; });
+    return finish;
+  }
+};
 
 }  // namespace rtx::test

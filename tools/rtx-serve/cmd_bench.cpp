@@ -20,6 +20,7 @@ struct BenchArgs {
   bool no_ignore_eos = false, with_requests = false;
   int warmup = 0;
   std::string extra_body;
+  CLI::Option* extra_body_opt = nullptr;
 };
 }  // namespace
 
@@ -47,7 +48,7 @@ Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
       ->capture_default_str();
   s.add_option("-o,--out", a->out_path, "Also write the rtx.serve_bench.v1 artifact to this file ('-' stdout)");
   s.add_flag("--requests", a->with_requests, "Include every request's measurements in the JSON");
-  s.add_option("--extra-body", a->extra_body,
+  a->extra_body_opt = s.add_option("--extra-body", a->extra_body,
                "JSON object merged into every request body, e.g. '{\"cache_prompt\": false}'");
   return [a, &common, &s]() -> int {
     auto& cfg = a->cfg;
@@ -64,10 +65,16 @@ Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
       while (std::getline(in, line))
         if (!line.empty()) a->prompts.push_back(line);
     }
-    if (!a->extra_body.empty()) {
-      cfg.extra_body = nlohmann::json::parse(a->extra_body, nullptr, false);
-      if (cfg.extra_body.is_discarded() || !cfg.extra_body.is_object())
-        rtx::throw_usage("--extra-body \"" + a->extra_body + "\" is not a JSON object", "--extra-body",
+    if (a->extra_body_opt->count() > 0) {
+      std::string why;
+      try {
+        cfg.extra_body = nlohmann::json::parse(a->extra_body);
+        if (!cfg.extra_body.is_object()) why = std::string("it is ") + cfg.extra_body.type_name() + ", not an object";
+      } catch (const nlohmann::json::exception& e) {
+        why = e.what();
+      }
+      if (!why.empty())
+        rtx::throw_usage("--extra-body \"" + a->extra_body + "\" is not a JSON object: " + why, "--extra-body",
                          "e.g. --extra-body '{\"cache_prompt\": false}'");
     }
     cfg.prompts = a->prompts;

@@ -323,11 +323,12 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
     if (!common.quiet)
       std::fprintf(stderr,
                    "rtx-serve: %s (%s, %d layers, vocab %d, context %d, weights %s %.1f MiB, %s) on http://%s:%d  max_batch %d, "
-                   "KV %d blocks x %d tokens (%.1f MiB)%s\n",
+                   "KV %d blocks x %d tokens (%.1f MiB), prefix cache %s%s%s\n",
                    mi.name.c_str(), mi.arch.c_str(), mi.n_layer, mi.vocab, mi.context, mi.weights.c_str(),
                    mi.param_bytes / 1048576.0, mi.device.c_str(), a->host.c_str(), port,
                    a->sched.max_batch, sched.stats().kv_blocks_total, a->sched.kv_block_tokens,
-                   sched.stats().kv_bytes / 1048576.0, a->api_key.empty() ? "" : ", API key required");
+                   sched.stats().kv_bytes / 1048576.0, a->sched.prefix_cache ? "on" : "off",
+                   canary_sched ? ", canary engine loaded" : "", a->api_key.empty() ? "" : ", API key required");
     if (common.json) std::printf("%s\n", nlohmann::json({{"port", port}, {"host", a->host}, {"model", mi.name}}).dump().c_str());
     std::fflush(stdout);
     std::signal(SIGTERM, on_signal);

@@ -247,6 +247,8 @@ void parse_common(const json& b, Request& r) {
     else
       fail("Invalid value for 'priority': expected 'interactive' or 'batch', but got '" + p + "'.", "priority");
   }
+  if (const json* v = opt(b, "ignore_eos")) r.ignore_eos = get_bool(*v, "ignore_eos");
+  if (const json* v = opt(b, "cache_prompt")) r.cache_prompt = get_bool(*v, "cache_prompt");
   if (const json* v = opt(b, "user")) r.user = get_string(*v, "user");
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <sstream>
 
@@ -151,6 +152,7 @@ struct RequestState {
   std::vector<int32_t> blocks;
   std::vector<int32_t> toks;  // the tokens whose keys and values are in the cache (size pos)
   int cached = 0;         // leading blocks that are prefix-cache nodes held by this sequence
+  bool uncacheable = false;  // set when caching its blocks failed (Scheduler::cache_blocks)
   int reserve = 0;        // blocks reserved at admission
   int pos = 0;            // positions in the cache
   int prompt_done = 0;    // prompt tokens prefilled
@@ -334,18 +336,23 @@ bool Scheduler::admit(const RequestHandle& r) {
   // At least the last prompt token is computed: its logits give the first token.
   PrefixCache::Match m = r->req.cache_prompt ? prefix_->match(prompt.data(), P, P - 1) : PrefixCache::Match{};
   const int B = kv_.block_tokens();
-  const int shared = static_cast<int>(m.shared.size());
-  std::vector<int> pinned = m.shared;
-  if (m.copy_from >= 0) pinned.push_back(m.copy_from);
+  const int avail = prefix_->available();
+  std::vector<int> pinned;
   // New blocks (the copy's target among them), plus the unheld nodes that holding takes out of
   // the reclaimable ones.
-  const int cost = r->reserve - shared + prefix_->unheld_among(pinned);
-  if (cost > prefix_->available()) {
-    if (r->reserve > prefix_->available()) return false;  // wait for running sequences to end
-    // Enough blocks without the hit (holding it would pin blocks the request needs): no reuse.
-    m = PrefixCache::Match{};
-    pinned.clear();
+  const auto cost = [&] {
+    pinned = m.shared;
+    if (m.copy_from >= 0) pinned.push_back(m.copy_from);
+    return r->reserve - static_cast<int>(m.shared.size()) + prefix_->unheld_among(pinned);
+  };
+  if (cost() > avail && m.copy_from >= 0) {  // pinning the copy's source is one block too many
+    m.copy_from = -1;
+    m.copy_tokens = 0;
   }
+  // Without the copy the cost is at most the reservation (each shared block saves one new
+  // block and pins at most one), so this waits only when the pool is short without any hit.
+  if (cost() > avail) return false;  // wait for running sequences to end
+  const int shared = static_cast<int>(m.shared.size());
   for (int b : pinned) prefix_->hold(b);
   const int hit = m.tokens(B);
   blocks.assign(m.shared.begin(), m.shared.end());
@@ -363,13 +370,24 @@ bool Scheduler::admit(const RequestHandle& r) {
   r->pos = r->prompt_done = got;
   r->toks.assign(prompt.begin(), prompt.begin() + got);
   r->times.cached_tokens = got;
-  stats_.prefix_cache_queries += P;
+  if (r->req.cache_prompt) stats_.prefix_cache_queries += P;  // an opted-out prompt is not looked up
   stats_.prefix_cache_hits += got;
   return true;
 }
 
 void Scheduler::cache_blocks(RequestState& r, bool last) {
-  if (!prefix_) return;
+  if (!prefix_ || r.uncacheable) return;
+  try {
+    cache_blocks_unchecked(r, last);
+  } catch (const std::exception& e) {
+    // A broken invariant of the block tree must not take the server down: this sequence's
+    // blocks stay its own (freed at its end); the others go on.
+    r.uncacheable = true;
+    std::fprintf(stderr, "rtx-serve: prefix cache: %s; the request's blocks are not cached\n", e.what());
+  }
+}
+
+void Scheduler::cache_blocks_unchecked(RequestState& r, bool last) {
   const int B = kv_.block_tokens();
   const int full = std::min(r.pos / B, static_cast<int>(r.blocks.size()));
   while (r.cached < full) {

@@ -163,21 +163,8 @@ struct Server::Impl {
       return;
     }
     serve::Request rq;
-    bool ignore_eos = false, cache_prompt = true;
     try {
       rq = ep == Endpoint::Completions ? parse_completion_request(hreq.body) : parse_chat_request(hreq.body);
-      // Extension: "ignore_eos" (llama.cpp's and vLLM's name) for benchmarks.
-      const auto j = nlohmann::json::parse(hreq.body, nullptr, false);
-      if (j.is_object() && j.contains("ignore_eos")) {
-        if (!j["ignore_eos"].is_boolean()) throw ApiException(invalid_request("ignore_eos must be a boolean", "ignore_eos"));
-        ignore_eos = j["ignore_eos"].get<bool>();
-      }
-      // Extension: "cache_prompt" (llama.cpp's name): false = no prefix-cache reuse for this request.
-      if (j.is_object() && j.contains("cache_prompt")) {
-        if (!j["cache_prompt"].is_boolean())
-          throw ApiException(invalid_request("cache_prompt must be a boolean", "cache_prompt"));
-        cache_prompt = j["cache_prompt"].get<bool>();
-      }
     } catch (const ApiException& e) {
       send_error(res, e.error());
       return;
@@ -235,8 +222,8 @@ struct Server::Impl {
     g.sampling.top_k = rq.top_k;
     g.sampling.vocab_limit = tok.vocab_size();
     g.sampling.seed = rq.seed ? static_cast<uint64_t>(*rq.seed) : std::random_device{}() * 0x100000001ull;
-    g.ignore_eos = ignore_eos;
-    g.cache_prompt = cache_prompt;
+    g.ignore_eos = rq.ignore_eos;
+    g.cache_prompt = rq.cache_prompt;
     g.top_logprobs = rq.logprobs ? rq.top_logprobs : -1;
     g.lane = rq.priority == Priority::Batch ? Lane::Batch : Lane::Interactive;
 
@@ -517,8 +504,18 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
     // rest of the request may still be on the socket, so the connection ends with this answer.
     close_after_response();
     res.set_header("Connection", "close");
-    if (res.status == 413) {
-      I->send_error(res, body_too_large(std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10), I->cfg.max_body_bytes));
+    const size_t declared = std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10);
+    if (res.status == 413 && declared <= I->cfg.max_body_bytes &&
+        req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0) {
+      // cpp-httplib caps form-encoded bodies (8 KiB), below --max-body-bytes: curl -d without a
+      // Content-Type sends that type. Say so, rather than a limit the body is under.
+      ApiError e = body_too_large(declared, I->cfg.max_body_bytes);
+      e.message = "Request body of " + std::to_string(declared) +
+                  " bytes sent as application/x-www-form-urlencoded, which the HTTP library caps at 8192 bytes; "
+                  "send it with 'Content-Type: application/json' (curl: -H 'Content-Type: application/json').";
+      I->send_error(res, e);
+    } else if (res.status == 413) {
+      I->send_error(res, body_too_large(declared, I->cfg.max_body_bytes));
     } else if (res.status == 404) {
       ApiError e = status_error(404, "invalid_request_error", "no route " + req.method + " " + req.path, "not_found");
       I->send_error(res, e);

@@ -101,6 +101,8 @@ struct Request {
   bool logprobs = false;
   int top_logprobs = 0;
   Priority priority = Priority::Interactive;  ///< extension: "interactive" | "batch"
+  bool ignore_eos = false;              ///< extension (llama.cpp's and vLLM's name): generate past EOS
+  bool cache_prompt = true;             ///< extension (llama.cpp's name): false = no prefix-cache reuse
   std::string user;                     ///< accepted and ignored
 };
 

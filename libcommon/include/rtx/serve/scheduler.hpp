@@ -172,6 +172,7 @@ class Scheduler {
   void finish(const RequestHandle& r, Finish f, const std::string& error = {});
   bool admit(const RequestHandle& r);          // mu_ held
   void cache_blocks(RequestState& r, bool last);  // mu_ held
+  void cache_blocks_unchecked(RequestState& r, bool last);
   int blocks_held() const;                     // mu_ held
 
   Model& model_;

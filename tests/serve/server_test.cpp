@@ -304,6 +304,17 @@ TEST_CASE("serve: bad requests get OpenAI error objects with the right status", 
   CHECK(s.stats().kv_blocks_used == 0);
 }
 
+TEST_CASE("serve: a port in use fails to bind (no SO_REUSEPORT sharing)", "[cpu][serve]") {
+  Running s;
+  Scheduler other(shared_model(), SchedulerConfig{});  // idle: it never runs a step
+  ServerConfig cfg;
+  cfg.port = s.port;
+  Server second(Engine{&shared_model(), &other, "main"}, Engine{}, cfg);
+  CHECK_THROWS_AS(second.bind(), Error);
+  // The first server still answers alone.
+  CHECK(s.post("/v1/completions", completion("Once", 2).dump()).first == 200);
+}
+
 TEST_CASE("serve: --api-key guards every route but /health", "[cpu][serve]") {
   ServerConfig cfg;
   cfg.api_key = "sekret";

@@ -74,11 +74,14 @@ Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
         why = e.what();
       }
       if (!why.empty())
-        rtx::throw_usage("--extra-body \"" + a->extra_body + "\" is not a JSON object: " + why, "--extra-body",
+        rtx::throw_usage("\"" + a->extra_body + "\" is not a JSON object: " + why, "--extra-body",
                          "e.g. --extra-body '{\"cache_prompt\": false}'");
     }
     cfg.prompts = a->prompts;
     if (cfg.prompts.empty()) cfg.prompts = {"Once upon a time"};
+    if (cfg.num_requests == 0 && cfg.duration_s == 0)
+      rtx::throw_usage("neither -n nor --duration is set: the run would never end", "-n",
+                       "e.g. -n 64, or --duration 30");
     rtx::serve::validate(cfg);
     if (a->warmup < 0) rtx::throw_usage("--warmup must be >= 0", "--warmup");
     if (a->warmup > 0) {

@@ -250,15 +250,15 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
   s.add_option("--shutdown-deadline", a->shutdown_deadline_s, "Seconds in-flight requests get after SIGTERM")
       ->capture_default_str();
   s.add_option("--device", a->device,
-               "cpu, or cuda[:N]: run the model on CUDA device N (gpt2 models; f32, quantized files dequantized)")
+               "cpu, or cuda[:N]: run the model on CUDA device N (GPT-2 and Llama; f32, quantized files dequantized)")
       ->capture_default_str();
   s.add_flag("--dequantize", a->dequantize,
              "Dequantize Q8_0 and K-quant matrices of a GGUF to f32 at load instead of running the quantized kernels");
   auto* i8 = s.add_flag("--int8-activations", a->int8_activations,
                         "K-quant and Q8_0 matrices: quantize activations to 8 bits per 32 values and take integer dot "
-                        "products, as llama.cpp (the default; Q8_0 needs AVX-512 VNNI)");
+                        "products, as llama.cpp (the default; needs AVX2, else W8A32)");
   s.add_flag("--f32-activations", a->f32_activations,
-             "K-quant and Q8_0 matrices: f32 activations against the exact dequantized weights (1.4-1.7x slower decode)")
+             "K-quant and Q8_0 matrices: f32 activations against the exact dequantized weights (slower decode; docs/perf.md)")
       ->excludes(i8);
   s.add_flag("--no-profile", a->no_profile,
              "Do not load tuned profiles (rtx-tune: matmul parameters, scheduler knobs and threads) nor what rtx-evolve promoted");

@@ -247,6 +247,28 @@ void parse_common(const json& b, Request& r) {
     else
       fail("Invalid value for 'priority': expected 'interactive' or 'batch', but got '" + p + "'.", "priority");
   }
+  // OpenAI fields this server does not implement: accepted at their neutral value only, so a
+  // client never believes a penalty, bias, format or tool was applied when it was not.
+  for (const char* pen : {"frequency_penalty", "presence_penalty"})
+    if (const json* v = opt(b, pen))
+      if (get_number(*v, pen, -2.0, 2.0) != 0.0)
+        fail(std::string("Invalid value for '") + pen + "': penalties are not supported by this server, so it must be 0.", pen);
+  if (const json* v = opt(b, "logit_bias")) {
+    if (!v->is_object()) wrong_type("logit_bias", "an object", *v);
+    if (!v->empty()) fail("Invalid value for 'logit_bias': logit_bias is not supported by this server.", "logit_bias");
+  }
+  if (const json* v = opt(b, "response_format")) {
+    if (!v->is_object()) wrong_type("response_format", "an object", *v);
+    const json* t = opt(*v, "type");
+    const std::string type = t ? get_string(*t, "response_format.type") : "text";
+    if (type != "text")
+      fail("Invalid value for 'response_format.type': only 'text' is supported by this server, but got '" + type + "'.",
+           "response_format.type");
+  }
+  if (const json* v = opt(b, "tools")) {
+    if (!v->is_array()) wrong_type("tools", "an array", *v);
+    if (!v->empty()) fail("Invalid value for 'tools': tool calls are not supported by this server.", "tools");
+  }
   if (const json* v = opt(b, "ignore_eos")) r.ignore_eos = get_bool(*v, "ignore_eos");
   if (const json* v = opt(b, "cache_prompt")) r.cache_prompt = get_bool(*v, "cache_prompt");
   if (const json* v = opt(b, "user")) r.user = get_string(*v, "user");

@@ -442,8 +442,12 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
   // cpp-httplib 0.11 listens with a backlog of 5: a burst of clients (64 connecting at once)
   // overflows it and the kernel resets connections. Remember the listening socket so bind()
   // can raise the backlog with a second listen() (Linux updates it in place).
+  // SO_REUSEADDR only: cpp-httplib's default_socket_options also sets SO_REUSEPORT, with which
+  // a second server binds the same port and the kernel splits the connections between the two
+  // (a stale server silently takes half the traffic) instead of bind() failing.
   http.set_socket_options([I](socket_t sock) {
-    httplib::default_socket_options(sock);
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
     I->listen_fd = sock;
   });
   http.set_read_timeout(30, 0);

@@ -47,7 +47,7 @@ int parse_int(const std::string& v, const std::string& flag, int lo) {
 int main(int argc, char** argv) {
   try {
     const char* data = std::getenv("RTX_DATA");
-    std::string path = std::string(data ? data : "/work/shared/data") + "/stories260k/tinyllamas-stories-260k-f32.gguf";
+    std::string path = std::string(data && *data ? data : "../shared/data") + "/stories260k/tinyllamas-stories-260k-f32.gguf";
     int tokens = 128, block = 16, prompt_tokens = 0;
     std::string random_preset;
     bool have_model = false, have_random = false;

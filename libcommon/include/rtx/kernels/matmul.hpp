@@ -142,8 +142,8 @@ class PackedMatmulWeight {
   std::unique_ptr<float, Free> packed_;  // 64-byte aligned
   size_t size_ = 0;
   struct Q8 {
-    std::vector<int8_t> q;   // Q8_0: N*K quants, row-major
-    std::vector<float> d;    // Q8_0: N*(K/32) scales
+    std::vector<int8_t> q;   // Q8_0: N*K quants, row-major; a8 (AVX2): 8-column groups (q8_0())
+    std::vector<float> d;    // Q8_0: N*(K/32) scales; a8: 8 per group and block
     const char* type = "";   // "Q8_0", "Q4_K", ...
     bool a8 = false;         // 8-bit activations (integer dot products); K-quants, or Q8_0 W8A8
     // K-quants: the file's super-blocks, repacked (q and d then empty).

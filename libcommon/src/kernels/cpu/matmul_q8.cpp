@@ -1042,22 +1042,50 @@ void pack_kc_x8(uint32_t type, const uint8_t* sb, int64_t nsb, int64_t N, int64_
   }
 }
 
+/// Step t of sub-block h of an x8 super-block at sb (T 12 Q4_K, 14 Q6_K): 4 unsigned quants of
+/// each of the 8 columns (byte 4c + j: value 4t + j of column c).
+template <uint32_t T>
+RTX_Q8_AVX2 inline __attribute__((always_inline)) __m256i x8_quants(const uint8_t* sb, int h, int t) {
+  const __m256i lo4 = _mm256_set1_epi8(0x0F);
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + (T == 12 ? 192 : 160) + 256 * (h / 2) + 32 * t));
+  __m256i q = h % 2 ? _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4) : _mm256_and_si256(raw, lo4);
+  if constexpr (T == 14) {  // 16-bit shifts: each byte's result is masked before it moves up
+    const __m256i rh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 1184 + 256 * (h / 4) + 32 * t));
+    const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(rh, _mm_cvtsi32_si128(2 * (h % 4))), _mm256_set1_epi8(3));
+    q = _mm256_or_si256(q, _mm256_slli_epi16(hb, 4));
+  }
+  return q;
+}
+
+/// The nsb x8 super-blocks of a group at sb with their quants unpacked to bytes, into u (2048
+/// bytes per super-block, 32 per step: x8_quants(sb, h, t) at 2048 b + 256 h + 32 t; 32-byte
+/// aligned), for inputs of more than one row tile.
+template <uint32_t T>
+RTX_Q8_AVX2 void unpack_kc_x8_avx2(const uint8_t* sb, int64_t nsb, uint8_t* u) {
+  for (int64_t b = 0; b < nsb; ++b, sb += kc_x8_bytes(T)) {
+    prefetch_ahead(sb, kc_x8_bytes(T));
+    for (int h = 0; h < 8; ++h)
+      for (int t = 0; t < 8; ++t) _mm256_store_si256(reinterpret_cast<__m256i*>(u + 2048 * b + 256 * h + 32 * t), x8_quants<T>(sb, h, t));
+  }
+}
+
 /// res[i][c] = row m0 + i of r . column c of the group's nsb x8 super-blocks at sb (T 12 Q4_K,
 /// 14 Q6_K), i < MT. Per sub-block h and row: the int16 sums above, pmaddwd, one conversion and
 /// an FMA with the columns' d * sc (Q4_K d * sc per sub-block; Q6_K d, sc inside pmaddwd) times
 /// the row's sx, and the offsets (Q4_K -dmin * m times sx * sum(xq) per 32, Q6_K -32 d sc per 16)
-/// as FMAs. Each row's operations are the same whatever MT is (batch invariant).
-template <int MT, uint32_t T>
-RTX_Q8_AVX2 void tile_kc_x8_avx2(const QuantRows& r, int64_t m0, const uint8_t* sb, int64_t nsb, float (*res)[8]) {
+/// as FMAs. PRE: the quants come unpacked from u (unpack_kc_x8_avx2), the same bytes. Each row's
+/// operations are the same whatever MT and PRE are (batch invariant).
+template <int MT, uint32_t T, bool PRE>
+RTX_Q8_AVX2 void tile_kc_x8_avx2(const QuantRows& r, int64_t m0, const uint8_t* sb, int64_t nsb, const uint8_t* u,
+                                 float (*res)[8]) {
   __m256 acc[MT];
   _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) acc[i] = _mm256_setzero_ps();
-  const __m256i lo4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const __m256i ones = _mm256_set1_epi16(1);
   const int64_t K = r.K, nb = K / 32;
   const int8_t* xr = r.xq + m0 * K;
   for (int64_t b = 0; b < nsb; ++b, sb += kc_x8_bytes(T)) {
-    prefetch_ahead(sb, kc_x8_bytes(T));
+    if (!PRE) prefetch_ahead(sb, kc_x8_bytes(T));
     const __m256 dv = _mm256_loadu_ps(reinterpret_cast<const float*>(sb));
-    const uint8_t* qs = sb + (T == 12 ? 192 : 160);
     for (int h = 0; h < 8; ++h) {
       const int64_t blk = 8 * b + h;  // the rows' 32-value input block
       const int8_t* xh = xr + 32 * blk;
@@ -1081,13 +1109,8 @@ RTX_Q8_AVX2 void tile_kc_x8_avx2(const QuantRows& r, int64_t m0, const uint8_t* 
       }
       __m256i a16[MT], ia[MT];
       _Pragma("GCC unroll 8") for (int t = 0; t < 8; ++t) {
-        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 256 * (h / 2) + 32 * t));
-        __m256i q = h % 2 ? _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4) : _mm256_and_si256(raw, lo4);
-        if constexpr (T == 14) {
-          const __m256i rh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 1184 + 256 * (h / 4) + 32 * t));
-          const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(rh, _mm_cvtsi32_si128(2 * (h % 4))), _mm256_set1_epi8(3));
-          q = _mm256_or_si256(q, _mm256_slli_epi16(hb, 4));
-        }
+        const __m256i q = PRE ? _mm256_load_si256(reinterpret_cast<const __m256i*>(u + 2048 * b + 256 * h + 32 * t))
+                              : x8_quants<T>(sb, h, t);
         _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) {
           int32_t x4;
           std::memcpy(&x4, xh + i * K + 4 * t, 4);
@@ -1312,26 +1335,35 @@ void matmul_forward_kc(float* out, const float* inp, const uint8_t* sb, uint32_t
     if (isa != Isa::Avx2 || (type != 12 && type != 14))
       throw_internal("matmul_forward_packed: a K-quant x8 weight on an ISA other than AVX2", "weight");
     const QuantRows qr = quantize_rows(inp, M, K, Isa::Avx2, type);
-    using TileX8 = void (*)(const QuantRows&, int64_t, const uint8_t*, int64_t, float (*)[8]);
-    static const TileX8 t12[kRowTileX8] = {tile_kc_x8_avx2<1, 12>, tile_kc_x8_avx2<2, 12>, tile_kc_x8_avx2<3, 12>,
-                                           tile_kc_x8_avx2<4, 12>};
-    static const TileX8 t14[kRowTileX8] = {tile_kc_x8_avx2<1, 14>, tile_kc_x8_avx2<2, 14>, tile_kc_x8_avx2<3, 14>,
-                                           tile_kc_x8_avx2<4, 14>};
-    const TileX8* tiles = type == 12 ? t12 : t14;
+    using TileX8 = void (*)(const QuantRows&, int64_t, const uint8_t*, int64_t, const uint8_t*, float (*)[8]);
+#define RTX_X8_ROW(T, P) {tile_kc_x8_avx2<1, T, P>, tile_kc_x8_avx2<2, T, P>, tile_kc_x8_avx2<3, T, P>, tile_kc_x8_avx2<4, T, P>}
+    static const TileX8 tiles_all[2][2][kRowTileX8] = {{RTX_X8_ROW(12, false), RTX_X8_ROW(12, true)},
+                                                        {RTX_X8_ROW(14, false), RTX_X8_ROW(14, true)}};
+#undef RTX_X8_ROW
+    // More than one row tile: each group's quants are unpacked to bytes once, for all of them.
+    const bool pre = M > kRowTileX8;
+    const TileX8* tiles = tiles_all[type == 12 ? 0 : 1][pre ? 1 : 0];
     const int64_t group_bytes = nsb * kc_x8_bytes(type);
     const int64_t ngroups = (N + 7) / 8, nchunks = (ngroups + kColChunk / 8 - 1) / (kColChunk / 8);
-#pragma omp parallel for schedule(static) if (!omp_in_parallel() && static_cast<int64_t>(M) * N * K > (1 << 16))
+#pragma omp parallel if (!omp_in_parallel() && static_cast<int64_t>(M) * N * K > (1 << 16))
+    {
+    struct alignas(32) Line { uint8_t b[32]; };
+    static thread_local std::vector<Line> ubuf;
+    if (pre) ubuf.resize(static_cast<size_t>(64 * nsb));
+#pragma omp for schedule(static)
     for (int64_t c = 0; c < nchunks; ++c) {
       alignas(32) float res[kRowTileX8][8];
       for (int64_t G = c * (kColChunk / 8); G < std::min(ngroups, (c + 1) * (kColChunk / 8)); ++G) {
         const int cols = static_cast<int>(std::min<int64_t>(8, N - 8 * G));
+        if (pre) (type == 12 ? unpack_kc_x8_avx2<12> : unpack_kc_x8_avx2<14>)(sb + G * group_bytes, nsb, ubuf.data()->b);
         for (int64_t m0 = 0; m0 < M; m0 += kRowTileX8) {  // the group's quants stay in L1
           const int rows = static_cast<int>(std::min<int64_t>(kRowTileX8, M - m0));
-          tiles[rows - 1](qr, m0, sb + G * group_bytes, nsb, res);
+          tiles[rows - 1](qr, m0, sb + G * group_bytes, nsb, pre ? ubuf.data()->b : nullptr, res);
           for (int i = 0; i < rows; ++i)
             for (int j = 0; j < cols; ++j) out[(m0 + i) * N + 8 * G + j] = res[i][j] + (bias ? bias[8 * G + j] : 0.0f);
         }
       }
+    }
     }
     return;
   }

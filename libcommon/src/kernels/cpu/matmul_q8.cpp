@@ -998,16 +998,19 @@ RTX_Q8_AVX2 void tile_q8x8_i8_avx2(const QuantRows& r, int64_t m0, const int8_t*
 // Per group of 8 weight rows (output columns; the last group padded with zero columns) and
 // super-block, kc_x8_bytes(T) bytes (8 x kc_bytes(T)):
 //  Q4_K: [f32 d[8]][f32 dmin[8]][u8 sc[8 sub-blocks][8]][u8 m[8][8]][qs 1024]
+//  Q5_K: as Q4_K, then [qh 256] after qs
 //  Q6_K: [f32 d[8]][i8 sc[16 groups of 16][8]][ql 1024][qh 512]
 // Quants: sub-block h (32 values) in 8 steps t of 4 values; one 32-byte vector holds a step's 4
 // values of each of the 8 columns (byte 4c + j: value 4t + j of column c). qs / ql at
 // 256(h/2) + 32t: low nibbles sub-block h even, high nibbles h odd (Q6_K: the low 4 bits);
-// Q6_K qh at 256(h/4) + 32t: bits 2(h%4), 2(h%4)+1 of each byte are the value's high 2 bits.
+// Q5_K qh at 1216 + 32t: bit h of each byte is the value's bit 4; Q6_K qh at 1184 + 256(h/4) +
+// 32t: bits 2(h%4), 2(h%4)+1 of each byte are the value's high 2 bits.
 // With 4 inputs of a row broadcast, pmaddubsw puts 2 products' sums of each column in its two
 // int16 lanes; those add up in int16 over a sub-block's steps (Q4_K: 8 steps, at most
-// 8 * 2 * 15 * 127 = 30480; Q6_K: 2 steps, 2 * 2 * 63 * 127 = 32004), so the widening pmaddwd
-// runs once per sub-block (Q4_K, against ones) or per 2 steps (Q6_K, against the columns'
-// int16 scales), and the conversion and FMA once per sub-block and row.
+// 8 * 2 * 15 * 127 = 30480; Q5_K: 4 steps, 4 * 2 * 31 * 127 = 31496; Q6_K: 2 steps,
+// 2 * 2 * 63 * 127 = 32004), so the widening pmaddwd runs once per sub-block (Q4_K, against
+// ones), per 4 steps (Q5_K) or per 2 steps (Q6_K, against the columns' int16 scales), and the
+// conversion and FMA once per sub-block and row.
 
 constexpr int64_t kc_x8_bytes(uint32_t type) { return 8 * kc_bytes(type); }
 
@@ -1021,7 +1024,7 @@ void pack_kc_x8(uint32_t type, const uint8_t* sb, int64_t nsb, int64_t N, int64_
     float s[16], o[16];
     unpack_kc_q(type, in, q, s, o);
     std::memcpy(out + 4 * c, in, 4);  // d
-    if (type == 12) {
+    if (type != 14) {
       std::memcpy(out + 32 + 4 * c, in + 4, 4);  // dmin
       for (int h = 0; h < 8; ++h) {
         out[64 + 8 * h + c] = in[8 + h];
@@ -1030,26 +1033,32 @@ void pack_kc_x8(uint32_t type, const uint8_t* sb, int64_t nsb, int64_t N, int64_
     } else {
       for (int g = 0; g < 16; ++g) out[32 + 8 * g + c] = in[4 + g];
     }
-    uint8_t* qs = out + (type == 12 ? 192 : 160);
+    uint8_t* qs = out + (type == 14 ? 160 : 192);
     uint8_t* qh = out + 1184;
     for (int h = 0; h < 8; ++h)
       for (int t = 0; t < 8; ++t)
         for (int j = 0; j < 4; ++j) {
           const uint8_t v = q[32 * h + 4 * t + j];
           qs[256 * (h / 2) + 32 * t + 4 * c + j] |= static_cast<uint8_t>((v & 15) << (4 * (h % 2)));
+          if (type == 13) out[1216 + 32 * t + 4 * c + j] |= static_cast<uint8_t>((v >> 4) << h);
           if (type == 14) qh[256 * (h / 4) + 32 * t + 4 * c + j] |= static_cast<uint8_t>((v >> 4) << (2 * (h % 4)));
         }
   }
 }
 
-/// Step t of sub-block h of an x8 super-block at sb (T 12 Q4_K, 14 Q6_K): 4 unsigned quants of
+/// Step t of sub-block h of an x8 super-block at sb (T 12 Q4_K, 13 Q5_K, 14 Q6_K): 4 unsigned quants of
 /// each of the 8 columns (byte 4c + j: value 4t + j of column c).
 template <uint32_t T>
 RTX_Q8_AVX2 inline __attribute__((always_inline)) __m256i x8_quants(const uint8_t* sb, int h, int t) {
   const __m256i lo4 = _mm256_set1_epi8(0x0F);
-  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + (T == 12 ? 192 : 160) + 256 * (h / 2) + 32 * t));
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + (T == 14 ? 160 : 192) + 256 * (h / 2) + 32 * t));
   __m256i q = h % 2 ? _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4) : _mm256_and_si256(raw, lo4);
-  if constexpr (T == 14) {  // 16-bit shifts: each byte's result is masked before it moves up
+  if constexpr (T == 13) {  // 16-bit shifts: each byte's result is masked before it moves up
+    const __m256i rh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 1216 + 32 * t));
+    const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(rh, _mm_cvtsi32_si128(h)), _mm256_set1_epi8(1));
+    q = _mm256_or_si256(q, _mm256_slli_epi16(hb, 4));
+  }
+  if constexpr (T == 14) {
     const __m256i rh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 1184 + 256 * (h / 4) + 32 * t));
     const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(rh, _mm_cvtsi32_si128(2 * (h % 4))), _mm256_set1_epi8(3));
     q = _mm256_or_si256(q, _mm256_slli_epi16(hb, 4));
@@ -1070,7 +1079,7 @@ RTX_Q8_AVX2 void unpack_kc_x8_avx2(const uint8_t* sb, int64_t nsb, uint8_t* u) {
 }
 
 /// res[i][c] = row m0 + i of r . column c of the group's nsb x8 super-blocks at sb (T 12 Q4_K,
-/// 14 Q6_K), i < MT. Per sub-block h and row: the int16 sums above, pmaddwd, one conversion and
+/// 13 Q5_K, 14 Q6_K), i < MT. Per sub-block h and row: the int16 sums above, pmaddwd, one conversion and
 /// an FMA with the columns' d * sc (Q4_K d * sc per sub-block; Q6_K d, sc inside pmaddwd) times
 /// the row's sx, and the offsets (Q4_K -dmin * m times sx * sum(xq) per 32, Q6_K -32 d sc per 16)
 /// as FMAs. PRE: the quants come unpacked from u (unpack_kc_x8_avx2), the same bytes. Each row's
@@ -1091,7 +1100,7 @@ RTX_Q8_AVX2 void tile_kc_x8_avx2(const QuantRows& r, int64_t m0, const uint8_t* 
       const int8_t* xh = xr + 32 * blk;
       __m256 sv, ov0, ov1;
       alignas(32) int16_t sc16[2][16];  // Q6_K: groups 2h, 2h+1, each column's scale in both its int16 lanes
-      if constexpr (T == 12) {
+      if constexpr (T != 14) {
         sv = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 64 + 8 * h)))));
         ov0 = _mm256_mul_ps(_mm256_loadu_ps(reinterpret_cast<const float*>(sb + 32)),
                             _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 128 + 8 * h)))));
@@ -1115,7 +1124,11 @@ RTX_Q8_AVX2 void tile_kc_x8_avx2(const QuantRows& r, int64_t m0, const uint8_t* 
           int32_t x4;
           std::memcpy(&x4, xh + i * K + 4 * t, 4);
           const __m256i p = _mm256_maddubs_epi16(q, _mm256_set1_epi32(x4));
-          a16[i] = t % (T == 12 ? 8 : 2) == 0 ? p : _mm256_add_epi16(a16[i], p);
+          a16[i] = t % (T == 12 ? 8 : T == 13 ? 4 : 2) == 0 ? p : _mm256_add_epi16(a16[i], p);
+          if constexpr (T == 13) {
+            if (t == 3) ia[i] = _mm256_madd_epi16(a16[i], ones);
+            if (t == 7) ia[i] = _mm256_add_epi32(ia[i], _mm256_madd_epi16(a16[i], ones));
+          }
           if constexpr (T == 14) {
             if (t % 2 == 1) {
               const __m256i w = _mm256_madd_epi16(a16[i], _mm256_load_si256(reinterpret_cast<const __m256i*>(sc16[t / 4])));
@@ -1128,7 +1141,7 @@ RTX_Q8_AVX2 void tile_kc_x8_avx2(const QuantRows& r, int64_t m0, const uint8_t* 
         if constexpr (T == 12) ia[i] = _mm256_madd_epi16(a16[i], ones);
         const int64_t at = (m0 + i) * nb + blk;
         acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[i]), _mm256_mul_ps(sv, _mm256_broadcast_ss(r.sx + at)), acc[i]);
-        if constexpr (T == 12) {
+        if constexpr (T != 14) {
           acc[i] = _mm256_fmadd_ps(ov0, _mm256_broadcast_ss(r.xs32 + at), acc[i]);
         } else {
           acc[i] = _mm256_fmadd_ps(ov0, _mm256_broadcast_ss(r.xs16 + 2 * at), acc[i]);
@@ -1243,8 +1256,8 @@ PackedMatmulWeight PackedMatmulWeight::kquant(uint32_t ggml_type, const uint8_t*
     repack_kquant(ggml_type, blocks + static_cast<size_t>(i) * block_bytes, qk->sb.data() + i * out_bytes);
     if (interleave) interleave_kquant(ggml_type, qk->sb.data() + i * out_bytes);
   }
-  // AVX2 with 8-bit activations, Q4_K and Q6_K: 8 columns at a time (tile_kc_x8_avx2).
-  qk->x8 = int8_activations && w.isa_ == Isa::Avx2 && (ggml_type == 12 || ggml_type == 14);
+  // AVX2 with 8-bit activations: 8 columns at a time (tile_kc_x8_avx2).
+  qk->x8 = int8_activations && w.isa_ == Isa::Avx2;
   if (qk->x8) {
     const int64_t ngroups = (N + 7) / 8;
     std::vector<uint8_t> x8(static_cast<size_t>(ngroups * nsb * kc_x8_bytes(ggml_type)));
@@ -1331,18 +1344,21 @@ void matmul_forward_q8(float* out, const float* inp, const int8_t* q, const floa
 void matmul_forward_kc(float* out, const float* inp, const uint8_t* sb, uint32_t type, bool a8, bool x8, const float* bias, int M,
                        int N, int K, Isa isa) {
   const int64_t nsb = K / 256;
-  if (x8) {  // kquant() builds the x8 layout only for AVX2, Q4_K and Q6_K
-    if (isa != Isa::Avx2 || (type != 12 && type != 14))
+  if (x8) {  // kquant() builds the x8 layout only for AVX2
+    if (isa != Isa::Avx2 || type < 12 || type > 14)
       throw_internal("matmul_forward_packed: a K-quant x8 weight on an ISA other than AVX2", "weight");
     const QuantRows qr = quantize_rows(inp, M, K, Isa::Avx2, type);
     using TileX8 = void (*)(const QuantRows&, int64_t, const uint8_t*, int64_t, const uint8_t*, float (*)[8]);
 #define RTX_X8_ROW(T, P) {tile_kc_x8_avx2<1, T, P>, tile_kc_x8_avx2<2, T, P>, tile_kc_x8_avx2<3, T, P>, tile_kc_x8_avx2<4, T, P>}
-    static const TileX8 tiles_all[2][2][kRowTileX8] = {{RTX_X8_ROW(12, false), RTX_X8_ROW(12, true)},
+    static const TileX8 tiles_all[3][2][kRowTileX8] = {{RTX_X8_ROW(12, false), RTX_X8_ROW(12, true)},
+                                                        {RTX_X8_ROW(13, false), RTX_X8_ROW(13, true)},
                                                         {RTX_X8_ROW(14, false), RTX_X8_ROW(14, true)}};
 #undef RTX_X8_ROW
     // More than one row tile: each group's quants are unpacked to bytes once, for all of them.
     const bool pre = M > kRowTileX8;
-    const TileX8* tiles = tiles_all[type == 12 ? 0 : 1][pre ? 1 : 0];
+    const TileX8* tiles = tiles_all[type - 12][pre ? 1 : 0];
+    void (*const unpack)(const uint8_t*, int64_t, uint8_t*) =
+        type == 12 ? unpack_kc_x8_avx2<12> : type == 13 ? unpack_kc_x8_avx2<13> : unpack_kc_x8_avx2<14>;
     const int64_t group_bytes = nsb * kc_x8_bytes(type);
     const int64_t ngroups = (N + 7) / 8, nchunks = (ngroups + kColChunk / 8 - 1) / (kColChunk / 8);
 #pragma omp parallel if (!omp_in_parallel() && static_cast<int64_t>(M) * N * K > (1 << 16))
@@ -1355,7 +1371,7 @@ void matmul_forward_kc(float* out, const float* inp, const uint8_t* sb, uint32_t
       alignas(32) float res[kRowTileX8][8];
       for (int64_t G = c * (kColChunk / 8); G < std::min(ngroups, (c + 1) * (kColChunk / 8)); ++G) {
         const int cols = static_cast<int>(std::min<int64_t>(8, N - 8 * G));
-        if (pre) (type == 12 ? unpack_kc_x8_avx2<12> : unpack_kc_x8_avx2<14>)(sb + G * group_bytes, nsb, ubuf.data()->b);
+        if (pre) unpack(sb + G * group_bytes, nsb, ubuf.data()->b);
         for (int64_t m0 = 0; m0 < M; m0 += kRowTileX8) {  // the group's quants stay in L1
           const int rows = static_cast<int>(std::min<int64_t>(kRowTileX8, M - m0));
           tiles[rows - 1](qr, m0, sb + G * group_bytes, nsb, pre ? ubuf.data()->b : nullptr, res);

@@ -254,6 +254,9 @@ TEST_CASE("a valid chat request parses to the expected struct", "[cpu]") {
   CHECK(r.top_logprobs == 2);
   CHECK(*r.seed == 7);
   CHECK(*parse_chat_request("{" + M + R"(,"max_tokens":5})").max_tokens == 5);
+  // "developer" is OpenAI's newer name for system instructions: rendered as system.
+  const Request dev = parse_chat_request(R"({"model":"m","messages":[{"role":"developer","content":"Be brief."},{"role":"user","content":"Hi"}]})");
+  CHECK(dev.messages[0].role == "system");
   CHECK_FALSE(parse_chat_request("{" + M + R"(,"logprobs":false,"top_logprobs":0})").logprobs);
 }
 

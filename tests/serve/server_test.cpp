@@ -304,6 +304,44 @@ TEST_CASE("serve: bad requests get OpenAI error objects with the right status", 
   CHECK(s.stats().kv_blocks_used == 0);
 }
 
+TEST_CASE("serve: a known route with the wrong method is 405 with Allow; /v1/models/{id}", "[cpu][serve]") {
+  Running s;
+  auto c = s.client();
+  for (auto [path, allow] : {std::pair{"/v1/completions", "POST"}, std::pair{"/v1/chat/completions", "POST"}}) {
+    auto r = c.Get(path);
+    REQUIRE(r);
+    INFO(path << " " << r->body);
+    CHECK(r->status == 405);
+    CHECK(r->get_header_value("Allow") == allow);
+    const json j = json::parse(r->body);
+    CHECK(j["error"]["code"] == "method_not_allowed");
+  }
+  for (const char* path : {"/v1/models", "/health", "/metrics"}) {
+    auto r = c.Post(path, "{}", "application/json");
+    REQUIRE(r);
+    CHECK(r->status == 405);
+    CHECK(r->get_header_value("Allow") == "GET");
+  }
+  auto none = c.Get("/v2/nothing");
+  REQUIRE(none);
+  CHECK(none->status == 404);
+  // GET /v1/models/{id}: the listed model's object; any other id is 404 model_not_found.
+  auto list = c.Get("/v1/models");
+  REQUIRE(list);
+  const json models = json::parse(list->body);
+  const std::string id = models["data"][0]["id"];
+  auto one = c.Get(("/v1/models/" + id).c_str());
+  REQUIRE(one);
+  CHECK(one->status == 200);
+  const json m = json::parse(one->body);
+  CHECK(m["id"] == id);
+  CHECK(m["object"] == "model");
+  auto other = c.Get("/v1/models/gpt-4");
+  REQUIRE(other);
+  CHECK(other->status == 404);
+  CHECK(json::parse(other->body)["error"]["code"] == "model_not_found");
+}
+
 TEST_CASE("serve: a port in use fails to bind (no SO_REUSEPORT sharing)", "[cpu][serve]") {
   Running s;
   Scheduler other(shared_model(), SchedulerConfig{});  // idle: it never runs a step
@@ -326,6 +364,7 @@ TEST_CASE("serve: --api-key guards every route but /health", "[cpu][serve]") {
   CHECK(c.Get("/health")->status == 200);
   CHECK(c.Get("/metrics")->status == 401);
   CHECK(c.Get("/v1/models")->status == 401);
+  CHECK(c.Get("/v1/models/x")->status == 401);
 }
 
 namespace {

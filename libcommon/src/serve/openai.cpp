@@ -376,9 +376,10 @@ Request parse_chat_request(std::string_view body) {
     if (!role) fail("Missing required parameter: '" + p + ".role'.", p + ".role", "missing_required_parameter");
     ChatMessage msg;
     msg.role = get_string(*role, p + ".role");
+    if (msg.role == "developer") msg.role = "system";  // OpenAI's newer name for system instructions
     if (msg.role != "system" && msg.role != "user" && msg.role != "assistant")
-      fail("Invalid value for '" + p + ".role': expected 'system', 'user' or 'assistant', but got '" + msg.role +
-               "'.",
+      fail("Invalid value for '" + p + ".role': expected 'system', 'developer', 'user' or 'assistant', but got '" +
+               msg.role + "'.",
            p + ".role");
     auto content = m.find("content");
     if (content == m.end())

@@ -101,6 +101,13 @@ std::string random_id(const char* prefix) {
   return o.str();
 }
 
+/// The methods the server's route at `path` takes ("POST", "GET"), or "" where none matches.
+std::string route_methods(const std::string& path) {
+  if (path == "/v1/completions" || path == "/v1/chat/completions") return "POST";
+  if (path == "/v1/models" || path.rfind("/v1/models/", 0) == 0 || path == "/health" || path == "/metrics") return "GET";
+  return "";
+}
+
 ApiError status_error(int status, const std::string& type, const std::string& msg, const std::string& code) {
   ApiError e;
   e.status = status;
@@ -520,6 +527,14 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
       I->send_error(res, e);
     } else if (res.status == 413) {
       I->send_error(res, body_too_large(declared, I->cfg.max_body_bytes));
+    } else if (res.status == 404 && !route_methods(req.path).empty()) {
+      // The path exists with another method: 405 with the methods it takes (RFC 9110 15.5.6).
+      const std::string allow = route_methods(req.path);
+      res.status = 405;
+      res.set_header("Allow", allow);
+      I->send_error(res, status_error(405, "invalid_request_error",
+                                      req.method + " " + req.path + " is not allowed; this route takes " + allow,
+                                      "method_not_allowed"));
     } else if (res.status == 404) {
       ApiError e = status_error(404, "invalid_request_error", "no route " + req.method + " " + req.path, "not_found");
       I->send_error(res, e);
@@ -542,14 +557,32 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
             [I](const httplib::Request& q, httplib::Response& r) { I->handle(q, r, Endpoint::Completions); });
   http.Post("/v1/chat/completions",
             [I](const httplib::Request& q, httplib::Response& r) { I->handle(q, r, Endpoint::ChatCompletions); });
-  http.Get("/v1/models", [I](const httplib::Request&, httplib::Response& res) {
+  // OpenAI's model object for the served model (GET /v1/models and /v1/models/{id}).
+  auto model_object = [I] {
     const ModelInfo& mi = I->main.model->info();
     const std::string id = I->cfg.model_name.empty() ? mi.name : I->cfg.model_name;
-    nlohmann::json m = {{"id", id}, {"object", "model"}, {"created", static_cast<int64_t>(std::time(nullptr))},
-                        {"owned_by", "rtx"},
-                        {"meta", {{"arch", mi.arch}, {"vocab", mi.vocab}, {"context", mi.context},
-                                  {"n_layer", mi.n_layer}, {"path", mi.path}}}};
-    res.set_content(dump_json({{"object", "list"}, {"data", nlohmann::json::array({m})}}), "application/json");
+    return nlohmann::json{{"id", id}, {"object", "model"}, {"created", static_cast<int64_t>(std::time(nullptr))},
+                          {"owned_by", "rtx"},
+                          {"meta", {{"arch", mi.arch}, {"vocab", mi.vocab}, {"context", mi.context},
+                                    {"n_layer", mi.n_layer}, {"path", mi.path}}}};
+  };
+  http.Get("/v1/models", [I, model_object](const httplib::Request&, httplib::Response& res) {
+    res.set_content(dump_json({{"object", "list"}, {"data", nlohmann::json::array({model_object()})}}), "application/json");
+    I->count("main", 200);
+  });
+  http.Get(R"(/v1/models/(.+))", [I, model_object](const httplib::Request& req, httplib::Response& res) {
+    nlohmann::json m = model_object();
+    const std::string want = req.matches[1];
+    if (want != m["id"].get<std::string>()) {
+      res.status = 404;
+      I->send_error(res, status_error(404, "invalid_request_error",
+                                      "The model '" + want + "' does not exist; this server serves '" +
+                                          m["id"].get<std::string>() + "'.",
+                                      "model_not_found"));
+      I->count("main", 404);
+      return;
+    }
+    res.set_content(dump_json(m), "application/json");
     I->count("main", 200);
   });
   http.Get("/health", [I](const httplib::Request&, httplib::Response& res) {

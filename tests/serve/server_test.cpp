@@ -18,6 +18,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -340,6 +341,42 @@ TEST_CASE("serve: a known route with the wrong method is 405 with Allow; /v1/mod
   REQUIRE(other);
   CHECK(other->status == 404);
   CHECK(json::parse(other->body)["error"]["code"] == "model_not_found");
+}
+
+TEST_CASE("serve: the access log has one whole line per answered request, streams included", "[cpu][serve]") {
+  std::FILE* log = std::tmpfile();
+  REQUIRE(log);
+  ServerConfig cfg;
+  cfg.access_log = log;
+  {
+    Running s({}, cfg);
+    CHECK(s.post("/v1/completions", completion("Once", 2).dump()).first == 200);
+    json stream = completion("Once", 3);
+    stream["stream"] = true;
+    CHECK(s.post("/v1/completions", stream.dump()).first == 200);
+    CHECK(s.post("/v1/completions", "{bad").first == 400);
+    auto c = s.client();
+    CHECK(c.Get("/nowhere")->status == 404);
+  }
+  std::rewind(log);
+  std::vector<std::string> lines;
+  char buf[1024];
+  while (std::fgets(buf, sizeof buf, log)) lines.emplace_back(buf);
+  std::fclose(log);
+  REQUIRE(lines.size() == 4);
+  const std::regex re(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \S+ (GET|POST) (\S+) (\d{3}) \d+\.\d (\S+)\n$)");
+  // A stream's line comes when its connection's last write is done, so the order may differ.
+  const std::multiset<std::tuple<std::string, std::string, std::string>> want = {
+      {"/v1/completions", "200", "main"}, {"/v1/completions", "200", "main"}, {"/v1/completions", "400", "-"},
+      {"/nowhere", "404", "-"}};
+  std::multiset<std::tuple<std::string, std::string, std::string>> got;
+  for (const auto& line : lines) {
+    INFO(line);
+    std::smatch m;
+    REQUIRE(std::regex_match(line, m, re));
+    got.emplace(m[2], m[3], m[4]);
+  }
+  CHECK(got == want);
 }
 
 TEST_CASE("serve: a port in use fails to bind (no SO_REUSEPORT sharing)", "[cpu][serve]") {

@@ -39,6 +39,7 @@ struct RunArgs {
   size_t max_body = 1 << 20, max_header_bytes = 64 << 10;
   double header_timeout_s = 10, receive_timeout_s = 60;
   bool no_profile = false;
+  bool log_requests = false;
   bool dequantize = false;
   bool int8_activations = false;  // the default; the flag is accepted for scripts that name it
   bool f32_activations = false;
@@ -252,6 +253,8 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
   s.add_option("--device", a->device,
                "cpu, or cuda[:N]: run the model on CUDA device N (GPT-2 and Llama; f32, quantized files dequantized)")
       ->capture_default_str();
+  s.add_flag("--log-requests", a->log_requests,
+             "One line per answered request on stderr: UTC time, client, method, path, status, ms, engine");
   s.add_flag("--dequantize", a->dequantize,
              "Dequantize Q8_0 and K-quant matrices of a GGUF to f32 at load instead of running the quantized kernels");
   auto* i8 = s.add_flag("--int8-activations", a->int8_activations,
@@ -308,6 +311,7 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
     sc.max_header_bytes = a->max_header_bytes;
     sc.header_timeout_s = a->header_timeout_s;
     sc.receive_timeout_s = a->receive_timeout_s;
+    if (a->log_requests) sc.access_log = stderr;
     sc.model_name = a->served_name;
     if (!a->chat_template.empty()) {
       if (a->chat_template == "chatml" || a->chat_template == "llama2" || a->chat_template == "plain")

@@ -101,6 +101,9 @@ std::string random_id(const char* prefix) {
   return o.str();
 }
 
+/// When the request this HTTP worker thread is handling arrived (pre-routing), for the access log.
+thread_local std::chrono::steady_clock::time_point t_request_start = std::chrono::steady_clock::now();
+
 /// The methods the server's route at `path` takes ("POST", "GET"), or "" where none matches.
 std::string route_methods(const std::string& path) {
   if (path == "/v1/completions" || path == "/v1/chat/completions") return "POST";
@@ -462,7 +465,28 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
   // Runs before cpp-httplib reads the body. Every refusal here leaves the body unread, so the
   // connection is closed after the answer: the unread bytes must never be parsed as a next
   // request (request smuggling behind a proxy that reuses connections).
+  if (I->cfg.access_log) {
+    // cpp-httplib calls the logger after the response's last write, streams included, on the
+    // thread that read the request; the pre-routing handler below stamps its start there.
+    http.set_logger([I](const httplib::Request& req, const httplib::Response& res) {
+      const auto now = std::chrono::steady_clock::now();
+      const double ms = std::chrono::duration<double, std::milli>(now - t_request_start).count();
+      const std::time_t t = std::time(nullptr);
+      std::tm tm{};
+      gmtime_r(&t, &tm);
+      char when[32];
+      std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+      const std::string engine = res.get_header_value("X-Rtx-Engine");
+      char ms_text[32];
+      std::snprintf(ms_text, sizeof ms_text, "%.1f", ms);
+      const std::string line = std::string(when) + " " + req.remote_addr + " " + req.method + " " + req.path + " " +
+                               std::to_string(res.status) + " " + ms_text + " " + (engine.empty() ? "-" : engine) + "\n";
+      std::fputs(line.c_str(), I->cfg.access_log);
+      std::fflush(I->cfg.access_log);
+    });
+  }
   http.set_pre_routing_handler([I](const httplib::Request& req, httplib::Response& res) {
+    t_request_start = std::chrono::steady_clock::now();
     auto refuse = [&](const ApiError& e) {
       I->send_error(res, e);
       res.set_header("Connection", "close");

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,10 @@ struct ServerConfig {
   size_t max_header_lines = 128;   ///< request line + header lines; beyond: 431
   double header_timeout_s = 10;    ///< a request's line + headers must arrive within this (else 408)
   double receive_timeout_s = 60;   ///< its headers + body within this (else 408): slow clients end
+  /// Non-null: one access-log line per answered request, after its last byte (streams too):
+  /// "<UTC ISO 8601 time> <client addr> <method> <path> <status> <ms> <engine>" (engine "-" when
+  /// none ran it), written with one fputs, so concurrent lines never interleave.
+  std::FILE* access_log = nullptr;
 };
 
 /// The HTTP front end. Thread-safe; run() blocks until stop().

@@ -842,6 +842,11 @@ TEST_CASE("paged_attention: float64 softmax reference, every ISA, odd head sizes
             INFO("isa " << static_cast<int>(isa) << " HS " << HS << " BT " << BT << " keys " << n_keys << " head " << h);
             CHECK(err <= 2e-6);
           }
+          // A NaN in the query reaches every output (never a finite, silently wrong row).
+          std::vector<float> qn(q.begin(), q.begin() + HS);
+          qn[HS / 2] = NAN;
+          paged_attention(out.data(), qn.data(), n_keys, kv, 1, 0, table.data(), scale, scratch.data());
+          for (int e = 0; e < HS; ++e) CHECK(std::isnan(out[e]));
         }
   }
   kernels::set_cpu_isa(saved);

@@ -51,6 +51,54 @@ inline float dot_head(const float* a, const float* b, int n) {
   return dot_lanes<4>(a, b, n);
 }
 
+#define RTX_ATT_AVX2 __attribute__((target("avx2,fma")))
+
+/// e^x for 8 floats, Cephes' expf: n = round(x log2 e), r = x - n ln 2 (in two parts), a
+/// degree-5 polynomial for e^r on [-ln2/2, ln2/2], times 2^n from the exponent bits (about 1 ulp
+/// for the x <= 0 of a softmax). x is clamped to +-88.376 first (e^-88.376 is 0 or subnormal,
+/// negligible beside the softmax's max term, which is 1); NaN stays NaN (the clamps keep the
+/// NaN operand: max/min return their second one when either is NaN).
+RTX_ATT_AVX2 inline __m256 exp256(__m256 x) {
+  x = _mm256_min_ps(_mm256_set1_ps(88.3762626647949f), _mm256_max_ps(_mm256_set1_ps(-88.3762626647949f), x));
+  const __m256 n = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+  y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+/// exp_shifted with exp256 over whole vectors of 8 (std::exp for the last n % 8); the sum is
+/// per lane in key order, then folded in a fixed order: it depends only on n, so the result is
+/// still batch invariant. For the AVX2 and AVX-512 kernels: a scalar expf per key cost about as
+/// much as the key's dot product and value FMAs together.
+RTX_ATT_AVX2 float exp_shifted_avx2(float* scores, int n, float mx) {
+  const __m256 vmx = _mm256_set1_ps(mx);
+  __m256 acc = _mm256_setzero_ps();
+  int t = 0;
+  for (; t + 8 <= n; t += 8) {
+    const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(scores + t), vmx));
+    _mm256_storeu_ps(scores + t, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_add_ss(h, _mm_movehdup_ps(h));
+  float sum = _mm_cvtss_f32(h);
+  for (; t < n; ++t) {
+    const float e = std::exp(scores[t] - mx);
+    scores[t] = e;
+    sum += e;
+  }
+  return sum;
+}
+
 #define RTX_ATT_AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
 
 /// The AVX-512 path for head sizes that are multiples of 16, up to 128 (GPT-2 and most Llamas:
@@ -81,7 +129,7 @@ RTX_ATT_AVX512 void paged_attention_avx512(float* out, const float* q, int n_key
       mx = v > mx ? v : mx;
     }
   }
-  const float sum = exp_shifted(scratch, n_keys, mx);
+  const float sum = exp_shifted_avx2(scratch, n_keys, mx);
   __m512 o[NV];
   for (int j = 0; j < NV; ++j) o[j] = _mm512_setzero_ps();
   for (int t0 = 0; t0 < n_keys; t0 += BT) {
@@ -96,8 +144,6 @@ RTX_ATT_AVX512 void paged_attention_avx512(float* out, const float* q, int n_key
   const __m512 inv = _mm512_set1_ps(1.f / sum);
   for (int j = 0; j < NV; ++j) _mm512_storeu_ps(out + 16 * j, _mm512_mul_ps(o[j], inv));
 }
-
-#define RTX_ATT_AVX2 __attribute__((target("avx2,fma")))
 
 /// The AVX2 path, as paged_attention_avx512 with 8 lanes: head sizes that are multiples of 8, up
 /// to 128 (NV <= 16 vectors of q; above 8 the compiler keeps some in L1).
@@ -124,7 +170,7 @@ RTX_ATT_AVX2 void paged_attention_avx2(float* out, const float* q, int n_keys, c
       mx = v > mx ? v : mx;
     }
   }
-  const float sum = exp_shifted(scratch, n_keys, mx);
+  const float sum = exp_shifted_avx2(scratch, n_keys, mx);
   __m256 o[NV];
   for (int j = 0; j < NV; ++j) o[j] = _mm256_setzero_ps();
   for (int t0 = 0; t0 < n_keys; t0 += BT) {

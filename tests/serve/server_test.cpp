@@ -357,18 +357,20 @@ TEST_CASE("serve: the access log has one whole line per answered request, stream
     CHECK(s.post("/v1/completions", "{bad").first == 400);
     auto c = s.client();
     CHECK(c.Get("/nowhere")->status == 404);
+    // A decoded %0A or %20 in the path cannot start a forged line or shift the fields.
+    CHECK(c.Get("/x%0A2026-01-01T00:00:00Z%20evil")->status == 404);
   }
   std::rewind(log);
   std::vector<std::string> lines;
   char buf[1024];
   while (std::fgets(buf, sizeof buf, log)) lines.emplace_back(buf);
   std::fclose(log);
-  REQUIRE(lines.size() == 4);
+  REQUIRE(lines.size() == 5);
   const std::regex re(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \S+ (GET|POST) (\S+) (\d{3}) \d+\.\d (\S+)\n$)");
   // A stream's line comes when its connection's last write is done, so the order may differ.
   const std::multiset<std::tuple<std::string, std::string, std::string>> want = {
       {"/v1/completions", "200", "main"}, {"/v1/completions", "200", "main"}, {"/v1/completions", "400", "-"},
-      {"/nowhere", "404", "-"}};
+      {"/nowhere", "404", "-"}, {"/x\\x0A2026-01-01T00:00:00Z\\x20evil", "404", "-"}};
   std::multiset<std::tuple<std::string, std::string, std::string>> got;
   for (const auto& line : lines) {
     INFO(line);

@@ -104,6 +104,22 @@ std::string random_id(const char* prefix) {
 /// When the request this HTTP worker thread is handling arrived (pre-routing), for the access log.
 thread_local std::chrono::steady_clock::time_point t_request_start = std::chrono::steady_clock::now();
 
+/// `s` for one field of an access-log line: bytes below 0x21, 0x7f and '\\' as \xNN, so a
+/// client cannot forge a line or a field with a decoded %0A or %20 in its path.
+std::string log_escape(const std::string& s) {
+  std::string out;
+  for (const unsigned char c : s) {
+    if (c > 0x20 && c != 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+      continue;
+    }
+    char hex[5];
+    std::snprintf(hex, sizeof hex, "\\x%02X", c);
+    out += hex;
+  }
+  return out;
+}
+
 /// The methods the server's route at `path` takes ("POST", "GET"), or "" where none matches.
 std::string route_methods(const std::string& path) {
   if (path == "/v1/completions" || path == "/v1/chat/completions") return "POST";
@@ -479,7 +495,8 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
       const std::string engine = res.get_header_value("X-Rtx-Engine");
       char ms_text[32];
       std::snprintf(ms_text, sizeof ms_text, "%.1f", ms);
-      const std::string line = std::string(when) + " " + req.remote_addr + " " + req.method + " " + req.path + " " +
+      const std::string line = std::string(when) + " " + req.remote_addr + " " + log_escape(req.method) + " " +
+                               log_escape(req.path) + " " +
                                std::to_string(res.status) + " " + ms_text + " " + (engine.empty() ? "-" : engine) + "\n";
       std::fputs(line.c_str(), I->cfg.access_log);
       std::fflush(I->cfg.access_log);

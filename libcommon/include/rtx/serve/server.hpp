@@ -41,7 +41,7 @@ struct ServerConfig {
   double receive_timeout_s = 60;   ///< its headers + body within this (else 408): slow clients end
   /// Non-null: one access-log line per answered request, after its last byte (streams too):
   /// "<UTC ISO 8601 time> <client addr> <method> <path> <status> <ms> <engine>" (engine "-" when
-  /// none ran it; bytes of method and path below 0x21, 0x7f and '\\' as \\xNN), written with
+  /// none ran it; bytes of method and path below 0x21, 0x7f and backslash as \xNN), written with
   /// one fputs, so concurrent lines never interleave.
   std::FILE* access_log = nullptr;
 };

@@ -317,11 +317,11 @@ TEST_CASE("serve: a known route with the wrong method is 405 with Allow; /v1/mod
     const json j = json::parse(r->body);
     CHECK(j["error"]["code"] == "method_not_allowed");
   }
-  for (const char* path : {"/v1/models", "/health", "/metrics"}) {
+  for (const char* path : {"/v1/models", "/v1/models/x", "/health", "/metrics"}) {
     auto r = c.Post(path, "{}", "application/json");
     REQUIRE(r);
     CHECK(r->status == 405);
-    CHECK(r->get_header_value("Allow") == "GET");
+    CHECK(r->get_header_value("Allow") == "GET, HEAD");
   }
   auto none = c.Get("/v2/nothing");
   REQUIRE(none);
@@ -341,6 +341,15 @@ TEST_CASE("serve: a known route with the wrong method is 405 with Allow; /v1/mod
   REQUIRE(other);
   CHECK(other->status == 404);
   CHECK(json::parse(other->body)["error"]["code"] == "model_not_found");
+  for (const char* odd : {"/v1/models/", "/v1/models/a%0Ab"}) {  // ids the route pattern does not take
+    auto r = c.Get(odd);
+    REQUIRE(r);
+    INFO(odd << " " << r->body);
+    CHECK(r->status == 404);
+    CHECK(json::parse(r->body)["error"]["code"] == "model_not_found");
+  }
+  // "created" is the server's start, the same in the list and the single object.
+  CHECK(m["created"] == models["data"][0]["created"]);
 }
 
 TEST_CASE("serve: the access log has one whole line per answered request, streams included", "[cpu][serve]") {
@@ -404,6 +413,12 @@ TEST_CASE("serve: --api-key guards every route but /health", "[cpu][serve]") {
   CHECK(c.Get("/metrics")->status == 401);
   CHECK(c.Get("/v1/models")->status == 401);
   CHECK(c.Get("/v1/models/x")->status == 401);
+  // The scheme is case-insensitive (RFC 9110 11.1); the key is not.
+  CHECK(c.Get("/v1/models", {{"Authorization", "bearer sekret"}})->status == 200);
+  CHECK(c.Get("/v1/models", {{"Authorization", "BEARER sekret"}})->status == 200);
+  CHECK(c.Get("/v1/models", {{"Authorization", "Bearer SEKRET"}})->status == 401);
+  CHECK(c.Get("/v1/models", {{"Authorization", "Basic sekret"}})->status == 401);
+  CHECK(c.Get("/v1/models", {{"Authorization", "Bearer"}})->status == 401);
 }
 
 namespace {
@@ -435,6 +450,44 @@ struct RawConn {
 };
 
 }  // namespace
+
+TEST_CASE("serve: TRACE on a route is 405; a garbage request line is logged with 7 fields", "[cpu][serve]") {
+  std::FILE* log = std::tmpfile();
+  REQUIRE(log);
+  ServerConfig cfg;
+  cfg.access_log = log;
+  {
+    Running s({}, cfg);
+    {
+      RawConn c(s.port);
+      REQUIRE(c.send("TRACE /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n"));
+      const std::string got = c.read_all(5);
+      INFO(got);
+      CHECK(got.rfind("HTTP/1.1 405", 0) == 0);
+      CHECK(got.find("Allow: POST") != std::string::npos);
+    }
+    {
+      RawConn c(s.port);
+      REQUIRE(c.send("GARBAGE\r\n\r\n"));
+      const std::string got = c.read_all(5);
+      INFO(got);
+      CHECK(got.rfind("HTTP/1.1 400", 0) == 0);
+    }
+  }
+  std::rewind(log);
+  std::vector<std::string> lines;
+  char buf[1024];
+  while (std::fgets(buf, sizeof buf, log)) lines.emplace_back(buf);
+  std::fclose(log);
+  REQUIRE(lines.size() == 2);
+  const std::regex re(R"(^\S+ \S+ \S+ \S+ (\d{3}) (\d+\.\d) (\S+)\n$)");  // 7 fields, ms not negative
+  for (const auto& line : lines) {
+    INFO(line);
+    std::smatch m;
+    REQUIRE(std::regex_match(line, m, re));
+    CHECK(std::stod(m[2]) < 5000);
+  }
+}
 
 TEST_CASE("serve: header floods get 431, slow clients 408, within the configured bounds", "[cpu][serve]") {
   ServerConfig cfg;

@@ -24,6 +24,7 @@ using Clock = std::chrono::steady_clock;
 
 thread_local GuardRefusal t_refusal = GuardRefusal::None;
 thread_local bool t_close_after = false;
+thread_local Clock::time_point t_request_start = Clock::now();
 
 /// Milliseconds from now until `t`, rounded up (0 when past), capped at `cap_ms`.
 int ms_until(Clock::time_point t, int cap_ms) {
@@ -62,6 +63,7 @@ class GuardStream final : public httplib::Stream {
     prev_ = 0;
     t_close_after = false;
     const auto now = Clock::now();
+    t_request_start = now;
     header_deadline_ = now + std::chrono::microseconds(static_cast<int64_t>(limits_.header_timeout_s * 1e6));
     receive_deadline_ = now + std::chrono::microseconds(static_cast<int64_t>(limits_.receive_timeout_s * 1e6));
     t_refusal = GuardRefusal::None;
@@ -190,6 +192,8 @@ class GuardStream final : public httplib::Stream {
 };
 
 }  // namespace
+
+std::chrono::steady_clock::time_point current_request_start() { return t_request_start; }
 
 GuardRefusal current_guard_refusal() { return t_refusal; }
 void close_after_response() { t_close_after = true; }

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <chrono>
 #include <string>
 
 namespace rtx::serve {
@@ -26,6 +27,9 @@ struct HttpLimits {
 enum class GuardRefusal { None, HeadersTooLarge, HeaderTimeout, ReceiveTimeout };
 /// The refusal of the request being read on the calling thread (None when not refused).
 GuardRefusal current_guard_refusal();
+/// When the request being handled on the calling thread began to arrive (its first bytes were
+/// ready), for the access log; every request the guard reads has one, refused ones included.
+std::chrono::steady_clock::time_point current_request_start();
 /// Close the connection once the current response is written (a refusal that left the request
 /// unread: what follows on the socket must not be read as a next request).
 void close_after_response();

@@ -101,12 +101,10 @@ std::string random_id(const char* prefix) {
   return o.str();
 }
 
-/// When the request this HTTP worker thread is handling arrived (pre-routing), for the access log.
-thread_local std::chrono::steady_clock::time_point t_request_start = std::chrono::steady_clock::now();
-
 /// `s` for one field of an access-log line: bytes below 0x21, 0x7f and '\\' as \xNN, so a
 /// client cannot forge a line or a field with a decoded %0A or %20 in its path.
 std::string log_escape(const std::string& s) {
+  if (s.empty()) return "-";  // a request refused before its request line was parsed
   std::string out;
   for (const unsigned char c : s) {
     if (c > 0x20 && c != 0x7f && c != '\\') {
@@ -120,11 +118,18 @@ std::string log_escape(const std::string& s) {
   return out;
 }
 
-/// The methods the server's route at `path` takes ("POST", "GET"), or "" where none matches.
+/// The methods the server's route at `path` takes ("POST", or "GET, HEAD": cpp-httplib answers
+/// HEAD from a GET route), or "" where none matches.
 std::string route_methods(const std::string& path) {
   if (path == "/v1/completions" || path == "/v1/chat/completions") return "POST";
-  if (path == "/v1/models" || path.rfind("/v1/models/", 0) == 0 || path == "/health" || path == "/metrics") return "GET";
+  if (path == "/v1/models" || path.rfind("/v1/models/", 0) == 0 || path == "/health" || path == "/metrics") return "GET, HEAD";
   return "";
+}
+
+/// Whether `method` is one of route_methods(path).
+bool route_takes(const std::string& path, const std::string& method) {
+  const std::string allow = route_methods(path);
+  return allow == "POST" ? method == "POST" : allow.empty() ? false : method == "GET" || method == "HEAD";
 }
 
 ApiError status_error(int status, const std::string& type, const std::string& msg, const std::string& code) {
@@ -158,6 +163,7 @@ struct Server::Impl {
   std::once_flag stop_once;
   int listen_fd = -1;
   std::atomic<int> streaming{0};  // SSE responses not yet fully written
+  const int64_t started = static_cast<int64_t>(std::time(nullptr));  // the model object's "created"
 
   void count(const std::string& engine, int status) {
     std::lock_guard<std::mutex> g(stat_mu);
@@ -483,10 +489,10 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
   // request (request smuggling behind a proxy that reuses connections).
   if (I->cfg.access_log) {
     // cpp-httplib calls the logger after the response's last write, streams included, on the
-    // thread that read the request; the pre-routing handler below stamps its start there.
+    // thread that read the request, where the guard stamped its start.
     http.set_logger([I](const httplib::Request& req, const httplib::Response& res) {
       const auto now = std::chrono::steady_clock::now();
-      const double ms = std::chrono::duration<double, std::milli>(now - t_request_start).count();
+      const double ms = std::chrono::duration<double, std::milli>(now - current_request_start()).count();
       const std::time_t t = std::time(nullptr);
       std::tm tm{};
       gmtime_r(&t, &tm);
@@ -495,7 +501,7 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
       const std::string engine = res.get_header_value("X-Rtx-Engine");
       char ms_text[32];
       std::snprintf(ms_text, sizeof ms_text, "%.1f", ms);
-      const std::string line = std::string(when) + " " + req.remote_addr + " " + log_escape(req.method) + " " +
+      const std::string line = std::string(when) + " " + log_escape(req.remote_addr) + " " + log_escape(req.method) + " " +
                                log_escape(req.path) + " " +
                                std::to_string(res.status) + " " + ms_text + " " + (engine.empty() ? "-" : engine) + "\n";
       std::fputs(line.c_str(), I->cfg.access_log);
@@ -503,7 +509,6 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
     });
   }
   http.set_pre_routing_handler([I](const httplib::Request& req, httplib::Response& res) {
-    t_request_start = std::chrono::steady_clock::now();
     auto refuse = [&](const ApiError& e) {
       I->send_error(res, e);
       res.set_header("Connection", "close");
@@ -511,9 +516,14 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
       return httplib::Server::HandlerResponse::Handled;
     };
     if (!I->cfg.api_key.empty() && req.path != "/health") {
-      const std::string want = "Bearer " + I->cfg.api_key;
+      // "Bearer KEY"; the scheme is case-insensitive (RFC 9110 11.1), the key compared in
+      // constant time.
+      const std::string& want = I->cfg.api_key;
       const std::string got = req.get_header_value("Authorization");
-      if (got.size() != want.size() || sodium_memcmp(got.data(), want.data(), want.size()) != 0) {
+      std::string scheme = got.substr(0, std::min<size_t>(7, got.size()));
+      for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      const std::string key = got.size() > 7 ? got.substr(7) : std::string();
+      if (scheme != "bearer " || key.size() != want.size() || sodium_memcmp(key.data(), want.data(), want.size()) != 0) {
         res.set_header("WWW-Authenticate", "Bearer");
         return refuse(unauthorized());
       }
@@ -568,8 +578,14 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
       I->send_error(res, e);
     } else if (res.status == 413) {
       I->send_error(res, body_too_large(declared, I->cfg.max_body_bytes));
-    } else if (res.status == 404 && !route_methods(req.path).empty()) {
+    } else if (res.status == 404 && req.path.rfind("/v1/models/", 0) == 0 && route_takes(req.path, req.method)) {
+      // GET /v1/models/{id} with an id the route pattern does not take (empty, CR or LF).
+      I->send_error(res, status_error(404, "invalid_request_error",
+                                      "The model '" + req.path.substr(11) + "' does not exist.", "model_not_found"));
+    } else if ((res.status == 404 || res.status == 400) && !route_methods(req.path).empty() &&
+               !route_takes(req.path, req.method) && !req.method.empty()) {
       // The path exists with another method: 405 with the methods it takes (RFC 9110 15.5.6).
+      // cpp-httplib answers 400 for methods it routes nowhere (TRACE, CONNECT).
       const std::string allow = route_methods(req.path);
       res.status = 405;
       res.set_header("Allow", allow);
@@ -602,7 +618,7 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
   auto model_object = [I] {
     const ModelInfo& mi = I->main.model->info();
     const std::string id = I->cfg.model_name.empty() ? mi.name : I->cfg.model_name;
-    return nlohmann::json{{"id", id}, {"object", "model"}, {"created", static_cast<int64_t>(std::time(nullptr))},
+    return nlohmann::json{{"id", id}, {"object", "model"}, {"created", I->started},
                           {"owned_by", "rtx"},
                           {"meta", {{"arch", mi.arch}, {"vocab", mi.vocab}, {"context", mi.context},
                                     {"n_layer", mi.n_layer}, {"path", mi.path}}}};

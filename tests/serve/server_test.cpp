@@ -489,6 +489,24 @@ TEST_CASE("serve: TRACE on a route is 405; a garbage request line is logged with
   }
 }
 
+TEST_CASE("serve: a non-streamed request whose client goes away frees its slot at once", "[cpu][serve]") {
+  SchedulerConfig sc;
+  sc.max_batch = 1;
+  Running s(sc);
+  {
+    RawConn c(s.port);
+    const std::string body = completion("Once upon a time", 400, 0, {{"ignore_eos", true}}).dump();
+    REQUIRE(c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+                   std::to_string(body.size()) + "\r\n\r\n" + body));
+    for (int i = 0; i < 500 && s.stats().running == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    REQUIRE(s.stats().running == 1);
+  }  // the client closes its socket mid-generation
+  for (int i = 0; i < 150 && s.stats().kv_blocks_used > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(s.stats().kv_blocks_used == 0);
+  CHECK(s.stats().finished_by[static_cast<int>(Finish::Cancelled)] == 1);
+  CHECK(s.post("/v1/completions", completion("Once", 2).dump()).first == 200);  // still serving
+}
+
 TEST_CASE("serve: header floods get 431, slow clients 408, within the configured bounds", "[cpu][serve]") {
   ServerConfig cfg;
   cfg.max_header_bytes = 4096;

@@ -25,6 +25,7 @@ using Clock = std::chrono::steady_clock;
 thread_local GuardRefusal t_refusal = GuardRefusal::None;
 thread_local bool t_close_after = false;
 thread_local Clock::time_point t_request_start = Clock::now();
+thread_local socket_t t_sock = INVALID_SOCKET;  // the connection this thread is serving
 
 /// Milliseconds from now until `t`, rounded up (0 when past), capped at `cap_ms`.
 int ms_until(Clock::time_point t, int cap_ms) {
@@ -195,6 +196,17 @@ class GuardStream final : public httplib::Stream {
 
 std::chrono::steady_clock::time_point current_request_start() { return t_request_start; }
 
+bool current_client_gone() {
+  if (t_sock == INVALID_SOCKET) return false;
+  pollfd p{t_sock, POLLIN, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  if (p.revents & (POLLERR | POLLHUP | POLLNVAL)) return true;
+  if (!(p.revents & POLLIN)) return false;
+  char c;
+  const ssize_t n = ::recv(t_sock, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 GuardRefusal current_guard_refusal() { return t_refusal; }
 void close_after_response() { t_close_after = true; }
 
@@ -223,6 +235,10 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
   const int read_ms = static_cast<int>(read_timeout_sec_ * 1000 + read_timeout_usec_ / 1000);
   const int write_ms = static_cast<int>(write_timeout_sec_ * 1000 + write_timeout_usec_ / 1000);
   GuardStream strm(sock, limits_, std::max(read_ms, 1), std::max(write_ms, 1));
+  t_sock = sock;
+  struct Forget {
+    ~Forget() { t_sock = INVALID_SOCKET; }
+  } forget;
   bool ret = false;
   for (size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET; --left) {
     // Wait for the next request, in slices, so that stop() ends idle keep-alive connections.

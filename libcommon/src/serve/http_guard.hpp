@@ -30,6 +30,11 @@ GuardRefusal current_guard_refusal();
 /// When the request being handled on the calling thread began to arrive (its first bytes were
 /// ready), for the access log; every request the guard reads has one, refused ones included.
 std::chrono::steady_clock::time_point current_request_start();
+/// Whether the client of the request being handled on the calling thread has closed its end
+/// (end of stream or a socket error, without waiting). Bytes it sent ahead (a pipelined next
+/// request) do not count as gone. For handlers that wait without writing (non-streamed
+/// completions), so that a client that went away frees its slot at once.
+bool current_client_gone();
 /// Close the connection once the current response is written (a refusal that left the request
 /// unread: what follows on the socket must not be read as a next request).
 void close_after_response();

@@ -290,7 +290,13 @@ struct Server::Impl {
       std::vector<TokenLogprob> lps;
       Finish fin = Finish::None;
       std::string err;
-      while (fin == Finish::None)
+      bool gone = false;
+      while (fin == Finish::None) {
+        if (!gone && current_client_gone()) {  // nobody will read the answer: free the slot and KV blocks now
+          gone = true;
+          job->sched->cancel(job->handle);
+          close_after_response();
+        }
         for (auto& it : job->take(200)) {
           text += it.text;
           if (it.has_token && rq.logprobs) lps.push_back(std::move(it.lp));
@@ -299,6 +305,7 @@ struct Server::Impl {
             err = it.error;
           }
         }
+      }
       if (fin != Finish::Stop && fin != Finish::Length) {
         send_error(res, finish_error(fin, err), eng.label);
         return;

@@ -48,6 +48,16 @@ Model& shared_model() {
 }
 
 /// A server on a free loopback port, running in a thread for the test's lifetime.
+/// The lines of `f` from its start (newlines kept); closes it.
+std::vector<std::string> read_lines_and_close(std::FILE* f) {
+  std::rewind(f);
+  std::vector<std::string> lines;
+  char buf[1024];
+  while (std::fgets(buf, sizeof buf, f)) lines.emplace_back(buf);
+  std::fclose(f);
+  return lines;
+}
+
 struct Running {
   explicit Running(SchedulerConfig sc = {}, ServerConfig cfg = {}) : sched(shared_model(), sc) {
     cfg.port = 0;
@@ -369,11 +379,7 @@ TEST_CASE("serve: the access log has one whole line per answered request, stream
     // A decoded %0A or %20 in the path cannot start a forged line or shift the fields.
     CHECK(c.Get("/x%0A2026-01-01T00:00:00Z%20evil")->status == 404);
   }
-  std::rewind(log);
-  std::vector<std::string> lines;
-  char buf[1024];
-  while (std::fgets(buf, sizeof buf, log)) lines.emplace_back(buf);
-  std::fclose(log);
+  const std::vector<std::string> lines = read_lines_and_close(log);
   REQUIRE(lines.size() == 5);
   const std::regex re(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \S+ (GET|POST) (\S+) (\d{3}) \d+\.\d (\S+)\n$)");
   // A stream's line comes when its connection's last write is done, so the order may differ.
@@ -474,11 +480,7 @@ TEST_CASE("serve: TRACE on a route is 405; a garbage request line is logged with
       CHECK(got.rfind("HTTP/1.1 400", 0) == 0);
     }
   }
-  std::rewind(log);
-  std::vector<std::string> lines;
-  char buf[1024];
-  while (std::fgets(buf, sizeof buf, log)) lines.emplace_back(buf);
-  std::fclose(log);
+  const std::vector<std::string> lines = read_lines_and_close(log);
   REQUIRE(lines.size() == 2);
   const std::regex re(R"(^\S+ \S+ \S+ \S+ (\d{3}) (\d+\.\d) (\S+)\n$)");  // 7 fields, ms not negative
   for (const auto& line : lines) {

@@ -107,3 +107,19 @@ TEST_CASE("rtx-serve run: --token-budget below the default prefill chunk caps it
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("prefill_chunk") != std::string::npos);
 }
+
+TEST_CASE("rtx-serve run --kv-type: f16 starts with half the KV bytes; an unknown type is a usage error", "[cpu][serve]") {
+  const std::string model = test::data_dir() + "/stories260k/tinyllamas-stories-260k-f32.gguf";
+  const std::string serve = test::tool_path("rtx-serve") + " run --port 0 --no-profile -m " + model + " --kv-blocks 64";
+  const auto f32 = test::run("timeout -s TERM 3 " + serve);
+  const auto f16 = test::run("timeout -s TERM 3 " + serve + " --kv-type f16");
+  INFO(f32.err << f16.err);
+  CHECK(f16.exit_code == 124);  // served until timeout's SIGTERM
+  // stories260k: 5 layers, 4 KV heads of 8; 64 blocks of 16 positions: 64*16*5*2*32 elements.
+  CHECK(f32.err.find("KV 64 blocks x 16 tokens f32 (1.2 MiB)") != std::string::npos);
+  CHECK(f16.err.find("KV 64 blocks x 16 tokens f16 (0.6 MiB)") != std::string::npos);
+  const auto bad = test::run("timeout 30 " + serve + " --kv-type q8_0");
+  INFO(bad.out << bad.err);
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--kv-type") != std::string::npos);
+}

@@ -79,6 +79,43 @@ TEST_CASE("kv cache: blocks are handed out once, freed once, and counted", "[cpu
   CHECK_THROWS_AS(KvCache(1, 1, 1, 1, 0), Error);
 }
 
+TEST_CASE("kv cache f16: half the bytes, its own accessors, block copies, names", "[cpu][serve]") {
+  KvCache kv(2, 3, 5, 4, 3, true, KvType::F16);
+  CHECK(kv.type() == KvType::F16);
+  CHECK(kv.bytes() == 2 * 3 * 2 * 2 * 3 * 4 * 5);
+  CHECK(kv.host_storage());
+  const int a = kv.alloc(), b = kv.alloc();
+  CHECK(kv.v16(0, a) - kv.k16(0, a) == 3 * 4 * 5);
+  CHECK(kv.k16(1, a) - kv.k16(0, a) == 2 * 3 * 4 * 5);
+  CHECK_THROWS_AS(kv.k(0, a), Error);  // the f32 view of an f16 pool is a programming error
+  for (int l = 0; l < 2; ++l)
+    for (int i = 0; i < 3 * 4 * 5; ++i) {
+      kv.k16(l, a)[i] = static_cast<uint16_t>(100 * l + i);
+      kv.v16(l, a)[i] = static_cast<uint16_t>(60000 - 100 * l - i);
+    }
+  REQUIRE(kv.copy_block(b, a));
+  for (int l = 0; l < 2; ++l)
+    for (int i = 0; i < 3 * 4 * 5; ++i) {
+      CHECK(kv.k16(l, b)[i] == static_cast<uint16_t>(100 * l + i));
+      CHECK(kv.v16(l, b)[i] == static_cast<uint16_t>(60000 - 100 * l - i));
+    }
+  KvCache k32(2, 3, 5, 4, 3);
+  CHECK_THROWS_AS(k32.k16(0, 0), Error);
+  // A device pool is f32: an f16 cache without host storage is refused, naming the knob.
+  try {
+    KvCache dev(2, 3, 5, 4, 3, false, KvType::F16);
+    FAIL("an f16 pool without host storage was accepted");
+  } catch (const Error& e) {
+    CHECK(e.category() == ErrorCategory::Input);
+    CHECK(std::string(e.what()).find("f32") != std::string::npos);
+  }
+  CHECK(parse_kv_type("f16", "x") == KvType::F16);
+  CHECK(parse_kv_type("float32", "x") == KvType::F32);
+  CHECK(std::string(kv_type_name(KvType::F16)) == "f16");
+  CHECK_THROWS_AS(parse_kv_type("q8_0", "x"), Error);
+  CHECK_THROWS_AS(parse_kv_type("", "x"), Error);
+}
+
 TEST_CASE("gpt2 serving model: logits match a float64 forward at every position", "[cpu][serve]") {
   for (const auto& c : {make_cfg(67, 24, 3, 2, 16), make_cfg(7, 30, 5, 1, 9), make_cfg(65, 64, 4, 2, 40)}) {
     auto m = tiny_model(c, 11);
@@ -99,12 +136,36 @@ TEST_CASE("gpt2 serving model: logits match a float64 forward at every position"
   }
 }
 
+TEST_CASE("gpt2 serving model: an f16 KV cache stays within binary16 rounding of a float64 forward", "[cpu][serve]") {
+  const auto c = make_cfg(65, 64, 4, 2, 40);
+  auto m = tiny_model(c, 11);
+  const auto ids = random_ids(c.block_size, c.vocab_size, 5);
+  const auto want = reference_logits(c, random_params(c, 11), ids);
+  for (int bt : {1, 16}) {
+    KvCache kv(c.n_layer, c.n_head, c.n_embd / c.n_head, bt, 64, true, KvType::F16);
+    Seq s;
+    s.ids = ids;
+    const auto got = run_alone(*m, kv, s, {});
+    REQUIRE(got.size() == ids.size());
+    double worst = 0;
+    for (size_t t = 0; t < got.size(); ++t) {
+      INFO("block_tokens " << bt << " position " << t);
+      CHECK(rel_err(got[t], want, static_cast<int>(t), c.vocab_size) < 2e-3);  // binary16: 2^-11 relative per value
+      worst = std::max(worst, rel_err(got[t], want, static_cast<int>(t), c.vocab_size));
+    }
+    CHECK(worst > 1e-6);  // the pool really rounded (an f32 pool stays below 1e-5, mostly far below)
+    CHECK(kv.used_blocks() == 0);
+  }
+}
+
 TEST_CASE("gpt2 serving model: batch invariance, bitwise", "[cpu][serve]") {
   const auto c = make_cfg(67, 48, 3, 2, 64);
+  for (KvType kt : {KvType::F32, KvType::F16})
   for (int threads : {1, 2}) {
+    INFO("KV " << kv_type_name(kt) << ", threads " << threads);
     auto m = tiny_model(c, 3, threads);
     const int V = c.vocab_size;
-    KvCache kv(c.n_layer, c.n_head, c.n_embd / c.n_head, 8, 128);
+    KvCache kv(c.n_layer, c.n_head, c.n_embd / c.n_head, 8, 128, true, kt);
     Seq a;
     a.ids = random_ids(19, V, 1);
     // Alone: prompt of 7 in one call, then one per call.
@@ -382,9 +443,15 @@ TEST_CASE("scheduler config: JSON round trip and validation name the knob", "[cp
   SchedulerConfig c;
   c.max_batch = 8;
   c.batch_window_ms = 2.5;
+  c.kv_type = KvType::F16;
   const auto back = SchedulerConfig::from_json(c.to_json());
   CHECK(back.max_batch == 8);
   CHECK(back.batch_window_ms == 2.5);
+  CHECK(back.kv_type == KvType::F16);
+  CHECK(c.to_json()["kv_type"] == "f16");
+  CHECK(SchedulerConfig{}.kv_type == KvType::F32);
+  CHECK_THROWS_WITH(SchedulerConfig::from_json({{"kv_type", "q4"}}), Catch::Contains("kv_type") && Catch::Contains("q4"));
+  CHECK_THROWS_WITH(SchedulerConfig::from_json({{"kv_type", 16}}), Catch::Contains("kv_type"));
   CHECK_THROWS_WITH(SchedulerConfig::from_json({{"max_batch", 0}}), Catch::Contains("max_batch"));
   CHECK_THROWS_WITH(SchedulerConfig::from_json({{"max_batch", "8"}}), Catch::Contains("max_batch"));
   CHECK_THROWS_WITH(SchedulerConfig::from_json({{"bogus", 1}}), Catch::Contains("bogus"));
@@ -795,8 +862,11 @@ TEST_CASE("paged_attention: float64 softmax reference, every ISA, odd head sizes
   // Keys and values stored through a shuffled block table (blocks out of order, the last one
   // partly filled); reference: softmax(scale * q.k) . v in float64. Head sizes cover the
   // AVX-512 path (multiples of 16 up to 128), the AVX2 one (multiples of 8 up to 128: 8, 40)
-  // and the generic one (144, and every size on Scalar).
+  // and the generic one (144, and every size on Scalar). An f16 pool: the same against the
+  // keys and values rounded to binary16 (f32_to_f16, round to nearest even), which kv_store
+  // must have stored bit for bit.
   const kernels::Isa saved = kernels::cpu_isa_active();
+  for (KvType kt : {KvType::F32, KvType::F16})
   for (kernels::Isa isa : {kernels::Isa::Scalar, kernels::Isa::Avx2, kernels::Isa::Avx512}) {
     if (static_cast<int>(isa) > static_cast<int>(kernels::cpu_isa_supported())) continue;
     kernels::set_cpu_isa(isa);
@@ -804,7 +874,7 @@ TEST_CASE("paged_attention: float64 softmax reference, every ISA, odd head sizes
       for (int BT : {5, 16})
         for (int n_keys : {1, 7, 127}) {
           const int H = 3, L = 2, nb = (n_keys + BT - 1) / BT;
-          KvCache kv(L, H, HS, BT, nb + 3);
+          KvCache kv(L, H, HS, BT, nb + 3, true, kt);
           std::vector<int32_t> table;
           for (int b = 0; b < nb + 3; ++b) table.push_back(kv.alloc());
           std::reverse(table.begin(), table.end());  // blocks out of order
@@ -817,6 +887,18 @@ TEST_CASE("paged_attention: float64 softmax reference, every ISA, odd head sizes
           for (int l = 0; l < L; ++l)
             for (int t = 0; t < n_keys; ++t)
               kv_store(kv, l, table.data(), t, k.data() + static_cast<size_t>(t) * H * HS, v.data() + static_cast<size_t>(t) * H * HS);
+          if (kt == KvType::F16) {
+            // Stored bits: key t, head h, element e sits at slot t % BT of block table[t / BT].
+            for (int t = 0; t < n_keys; t += 3)
+              for (int h = 0; h < H; ++h)
+                for (int e = 0; e < HS; e += 5) {
+                  const size_t at = (static_cast<size_t>(h) * BT + t % BT) * HS + e, in = (static_cast<size_t>(t) * H + h) * HS + e;
+                  REQUIRE(kv.k16(1, table[t / BT])[at] == f32_to_f16(k[in]));
+                  REQUIRE(kv.v16(1, table[t / BT])[at] == f32_to_f16(v[in]));
+                }
+            for (auto& x : k) x = f16_to_f32(f32_to_f16(x));  // the reference sees what the pool holds
+            for (auto& x : v) x = f16_to_f32(f32_to_f16(x));
+          }
           const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
           std::vector<float> scratch(n_keys), out(HS, NAN);
           for (int h = 0; h < H; ++h) {
@@ -839,7 +921,8 @@ TEST_CASE("paged_attention: float64 softmax reference, every ISA, odd head sizes
               REQUIRE(std::isfinite(out[e]));
               err = std::max(err, std::fabs(out[e] - ref));
             }
-            INFO("isa " << static_cast<int>(isa) << " HS " << HS << " BT " << BT << " keys " << n_keys << " head " << h);
+            INFO(kv_type_name(kt) << " isa " << static_cast<int>(isa) << " HS " << HS << " BT " << BT << " keys " << n_keys
+                                  << " head " << h);
             CHECK(err <= 2e-6);
           }
           // A NaN in the query reaches every output (never a finite, silently wrong row).

@@ -1,7 +1,7 @@
 // serve_bench: greedy decode throughput (tokens/s) of any serving model (GGUF gpt2/llama, rtx
 // checkpoint) over a paged KV cache, 1 sequence and B sequences batched (one forward per step
 // for all), without HTTP. Not a test.
-// Usage: serve_bench [--model FILE | --random-gpt2 PRESET] [--tokens N] [--prompt-tokens P] [--block T] [--device D] [batch...]
+// Usage: serve_bench [--model FILE | --random-gpt2 PRESET] [--tokens N] [--prompt-tokens P] [--block T] [--kv-type f32|f16] [--device D] [batch...]
 // --prompt-tokens P: a prompt of P tokens ("Once upon a time" repeated) instead of that phrase
 // once, so batch 1's prefill figure compares with llama-bench's ppP.
 // --random-gpt2 gpt2|gpt2-tiny|...: a GPT-2 of that preset's shapes with random weights (N(0, 0.02),
@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
     std::string random_preset;
     bool have_model = false, have_random = false;
     serve::LoadOptions lo;
+    serve::KvType kv_type = serve::KvType::F32;
     std::vector<int> batches;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
@@ -63,10 +64,11 @@ int main(int argc, char** argv) {
       else if (a == "--int8-activations") lo.int8_activations = true;  // the default
       else if (a == "--f32-activations") lo.int8_activations = false;
       else if (a == "--dequantize") lo.keep_quantized = false;
+      else if (a == "--kv-type" && i + 1 < argc) kv_type = serve::parse_kv_type(argv[++i], "--kv-type");
       else if (a == "--device" && i + 1 < argc) lo.cuda_device = serve::parse_device(argv[++i]);
       else if (!a.empty() && a[0] != '-') batches.push_back(parse_int(a, "batch", 1));
       else {
-        std::fprintf(stderr, "usage: serve_bench [--model FILE | --random-gpt2 PRESET] [--tokens N] [--prompt-tokens P] [--block T] [--f32-activations] [--dequantize] [--device cpu|cuda[:N]] [batch...]\n");
+        std::fprintf(stderr, "usage: serve_bench [--model FILE | --random-gpt2 PRESET] [--tokens N] [--prompt-tokens P] [--block T] [--kv-type f32|f16] [--f32-activations] [--dequantize] [--device cpu|cuda[:N]] [batch...]\n");
         return 2;
       }
     }
@@ -111,11 +113,12 @@ int main(int argc, char** argv) {
       throw_input("the model's context of " + std::to_string(info.context) + " leaves no room to decode after the " +
                       std::to_string(P) + "-token prompt",
                   "--tokens");
-    std::printf("model %s (%s, %d layers, vocab %d) on %s, %d threads, prompt %d tokens, decode %d tokens, block %d\n",
-                info.name.c_str(), info.arch.c_str(), info.n_layer, V, info.device.c_str(), omp_get_max_threads(), P, tokens, block);
+    std::printf("model %s (%s, %d layers, vocab %d) on %s, %d threads, prompt %d tokens, decode %d tokens, block %d, KV %s\n",
+                info.name.c_str(), info.arch.c_str(), info.n_layer, V, info.device.c_str(), omp_get_max_threads(), P, tokens, block,
+                serve::kv_type_name(kv_type));
     for (int B : batches) {
       const int per_seq = (P + tokens + block - 1) / block;
-      serve::KvCache kv(info.n_layer, info.n_kv_head, info.head_dim, block, B * per_seq, info.device == "cpu");
+      serve::KvCache kv(info.n_layer, info.n_kv_head, info.head_dim, block, B * per_seq, info.device == "cpu", kv_type);
       std::vector<std::vector<int32_t>> toks(B, prompt), tables(B);
       for (int s = 0; s < B; ++s)
         for (int k = 0; k < per_seq; ++k) tables[s].push_back(kv.alloc());

@@ -226,6 +226,13 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
             "Positions per KV cache block");
   sched_opt("--kv-blocks", a->sched.kv_blocks, "kv_blocks",
             "KV cache blocks in the pool (0 = max-batch full contexts)");
+  a->sched_flags.emplace_back(
+      "kv_type", s.add_option_function<std::string>(
+                      "--kv-type", [a](const std::string& v) { a->sched.kv_type = rtx::serve::parse_kv_type(v, "--kv-type"); },
+                      "KV cache element type: f32 (default; bitwise equal to rtx-train sample) or f16 (half the memory "
+                      "and attention reads; keys and values rounded to binary16; CPU only)")
+                     ->check(CLI::IsMember({"f32", "f16"}))
+                     ->type_name("TYPE"));
   sched_opt("--max-queue", a->sched.max_queue, "max_queue",
             "Waiting requests beyond which new ones get 429");
   sched_opt("--request-timeout", a->sched.request_timeout_s, "request_timeout_s",
@@ -327,11 +334,11 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
     if (!common.quiet)
       std::fprintf(stderr,
                    "rtx-serve: %s (%s, %d layers, vocab %d, context %d, weights %s %.1f MiB, %s) on http://%s:%d  max_batch %d, "
-                   "KV %d blocks x %d tokens (%.1f MiB), prefix cache %s%s%s\n",
+                   "KV %d blocks x %d tokens %s (%.1f MiB), prefix cache %s%s%s\n",
                    mi.name.c_str(), mi.arch.c_str(), mi.n_layer, mi.vocab, mi.context, mi.weights.c_str(),
                    mi.param_bytes / 1048576.0, mi.device.c_str(), a->host.c_str(), port,
                    a->sched.max_batch, sched.stats().kv_blocks_total, a->sched.kv_block_tokens,
-                   sched.stats().kv_bytes / 1048576.0, a->sched.prefix_cache ? "on" : "off",
+                   rtx::serve::kv_type_name(a->sched.kv_type), sched.stats().kv_bytes / 1048576.0, a->sched.prefix_cache ? "on" : "off",
                    canary_sched ? ", canary engine loaded" : "", a->api_key.empty() ? "" : ", API key required");
     if (common.json) std::printf("%s\n", nlohmann::json({{"port", port}, {"host", a->host}, {"model", mi.name}}).dump().c_str());
     std::fflush(stdout);

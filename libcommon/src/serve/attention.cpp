@@ -11,22 +11,40 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
+#include "rtx/core/dtype.hpp"
 #include "rtx/kernels/cpu_features.hpp"
 
 namespace rtx::serve {
 
 namespace {
 
+/// Keys / values of (layer, block) in the pool's element type E: float (f32 pool) or uint16_t
+/// (binary16 bits, f16 pool).
+template <class E>
+const E* keys(const KvCache& kv, int layer, int block) {
+  if constexpr (std::is_same_v<E, float>) return kv.k(layer, block);
+  else return kv.k16(layer, block);
+}
+template <class E>
+const E* values(const KvCache& kv, int layer, int block) {
+  if constexpr (std::is_same_v<E, float>) return kv.v(layer, block);
+  else return kv.v16(layer, block);
+}
+/// One element as f32 (binary16 widened exactly).
+inline float elem(float x) { return x; }
+inline float elem(uint16_t h) { return f16_to_f32(h); }
+
 /// q . k over n floats with L partial sums (lane j: elements j, j+L, ...) folded pairwise in a
 /// fixed order. The lane loop vectorises; the order depends only on n, never on the batch.
-template <int L>
-inline float dot_lanes(const float* __restrict a, const float* __restrict b, int n) {
+template <int L, class E>
+inline float dot_lanes(const float* __restrict a, const E* __restrict b, int n) {
   float acc[L] = {};
   int d = 0;
   for (; d + L <= n; d += L)
-    for (int j = 0; j < L; ++j) acc[j] += a[d + j] * b[d + j];
-  for (int j = 0; d + j < n; ++j) acc[j] += a[d + j] * b[d + j];
+    for (int j = 0; j < L; ++j) acc[j] += a[d + j] * elem(b[d + j]);
+  for (int j = 0; d + j < n; ++j) acc[j] += a[d + j] * elem(b[d + j]);
   for (int w = L / 2; w >= 1; w /= 2)
     for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
   return acc[0];
@@ -45,13 +63,14 @@ inline float exp_shifted(float* scores, int n, float mx) {
 
 /// 16 lanes for head sizes >= 16 (GPT-2: 64), fewer for small heads (stories260k: 8), so the
 /// fold does not cost more than the products.
-inline float dot_head(const float* a, const float* b, int n) {
+template <class E>
+inline float dot_head(const float* a, const E* b, int n) {
   if (n >= 16) return dot_lanes<16>(a, b, n);
   if (n >= 8) return dot_lanes<8>(a, b, n);
   return dot_lanes<4>(a, b, n);
 }
 
-#define RTX_ATT_AVX2 __attribute__((target("avx2,fma")))
+#define RTX_ATT_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 /// e^x for 8 floats, Cephes' expf: n = round(x log2 e), r = x - n ln 2 (in two parts), a
 /// degree-5 polynomial for e^r on [-ln2/2, ln2/2], times 2^n from the exponent bits (about 1 ulp
@@ -99,13 +118,23 @@ RTX_ATT_AVX2 float exp_shifted_avx2(float* scores, int n, float mx) {
   return sum;
 }
 
-#define RTX_ATT_AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
+#define RTX_ATT_AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma,f16c")))
+
+/// 16 / 8 consecutive elements as f32 (binary16 widened exactly by vcvtph2ps).
+RTX_ATT_AVX512 inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+RTX_ATT_AVX512 inline __m512 load16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+RTX_ATT_AVX2 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+RTX_ATT_AVX2 inline __m256 load8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
 
 /// The AVX-512 path for head sizes that are multiples of 16, up to 128 (GPT-2 and most Llamas:
 /// 64 or 128): q held in registers, one FMA per 16 elements of a key or value row, each dot
 /// folded by a fixed tree. The same arithmetic for every row, so still batch invariant; it
 /// differs from the generic path only in rounding (FMA contraction, the fold's shape).
-template <int NV>
+template <int NV, class E>
 RTX_ATT_AVX512 void paged_attention_avx512(float* out, const float* q, int n_keys, const KvCache& kv, int layer,
                                            size_t head_off, const int32_t* blocks, float scale, float* scratch) {
   constexpr int HS = 16 * NV;
@@ -114,12 +143,12 @@ RTX_ATT_AVX512 void paged_attention_avx512(float* out, const float* q, int n_key
   for (int j = 0; j < NV; ++j) qv[j] = _mm512_loadu_ps(q + 16 * j);
   float mx = -INFINITY;
   for (int t0 = 0; t0 < n_keys; t0 += BT) {
-    const float* kb = kv.k(layer, blocks[t0 / BT]) + head_off;
+    const E* kb = keys<E>(kv, layer, blocks[t0 / BT]) + head_off;
     const int nt = n_keys - t0 < BT ? n_keys - t0 : BT;
     for (int s = 0; s < nt; ++s) {
-      const float* kr = kb + static_cast<size_t>(s) * HS;
-      __m512 acc = _mm512_mul_ps(qv[0], _mm512_loadu_ps(kr));
-      for (int j = 1; j < NV; ++j) acc = _mm512_fmadd_ps(qv[j], _mm512_loadu_ps(kr + 16 * j), acc);
+      const E* kr = kb + static_cast<size_t>(s) * HS;
+      __m512 acc = _mm512_mul_ps(qv[0], load16(kr));
+      for (int j = 1; j < NV; ++j) acc = _mm512_fmadd_ps(qv[j], load16(kr + 16 * j), acc);
       const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
       __m128 x = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
       x = _mm_add_ps(x, _mm_movehl_ps(x, x));
@@ -133,12 +162,12 @@ RTX_ATT_AVX512 void paged_attention_avx512(float* out, const float* q, int n_key
   __m512 o[NV];
   for (int j = 0; j < NV; ++j) o[j] = _mm512_setzero_ps();
   for (int t0 = 0; t0 < n_keys; t0 += BT) {
-    const float* vb = kv.v(layer, blocks[t0 / BT]) + head_off;
+    const E* vb = values<E>(kv, layer, blocks[t0 / BT]) + head_off;
     const int nt = n_keys - t0 < BT ? n_keys - t0 : BT;
     for (int s = 0; s < nt; ++s) {
       const __m512 w = _mm512_set1_ps(scratch[t0 + s]);
-      const float* vr = vb + static_cast<size_t>(s) * HS;
-      for (int j = 0; j < NV; ++j) o[j] = _mm512_fmadd_ps(w, _mm512_loadu_ps(vr + 16 * j), o[j]);
+      const E* vr = vb + static_cast<size_t>(s) * HS;
+      for (int j = 0; j < NV; ++j) o[j] = _mm512_fmadd_ps(w, load16(vr + 16 * j), o[j]);
     }
   }
   const __m512 inv = _mm512_set1_ps(1.f / sum);
@@ -147,7 +176,7 @@ RTX_ATT_AVX512 void paged_attention_avx512(float* out, const float* q, int n_key
 
 /// The AVX2 path, as paged_attention_avx512 with 8 lanes: head sizes that are multiples of 8, up
 /// to 128 (NV <= 16 vectors of q; above 8 the compiler keeps some in L1).
-template <int NV>
+template <int NV, class E>
 RTX_ATT_AVX2 void paged_attention_avx2(float* out, const float* q, int n_keys, const KvCache& kv, int layer,
                                        size_t head_off, const int32_t* blocks, float scale, float* scratch) {
   constexpr int HS = 8 * NV;
@@ -156,12 +185,12 @@ RTX_ATT_AVX2 void paged_attention_avx2(float* out, const float* q, int n_keys, c
   for (int j = 0; j < NV; ++j) qv[j] = _mm256_loadu_ps(q + 8 * j);
   float mx = -INFINITY;
   for (int t0 = 0; t0 < n_keys; t0 += BT) {
-    const float* kb = kv.k(layer, blocks[t0 / BT]) + head_off;
+    const E* kb = keys<E>(kv, layer, blocks[t0 / BT]) + head_off;
     const int nt = n_keys - t0 < BT ? n_keys - t0 : BT;
     for (int s = 0; s < nt; ++s) {
-      const float* kr = kb + static_cast<size_t>(s) * HS;
-      __m256 acc = _mm256_mul_ps(qv[0], _mm256_loadu_ps(kr));
-      for (int j = 1; j < NV; ++j) acc = _mm256_fmadd_ps(qv[j], _mm256_loadu_ps(kr + 8 * j), acc);
+      const E* kr = kb + static_cast<size_t>(s) * HS;
+      __m256 acc = _mm256_mul_ps(qv[0], load8(kr));
+      for (int j = 1; j < NV; ++j) acc = _mm256_fmadd_ps(qv[j], load8(kr + 8 * j), acc);
       __m128 x = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
       x = _mm_add_ps(x, _mm_movehl_ps(x, x));
       x = _mm_add_ss(x, _mm_movehdup_ps(x));
@@ -174,12 +203,12 @@ RTX_ATT_AVX2 void paged_attention_avx2(float* out, const float* q, int n_keys, c
   __m256 o[NV];
   for (int j = 0; j < NV; ++j) o[j] = _mm256_setzero_ps();
   for (int t0 = 0; t0 < n_keys; t0 += BT) {
-    const float* vb = kv.v(layer, blocks[t0 / BT]) + head_off;
+    const E* vb = values<E>(kv, layer, blocks[t0 / BT]) + head_off;
     const int nt = n_keys - t0 < BT ? n_keys - t0 : BT;
     for (int s = 0; s < nt; ++s) {
       const __m256 w = _mm256_set1_ps(scratch[t0 + s]);
-      const float* vr = vb + static_cast<size_t>(s) * HS;
-      for (int j = 0; j < NV; ++j) o[j] = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr + 8 * j), o[j]);
+      const E* vr = vb + static_cast<size_t>(s) * HS;
+      for (int j = 0; j < NV; ++j) o[j] = _mm256_fmadd_ps(w, load8(vr + 8 * j), o[j]);
     }
   }
   const __m256 inv = _mm256_set1_ps(1.f / sum);
@@ -188,41 +217,35 @@ RTX_ATT_AVX2 void paged_attention_avx2(float* out, const float* q, int n_keys, c
 
 using AttnFn = void (*)(float*, const float*, int, const KvCache&, int, size_t, const int32_t*, float, float*);
 
-/// The AVX2 kernel for head size 8 * nv (1 <= nv <= 16).
+/// The AVX2 kernel for head size 8 * nv (1 <= nv <= 16) over a pool of E.
+template <class E>
 AttnFn avx2_kernel(int nv) {
-  static const AttnFn f[16] = {paged_attention_avx2<1>,  paged_attention_avx2<2>,  paged_attention_avx2<3>,
-                               paged_attention_avx2<4>,  paged_attention_avx2<5>,  paged_attention_avx2<6>,
-                               paged_attention_avx2<7>,  paged_attention_avx2<8>,  paged_attention_avx2<9>,
-                               paged_attention_avx2<10>, paged_attention_avx2<11>, paged_attention_avx2<12>,
-                               paged_attention_avx2<13>, paged_attention_avx2<14>, paged_attention_avx2<15>,
-                               paged_attention_avx2<16>};
+  static const AttnFn f[16] = {paged_attention_avx2<1, E>,  paged_attention_avx2<2, E>,  paged_attention_avx2<3, E>,
+                               paged_attention_avx2<4, E>,  paged_attention_avx2<5, E>,  paged_attention_avx2<6, E>,
+                               paged_attention_avx2<7, E>,  paged_attention_avx2<8, E>,  paged_attention_avx2<9, E>,
+                               paged_attention_avx2<10, E>, paged_attention_avx2<11, E>, paged_attention_avx2<12, E>,
+                               paged_attention_avx2<13, E>, paged_attention_avx2<14, E>, paged_attention_avx2<15, E>,
+                               paged_attention_avx2<16, E>};
   return f[nv - 1];
 }
 
-}  // namespace
+/// The AVX-512 kernel for head size 16 * nv (1 <= nv <= 8) over a pool of E.
+template <class E>
+AttnFn avx512_kernel(int nv) {
+  static const AttnFn f[8] = {paged_attention_avx512<1, E>, paged_attention_avx512<2, E>, paged_attention_avx512<3, E>,
+                              paged_attention_avx512<4, E>, paged_attention_avx512<5, E>, paged_attention_avx512<6, E>,
+                              paged_attention_avx512<7, E>, paged_attention_avx512<8, E>};
+  return f[nv - 1];
+}
 
-void paged_attention(float* out, const float* q, int n_keys, const KvCache& kv, int layer, int kv_head,
-                     const int32_t* blocks, float scale, float* scratch) {
+/// The generic path (any head size, any ISA): dot_head, exp_shifted, values in key order.
+template <class E>
+void paged_attention_generic(float* out, const float* q, int n_keys, const KvCache& kv, int layer, size_t head_off,
+                             const int32_t* blocks, float scale, float* scratch) {
   const int HS = kv.head_dim(), BT = kv.block_tokens();
-  if (kernels::cpu_isa_active() == kernels::Isa::Avx512 && HS % 16 == 0 && HS <= 128) {
-    const size_t off = static_cast<size_t>(kv_head) * BT * HS;
-    switch (HS / 16) {
-      case 1: return paged_attention_avx512<1>(out, q, n_keys, kv, layer, off, blocks, scale, scratch);
-      case 2: return paged_attention_avx512<2>(out, q, n_keys, kv, layer, off, blocks, scale, scratch);
-      case 3: return paged_attention_avx512<3>(out, q, n_keys, kv, layer, off, blocks, scale, scratch);
-      case 4: return paged_attention_avx512<4>(out, q, n_keys, kv, layer, off, blocks, scale, scratch);
-      case 5: return paged_attention_avx512<5>(out, q, n_keys, kv, layer, off, blocks, scale, scratch);
-      case 6: return paged_attention_avx512<6>(out, q, n_keys, kv, layer, off, blocks, scale, scratch);
-      case 7: return paged_attention_avx512<7>(out, q, n_keys, kv, layer, off, blocks, scale, scratch);
-      default: return paged_attention_avx512<8>(out, q, n_keys, kv, layer, off, blocks, scale, scratch);
-    }
-  }
-  if (kernels::cpu_isa_active() == kernels::Isa::Avx2 && HS % 8 == 0 && HS <= 128)
-    return avx2_kernel(HS / 8)(out, q, n_keys, kv, layer, static_cast<size_t>(kv_head) * BT * HS, blocks, scale, scratch);
-  const size_t head_off = static_cast<size_t>(kv_head) * BT * HS;
   float mx = -INFINITY;
   for (int t0 = 0; t0 < n_keys; t0 += BT) {
-    const float* kb = kv.k(layer, blocks[t0 / BT]) + head_off;
+    const E* kb = keys<E>(kv, layer, blocks[t0 / BT]) + head_off;
     const int nt = n_keys - t0 < BT ? n_keys - t0 : BT;
     for (int s = 0; s < nt; ++s) {
       const float v = scale * dot_head(q, kb + static_cast<size_t>(s) * HS, HS);
@@ -233,21 +256,54 @@ void paged_attention(float* out, const float* q, int n_keys, const KvCache& kv, 
   const float sum = exp_shifted(scratch, n_keys, mx);
   std::memset(out, 0, sizeof(float) * HS);
   for (int t0 = 0; t0 < n_keys; t0 += BT) {
-    const float* vb = kv.v(layer, blocks[t0 / BT]) + head_off;
+    const E* vb = values<E>(kv, layer, blocks[t0 / BT]) + head_off;
     const int nt = n_keys - t0 < BT ? n_keys - t0 : BT;
     for (int s = 0; s < nt; ++s) {
       const float w = scratch[t0 + s];
-      const float* vr = vb + static_cast<size_t>(s) * HS;
-      for (int d = 0; d < HS; ++d) out[d] += w * vr[d];
+      const E* vr = vb + static_cast<size_t>(s) * HS;
+      for (int d = 0; d < HS; ++d) out[d] += w * elem(vr[d]);
     }
   }
   const float inv = 1.f / sum;
   for (int d = 0; d < HS; ++d) out[d] *= inv;
 }
 
+template <class E>
+AttnFn pick_kernel(int HS) {
+  // vcvtph2ps (F16C) widens an f16 pool; every AVX2 CPU so far has it, but it is checked.
+  const bool f16c = std::is_same_v<E, float> || __builtin_cpu_supports("f16c");
+  if (kernels::cpu_isa_active() == kernels::Isa::Avx512 && HS % 16 == 0 && HS <= 128 && f16c)
+    return avx512_kernel<E>(HS / 16);
+  if (kernels::cpu_isa_active() == kernels::Isa::Avx2 && HS % 8 == 0 && HS <= 128 && f16c)
+    return avx2_kernel<E>(HS / 8);
+  return paged_attention_generic<E>;
+}
+
+}  // namespace
+
+void paged_attention(float* out, const float* q, int n_keys, const KvCache& kv, int layer, int kv_head,
+                     const int32_t* blocks, float scale, float* scratch) {
+  const int HS = kv.head_dim(), BT = kv.block_tokens();
+  const size_t off = static_cast<size_t>(kv_head) * BT * HS;
+  const AttnFn f = kv.type() == KvType::F16 ? pick_kernel<uint16_t>(HS) : pick_kernel<float>(HS);
+  f(out, q, n_keys, kv, layer, off, blocks, scale, scratch);
+}
+
 void kv_store(KvCache& kv, int layer, const int32_t* blocks, int pos, const float* k_row, const float* v_row) {
   const int HS = kv.head_dim(), BT = kv.block_tokens(), H = kv.n_kv_head();
   const int block = blocks[pos / BT], slot = pos % BT;
+  if (kv.type() == KvType::F16) {
+    uint16_t* kb = kv.k16(layer, block);
+    uint16_t* vb = kv.v16(layer, block);
+    for (int h = 0; h < H; ++h) {
+      const size_t off = (static_cast<size_t>(h) * BT + slot) * HS, in = static_cast<size_t>(h) * HS;
+      for (int d = 0; d < HS; ++d) {
+        kb[off + d] = f32_to_f16(k_row[in + d]);
+        vb[off + d] = f32_to_f16(v_row[in + d]);
+      }
+    }
+    return;
+  }
   float* kb = kv.k(layer, block);
   float* vb = kv.v(layer, block);
   for (int h = 0; h < H; ++h) {

@@ -8,8 +8,24 @@
 
 namespace rtx::serve {
 
-KvCache::KvCache(int n_layer, int n_kv_head, int head_dim, int block_tokens, int n_blocks, bool host_storage)
-    : n_layer_(n_layer), n_kv_head_(n_kv_head), head_dim_(head_dim), block_tokens_(block_tokens), n_blocks_(n_blocks) {
+const char* kv_type_name(KvType t) { return t == KvType::F16 ? "f16" : "f32"; }
+
+KvType parse_kv_type(const std::string& s, const std::string& where) {
+  if (s == "f32" || s == "float32") return KvType::F32;
+  if (s == "f16" || s == "float16") return KvType::F16;
+  throw_input(where + ": KV cache type \"" + s + "\" is not one of f32, f16", where, "use f32 or f16");
+}
+
+void KvCache::wrong_pool(const char* want) const {
+  throw_internal(std::string("KvCache: this access needs ") + want + ", but the pool is " +
+                     (host_storage() ? kv_type_name(type_) : "held on a device (no host storage)"),
+                 "kv");
+}
+
+KvCache::KvCache(int n_layer, int n_kv_head, int head_dim, int block_tokens, int n_blocks, bool host_storage,
+                 KvType type)
+    : n_layer_(n_layer), n_kv_head_(n_kv_head), head_dim_(head_dim), block_tokens_(block_tokens), n_blocks_(n_blocks),
+      type_(type) {
   const auto check = [](const char* what, int v) {
     if (v < 1)
       throw_input(std::string("KvCache: ") + what + " = " + std::to_string(v) + " must be >= 1", what,
@@ -22,11 +38,16 @@ KvCache::KvCache(int n_layer, int n_kv_head, int head_dim, int block_tokens, int
   check("n_blocks", n_blocks);
   block_floats_ = static_cast<size_t>(n_kv_head) * block_tokens * head_dim;
   const size_t per_block = block_floats_ * 2 * n_layer;
+  if (type != KvType::F32 && !host_storage)
+    throw_input(std::string("KvCache: a ") + kv_type_name(type) +
+                    " pool needs host storage; a device (CUDA) model keeps its KV cache in f32",
+                "kv_type", "use kv_type f32 with a CUDA model");
   if (per_block > std::numeric_limits<size_t>::max() / sizeof(float) / n_blocks)
     throw_input("KvCache: " + std::to_string(n_blocks) + " blocks of " + std::to_string(per_block) +
                     " floats overflow the address space", "n_blocks", "use fewer or smaller blocks");
   n_elems_ = per_block * n_blocks;
-  if (host_storage) data_.reset(new float[n_elems_]());
+  if (host_storage && type == KvType::F32) data_.reset(new float[n_elems_]());
+  if (host_storage && type == KvType::F16) data16_.reset(new uint16_t[n_elems_]());
   free_.reserve(n_blocks);
   for (int b = n_blocks - 1; b >= 0; --b) free_.push_back(b);  // pop_back hands out 0, 1, 2, ...
   is_free_.assign(n_blocks, 1);
@@ -53,10 +74,11 @@ bool KvCache::copy_block(int dst, int src) {
   const size_t n = block_floats_ * 2 * n_layer_;  // a block's layers are contiguous (offset())
   if (backing_) {
     if (!backing_->copy(offset(0, dst, 0), offset(0, src, 0), n)) return false;
-  } else if (!data_) {
+  } else if (!host_storage()) {
     return false;
   }
   if (data_) std::memcpy(data_.get() + offset(0, dst, 0), data_.get() + offset(0, src, 0), n * sizeof(float));
+  if (data16_) std::memcpy(data16_.get() + offset(0, dst, 0), data16_.get() + offset(0, src, 0), n * sizeof(uint16_t));
   return true;
 }
 

@@ -46,7 +46,7 @@ nlohmann::json SchedulerConfig::to_json() const {
           {"kv_block_tokens", kv_block_tokens}, {"kv_blocks", kv_blocks},
           {"max_queue", max_queue},         {"request_timeout_s", request_timeout_s},
           {"interactive_target_ms", interactive_target_ms}, {"batch_target_ms", batch_target_ms},
-          {"prefix_cache", prefix_cache}};
+          {"prefix_cache", prefix_cache}, {"kv_type", kv_type_name(kv_type)}};
 }
 
 SchedulerConfig SchedulerConfig::from_json(const nlohmann::json& j, const std::string& where) {
@@ -80,6 +80,10 @@ SchedulerConfig SchedulerConfig::from_json(const nlohmann::json& j, const std::s
     else if (k == "prefix_cache") {
       if (!v.is_boolean()) throw_input(at + ": \"" + k + "\" must be true or false", k);
       c.prefix_cache = v.get<bool>();
+    }
+    else if (k == "kv_type") {
+      if (!v.is_string()) throw_input(at + ": \"" + k + "\" must be a string (f32 or f16)", k);
+      c.kv_type = parse_kv_type(v.get<std::string>(), at + ": \"kv_type\"");
     }
     else throw_input(at + ": unknown key \"" + k + "\"", k, "see SchedulerConfig in rtx/serve/scheduler.hpp");
   }
@@ -179,7 +183,7 @@ Scheduler::Scheduler(Model& model, const SchedulerConfig& cfg)
     : model_(model),
       cfg_(cfg),
       kv_(model.info().n_layer, model.info().n_kv_head, model.info().head_dim, cfg.kv_block_tokens,
-          pool_blocks(cfg, model.info()), model.info().device == "cpu"),
+          pool_blocks(cfg, model.info()), model.info().device == "cpu", cfg.kv_type),
       prefix_(cfg.prefix_cache ? std::make_unique<PrefixCache>(kv_) : nullptr),
       ttft_(latency_buckets()),
       tpot_(latency_buckets()),

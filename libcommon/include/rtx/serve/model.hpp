@@ -35,8 +35,21 @@ struct ModelInfo {
   std::string device = "cpu";
 };
 
+/// Element type of the KV cache pool. F32; or F16, IEEE binary16: keys and values are rounded
+/// to nearest-even when stored (kv_store) and widened exactly when read, the attention math
+/// stays f32. F16 halves the pool and the bytes attention reads per key (llama.cpp's default
+/// cache type is f16 too); outputs then differ from an f32 cache by that rounding.
+enum class KvType { F32, F16 };
+/// "f32" or "f16".
+const char* kv_type_name(KvType t);
+/// Parses "f32" / "f16" (also "float32" / "float16"). Error(Input) naming `where` otherwise.
+KvType parse_kv_type(const std::string& s, const std::string& where);
+/// Bytes per element: 4 or 2.
+inline size_t kv_type_bytes(KvType t) { return t == KvType::F16 ? 2 : 4; }
+
 /// A pool of fixed-size KV blocks. One block holds `block_tokens` positions of keys and values
-/// for every layer: per layer K and V each (n_kv_head, block_tokens, head_dim) f32. A sequence
+/// for every layer: per layer K and V each (n_kv_head, block_tokens, head_dim) elements of
+/// type() (f32 or f16). A sequence
 /// owns a block table (block ids in position order): position p lives in block
 /// table[p / block_tokens], slot p % block_tokens. Allocation is O(1) (a free list). Not
 /// thread-safe: the scheduler thread alone allocates and frees.
@@ -56,8 +69,10 @@ class KvCache {
   };
   /// Error(Input) naming the argument when a size is < 1 or the pool's bytes overflow size_t.
   /// `host_storage` false: no host pool is allocated (k() and v() must not be called; for models
-  /// whose ModelInfo::device is not "cpu").
-  KvCache(int n_layer, int n_kv_head, int head_dim, int block_tokens, int n_blocks, bool host_storage = true);
+  /// whose ModelInfo::device is not "cpu"). `type`: the pool's element type (F16 only with a
+  /// host pool: a device pool is f32; Error(Input) otherwise).
+  KvCache(int n_layer, int n_kv_head, int head_dim, int block_tokens, int n_blocks, bool host_storage = true,
+          KvType type = KvType::F32);
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
   /// A free block id, or -1 when the pool is exhausted.
@@ -75,19 +90,26 @@ class KvCache {
   bool copy_block(int dst, int src);
   /// Blocks needed to hold `positions` positions.
   int blocks_for(int positions) const { return (positions + block_tokens_ - 1) / block_tokens_; }
-  /// Keys of `layer` in `block`: (n_kv_head, block_tokens, head_dim) f32, head-major.
-  float* k(int layer, int block) { return data_.get() + offset(layer, block, 0); }
+  /// Keys of `layer` in `block`: (n_kv_head, block_tokens, head_dim) f32, head-major. An f32
+  /// host pool only (Error(Internal) otherwise).
+  float* k(int layer, int block) { return f32() + offset(layer, block, 0); }
   /// Values of `layer` in `block`: same layout as k().
-  float* v(int layer, int block) { return data_.get() + offset(layer, block, 1); }
-  const float* k(int layer, int block) const { return data_.get() + offset(layer, block, 0); }
-  const float* v(int layer, int block) const { return data_.get() + offset(layer, block, 1); }
+  float* v(int layer, int block) { return f32() + offset(layer, block, 1); }
+  const float* k(int layer, int block) const { return const_cast<KvCache*>(this)->k(layer, block); }
+  const float* v(int layer, int block) const { return const_cast<KvCache*>(this)->v(layer, block); }
+  /// As k() and v(), binary16 bits, for an f16 host pool only (Error(Internal) otherwise).
+  uint16_t* k16(int layer, int block) { return f16() + offset(layer, block, 0); }
+  uint16_t* v16(int layer, int block) { return f16() + offset(layer, block, 1); }
+  const uint16_t* k16(int layer, int block) const { return const_cast<KvCache*>(this)->k16(layer, block); }
+  const uint16_t* v16(int layer, int block) const { return const_cast<KvCache*>(this)->v16(layer, block); }
   int n_layer() const { return n_layer_; }
   int n_kv_head() const { return n_kv_head_; }
   int head_dim() const { return head_dim_; }
+  KvType type() const { return type_; }
   /// Bytes of the pool (all blocks), wherever it is held.
-  size_t bytes() const { return n_elems_ * sizeof(float); }
-  /// Whether the pool is held in host memory (k() and v() are usable).
-  bool host_storage() const { return data_ != nullptr; }
+  size_t bytes() const { return n_elems_ * kv_type_bytes(type_); }
+  /// Whether the pool is held in host memory (k() and v(), or k16() and v16(), are usable).
+  bool host_storage() const { return data_ != nullptr || data16_ != nullptr; }
   /// The device copy a non-CPU model attached (null until its first forward).
   std::unique_ptr<Backing>& backing() { return backing_; }
 
@@ -95,10 +117,21 @@ class KvCache {
   size_t offset(int layer, int block, int kv) const {
     return ((static_cast<size_t>(block) * n_layer_ + layer) * 2 + kv) * block_floats_;
   }
+  [[noreturn]] void wrong_pool(const char* want) const;
+  float* f32() {
+    if (!data_) wrong_pool("an f32 host pool (k(), v())");
+    return data_.get();
+  }
+  uint16_t* f16() {
+    if (!data16_) wrong_pool("an f16 host pool (k16(), v16())");
+    return data16_.get();
+  }
   int n_layer_, n_kv_head_, head_dim_, block_tokens_, n_blocks_;
-  size_t block_floats_ = 0;  // floats of one (layer, block, K or V) slab
+  KvType type_ = KvType::F32;
+  size_t block_floats_ = 0;  // elements of one (layer, block, K or V) slab
   size_t n_elems_ = 0;
-  std::unique_ptr<float[]> data_;
+  std::unique_ptr<float[]> data_;       // the f32 host pool
+  std::unique_ptr<uint16_t[]> data16_;  // the f16 host pool
   std::vector<int> free_;
   std::vector<unsigned char> is_free_;
   std::unique_ptr<Backing> backing_;

@@ -32,6 +32,10 @@ struct SchedulerConfig {
   double batch_window_ms = 0;  ///< when idle, wait this long after an arrival for more to batch
   int kv_block_tokens = 16;    ///< positions per KV block
   int kv_blocks = 0;           ///< blocks in the pool; 0 = max_batch full contexts
+  /// The KV pool's element type (KvType): f32 (the default; outputs bitwise equal to rtx-train
+  /// sample) or f16 (half the pool and the attention reads; keys and values rounded on store).
+  /// CPU models only: a CUDA model's pool is f32 (Error(Input) at start otherwise).
+  KvType kv_type = KvType::F32;
   int max_queue = 256;         ///< waiting requests beyond which submit() refuses (HTTP 429)
   double request_timeout_s = 600;    ///< a request running longer ends with finish "timeout"
   double interactive_target_ms = 500;  ///< TTFT target of the interactive lane (SLO accounting)

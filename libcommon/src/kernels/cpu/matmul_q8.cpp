@@ -52,6 +52,12 @@ inline void prefetch_ahead(const void* p, int64_t n) {
 #define RTX_Q8_AVX2 __attribute__((target("avx2,fma")))
 #define RTX_KQ_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")))
 
+/// Keeps v in a vector register at this point of a sum chain (an empty asm that "changes" it).
+/// Without it GCC 12 reassociates an x8 tile's integer adds into a tree that keeps every
+/// product alive, which spills 20-35 ymm values per sub-block to the stack; with it the chain
+/// stays a chain. Integer adds: the results are the same bits either way.
+#define RTX_KEEP_IN_REG(v) __asm__("" : "+x"(v))
+
 /// Weights of block b (32 values) as f32. Q8_0 (KQ false): q * d[b]. K-quants (KQ true): per
 /// half of 16 values h, q * s[2b+h] + o[2b+h] (one rounding; q * s is exact, see kquant()).
 /// res[i] = sum over blocks b of x_i[32b..32b+32) . w_b, i < MT; x_i = x + i*ldx.
@@ -985,6 +991,7 @@ RTX_Q8_AVX2 void tile_q8x8_i8_avx2(const QuantRows& r, int64_t m0, const int8_t*
         std::memcpy(&x4, xr + i * K + 32 * b + 4 * g, 4);
         const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_set1_epi32(x4), w)), ones);
         ia[i] = g == 0 ? p : _mm256_add_epi32(ia[i], p);
+        RTX_KEEP_IN_REG(ia[i]);
       }
     }
     const __m256 dv = _mm256_loadu_ps(dg + 8 * b);
@@ -1098,24 +1105,13 @@ RTX_Q8_AVX2 void tile_kc_x8_avx2(const QuantRows& r, int64_t m0, const uint8_t* 
     for (int h = 0; h < 8; ++h) {
       const int64_t blk = 8 * b + h;  // the rows' 32-value input block
       const int8_t* xh = xr + 32 * blk;
-      __m256 sv, ov0, ov1;
       alignas(32) int16_t sc16[2][16];  // Q6_K: groups 2h, 2h+1, each column's scale in both its int16 lanes
-      if constexpr (T != 14) {
-        sv = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 64 + 8 * h)))));
-        ov0 = _mm256_mul_ps(_mm256_loadu_ps(reinterpret_cast<const float*>(sb + 32)),
-                            _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 128 + 8 * h)))));
-        ov0 = _mm256_sub_ps(_mm256_setzero_ps(), ov0);
-        ov1 = ov0;
-      } else {
-        sv = dv;
-        const __m256 m32d = _mm256_mul_ps(dv, _mm256_set1_ps(-32.0f));
+      if constexpr (T == 14)
         for (int g = 0; g < 2; ++g) {
           const __m256i s32 = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 32 + 8 * (2 * h + g))));
           _mm256_store_si256(reinterpret_cast<__m256i*>(sc16[g]),
                              _mm256_or_si256(_mm256_and_si256(s32, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(s32, 16)));
-          (g == 0 ? ov0 : ov1) = _mm256_mul_ps(m32d, _mm256_cvtepi32_ps(s32));
         }
-      }
       __m256i a16[MT], ia[MT];
       _Pragma("GCC unroll 8") for (int t = 0; t < 8; ++t) {
         const __m256i q = PRE ? _mm256_load_si256(reinterpret_cast<const __m256i*>(u + 2048 * b + 256 * h + 32 * t))
@@ -1125,17 +1121,34 @@ RTX_Q8_AVX2 void tile_kc_x8_avx2(const QuantRows& r, int64_t m0, const uint8_t* 
           std::memcpy(&x4, xh + i * K + 4 * t, 4);
           const __m256i p = _mm256_maddubs_epi16(q, _mm256_set1_epi32(x4));
           a16[i] = t % (T == 12 ? 8 : T == 13 ? 4 : 2) == 0 ? p : _mm256_add_epi16(a16[i], p);
+          RTX_KEEP_IN_REG(a16[i]);
           if constexpr (T == 13) {
             if (t == 3) ia[i] = _mm256_madd_epi16(a16[i], ones);
             if (t == 7) ia[i] = _mm256_add_epi32(ia[i], _mm256_madd_epi16(a16[i], ones));
+            if (t == 3 || t == 7) RTX_KEEP_IN_REG(ia[i]);
           }
           if constexpr (T == 14) {
             if (t % 2 == 1) {
               const __m256i w = _mm256_madd_epi16(a16[i], _mm256_load_si256(reinterpret_cast<const __m256i*>(sc16[t / 4])));
               ia[i] = t == 1 ? w : _mm256_add_epi32(ia[i], w);
+              RTX_KEEP_IN_REG(ia[i]);
             }
           }
         }
+      }
+      // The columns' scales and offsets, after the integer loop (fewer values live across it).
+      __m256 sv, ov0, ov1;
+      if constexpr (T != 14) {
+        sv = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 64 + 8 * h)))));
+        ov0 = _mm256_mul_ps(_mm256_loadu_ps(reinterpret_cast<const float*>(sb + 32)),
+                            _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 128 + 8 * h)))));
+        ov0 = _mm256_sub_ps(_mm256_setzero_ps(), ov0);
+        ov1 = ov0;
+      } else {
+        sv = dv;
+        const __m256 m32d = _mm256_mul_ps(dv, _mm256_set1_ps(-32.0f));
+        ov0 = _mm256_mul_ps(m32d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 32 + 8 * (2 * h))))));
+        ov1 = _mm256_mul_ps(m32d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 32 + 8 * (2 * h + 1))))));
       }
       _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) {
         if constexpr (T == 12) ia[i] = _mm256_madd_epi16(a16[i], ones);

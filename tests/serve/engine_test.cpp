@@ -101,6 +101,28 @@ TEST_CASE("kv cache f16: half the bytes, its own accessors, block copies, names"
     }
   KvCache k32(2, 3, 5, 4, 3);
   CHECK_THROWS_AS(k32.k16(0, 0), Error);
+  // kv_store's rounding (vcvtps2ph where the CPU has F16C) is f32_to_f16's, bit for bit, at the
+  // edges: zeros, f16 subnormals, ties to even, the largest finite, overflow to inf; head size
+  // 19 also takes the scalar tail.
+  {
+    const std::vector<float> edge = {0.0f, -0.0f, 1e-8f, 3e-8f, 6e-8f, -5.9604645e-8f, 3.0517578e-5f, 6.1035156e-5f,
+                                     1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, -2.0f - 1.0f / 1024, 65504.0f, 65519.0f,
+                                     65520.0f, -1e6f, 0.1f, -0.333333f, 1e-4f, 7.0f};
+    const int HS = static_cast<int>(edge.size());
+    KvCache e16(1, 2, HS, 3, 1, true, KvType::F16);
+    const int32_t blk = e16.alloc();
+    std::vector<float> krow(2 * HS), vrow(2 * HS);
+    for (int i = 0; i < 2 * HS; ++i) krow[i] = edge[i % HS] * (i < HS ? 1.0f : -1.0f), vrow[i] = -krow[i];
+    kv_store(e16, 0, &blk, 2, krow.data(), vrow.data());
+    for (int h = 0; h < 2; ++h)
+      for (int d = 0; d < HS; ++d) {
+        INFO("head " << h << " element " << d << " value " << krow[h * HS + d]);
+        CHECK(e16.k16(0, blk)[(h * 3 + 2) * HS + d] == f32_to_f16(krow[h * HS + d]));
+        CHECK(e16.v16(0, blk)[(h * 3 + 2) * HS + d] == f32_to_f16(vrow[h * HS + d]));
+      }
+    CHECK(f32_to_f16(65520.0f) == 0x7c00);  // the reference itself: overflow is inf
+    CHECK(f32_to_f16(1.0f + 1.0f / 2048) == 0x3c00);  // a tie goes to the even neighbour
+  }
   // A device pool is f32: an f16 cache without host storage is refused, naming the knob.
   try {
     KvCache dev(2, 3, 5, 4, 3, false, KvType::F16);

@@ -279,6 +279,16 @@ AttnFn pick_kernel(int HS) {
   return paged_attention_generic<E>;
 }
 
+/// dst[i] = binary16 of src[i], i < n, by vcvtps2ph with round to nearest even: the same bits as
+/// f32_to_f16 for every non-NaN value (a NaN stays a NaN).
+__attribute__((target("avx,f16c"))) void to_f16_f16c(uint16_t* dst, const float* src, int n) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; i < n; ++i) dst[i] = f32_to_f16(src[i]);
+}
+
 }  // namespace
 
 void paged_attention(float* out, const float* q, int n_keys, const KvCache& kv, int layer, int kv_head,
@@ -295,11 +305,17 @@ void kv_store(KvCache& kv, int layer, const int32_t* blocks, int pos, const floa
   if (kv.type() == KvType::F16) {
     uint16_t* kb = kv.k16(layer, block);
     uint16_t* vb = kv.v16(layer, block);
+    static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
     for (int h = 0; h < H; ++h) {
       const size_t off = (static_cast<size_t>(h) * BT + slot) * HS, in = static_cast<size_t>(h) * HS;
-      for (int d = 0; d < HS; ++d) {
-        kb[off + d] = f32_to_f16(k_row[in + d]);
-        vb[off + d] = f32_to_f16(v_row[in + d]);
+      if (f16c) {
+        to_f16_f16c(kb + off, k_row + in, HS);
+        to_f16_f16c(vb + off, v_row + in, HS);
+      } else {
+        for (int d = 0; d < HS; ++d) {
+          kb[off + d] = f32_to_f16(k_row[in + d]);
+          vb[off + d] = f32_to_f16(v_row[in + d]);
+        }
       }
     }
     return;

@@ -407,26 +407,6 @@ TEST_CASE("serve: a port in use fails to bind (no SO_REUSEPORT sharing)", "[cpu]
   CHECK(s.post("/v1/completions", completion("Once", 2).dump()).first == 200);
 }
 
-TEST_CASE("serve: --api-key guards every route but /health", "[cpu][serve]") {
-  ServerConfig cfg;
-  cfg.api_key = "sekret";
-  Running s({}, cfg);
-  CHECK(s.post("/v1/completions", completion("Once", 2).dump()).first == 401);
-  CHECK(s.post("/v1/completions", completion("Once", 2).dump(), "wrong").first == 401);
-  CHECK(s.post("/v1/completions", completion("Once", 2).dump(), "sekret").first == 200);
-  auto c = s.client();
-  CHECK(c.Get("/health")->status == 200);
-  CHECK(c.Get("/metrics")->status == 401);
-  CHECK(c.Get("/v1/models")->status == 401);
-  CHECK(c.Get("/v1/models/x")->status == 401);
-  // The scheme is case-insensitive (RFC 9110 11.1); the key is not.
-  CHECK(c.Get("/v1/models", {{"Authorization", "bearer sekret"}})->status == 200);
-  CHECK(c.Get("/v1/models", {{"Authorization", "BEARER sekret"}})->status == 200);
-  CHECK(c.Get("/v1/models", {{"Authorization", "Bearer SEKRET"}})->status == 401);
-  CHECK(c.Get("/v1/models", {{"Authorization", "Basic sekret"}})->status == 401);
-  CHECK(c.Get("/v1/models", {{"Authorization", "Bearer"}})->status == 401);
-}
-
 namespace {
 
 /// A raw loopback connection for requests no well-behaved client sends.
@@ -456,6 +436,34 @@ struct RawConn {
 };
 
 }  // namespace
+
+TEST_CASE("serve: --api-key guards every route but /health", "[cpu][serve]") {
+  ServerConfig cfg;
+  cfg.api_key = "sekret";
+  Running s({}, cfg);
+  CHECK(s.post("/v1/completions", completion("Once", 2).dump()).first == 401);
+  CHECK(s.post("/v1/completions", completion("Once", 2).dump(), "wrong").first == 401);
+  CHECK(s.post("/v1/completions", completion("Once", 2).dump(), "sekret").first == 200);
+  auto c = s.client();
+  CHECK(c.Get("/health")->status == 200);
+  CHECK(c.Get("/metrics")->status == 401);
+  CHECK(c.Get("/v1/models")->status == 401);
+  CHECK(c.Get("/v1/models/x")->status == 401);
+  // The scheme is case-insensitive (RFC 9110 11.1); the key is not.
+  CHECK(c.Get("/v1/models", {{"Authorization", "bearer sekret"}})->status == 200);
+  CHECK(c.Get("/v1/models", {{"Authorization", "BEARER sekret"}})->status == 200);
+  CHECK(c.Get("/v1/models", {{"Authorization", "Bearer SEKRET"}})->status == 401);
+  CHECK(c.Get("/v1/models", {{"Authorization", "Basic sekret"}})->status == 401);
+  CHECK(c.Get("/v1/models", {{"Authorization", "Bearer"}})->status == 401);
+  // Two Authorization headers: which one counts would be a guess, so neither does (400), even
+  // when one of them holds the key.
+  RawConn two(s.port);
+  two.send("GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sekret\r\nAuthorization: Bearer wrong\r\n\r\n");
+  const std::string r2 = two.read_all(5);
+  CHECK(r2.rfind("HTTP/1.1 400 ", 0) == 0);
+  CHECK_THAT(r2, Catch::Contains("bad_authorization"));
+}
+
 
 TEST_CASE("serve: TRACE on a route is 405; a garbage request line is logged with 7 fields", "[cpu][serve]") {
   std::FILE* log = std::tmpfile();
@@ -600,6 +608,27 @@ TEST_CASE("serve: header floods get 431, slow clients 408, within the configured
     framing("Content-Length: -1\r\n", "", "400", "bad_framing");
     framing("Content-Length: 2\r\nContent-Length: 30\r\n", "{}", "400", "bad_framing");
     framing("Content-Length: 2\r\nTransfer-Encoding: chunked\r\n", "{}", "400", "bad_framing");
+    // A body-less PUT or POST where the route takes neither: the method is the problem (405 with
+    // Allow, 404 for no route), not the missing length.
+    for (const auto& [req, want] : std::vector<std::pair<std::string, std::string>>{
+             {"PUT /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\n\r\n", "405"},
+             {"POST /health HTTP/1.1\r\nHost: x\r\n\r\n", "405"},
+             {"PUT /nowhere HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\n\r\n", "404"}}) {
+      RawConn c(k.port);
+      c.send(req);
+      const std::string r = c.read_all(5);
+      INFO(req << " -> " << r.substr(0, 200));
+      CHECK(r.rfind("HTTP/1.1 " + want + " ", 0) == 0);
+    }
+    {  // An HTTP/2 connection preface: a 400 that says what is wrong, at once.
+      RawConn c(k.port);
+      const auto t0 = clock::now();
+      c.send("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+      const std::string r = c.read_all(5);
+      CHECK(r.rfind("HTTP/1.1 400 ", 0) == 0);
+      CHECK_THAT(r, Catch::Contains("HTTP/2 is not spoken here"));
+      CHECK(std::chrono::duration<double>(clock::now() - t0).count() < 3);
+    }
   }
   SECTION("well-formed requests at the limits still work, several per connection") {
     RawConn c(s.port);

@@ -141,6 +141,16 @@ ApiError status_error(int status, const std::string& type, const std::string& ms
   return e;
 }
 
+/// 404 for a path no route serves, or 405 for a route that does not take the method; the 405
+/// sets the Allow header on `res` (RFC 9110 15.5.6). Only for requests !route_takes().
+ApiError wrong_route(const httplib::Request& req, httplib::Response& res) {
+  const std::string allow = route_methods(req.path);
+  if (allow.empty()) return status_error(404, "invalid_request_error", "no route " + req.method + " " + req.path, "not_found");
+  res.set_header("Allow", allow);
+  return status_error(405, "invalid_request_error", req.method + " " + req.path + " is not allowed; this route takes " + allow,
+                      "method_not_allowed");
+}
+
 /// The API error for a request that ended without finishing normally.
 ApiError finish_error(Finish f, const std::string& detail) {
   if (f == Finish::Timeout)
@@ -522,6 +532,9 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
       close_after_response();
       return httplib::Server::HandlerResponse::Handled;
     };
+    if (req.get_header_value_count("Authorization") > 1)  // which one counts would be a guess
+      return refuse(status_error(400, "invalid_request_error", "several Authorization headers; send one",
+                                 "bad_authorization"));
     if (!I->cfg.api_key.empty() && req.path != "/health") {
       // "Bearer KEY"; the scheme is case-insensitive (RFC 9110 11.1), the key compared in
       // constant time.
@@ -553,6 +566,9 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
       const unsigned long long len = std::strtoull(v.c_str(), nullptr, 10);
       if (len > I->cfg.max_body_bytes) return refuse(body_too_large(len, I->cfg.max_body_bytes));
     } else if (!chunked && (req.method == "POST" || req.method == "PUT" || req.method == "PATCH")) {
+      // The library would wait for a body until the socket closes: answer now. Where the path
+      // does not take the method, that (405 with Allow, or 404) is the answer, not the length.
+      if (!route_takes(req.path, req.method)) return refuse(wrong_route(req, res));
       return refuse(status_error(411, "invalid_request_error", req.method + " needs a Content-Length (or chunked encoding)",
                                  "length_required"));
     }
@@ -589,22 +605,22 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
       // GET /v1/models/{id} with an id the route pattern does not take (empty, CR or LF).
       I->send_error(res, status_error(404, "invalid_request_error",
                                       "The model '" + req.path.substr(11) + "' does not exist.", "model_not_found"));
-    } else if ((res.status == 404 || res.status == 400) && !route_methods(req.path).empty() &&
-               !route_takes(req.path, req.method) && !req.method.empty()) {
-      // The path exists with another method: 405 with the methods it takes (RFC 9110 15.5.6).
-      // cpp-httplib answers 400 for methods it routes nowhere (TRACE, CONNECT).
-      const std::string allow = route_methods(req.path);
-      res.status = 405;
-      res.set_header("Allow", allow);
-      I->send_error(res, status_error(405, "invalid_request_error",
-                                      req.method + " " + req.path + " is not allowed; this route takes " + allow,
-                                      "method_not_allowed"));
-    } else if (res.status == 404) {
-      ApiError e = status_error(404, "invalid_request_error", "no route " + req.method + " " + req.path, "not_found");
+    } else if ((res.status == 404 && route_methods(req.path).empty()) ||
+               ((res.status == 404 || res.status == 400) && !req.method.empty() && !route_methods(req.path).empty() &&
+                !route_takes(req.path, req.method))) {
+      // No route (404), or the path exists with another method: 405 with the methods it takes
+      // (cpp-httplib answers 400 for methods it routes nowhere: TRACE, CONNECT).
+      const ApiError e = wrong_route(req, res);
+      res.status = e.status;
       I->send_error(res, e);
+    } else if (res.status == 404) {
+      I->send_error(res, status_error(404, "invalid_request_error", req.path + " was not found", "not_found"));
     } else if (res.status >= 400) {
-      I->send_error(res, status_error(res.status, res.status >= 500 ? "server_error" : "invalid_request_error",
-                                      "HTTP " + std::to_string(res.status), ""));
+      const std::string what =
+          res.status == 400 ? "malformed HTTP/1.1 request (request line, headers or body framing; HTTP/2 is not spoken here)"
+                            : "HTTP " + std::to_string(res.status);
+      I->send_error(res, status_error(res.status, res.status >= 500 ? "server_error" : "invalid_request_error", what,
+                                      res.status == 400 ? "bad_request" : ""));
     }
   });
   http.set_exception_handler([I](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {

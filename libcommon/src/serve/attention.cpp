@@ -271,7 +271,7 @@ void paged_attention_generic(float* out, const float* q, int n_keys, const KvCac
 template <class E>
 AttnFn pick_kernel(int HS) {
   // vcvtph2ps (F16C) widens an f16 pool; every AVX2 CPU so far has it, but it is checked.
-  const bool f16c = std::is_same_v<E, float> || __builtin_cpu_supports("f16c");
+  const bool f16c = std::is_same_v<E, float> || kernels::cpu_has_f16c();
   if (kernels::cpu_isa_active() == kernels::Isa::Avx512 && HS % 16 == 0 && HS <= 128 && f16c)
     return avx512_kernel<E>(HS / 16);
   if (kernels::cpu_isa_active() == kernels::Isa::Avx2 && HS % 8 == 0 && HS <= 128 && f16c)
@@ -305,7 +305,7 @@ void kv_store(KvCache& kv, int layer, const int32_t* blocks, int pos, const floa
   if (kv.type() == KvType::F16) {
     uint16_t* kb = kv.k16(layer, block);
     uint16_t* vb = kv.v16(layer, block);
-    static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+    static const bool f16c = kernels::cpu_has_f16c();
     for (int h = 0; h < H; ++h) {
       const size_t off = (static_cast<size_t>(h) * BT + slot) * HS, in = static_cast<size_t>(h) * HS;
       if (f16c) {

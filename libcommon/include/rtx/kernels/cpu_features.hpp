@@ -14,6 +14,10 @@ Isa cpu_isa_supported() noexcept;
 Isa cpu_isa_active() noexcept;
 /// Override the active level for this process (tests); clamped to what the CPU supports.
 void set_cpu_isa(Isa isa) noexcept;
+/// True when the CPU has F16C (vcvtph2ps/vcvtps2ph: CPUID leaf 1 ECX bit 29) and AVX
+/// (ECX bit 28) with the OS saving YMM state (OSXSAVE, XGETBV XCR0 bits 1-2), per the Intel SDM
+/// vol. 2A, CPUID. Read by cpuid, not __builtin_cpu_supports: clang 14 has no "f16c" name.
+bool cpu_has_f16c() noexcept;
 /// "scalar", "avx2", "avx512".
 const char* isa_name(Isa isa) noexcept;
 

@@ -1,6 +1,8 @@
 // CPU ISA detection (GCC/Clang __builtin_cpu_supports) and the RTX_ISA override.
 #include "rtx/kernels/cpu_features.hpp"
 
+#include <cpuid.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +19,19 @@ Isa cpu_isa_supported() noexcept {
     return Isa::Scalar;
   }();
   return best;
+}
+
+bool cpu_has_f16c() noexcept {
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    const bool f16c = (c >> 29) & 1u, avx = (c >> 28) & 1u, osxsave = (c >> 27) & 1u;
+    if (!(f16c && avx && osxsave)) return false;
+    unsigned lo = 0, hi = 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (lo & 0x6u) == 0x6u;  // XMM and YMM state enabled by the OS
+  }();
+  return has;
 }
 
 static std::atomic<int> g_active{-1};

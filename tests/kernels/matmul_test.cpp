@@ -590,6 +590,41 @@ TEST_CASE("matmul K-quant weights with 8-bit activations: float64 references, ev
   }
 }
 
+TEST_CASE("matmul K-quants, 8-bit activations: AVX-512 VNNI x16 tiles give the AVX2 x8 tiles' bits", "[cpu][matmul]") {
+  // x16 (vpdpbusd, 16 columns a group, 8-row tiles) and x8 (pmaddubsw, 8 columns, 4-row tiles)
+  // compute the same exact integer sums and the same f32 operations per column, so every output
+  // must match bit for bit; the x8 path itself is checked against float64 above. Odd N pads the
+  // last group (1, 7, 17, 127 columns); M up to 33 covers partial row tiles of both.
+  if (cpu_isa_supported() != Isa::Avx512 || !__builtin_cpu_supports("avx512vnni")) {
+    WARN("SKIPPED: this CPU has no AVX-512 VNNI (the x16 tiles are not built)");
+    return;
+  }
+  IsaGuard guard;
+  for (uint32_t type : {12u, 13u, 14u}) {
+    for (auto [N, K] : {std::pair{1, 256}, std::pair{7, 512}, std::pair{17, 256}, std::pair{127, 768}}) {
+      const std::vector<uint8_t> blocks = random_kquant(type, static_cast<size_t>(N) * (K / 256), type * 31 + N);
+      const int Mmax = 33;
+      std::vector<float> x(static_cast<size_t>(Mmax) * K), bias(N);
+      for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.013 * static_cast<double>(i * i % 9973)) * (1 + i % 5));
+      for (int j = 0; j < N; ++j) bias[j] = 0.02f * static_cast<float>(j % 7) - 0.06f;
+      set_cpu_isa(Isa::Avx2);
+      const PackedMatmulWeight w8 = PackedMatmulWeight::kquant(type, blocks.data(), N, K, true);
+      set_cpu_isa(Isa::Avx512);
+      const PackedMatmulWeight w16 = PackedMatmulWeight::kquant(type, blocks.data(), N, K, true);
+      // x16 stores 16 columns a group: its buffer is that of 16 repacked rows per group.
+      CHECK(w16.bytes() >= static_cast<size_t>((N + 15) / 16 * 16) * (K / 256) * (type == 12 ? 152 : type == 13 ? 184 : 212));
+      for (int M : {1, 3, 8, 9, 16, 33}) {
+        INFO(w16.format() << " N " << N << " K " << K << " M " << M);
+        std::vector<float> a(static_cast<size_t>(M) * N, NAN), b(a.size(), NAN);
+        matmul_forward_packed(a.data(), x.data(), w8, bias.data(), M);
+        matmul_forward_packed(b.data(), x.data(), w16, bias.data(), M);
+        for (size_t i = 0; i < a.size(); ++i) REQUIRE(std::isfinite(a[i]));
+        REQUIRE(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("matmul 8-bit activations: tiny, zero, NaN and Inf input blocks", "[cpu][matmul]") {
   // A block whose max |x| is below 1e-30 (127 / max|x| would overflow) contributes 0, like an
   // all-zero block; other blocks are unaffected. A NaN or Inf input never gives a finite

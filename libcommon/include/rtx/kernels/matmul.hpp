@@ -149,10 +149,11 @@ class PackedMatmulWeight {
     // K-quants: the file's super-blocks, repacked (q and d then empty).
     // Per 256 values: Q4_K f32 d, f32 dmin, u8 sc[8], u8 m[8], qs[128] (152 B); Q5_K the same
     // plus qh[32] before qs (184 B); Q6_K f32 d, i8 sc[16], ql[128], qh[64] (212 B).
-    // x8 (AVX2, 8-bit activations): 8 rows at a time, see matmul_q8.cpp.
+    // xw 8 (AVX2) or 16 (AVX-512 VNNI), 8-bit activations: that many rows (output columns) at
+    // a time, the "x8"/"x16" layouts of matmul_q8.cpp; 0: a row at a time.
     std::vector<uint8_t> sb;
     uint32_t ggml_type = 0;
-    bool x8 = false;
+    int xw = 0;
   };
   std::shared_ptr<const Q8> q8_;  // set for Q8_0 weights (packed_ then empty)
   friend void matmul_forward_packed(float*, const float*, const PackedMatmulWeight&, const float*, int);

@@ -493,7 +493,7 @@ size_t PackedMatmulWeight::panel_offset(int kblock, int panel) const {
 
 void matmul_forward_q8(float* out, const float* inp, const int8_t* q, const float* d, bool a8, const float* bias, int M, int N,
                        int K, Isa isa);  // matmul_q8.cpp
-void matmul_forward_kc(float* out, const float* inp, const uint8_t* sb, uint32_t type, bool a8, bool x8, const float* bias, int M,
+void matmul_forward_kc(float* out, const float* inp, const uint8_t* sb, uint32_t type, bool a8, int xw, const float* bias, int M,
                        int N, int K, Isa isa);  // matmul_q8.cpp
 
 void matmul_forward_packed(float* out, const float* inp, const PackedMatmulWeight& w, const float* bias, int M) {
@@ -501,7 +501,7 @@ void matmul_forward_packed(float* out, const float* inp, const PackedMatmulWeigh
   check_dims("matmul_forward_packed", M, w.N_, w.K_);
   if (!out || !inp) throw_input("matmul_forward_packed: null out/inp pointer", "matmul_forward_packed");
   if (w.q8_ && !w.q8_->sb.empty()) {
-    matmul_forward_kc(out, inp, w.q8_->sb.data(), w.q8_->ggml_type, w.q8_->a8, w.q8_->x8, bias, M, w.N_, w.K_, w.isa_);
+    matmul_forward_kc(out, inp, w.q8_->sb.data(), w.q8_->ggml_type, w.q8_->a8, w.q8_->xw, bias, M, w.N_, w.K_, w.isa_);
     return;
   }
   if (w.q8_) {

@@ -1001,54 +1001,60 @@ RTX_Q8_AVX2 void tile_q8x8_i8_avx2(const QuantRows& r, int64_t m0, const int8_t*
   _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) _mm256_storeu_ps(res[i], acc[i]);
 }
 
-// ---- AVX2, 8 columns at a time (the "x8" layouts of kquant() for Q4_K and Q6_K) -------------
-// Per group of 8 weight rows (output columns; the last group padded with zero columns) and
-// super-block, kc_x8_bytes(T) bytes (8 x kc_bytes(T)):
+// ---- 8 (AVX2) or 16 (AVX-512 VNNI) columns at a time: the "x8" / "x16" layouts of kquant() --
+// Per group of W weight rows (output columns; W 8 or 16; the last group padded with zero columns)
+// and super-block, kc_xw_bytes(T, W) bytes (W x kc_bytes(T)); offsets for W = 8 (x16: twice):
 //  Q4_K: [f32 d[8]][f32 dmin[8]][u8 sc[8 sub-blocks][8]][u8 m[8][8]][qs 1024]
 //  Q5_K: as Q4_K, then [qh 256] after qs
 //  Q6_K: [f32 d[8]][i8 sc[16 groups of 16][8]][ql 1024][qh 512]
-// Quants: sub-block h (32 values) in 8 steps t of 4 values; one 32-byte vector holds a step's 4
-// values of each of the 8 columns (byte 4c + j: value 4t + j of column c). qs / ql at
-// 256(h/2) + 32t: low nibbles sub-block h even, high nibbles h odd (Q6_K: the low 4 bits);
-// Q5_K qh at 1216 + 32t: bit h of each byte is the value's bit 4; Q6_K qh at 1184 + 256(h/4) +
-// 32t: bits 2(h%4), 2(h%4)+1 of each byte are the value's high 2 bits.
-// With 4 inputs of a row broadcast, pmaddubsw puts 2 products' sums of each column in its two
-// int16 lanes; those add up in int16 over a sub-block's steps (Q4_K: 8 steps, at most
+// Quants: sub-block h (32 values) in 8 steps t of 4 values; one 4W-byte vector holds a step's 4
+// values of each of the W columns (byte 4c + j: value 4t + j of column c). qs / ql at
+// 32W(h/2) + 4Wt: low nibbles sub-block h even, high nibbles h odd (Q6_K: the low 4 bits);
+// Q5_K qh at 152W + 4Wt: bit h of each byte is the value's bit 4; Q6_K qh at 148W + 32W(h/4) +
+// 4Wt: bits 2(h%4), 2(h%4)+1 of each byte are the value's high 2 bits.
+// AVX2 (x8): with 4 inputs of a row broadcast, pmaddubsw puts 2 products' sums of each column in
+// its two int16 lanes; those add up in int16 over a sub-block's steps (Q4_K: 8 steps, at most
 // 8 * 2 * 15 * 127 = 30480; Q5_K: 4 steps, 4 * 2 * 31 * 127 = 31496; Q6_K: 2 steps,
 // 2 * 2 * 63 * 127 = 32004), so the widening pmaddwd runs once per sub-block (Q4_K, against
 // ones), per 4 steps (Q5_K) or per 2 steps (Q6_K, against the columns' int16 scales), and the
 // conversion and FMA once per sub-block and row.
+// AVX-512 VNNI (x16): vpdpbusd adds each column's 4 products straight into its int32 lane, 64
+// MACs an instruction; the same exact integer sums and then the same f32 operations per column
+// as x8, so the two give the same bits.
 
-constexpr int64_t kc_x8_bytes(uint32_t type) { return 8 * kc_bytes(type); }
+constexpr int64_t kc_xw_bytes(uint32_t type, int W) { return W * kc_bytes(type); }
+constexpr int64_t kc_x8_bytes(uint32_t type) { return kc_xw_bytes(type, 8); }
 
-/// Writes the x8 layout of columns n0..n0+7 (those < N) of super-block b from the repacked rows
-/// at sb (row stride nsb * kc_bytes(type)) into out (kc_x8_bytes(type) bytes, zeroed).
-void pack_kc_x8(uint32_t type, const uint8_t* sb, int64_t nsb, int64_t N, int64_t n0, int64_t b, uint8_t* out) {
-  std::memset(out, 0, static_cast<size_t>(kc_x8_bytes(type)));
-  for (int64_t c = 0; c < 8 && n0 + c < N; ++c) {
+/// Writes the x8 (W 8) or x16 (W 16) layout of columns n0..n0+W-1 (those < N) of super-block b
+/// from the repacked rows at sb (row stride nsb * kc_bytes(type)) into out (kc_xw_bytes(type, W)
+/// bytes, zeroed).
+void pack_kc_xw(uint32_t type, int W, const uint8_t* sb, int64_t nsb, int64_t N, int64_t n0, int64_t b, uint8_t* out) {
+  std::memset(out, 0, static_cast<size_t>(kc_xw_bytes(type, W)));
+  for (int64_t c = 0; c < W && n0 + c < N; ++c) {
     const uint8_t* in = sb + ((n0 + c) * nsb + b) * kc_bytes(type);
     uint8_t q[256];
     float s[16], o[16];
     unpack_kc_q(type, in, q, s, o);
     std::memcpy(out + 4 * c, in, 4);  // d
     if (type != 14) {
-      std::memcpy(out + 32 + 4 * c, in + 4, 4);  // dmin
+      std::memcpy(out + 4 * W + 4 * c, in + 4, 4);  // dmin
       for (int h = 0; h < 8; ++h) {
-        out[64 + 8 * h + c] = in[8 + h];
-        out[128 + 8 * h + c] = in[16 + h];
+        out[8 * W + W * h + c] = in[8 + h];
+        out[16 * W + W * h + c] = in[16 + h];
       }
     } else {
-      for (int g = 0; g < 16; ++g) out[32 + 8 * g + c] = in[4 + g];
+      for (int g = 0; g < 16; ++g) out[4 * W + W * g + c] = in[4 + g];
     }
-    uint8_t* qs = out + (type == 14 ? 160 : 192);
-    uint8_t* qh = out + 1184;
+    uint8_t* qs = out + (type == 14 ? 20 : 24) * W;
+    uint8_t* qh = out + 148 * W;
     for (int h = 0; h < 8; ++h)
       for (int t = 0; t < 8; ++t)
         for (int j = 0; j < 4; ++j) {
           const uint8_t v = q[32 * h + 4 * t + j];
-          qs[256 * (h / 2) + 32 * t + 4 * c + j] |= static_cast<uint8_t>((v & 15) << (4 * (h % 2)));
-          if (type == 13) out[1216 + 32 * t + 4 * c + j] |= static_cast<uint8_t>((v >> 4) << h);
-          if (type == 14) qh[256 * (h / 4) + 32 * t + 4 * c + j] |= static_cast<uint8_t>((v >> 4) << (2 * (h % 4)));
+          const int64_t at = 4 * W * t + 4 * c + j;
+          qs[32 * W * (h / 2) + at] |= static_cast<uint8_t>((v & 15) << (4 * (h % 2)));
+          if (type == 13) out[152 * W + at] |= static_cast<uint8_t>((v >> 4) << h);
+          if (type == 14) qh[32 * W * (h / 4) + at] |= static_cast<uint8_t>((v >> 4) << (2 * (h % 4)));
         }
   }
 }
@@ -1166,6 +1172,91 @@ RTX_Q8_AVX2 void tile_kc_x8_avx2(const QuantRows& r, int64_t m0, const uint8_t* 
   _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) _mm256_storeu_ps(res[i], acc[i]);
 }
 
+constexpr int kRowTileX16 = 8;  // rows of the x16 tiles (2 zmm each: 16 of the 32 registers)
+
+/// Step t of sub-block h of an x16 super-block at sb (T 12 Q4_K, 13 Q5_K, 14 Q6_K): 4 unsigned
+/// quants of each of the 16 columns (byte 4c + j: value 4t + j of column c); as x8_quants.
+template <uint32_t T>
+RTX_KQ_VNNI inline __attribute__((always_inline)) __m512i x16_quants(const uint8_t* sb, int h, int t) {
+  const __m512i lo4 = _mm512_set1_epi8(0x0F);
+  const __m512i raw = _mm512_loadu_si512(sb + (T == 14 ? 320 : 384) + 512 * (h / 2) + 64 * t);
+  __m512i q = h % 2 ? _mm512_and_si512(_mm512_srli_epi16(raw, 4), lo4) : _mm512_and_si512(raw, lo4);
+  if constexpr (T == 13) {  // 16-bit shifts: each byte's result is masked before it moves up
+    const __m512i rh = _mm512_loadu_si512(sb + 2432 + 64 * t);
+    const __m512i hb = _mm512_and_si512(_mm512_srl_epi16(rh, _mm_cvtsi32_si128(h)), _mm512_set1_epi8(1));
+    q = _mm512_or_si512(q, _mm512_slli_epi16(hb, 4));
+  }
+  if constexpr (T == 14) {
+    const __m512i rh = _mm512_loadu_si512(sb + 2368 + 512 * (h / 4) + 64 * t);
+    const __m512i hb = _mm512_and_si512(_mm512_srl_epi16(rh, _mm_cvtsi32_si128(2 * (h % 4))), _mm512_set1_epi8(3));
+    q = _mm512_or_si512(q, _mm512_slli_epi16(hb, 4));
+  }
+  return q;
+}
+
+/// res[i][c] = row m0 + i of r . column c of the group's nsb x16 super-blocks at sb (T 12 Q4_K,
+/// 13 Q5_K, 14 Q6_K), i < MT, c < 16; AVX-512 VNNI. Per step and row: the row's 4 int8 inputs
+/// broadcast and one vpdpbusd (u8 quants x s8 inputs, exact int32 per column). Per sub-block h
+/// and row, the same operations as tile_kc_x8_avx2 per column: Q4_K/Q5_K one conversion and an
+/// FMA with d * sc times the row's sx, then -dmin * m times sx * sum(xq); Q6_K the two groups'
+/// sums times their int8 scales in int32 (at most 2 * 16 * 63 * 127 * 128, exact), one
+/// conversion and FMA with d * sx, then -32 d sc times sx * sum(xq) per 16. Each row's
+/// operations are the same whatever MT is (batch invariant), and the same bits as x8 on AVX2.
+template <int MT, uint32_t T>
+RTX_KQ_VNNI void tile_kc_x16_avx512(const QuantRows& r, int64_t m0, const uint8_t* sb, int64_t nsb, float (*res)[16]) {
+  __m512 acc[MT];
+  _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) acc[i] = _mm512_setzero_ps();
+  const int64_t K = r.K, nb = K / 32;
+  const int8_t* xr = r.xq + m0 * K;
+  for (int64_t b = 0; b < nsb; ++b, sb += kc_xw_bytes(T, 16)) {
+    prefetch_ahead(sb, kc_xw_bytes(T, 16));
+    const __m512 dv = _mm512_loadu_ps(reinterpret_cast<const float*>(sb));
+    for (int h = 0; h < 8; ++h) {
+      const int64_t blk = 8 * b + h;  // the rows' 32-value input block
+      const int8_t* xh = xr + 32 * blk;
+      __m512i ia[MT], ib[MT];  // Q6_K: ia group 2h (steps 0-3), ib group 2h+1 (steps 4-7)
+      _Pragma("GCC unroll 8") for (int t = 0; t < 8; ++t) {
+        const __m512i q = x16_quants<T>(sb, h, t);
+        _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) {
+          int32_t x4;
+          std::memcpy(&x4, xh + i * K + 4 * t, 4);
+          const __m512i xv = _mm512_set1_epi32(x4);
+          if (T == 14 && t >= 4) ib[i] = _mm512_dpbusd_epi32(t == 4 ? _mm512_setzero_si512() : ib[i], q, xv);
+          else ia[i] = _mm512_dpbusd_epi32(t == 0 ? _mm512_setzero_si512() : ia[i], q, xv);
+        }
+      }
+      __m512 sv, ov0, ov1;
+      if constexpr (T != 14) {
+        sv = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 128 + 16 * h)))));
+        ov0 = _mm512_mul_ps(_mm512_loadu_ps(reinterpret_cast<const float*>(sb + 64)),
+                            _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 256 + 16 * h)))));
+        ov0 = _mm512_sub_ps(_mm512_setzero_ps(), ov0);
+        ov1 = ov0;
+      } else {
+        sv = dv;
+        const __m512 m32d = _mm512_mul_ps(dv, _mm512_set1_ps(-32.0f));
+        const __m512i sc0 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 64 + 16 * (2 * h))));
+        const __m512i sc1 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 64 + 16 * (2 * h + 1))));
+        ov0 = _mm512_mul_ps(m32d, _mm512_cvtepi32_ps(sc0));
+        ov1 = _mm512_mul_ps(m32d, _mm512_cvtepi32_ps(sc1));
+        _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i)
+          ia[i] = _mm512_add_epi32(_mm512_mullo_epi32(ia[i], sc0), _mm512_mullo_epi32(ib[i], sc1));
+      }
+      _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) {
+        const int64_t at = (m0 + i) * nb + blk;
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[i]), _mm512_mul_ps(sv, _mm512_set1_ps(r.sx[at])), acc[i]);
+        if constexpr (T != 14) {
+          acc[i] = _mm512_fmadd_ps(ov0, _mm512_set1_ps(r.xs32[at]), acc[i]);
+        } else {
+          acc[i] = _mm512_fmadd_ps(ov0, _mm512_set1_ps(r.xs16[2 * at]), acc[i]);
+          acc[i] = _mm512_fmadd_ps(ov1, _mm512_set1_ps(r.xs16[2 * at + 1]), acc[i]);
+        }
+      }
+    }
+  }
+  _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) _mm512_storeu_ps(res[i], acc[i]);
+}
+
 /// Scalar: per 16 values, the exact int32 dot times s * sx, plus o * (sx * sum(xq)).
 void row_kc_i8_scalar(uint32_t type, const QuantRows& r, int64_t m, const uint8_t* sb, int64_t nsb, float* res) {
   float acc = 0, off = 0;
@@ -1264,20 +1355,21 @@ PackedMatmulWeight PackedMatmulWeight::kquant(uint32_t ggml_type, const uint8_t*
   const int64_t nsb = K / 256;
   const int64_t out_bytes = kc_bytes(ggml_type);
   qk->sb.resize(static_cast<size_t>(N * nsb * out_bytes));
-  const bool interleave = int8_activations && w.isa_ == Isa::Avx512;  // the lane-stable order
+  // 8-bit activations: W columns at a time (x8 on AVX2, x16 on AVX-512 VNNI; tile_kc_x8_avx2,
+  // tile_kc_x16_avx512); AVX-512 without VNNI keeps a column at a time in the lane-stable order.
+  qk->xw = !int8_activations ? 0 : w.isa_ == Isa::Avx2 ? 8 : w.isa_ == Isa::Avx512 && cpu_has_avx512_vnni() ? 16 : 0;
+  const bool interleave = int8_activations && w.isa_ == Isa::Avx512 && qk->xw == 0;  // the lane-stable order
   for (int64_t i = 0; i < N * nsb; ++i) {
     repack_kquant(ggml_type, blocks + static_cast<size_t>(i) * block_bytes, qk->sb.data() + i * out_bytes);
     if (interleave) interleave_kquant(ggml_type, qk->sb.data() + i * out_bytes);
   }
-  // AVX2 with 8-bit activations: 8 columns at a time (tile_kc_x8_avx2).
-  qk->x8 = int8_activations && w.isa_ == Isa::Avx2;
-  if (qk->x8) {
-    const int64_t ngroups = (N + 7) / 8;
-    std::vector<uint8_t> x8(static_cast<size_t>(ngroups * nsb * kc_x8_bytes(ggml_type)));
+  if (qk->xw) {
+    const int W = qk->xw;
+    const int64_t ngroups = (N + W - 1) / W, gb = kc_xw_bytes(ggml_type, W);
+    std::vector<uint8_t> xw(static_cast<size_t>(ngroups * nsb * gb));
     for (int64_t G = 0; G < ngroups; ++G)
-      for (int64_t b = 0; b < nsb; ++b)
-        pack_kc_x8(ggml_type, qk->sb.data(), nsb, N, 8 * G, b, x8.data() + (G * nsb + b) * kc_x8_bytes(ggml_type));
-    qk->sb = std::move(x8);
+      for (int64_t b = 0; b < nsb; ++b) pack_kc_xw(ggml_type, W, qk->sb.data(), nsb, N, W * G, b, xw.data() + (G * nsb + b) * gb);
+    qk->sb = std::move(xw);
   }
   w.q8_ = std::move(qk);
   return w;
@@ -1354,10 +1446,35 @@ void matmul_forward_q8(float* out, const float* inp, const int8_t* q, const floa
 
 /// The K-quant branch of matmul_forward_packed over repacked super-blocks: f32 activations
 /// (tile_kc_*) or, a8, 8-bit ones (tile_kc_i8_*).
-void matmul_forward_kc(float* out, const float* inp, const uint8_t* sb, uint32_t type, bool a8, bool x8, const float* bias, int M,
+void matmul_forward_kc(float* out, const float* inp, const uint8_t* sb, uint32_t type, bool a8, int xw, const float* bias, int M,
                        int N, int K, Isa isa) {
   const int64_t nsb = K / 256;
-  if (x8) {  // kquant() builds the x8 layout only for AVX2
+  if (xw == 16) {  // kquant() builds the x16 layout only for AVX-512 with VNNI
+    if (isa != Isa::Avx512 || !cpu_has_avx512_vnni() || type < 12 || type > 14)
+      throw_internal("matmul_forward_packed: a K-quant x16 weight on a CPU without AVX-512 VNNI", "weight");
+    const QuantRows qr = quantize_rows(inp, M, K, Isa::Avx2, type);  // natural order, ties to even
+    using TileX16 = void (*)(const QuantRows&, int64_t, const uint8_t*, int64_t, float (*)[16]);
+#define RTX_X16_ROW(T) {tile_kc_x16_avx512<1, T>, tile_kc_x16_avx512<2, T>, tile_kc_x16_avx512<3, T>, tile_kc_x16_avx512<4, T>, \
+                        tile_kc_x16_avx512<5, T>, tile_kc_x16_avx512<6, T>, tile_kc_x16_avx512<7, T>, tile_kc_x16_avx512<8, T>}
+    static const TileX16 tiles_all[3][kRowTileX16] = {RTX_X16_ROW(12), RTX_X16_ROW(13), RTX_X16_ROW(14)};
+#undef RTX_X16_ROW
+    const TileX16* tiles = tiles_all[type - 12];
+    const int64_t group_bytes = nsb * kc_xw_bytes(type, 16);
+    const int64_t ngroups = (N + 15) / 16;
+#pragma omp parallel for schedule(static) if (!omp_in_parallel() && static_cast<int64_t>(M) * N * K > (1 << 16))
+    for (int64_t G = 0; G < ngroups; ++G) {
+      alignas(64) float res[kRowTileX16][16];
+      const int cols = static_cast<int>(std::min<int64_t>(16, N - 16 * G));
+      for (int64_t m0 = 0; m0 < M; m0 += kRowTileX16) {  // the group's quants stay in L1
+        const int rows = static_cast<int>(std::min<int64_t>(kRowTileX16, M - m0));
+        tiles[rows - 1](qr, m0, sb + G * group_bytes, nsb, res);
+        for (int i = 0; i < rows; ++i)
+          for (int j = 0; j < cols; ++j) out[(m0 + i) * N + 16 * G + j] = res[i][j] + (bias ? bias[16 * G + j] : 0.0f);
+      }
+    }
+    return;
+  }
+  if (xw == 8) {  // kquant() builds the x8 layout only for AVX2
     if (isa != Isa::Avx2 || type < 12 || type > 14)
       throw_internal("matmul_forward_packed: a K-quant x8 weight on an ISA other than AVX2", "weight");
     const QuantRows qr = quantize_rows(inp, M, K, Isa::Avx2, type);

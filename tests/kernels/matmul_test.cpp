@@ -590,7 +590,7 @@ TEST_CASE("matmul K-quant weights with 8-bit activations: float64 references, ev
   }
 }
 
-TEST_CASE("matmul K-quants, 8-bit activations: AVX-512 VNNI x16 tiles give the AVX2 x8 tiles' bits", "[cpu][matmul]") {
+TEST_CASE("matmul Q8_0 and K-quants, 8-bit activations: AVX-512 VNNI x16 tiles give the AVX2 x8 tiles' bits", "[cpu][matmul]") {
   // x16 (vpdpbusd, 16 columns a group, 8-row tiles) and x8 (pmaddubsw, 8 columns, 4-row tiles)
   // compute the same exact integer sums and the same f32 operations per column, so every output
   // must match bit for bit; the x8 path itself is checked against float64 above. Odd N pads the
@@ -600,19 +600,32 @@ TEST_CASE("matmul K-quants, 8-bit activations: AVX-512 VNNI x16 tiles give the A
     return;
   }
   IsaGuard guard;
-  for (uint32_t type : {12u, 13u, 14u}) {
-    for (auto [N, K] : {std::pair{1, 256}, std::pair{7, 512}, std::pair{17, 256}, std::pair{127, 768}}) {
-      const std::vector<uint8_t> blocks = random_kquant(type, static_cast<size_t>(N) * (K / 256), type * 31 + N);
+  for (uint32_t type : {8u, 12u, 13u, 14u}) {
+    for (auto [N, K] : {std::pair{1, 256}, std::pair{7, 512}, std::pair{17, 256}, std::pair{127, 768}, std::pair{5, 96}}) {
+      if (type != 8 && K % 256 != 0) continue;
+      std::vector<uint8_t> blocks;
+      if (type == 8) {  // ggml Q8_0 blocks of sin weights, and one all -128 block (the extreme quant)
+        std::vector<float> wf(static_cast<size_t>(N) * K);
+        for (size_t i = 0; i < wf.size(); ++i) wf[i] = static_cast<float>(std::sin(0.29 * static_cast<double>(i)) * (1 + i % 3));
+        blocks = rtx::test::quantize_q8_0(wf, nullptr);
+        for (int j = 2; j < 34; ++j) blocks[j] = 0x80;
+      } else {
+        blocks = random_kquant(type, static_cast<size_t>(N) * (K / 256), type * 31 + N);
+      }
       const int Mmax = 33;
       std::vector<float> x(static_cast<size_t>(Mmax) * K), bias(N);
       for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.013 * static_cast<double>(i * i % 9973)) * (1 + i % 5));
       for (int j = 0; j < N; ++j) bias[j] = 0.02f * static_cast<float>(j % 7) - 0.06f;
-      set_cpu_isa(Isa::Avx2);
-      const PackedMatmulWeight w8 = PackedMatmulWeight::kquant(type, blocks.data(), N, K, true);
-      set_cpu_isa(Isa::Avx512);
-      const PackedMatmulWeight w16 = PackedMatmulWeight::kquant(type, blocks.data(), N, K, true);
-      // x16 stores 16 columns a group: its buffer is that of 16 repacked rows per group.
-      CHECK(w16.bytes() >= static_cast<size_t>((N + 15) / 16 * 16) * (K / 256) * (type == 12 ? 152 : type == 13 ? 184 : 212));
+      auto pack = [&](Isa isa) {
+        set_cpu_isa(isa);
+        return type == 8 ? PackedMatmulWeight::q8_0(blocks.data(), N, K, true) : PackedMatmulWeight::kquant(type, blocks.data(), N, K, true);
+      };
+      const PackedMatmulWeight w8 = pack(Isa::Avx2), w16 = pack(Isa::Avx512);
+      REQUIRE(w16.int8_activations());
+      // x16 stores 16 columns a group (the last padded): 1.0625 bytes per Q8_0 weight, 152/184/212 per 256 K-quant weights.
+      const size_t cols16 = static_cast<size_t>((N + 15) / 16 * 16);
+      CHECK(w16.bytes() == (type == 8 ? cols16 * K + cols16 * (K / 32) * 4
+                                      : cols16 * (K / 256) * (type == 12 ? 152 : type == 13 ? 184 : 212)));
       for (int M : {1, 3, 8, 9, 16, 33}) {
         INFO(w16.format() << " N " << N << " K " << K << " M " << M);
         std::vector<float> a(static_cast<size_t>(M) * N, NAN), b(a.size(), NAN);

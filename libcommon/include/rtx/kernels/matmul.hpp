@@ -142,17 +142,18 @@ class PackedMatmulWeight {
   std::unique_ptr<float, Free> packed_;  // 64-byte aligned
   size_t size_ = 0;
   struct Q8 {
-    std::vector<int8_t> q;   // Q8_0: N*K quants, row-major; a8 (AVX2): 8-column groups (q8_0())
-    std::vector<float> d;    // Q8_0: N*(K/32) scales; a8: 8 per group and block
+    std::vector<int8_t> q;   // Q8_0: N*K quants, row-major; a8: xw-column groups (q8_0())
+    std::vector<float> d;    // Q8_0: N*(K/32) scales; a8: xw per group and block
     const char* type = "";   // "Q8_0", "Q4_K", ...
     bool a8 = false;         // 8-bit activations (integer dot products); K-quants, or Q8_0 W8A8
     // K-quants: the file's super-blocks, repacked (q and d then empty).
     // Per 256 values: Q4_K f32 d, f32 dmin, u8 sc[8], u8 m[8], qs[128] (152 B); Q5_K the same
     // plus qh[32] before qs (184 B); Q6_K f32 d, i8 sc[16], ql[128], qh[64] (212 B).
-    // xw 8 (AVX2) or 16 (AVX-512 VNNI), 8-bit activations: that many rows (output columns) at
-    // a time, the "x8"/"x16" layouts of matmul_q8.cpp; 0: a row at a time.
     std::vector<uint8_t> sb;
     uint32_t ggml_type = 0;
+    // Q8_0 and K-quants with 8-bit activations: xw 8 (AVX2, or AVX-512 without VNNI for Q8_0)
+    // or 16 (AVX-512 VNNI) weight rows (output columns) at a time, the "x8"/"x16" layouts of
+    // matmul_q8.cpp; 0: a row at a time.
     int xw = 0;
   };
   std::shared_ptr<const Q8> q8_;  // set for Q8_0 weights (packed_ then empty)

@@ -491,7 +491,7 @@ size_t PackedMatmulWeight::panel_offset(int kblock, int panel) const {
   return static_cast<size_t>((static_cast<int64_t>(panel) * K_ + k0) * prm_.NR);
 }
 
-void matmul_forward_q8(float* out, const float* inp, const int8_t* q, const float* d, bool a8, const float* bias, int M, int N,
+void matmul_forward_q8(float* out, const float* inp, const int8_t* q, const float* d, bool a8, int xw, const float* bias, int M, int N,
                        int K, Isa isa);  // matmul_q8.cpp
 void matmul_forward_kc(float* out, const float* inp, const uint8_t* sb, uint32_t type, bool a8, int xw, const float* bias, int M,
                        int N, int K, Isa isa);  // matmul_q8.cpp
@@ -505,7 +505,7 @@ void matmul_forward_packed(float* out, const float* inp, const PackedMatmulWeigh
     return;
   }
   if (w.q8_) {
-    matmul_forward_q8(out, inp, w.q8_->q.data(), w.q8_->d.data(), w.q8_->a8, bias, M, w.N_, w.K_, w.isa_);
+    matmul_forward_q8(out, inp, w.q8_->q.data(), w.q8_->d.data(), w.q8_->a8, w.q8_->xw, bias, M, w.N_, w.K_, w.isa_);
     return;
   }
   const Isa isa = w.isa_;

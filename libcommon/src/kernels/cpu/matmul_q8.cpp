@@ -169,47 +169,36 @@ PackedMatmulWeight PackedMatmulWeight::q8_0(const uint8_t* blocks, int N, int K,
   q8->type = "Q8_0";
   q8->ggml_type = 8;
   const int64_t nb = K / 32;
-  if (int8_activations && w.isa_ == Isa::Avx512 && cpu_has_avx512_vnni() && K % 256 == 0) {
-    // W8A8: per 256 weights the 8 block scales (f32) and the quants + 128 as bytes, in the
-    // lane-stable order of the K-quant kernels (sub-blocks of 32, as Q4_K).
-    q8->a8 = true;
-    q8->sb.resize(static_cast<size_t>(N) * (K / 256) * kc_bytes(8));
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t g = 0; g < K / 256; ++g) {
-        uint8_t* out = q8->sb.data() + (n * (K / 256) + g) * kc_bytes(8);
-        const uint8_t* in = blocks + (n * nb + 8 * g) * 34;
-        for (int j = 0; j < 8; ++j) {
-          const float d = f16_to_f32(static_cast<uint16_t>(in[34 * j] | (in[34 * j + 1] << 8)));
-          std::memcpy(out + 4 * j, &d, 4);
-        }
-        for (int P = 0; P < 256; ++P) {
-          const int v = interleave_source(8, P);
-          out[32 + P] = static_cast<uint8_t>(static_cast<int8_t>(in[34 * (v / 32) + 2 + v % 32]) + 128);
-        }
-      }
-    w.q8_ = std::move(q8);
-    return w;
-  }
-  // W8A8 without VNNI (AVX2, or AVX-512 without VNNI): columns in groups of 8, the last padded
-  // with zero columns; per group and block of 32 values, q holds 8 steps of 32 bytes (step t:
-  // quants 4t..4t+3 of each column in turn) and d the 8 columns' scales (tile_q8x8_i8_avx2).
-  // Elsewhere (scalar) W8A32 on the natural layout: q row-major, d per row and block.
-  q8->a8 = int8_activations && (w.isa_ == Isa::Avx2 || w.isa_ == Isa::Avx512);
-  const int64_t ncols = q8->a8 ? (N + 7) / 8 * 8 : N;
-  q8->q.assign(static_cast<size_t>(ncols * K), 0);
+  // W8A8: columns in groups of W, the last padded with zero columns; per group and block of 32
+  // values, q holds 8 steps of 4W bytes (step t: quants 4t..4t+3 of each column in turn) and d
+  // the W columns' scales. W 16 on AVX-512 VNNI, the quants + 128 as bytes (tile_q8x16_i8_avx512);
+  // W 8 on AVX2 or AVX-512 without VNNI, signed (tile_q8x8_i8_avx2). Elsewhere (scalar) W8A32
+  // on the natural layout: q row-major, d per row and block.
+  const int W = !int8_activations ? 0
+                : w.isa_ == Isa::Avx512 && cpu_has_avx512_vnni() ? 16
+                : w.isa_ == Isa::Avx2 || w.isa_ == Isa::Avx512 ? 8 : 0;
+  q8->a8 = W != 0;
+  q8->xw = W;
+  const int64_t ncols = W ? (N + W - 1) / W * W : N;
+  q8->q.assign(static_cast<size_t>(ncols * K), W == 16 ? static_cast<int8_t>(-128) : 0);  // zero columns: 0 + 128 as u8
   q8->d.assign(static_cast<size_t>(ncols * nb), 0.0f);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = blocks + (n * nb + b) * 34;
       const float dv = f16_to_f32(static_cast<uint16_t>(blk[0] | (blk[1] << 8)));
-      if (!q8->a8) {
+      if (!W) {
         q8->d[static_cast<size_t>(n * nb + b)] = dv;
         std::memcpy(q8->q.data() + n * K + 32 * b, blk + 2, 32);
         continue;
       }
-      const int64_t G = n / 8, c = n % 8;
-      q8->d[static_cast<size_t>((G * nb + b) * 8 + c)] = dv;
-      for (int t = 0; t < 8; ++t) std::memcpy(q8->q.data() + (G * nb + b) * 256 + 32 * t + 4 * c, blk + 2 + 4 * t, 4);
+      const int64_t G = n / W, c = n % W;
+      q8->d[static_cast<size_t>((G * nb + b) * W + c)] = dv;
+      int8_t* qb = q8->q.data() + (G * nb + b) * 32 * W + 4 * c;
+      for (int t = 0; t < 8; ++t)
+        for (int j = 0; j < 4; ++j) {
+          const int v = static_cast<int8_t>(blk[2 + 4 * t + j]);
+          qb[4 * W * t + j] = static_cast<int8_t>(static_cast<uint8_t>(W == 16 ? v + 128 : v));
+        }
     }
   w.q8_ = std::move(q8);
   return w;
@@ -236,8 +225,8 @@ void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
 // [u8 m[8]][qs 128]; Q5_K the same with [qh 32] before qs; Q6_K [f32 d][i8 sc[16]][ql 128]
 // [qh 64]. qs/ql/qh are the file's bytes in the file's order (ggml-common.h).
 
-/// Bytes per 256 weights of the repacked layouts (type 8: Q8_0's W8A8 layout, see q8_0()).
-constexpr int64_t kc_bytes(uint32_t type) { return type == 8 ? 288 : type == 12 ? 152 : type == 13 ? 184 : 212; }
+/// Bytes per 256 weights of the repacked K-quant layouts (type 12 Q4_K, 13 Q5_K, 14 Q6_K).
+constexpr int64_t kc_bytes(uint32_t type) { return type == 12 ? 152 : type == 13 ? 184 : 212; }
 
 /// Repacks one file super-block `in` of `type` into `out` (kc_bytes(type) bytes).
 void repack_kquant(uint32_t type, const uint8_t* in, uint8_t* out) {
@@ -303,7 +292,7 @@ void unpack_kc_q(uint32_t type, const uint8_t* sb, uint8_t* q, float* s, float* 
 /// Q6_K (16 values, 4 per chunk).
 int interleave_source(uint32_t type, int P) {
   const int c = P / 64, b = P % 64;
-  return type == 14 ? 16 * (b / 4) + 4 * c + b % 4 : 32 * (b / 8) + 8 * c + b % 8;  // Q6_K; Q4_K, Q5_K, Q8_0
+  return type == 14 ? 16 * (b / 4) + 4 * c + b % 4 : 32 * (b / 8) + 8 * c + b % 8;  // Q6_K; Q4_K, Q5_K
 }
 
 /// Rewrites the quant bytes of a repacked super-block `sb` in the lane-stable order, in the
@@ -567,7 +556,7 @@ struct QuantRows {
   const float* sx;
   const float* xs32;
   const float* xs16;
-  const int32_t* xl;  // Q8_0 W8A8 only: per 256 values, 128 x the sum of int32 lane k's 16 xq (stride K/16)
+  const int32_t* xl;  // type 8 (Q8_0 W8A8 on AVX-512 VNNI) only: 128 x the sum of each 32-value block's xq (stride K/32)
   int64_t K;
 };
 
@@ -675,7 +664,15 @@ QuantRows quantize_rows(const float* x, int64_t M, int64_t K, Isa isa, uint32_t 
     xs16[static_cast<size_t>(2 * b)] = static_cast<float>(sum[0]) * scale;
     xs16[static_cast<size_t>(2 * b + 1)] = static_cast<float>(sum[1]) * scale;
   }
-  if (isa == Isa::Avx512) {
+  if (type == 8) {  // natural order: block b's 32 xq
+    xl.resize(static_cast<size_t>(M * nb));
+    for (int64_t b = 0; b < M * nb; ++b) {
+      int32_t t = 0;
+      for (int j = 0; j < 32; ++j) t += xq[static_cast<size_t>(32 * b + j)];
+      xl[static_cast<size_t>(b)] = 128 * t;
+    }
+  }
+  if (isa == Isa::Avx512 && type != 8) {
     static const auto table = [] {
       std::array<std::array<uint8_t, 256>, 2> t{};
       for (int P = 0; P < 256; ++P) {
@@ -686,41 +683,33 @@ QuantRows quantize_rows(const float* x, int64_t M, int64_t K, Isa isa, uint32_t 
     }();
     const auto& src = table[type == 14 ? 1 : 0];
     int8_t tmp[256];
-    if (type == 8) xl.resize(static_cast<size_t>(M * K / 16));
     for (int64_t blk = 0; blk < M * K / 256; ++blk) {
       int8_t* v = xq.data() + 256 * blk;
       std::memcpy(tmp, v, 256);
       for (int P = 0; P < 256; ++P) v[P] = tmp[src[P]];
-      if (type == 8)  // lane k of chunk c holds bytes 64c + 4k .. 64c + 4k + 3
-        for (int k = 0; k < 16; ++k) {
-          int32_t t = 0;
-          for (int c = 0; c < 4; ++c)
-            for (int j = 0; j < 4; ++j) t += v[64 * c + 4 * k + j];
-          xl[static_cast<size_t>(16 * blk + k)] = 128 * t;
-        }
     }
   }
   return {xq.data(), sx.data(), xs32.data(), xs16.data(), xl.data(), K};
 }
 
-/// acci[i] += (u8 quants v . s8 inputs of row i at xq + i*ld, 64 values) in 16 int32 lanes.
-template <int MT, bool VNNI>
-RTX_KQ_VNNI inline __attribute__((always_inline)) void chunk_i8(__m512i (&acci)[MT], __m512i v, const int8_t* xq, int64_t ld) {
+/// acci[i] += (u8 quants v . s8 inputs of row i at xq + i*ld, 64 values) in 16 int32 lanes
+/// (pmaddubsw + pmaddwd: AVX-512 without VNNI).
+template <int MT>
+RTX_Q8_AVX512 inline __attribute__((always_inline)) void chunk_i8(__m512i (&acci)[MT], __m512i v, const int8_t* xq, int64_t ld) {
   for (int i = 0; i < MT; ++i) {
     const __m512i x = _mm512_loadu_si512(xq + i * ld);
-    if constexpr (VNNI) acci[i] = _mm512_dpbusd_epi32(acci[i], v, x);
-    else acci[i] = _mm512_add_epi32(acci[i], _mm512_madd_epi16(_mm512_maddubs_epi16(v, x), _mm512_set1_epi16(1)));
+    acci[i] = _mm512_add_epi32(acci[i], _mm512_madd_epi16(_mm512_maddubs_epi16(v, x), _mm512_set1_epi16(1)));
   }
 }
 
 /// res[i] = row i of r (i < MT) . the nsb super-blocks of type T at sb, in the lane-stable
 /// order (interleave_kquant; r.xq permuted the same way). Every 64 quants of a super-block put
-/// sub-block k/2 (Q4_K, Q5_K, Q8_0) or k (Q6_K) in int32 lane k, so each row's four products per
-/// lane accumulate in integers over the whole super-block (vpdpbusd with VNNI, else pmaddubsw
-/// + pmaddwd: exact, no pair exceeds 2*63*127, no lane 4*64*63*127); one conversion and one FMA
+/// sub-block k/2 (Q4_K, Q5_K) or k (Q6_K) in int32 lane k, so each row's four products per
+/// lane accumulate in integers over the whole super-block (pmaddubsw + pmaddwd: exact, no pair exceeds 2*63*127, no lane 4*64*63*127); one conversion and one FMA
 /// with the lanes' s * sx per super-block and row. The offsets' term is an FMA per super-block.
-template <int MT, uint32_t T, bool VNNI>
-RTX_KQ_VNNI void tile_kc_i8_avx512(const QuantRows& r, int64_t m0, const uint8_t* sb, int64_t nsb, float* res) {
+/// AVX-512 without VNNI only (with VNNI, kquant() builds x16: tile_kc_x16_avx512).
+template <int MT, uint32_t T>
+RTX_Q8_AVX512 void tile_kc_i8_avx512(const QuantRows& r, int64_t m0, const uint8_t* sb, int64_t nsb, float* res) {
   // One accumulator per row, the offsets' term included (in a fixed order: the result still
   // depends on the row alone). Separate offset accumulators spilled at MT = 8.
   __m512 acc[MT];
@@ -734,9 +723,7 @@ RTX_KQ_VNNI void tile_kc_i8_avx512(const QuantRows& r, int64_t m0, const uint8_t
     __m512i acci[MT];
     for (int i = 0; i < MT; ++i) acci[i] = _mm512_setzero_si512();
     const int8_t* xb = r.xq + m0 * K + 256 * b;
-    if constexpr (T == 8) {
-      for (int c = 0; c < 4; ++c) chunk_i8<MT, VNNI>(acci, _mm512_loadu_si512(sb + 32 + 64 * c), xb + 64 * c, K);
-    } else if constexpr (T == 14) {
+    if constexpr (T == 14) {
       for (int n = 0; n < 2; ++n) {
         const __m512i ql = _mm512_loadu_si512(sb + 20 + 64 * n);
         const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 148 + 32 * n)));
@@ -748,8 +735,8 @@ RTX_KQ_VNNI void tile_kc_i8_avx512(const QuantRows& r, int64_t m0, const uint8_t
                                             _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh01), three), 4));
         const __m512i v23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), lo4),
                                             _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh23), three), 4));
-        chunk_i8<MT, VNNI>(acci, v01, xb + 128 * n, K);
-        chunk_i8<MT, VNNI>(acci, v23, xb + 128 * n + 64, K);
+        chunk_i8<MT>(acci, v01, xb + 128 * n, K);
+        chunk_i8<MT>(acci, v23, xb + 128 * n + 64, K);
       }
     } else {
       const uint8_t* qs = sb + (T == 13 ? 56 : 24);
@@ -763,20 +750,12 @@ RTX_KQ_VNNI void tile_kc_i8_avx512(const QuantRows& r, int64_t m0, const uint8_t
           v = _mm512_or_si512(v, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hb, hsh), _mm512_set1_epi8(1)), 4));
           hb = _mm512_srli_epi16(hb, 2);
         }
-        chunk_i8<MT, VNNI>(acci, v, xb + 64 * p, K);
+        chunk_i8<MT>(acci, v, xb + 64 * p, K);
       }
     }
     // Lane k's scale: weight scale times input scale of its sub-block; then the offsets.
     const __m512i pairs = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-    if constexpr (T == 8) {  // the quants were stored + 128: subtract 128 x each lane's inputs (exact)
-      const __m256 d8 = _mm256_loadu_ps(reinterpret_cast<const float*>(sb));
-      for (int i = 0; i < MT; ++i) {
-        const int64_t at = (m0 + i) * (K / 32) + 8 * b;
-        const __m512i dot = _mm512_sub_epi32(acci[i], _mm512_loadu_si512(r.xl + (m0 + i) * (K / 16) + 16 * b));
-        const __m512 S = _mm512_permutexvar_ps(pairs, _mm512_castps256_ps512(_mm256_mul_ps(d8, _mm256_loadu_ps(r.sx + at))));
-        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), S, acc[i]);
-      }
-    } else if constexpr (T == 14) {
+    if constexpr (T == 14) {
       const __m512 s16 = _mm512_mul_ps(
           _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 4)))), _mm512_set1_ps(d));
       const __m512 o16 = _mm512_mul_ps(s16, _mm512_set1_ps(-32.0f));
@@ -1001,6 +980,47 @@ RTX_Q8_AVX2 void tile_q8x8_i8_avx2(const QuantRows& r, int64_t m0, const int8_t*
   _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) _mm256_storeu_ps(res[i], acc[i]);
 }
 
+constexpr int kRowTileX16 = 8;  // rows of the x16 tiles (2 zmm each: 16 of the 32 registers)
+
+/// Q8_0 W8A8 on AVX-512 VNNI, 16 weight rows (output columns) at a time, on q8_0()'s x16
+/// layout: per block of 32 values, 8 steps of 64 bytes (4 quants + 128 of each of the 16
+/// columns). Per step and input row: the row's 4 int8 inputs broadcast and one vpdpbusd (u8
+/// quants + 128 x s8 inputs, at most 32 * 255 * 127 per lane); per block and row, 128 x the
+/// block's input sum (r.xl) subtracted in int32, which leaves each column's exact signed dot,
+/// then one conversion and one FMA with the columns' d times the row's sx: the same operations
+/// per column as tile_q8x8_i8_avx2, so the same bits. res[i][c], i < MT, c < 16; each row's
+/// operations are the same whatever MT is (batch invariant).
+template <int MT>
+RTX_KQ_VNNI void tile_q8x16_i8_avx512(const QuantRows& r, int64_t m0, const int8_t* qg, const float* dg, int64_t nb,
+                                      float (*res)[16]) {
+  __m512 acc[MT];
+  _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) acc[i] = _mm512_setzero_ps();
+  const int64_t K = r.K;
+  const int8_t* xr = r.xq + m0 * K;
+  const float* sxr = r.sx + m0 * nb;
+  const int32_t* xlr = r.xl + m0 * nb;
+  for (int64_t b = 0; b < nb; ++b) {
+    const int8_t* qb = qg + 512 * b;
+    prefetch_ahead(qb, 512);
+    prefetch_ahead(dg + 16 * b, 64);
+    __m512i ia[MT];
+    _Pragma("GCC unroll 8") for (int g = 0; g < 8; ++g) {
+      const __m512i w = _mm512_loadu_si512(qb + 64 * g);
+      _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) {
+        int32_t x4;
+        std::memcpy(&x4, xr + i * K + 32 * b + 4 * g, 4);
+        ia[i] = _mm512_dpbusd_epi32(g == 0 ? _mm512_setzero_si512() : ia[i], w, _mm512_set1_epi32(x4));
+      }
+    }
+    const __m512 dv = _mm512_loadu_ps(dg + 16 * b);
+    _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) {
+      const __m512i dot = _mm512_sub_epi32(ia[i], _mm512_set1_epi32(xlr[i * nb + b]));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dv, _mm512_set1_ps(sxr[i * nb + b])), acc[i]);
+    }
+  }
+  _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) _mm512_storeu_ps(res[i], acc[i]);
+}
+
 // ---- 8 (AVX2) or 16 (AVX-512 VNNI) columns at a time: the "x8" / "x16" layouts of kquant() --
 // Per group of W weight rows (output columns; W 8 or 16; the last group padded with zero columns)
 // and super-block, kc_xw_bytes(T, W) bytes (W x kc_bytes(T)); offsets for W = 8 (x16: twice):
@@ -1172,8 +1192,6 @@ RTX_Q8_AVX2 void tile_kc_x8_avx2(const QuantRows& r, int64_t m0, const uint8_t* 
   _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) _mm256_storeu_ps(res[i], acc[i]);
 }
 
-constexpr int kRowTileX16 = 8;  // rows of the x16 tiles (2 zmm each: 16 of the 32 registers)
-
 /// Step t of sub-block h of an x16 super-block at sb (T 12 Q4_K, 13 Q5_K, 14 Q6_K): 4 unsigned
 /// quants of each of the 16 columns (byte 4c + j: value 4t + j of column c); as x8_quants.
 template <uint32_t T>
@@ -1284,28 +1302,20 @@ bool cpu_has_avx512_vnni() {
   return has;
 }
 
-/// The 8-bit-activation tile for `rows` (1..8) of type 12/13/14 (K-quants) or 8 (Q8_0 W8A8,
-/// AVX-512 VNNI only) on `isa` (nullptr: scalar, or none for type 8).
+/// The one-column 8-bit-activation tile for `rows` (1..8) of type 12/13/14 on `isa` (AVX-512
+/// without VNNI: the lane-stable order; with VNNI kquant() builds x16 instead; nullptr: scalar).
 TileKcI8Fn tile_kc_i8_fn(Isa isa, int rows, uint32_t type) {
   const int t = static_cast<int>(type) - 12;
-#define RTX_KC_ROW3(F, T, V) {F<1, T, V>, F<2, T, V>, F<3, T, V>, F<4, T, V>, F<5, T, V>, F<6, T, V>, F<7, T, V>, F<8, T, V>}
 #define RTX_KC_ROW2(F, T) {F<1, T>, F<2, T>, F<3, T>, F<4, T>, F<5, T>, F<6, T>, F<7, T>, F<8, T>}
-  if (type == 8) {  // Q8_0 W8A8: built only with AVX-512 VNNI (q8_0())
-    static const TileKcI8Fn q8[8] = RTX_KC_ROW3(tile_kc_i8_avx512, 8, true);
-    return isa == Isa::Avx512 && cpu_has_avx512_vnni() ? q8[rows - 1] : nullptr;
-  }
   if (isa == Isa::Avx512) {
-    static const TileKcI8Fn v[3][8] = {RTX_KC_ROW3(tile_kc_i8_avx512, 12, true), RTX_KC_ROW3(tile_kc_i8_avx512, 13, true),
-                                       RTX_KC_ROW3(tile_kc_i8_avx512, 14, true)};
-    static const TileKcI8Fn nv[3][8] = {RTX_KC_ROW3(tile_kc_i8_avx512, 12, false), RTX_KC_ROW3(tile_kc_i8_avx512, 13, false),
-                                        RTX_KC_ROW3(tile_kc_i8_avx512, 14, false)};
-    return cpu_has_avx512_vnni() ? v[t][rows - 1] : nv[t][rows - 1];
+    static const TileKcI8Fn f[3][8] = {RTX_KC_ROW2(tile_kc_i8_avx512, 12), RTX_KC_ROW2(tile_kc_i8_avx512, 13),
+                                       RTX_KC_ROW2(tile_kc_i8_avx512, 14)};
+    return f[t][rows - 1];
   }
   if (isa == Isa::Avx2) {
     static const TileKcI8Fn f[3][8] = {RTX_KC_ROW2(tile_kc_i8_avx2, 12), RTX_KC_ROW2(tile_kc_i8_avx2, 13), RTX_KC_ROW2(tile_kc_i8_avx2, 14)};
     return f[t][rows - 1];
   }
-#undef RTX_KC_ROW3
 #undef RTX_KC_ROW2
   return nullptr;
 }
@@ -1396,9 +1406,31 @@ std::string weight_formats_summary(const std::vector<const PackedMatmulWeight*>&
 
 /// The Q8_0 branch of matmul_forward_packed: W8A32 on the natural layout, or a8 (AVX2
 /// instructions) W8A8 on q8_0()'s 8-column groups, inputs quantized per 32 values.
-void matmul_forward_q8(float* out, const float* inp, const int8_t* q, const float* d, bool a8, const float* bias, int M, int N,
-                       int K, Isa isa) {
+void matmul_forward_q8(float* out, const float* inp, const int8_t* q, const float* d, bool a8, int xw, const float* bias, int M,
+                       int N, int K, Isa isa) {
   const int64_t nb = K / 32;
+  if (a8 && xw == 16) {  // q8_0() builds x16 only on AVX-512 with VNNI
+    if (isa != Isa::Avx512 || !cpu_has_avx512_vnni())
+      throw_internal("matmul_forward_packed: a Q8_0 x16 weight on a CPU without AVX-512 VNNI", "weight");
+    const QuantRows qr = quantize_rows(inp, M, K, Isa::Avx2, 8);  // natural order, ties to even; xl
+    using TileX16 = void (*)(const QuantRows&, int64_t, const int8_t*, const float*, int64_t, float (*)[16]);
+    static const TileX16 tiles[kRowTileX16] = {tile_q8x16_i8_avx512<1>, tile_q8x16_i8_avx512<2>, tile_q8x16_i8_avx512<3>,
+                                               tile_q8x16_i8_avx512<4>, tile_q8x16_i8_avx512<5>, tile_q8x16_i8_avx512<6>,
+                                               tile_q8x16_i8_avx512<7>, tile_q8x16_i8_avx512<8>};
+    const int64_t ngroups = (N + 15) / 16;
+#pragma omp parallel for schedule(static) if (!omp_in_parallel() && static_cast<int64_t>(M) * N * K > (1 << 16))
+    for (int64_t G = 0; G < ngroups; ++G) {
+      alignas(64) float res[kRowTileX16][16];
+      const int cols = static_cast<int>(std::min<int64_t>(16, N - 16 * G));
+      for (int64_t m0 = 0; m0 < M; m0 += kRowTileX16) {  // the group's quants stay in L1
+        const int rows = static_cast<int>(std::min<int64_t>(kRowTileX16, M - m0));
+        tiles[rows - 1](qr, m0, q + G * nb * 512, d + G * nb * 16, nb, res);
+        for (int i = 0; i < rows; ++i)
+          for (int j = 0; j < cols; ++j) out[(m0 + i) * N + 16 * G + j] = res[i][j] + (bias ? bias[16 * G + j] : 0.0f);
+      }
+    }
+    return;
+  }
   if (a8 && isa != Isa::Avx2 && isa != Isa::Avx512)  // q8_0() sets a8 only where it runs
     throw_internal("matmul_forward_packed: a Q8_0 W8A8 weight on a CPU without AVX2", "weight");
   if (a8) {
@@ -1515,8 +1547,6 @@ void matmul_forward_kc(float* out, const float* inp, const uint8_t* sb, uint32_t
   }
   const int64_t row_bytes = nsb * kc_bytes(type);
   const int64_t nchunks = (N + kColChunk - 1) / kColChunk;
-  if (type == 8 && !tile_kc_i8_fn(isa, 1, 8))  // q8_0() builds this layout only where it runs
-    throw_internal("matmul_forward_packed: a Q8_0 W8A8 weight on a CPU without AVX-512 VNNI", "weight");
   // Rows quantized once, by this thread, before the parallel region (the workers read them).
   const QuantRows qr = a8 ? quantize_rows(inp, M, K, isa, type) : QuantRows{};
   // AVX2 K-quants with more than one row tile: each column chunk is unpacked once and its

@@ -84,11 +84,12 @@ class PackedMatmulWeight {
   ///   1.06 bytes per weight instead of 4); matmul_forward_packed converts 32 weights at a time
   ///   to f32 (q*d, exact) and accumulates in f32.
   ///  W8A8 (int8_activations true), as llama.cpp's Q8_0 x Q8_0: inputs quantized to int8 per 32
-  ///   values as for the K-quants, exact integer dots, one scale d * sx per 32. With AVX-512 VNNI
-  ///   and K % 256 == 0 the quants + 128 are held as bytes in the K-quant kernels' lane-stable
-  ///   order (1.125 bytes per weight; vpdpbusd, minus 128 x the inputs' sums); otherwise (AVX2,
-  ///   or AVX-512 without VNNI) the W8A32 layout with signed pmaddubsw products. Relative error
-  ///   of order 1e-3 from the 8-bit inputs; batch invariant.
+  ///   values as for the K-quants, exact integer dots, one scale d * sx per 32. Weight rows are
+  ///   regrouped 16 at a time with AVX-512 VNNI (the quants + 128 as bytes for vpdpbusd, minus
+  ///   128 x the inputs' sums), else 8 at a time (AVX2, or AVX-512 without VNNI; signed
+  ///   pmaddubsw products); ~1.06 bytes per weight either way, the last group padded with zero
+  ///   rows; both give the same bits. Relative error of order 1e-3 from the 8-bit inputs; batch
+  ///   invariant.
   /// Error(Input) on N <= 0, K not a positive multiple of 32, or null blocks.
   static PackedMatmulWeight q8_0(const uint8_t* blocks, int N, int K, bool int8_activations = false);
   /// A weight kept in one of ggml's K-quant formats (ggml_type 12 Q4_K, 13 Q5_K, 14 Q6_K;
@@ -102,9 +103,11 @@ class PackedMatmulWeight {
   ///   Q6_K (q-32)*s; each exact in f32) and accumulated with the f32 inputs, as for Q8_0.
   ///  true (as llama.cpp): matmul_forward_packed quantizes each input row to int8 per 32 values
   ///   (scale sx = max|x|/127) and takes exact integer dot products (vpdpbusd with AVX-512 VNNI,
-  ///   else pmaddubsw/pmaddwd): per sub-block s * sx * sum(q*xq) + o * sx * sum(xq). Relative
-  ///   error of order 1e-3 from the 8-bit inputs; about 3x less arithmetic per weight; rows
-  ///   still independent (batch invariant).
+  ///   else pmaddubsw/pmaddwd): per sub-block s * sx * sum(q*xq) + o * sx * sum(xq). The
+  ///   super-blocks are regrouped 16 weight rows at a time with AVX-512 VNNI and 8 on AVX2 (the
+  ///   same bits on both; AVX-512 without VNNI keeps a row at a time). Relative error of order
+  ///   1e-3 from the 8-bit inputs; about 3x less arithmetic per weight; rows still independent
+  ///   (batch invariant).
   /// Error(Input) on another type, N <= 0, K not a positive multiple of 256, or null blocks.
   static PackedMatmulWeight kquant(uint32_t ggml_type, const uint8_t* blocks, int N, int K, bool int8_activations = false);
   /// Whether q8_0() or kquant() takes ggml type `ggml_type` (8 Q8_0, 12 Q4_K, 13 Q5_K, 14 Q6_K).
@@ -163,7 +166,7 @@ class PackedMatmulWeight {
 /// How a model's matrices are held, for logs and /v1/models: "f32" when none is quantized,
 /// else each quantized format with its count over all, then the inputs' precision, e.g.
 /// "q4_k 40/49, q6_k 9/49, 8-bit activations" ("f32 activations", or "8-bit activations 9/13"
-/// when only some quantized matrices take 8-bit inputs, e.g. Q8_0 with K % 256 != 0).
+/// when only some quantized matrices take 8-bit inputs).
 std::string weight_formats_summary(const std::vector<const PackedMatmulWeight*>& ws);
 
 /// out (M,N) = inp (M,K) @ W^T + bias (N) with a packed W; bias may be nullptr. Bitwise equal

@@ -595,7 +595,7 @@ TEST_CASE("matmul Q8_0 and K-quants, 8-bit activations: AVX-512 VNNI x16 tiles g
   // compute the same exact integer sums and the same f32 operations per column, so every output
   // must match bit for bit; the x8 path itself is checked against float64 above. Odd N pads the
   // last group (1, 7, 17, 127 columns); M up to 33 covers partial row tiles of both.
-  if (cpu_isa_supported() != Isa::Avx512 || !__builtin_cpu_supports("avx512vnni")) {
+  if (cpu_isa_supported() != Isa::Avx512 || !rtx::kernels::cpu_has_avx512_vnni()) {
     WARN("SKIPPED: this CPU has no AVX-512 VNNI (the x16 tiles are not built)");
     return;
   }

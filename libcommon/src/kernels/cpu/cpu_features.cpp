@@ -34,6 +34,14 @@ bool cpu_has_f16c() noexcept {
   return has;
 }
 
+bool cpu_has_avx512_vnni() noexcept {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vnni") != 0;
+  }();
+  return has;
+}
+
 static std::atomic<int> g_active{-1};
 
 static Isa clamp(Isa want) { return static_cast<int>(want) <= static_cast<int>(cpu_isa_supported()) ? want : cpu_isa_supported(); }

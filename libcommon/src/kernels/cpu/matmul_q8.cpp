@@ -29,6 +29,7 @@
 
 #include "rtx/core/dtype.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/kernels/cpu_features.hpp"
 #include "rtx/kernels/matmul.hpp"
 
 namespace rtx::kernels {
@@ -145,7 +146,6 @@ TileFn tile_fn(Isa isa, int rows) {
   return nullptr;
 }
 
-bool cpu_has_avx512_vnni();
 int interleave_source(uint32_t type, int P);
 constexpr int64_t kc_bytes(uint32_t type);
 
@@ -784,160 +784,6 @@ RTX_Q8_AVX512 void tile_kc_i8_avx512(const QuantRows& r, int64_t m0, const uint8
     res[i] = hsum256(_mm256_add_ps(_mm512_castps512_ps256(acc[i]), _mm512_extractf32x8_ps(acc[i], 1)));
 }
 
-/// The 256 quants of a repacked super-block of type T (12 Q4_K, 13 Q5_K, 14 Q6_K) in natural
-/// order, unsigned (< 64): sub-block h's 32 values in q[h], as unpack_kc_q's q (ggml-common.h's
-/// bit layout: Q4_K/Q5_K nibbles of qs[32(h/2)..] (low for even h) plus Q5_K's bit h of qh;
-/// Q6_K low nibbles of ql plus 2-bit highs of qh).
-RTX_Q8_AVX2 inline __attribute__((always_inline)) __m256i load256(const uint8_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
-
-template <uint32_t T>
-RTX_Q8_AVX2 inline __attribute__((always_inline)) void unpack_kc_avx2(const uint8_t* sb, __m256i (&q)[8]) {
-  const __m256i lo4 = _mm256_set1_epi8(0x0F);
-  if constexpr (T == 14) {
-    // 16-bit shifts move bits across the two bytes of a lane; every result is masked per byte
-    // before it is shifted up, so nothing crosses.
-    const __m256i three = _mm256_set1_epi8(3);
-    for (int n = 0; n < 2; ++n) {
-      const __m256i ql0 = load256(sb + 20 + 64 * n), ql1 = load256(sb + 20 + 64 * n + 32), qh = load256(sb + 148 + 32 * n);
-      q[4 * n + 0] = _mm256_or_si256(_mm256_and_si256(ql0, lo4), _mm256_slli_epi16(_mm256_and_si256(qh, three), 4));
-      q[4 * n + 1] = _mm256_or_si256(_mm256_and_si256(ql1, lo4),
-                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), three), 4));
-      q[4 * n + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), lo4),
-                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), three), 4));
-      q[4 * n + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), lo4),
-                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), three), 4));
-    }
-  } else {
-    const uint8_t* qs = sb + (T == 13 ? 56 : 24);
-    for (int p = 0; p < 4; ++p) {
-      const __m256i raw = load256(qs + 32 * p);
-      q[2 * p] = _mm256_and_si256(raw, lo4);
-      q[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4);
-    }
-    if constexpr (T == 13) {  // bit h of qh[l]: +16 on value 32h + l
-      const __m256i qh = load256(sb + 24), one = _mm256_set1_epi8(1);
-      for (int h = 0; h < 8; ++h)
-        q[h] = _mm256_or_si256(q[h], _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(h)), one), 4));
-    }
-  }
-}
-
-/// One super-block of a K-quant weight row unpacked for the AVX2 int8 tiles (608 bytes): the
-/// quants in natural order, unsigned (< 64), and the scales as the tiles use them.
-///  - Q4_K/Q5_K: s[h] = d * sc[h] and o[h] = -dmin * m[h] per 32 values (h < 8).
-///  - Q6_K: sc16[h] the int8 scales of the two 16-value groups of 32-value step h (int16 lanes
-///    0-7 group 2h, 8-15 group 2h+1), s[0] = d, o[g] = -32 d sc[g] per 16 values (g < 16).
-struct alignas(32) KcUnpacked {
-  uint8_t q[256];
-  int16_t sc16[8][16];
-  float s[8];
-  float o[16];
-};
-
-/// Unpacks repacked super-block `sb` of type T (12 Q4_K, 13 Q5_K, 14 Q6_K) into `u`.
-template <uint32_t T>
-RTX_Q8_AVX2 inline __attribute__((always_inline)) void unpack_kc_sb_avx2(const uint8_t* sb, KcUnpacked& u) {
-  __m256i q[8];
-  unpack_kc_avx2<T>(sb, q);
-  for (int h = 0; h < 8; ++h) _mm256_store_si256(reinterpret_cast<__m256i*>(u.q + 32 * h), q[h]);
-  float d;
-  std::memcpy(&d, sb, 4);
-  if constexpr (T == 14) {
-    // Dword h of the 16 int16 scales holds sc[2h] | sc[2h+1] << 16; vpshufb spreads its low
-    // word over lanes 0-7 and its high word over lanes 8-15.
-    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 4));
-    const __m256i sc16 = _mm256_cvtepi8_epi16(sc);
-    const __m256i spread = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
-                                            2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
-    for (int h = 0; h < 8; ++h)
-      _mm256_store_si256(reinterpret_cast<__m256i*>(u.sc16[h]),
-                         _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(h)), spread));
-    u.s[0] = d;
-    const __m256 m32d = _mm256_set1_ps(-32.0f * d);
-    _mm256_store_ps(u.o, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)), m32d));
-    _mm256_store_ps(u.o + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))), m32d));
-  } else {
-    float dmin;
-    std::memcpy(&dmin, sb + 4, 4);
-    _mm256_store_ps(u.s, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 8)))),
-                                       _mm256_set1_ps(d)));
-    _mm256_store_ps(u.o, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 16)))),
-                                       _mm256_set1_ps(-dmin)));
-  }
-}
-
-/// Super-block b (unpacked in u) against rows m0..m0+MT-1 of r, added to acc (8 lanes per row).
-/// Per 32 weights and row: pmaddubsw, then pmaddwd against ones (Q4_K/Q5_K: lanes 0-3 and 4-7
-/// are the two 16-value halves) or against the groups' int16 scales (Q6_K: |sc| <= 128, so a
-/// lane stays below 2^23 and converts exactly), a conversion and an FMA with the row's scale
-/// (s[h] * sx for Q4_K/Q5_K, d * sx for Q6_K), broadcast from a per-row vector computed once
-/// per super-block. The offsets' term is one FMA (two for Q6_K) per super-block and row. Rows
-/// inner, 32-value steps outer: the MT rows' FMA chains interleave, and each row's operations
-/// are the same whatever MT is (batch invariant).
-template <int MT, uint32_t T>
-RTX_Q8_AVX2 inline __attribute__((always_inline)) void kc_sb_rows_avx2(const QuantRows& r, int64_t m0, int64_t b,
-                                                                        const KcUnpacked& u, __m256 (&acc)[MT]) {
-  const int64_t K = r.K;
-  alignas(32) float sv[MT][8];
-  const __m256 s = T == 14 ? _mm256_set1_ps(u.s[0]) : _mm256_load_ps(u.s);
-  _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) {
-    const int64_t at = (m0 + i) * (K / 32) + 8 * b;
-    _mm256_store_ps(sv[i], _mm256_mul_ps(s, _mm256_loadu_ps(r.sx + at)));
-    if constexpr (T == 14) {
-      acc[i] = _mm256_fmadd_ps(_mm256_load_ps(u.o), _mm256_loadu_ps(r.xs16 + 2 * at), acc[i]);
-      acc[i] = _mm256_fmadd_ps(_mm256_load_ps(u.o + 8), _mm256_loadu_ps(r.xs16 + 2 * at + 8), acc[i]);
-    } else {
-      acc[i] = _mm256_fmadd_ps(_mm256_load_ps(u.o), _mm256_loadu_ps(r.xs32 + at), acc[i]);
-    }
-  }
-  const int8_t* xb = r.xq + m0 * K + 256 * b;
-  for (int h = 0; h < 8; ++h) {
-    const __m256i qh = _mm256_load_si256(reinterpret_cast<const __m256i*>(u.q + 32 * h));
-    const __m256i w = T == 14 ? _mm256_load_si256(reinterpret_cast<const __m256i*>(u.sc16[h])) : _mm256_set1_epi16(1);
-    _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) {
-      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + i * K + 32 * h));
-      const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(qh, x), w);
-      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(sv[i] + h), acc[i]);
-    }
-  }
-}
-
-/// AVX2: res[i] = row m0 + i of r . the weight row of nsb repacked super-blocks at sb, each
-/// unpacked once (unpack_kc_sb_avx2) and shared by the MT rows (kc_sb_rows_avx2).
-template <int MT, uint32_t T>
-RTX_Q8_AVX2 void tile_kc_i8_avx2(const QuantRows& r, int64_t m0, const uint8_t* sb, int64_t nsb, float* res) {
-  __m256 acc[MT];
-  _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) acc[i] = _mm256_setzero_ps();
-  KcUnpacked u;
-  for (int64_t b = 0; b < nsb; ++b, sb += kc_bytes(T)) {
-    prefetch_ahead(sb, kc_bytes(T));
-    unpack_kc_sb_avx2<T>(sb, u);
-    // Many rows: keep u in memory (the steps reload from it; in registers it would leave too
-    // few for the rows' accumulators). Few rows: the compiler may keep it in registers.
-    if constexpr (MT > 4) asm volatile("" : : "r"(&u) : "memory");
-    kc_sb_rows_avx2<MT, T>(r, m0, b, u, acc);
-  }
-  _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) res[i] = hsum256(acc[i]);
-}
-
-/// As tile_kc_i8_avx2 on a weight row unpacked beforehand (nsb KcUnpacked), for inputs of more
-/// than one row tile: each row's result is the same bits as tile_kc_i8_avx2's.
-template <int MT, uint32_t T>
-RTX_Q8_AVX2 void tile_kcu_i8_avx2(const QuantRows& r, int64_t m0, const KcUnpacked* u, int64_t nsb, float* res) {
-  __m256 acc[MT];
-  _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) acc[i] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nsb; ++b) kc_sb_rows_avx2<MT, T>(r, m0, b, u[b], acc);
-  _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) res[i] = hsum256(acc[i]);
-}
-
-/// Unpacks the nsb super-blocks of a type-T weight row (unpack_kc_sb_avx2).
-template <uint32_t T>
-RTX_Q8_AVX2 void unpack_kc_row_avx2(const uint8_t* sb, int64_t nsb, KcUnpacked* u) {
-  for (int64_t b = 0; b < nsb; ++b, sb += kc_bytes(T)) unpack_kc_sb_avx2<T>(sb, u[b]);
-}
-
 /// Q8_0 W8A8 on AVX2, 8 weight rows (output columns) at a time, on q8_0()'s column-interleaved
 /// layout: per block of 32 values, 8 steps of 4 values; one 32-byte vector holds those 4 quants
 /// of each of the 8 columns. Per step and input row: the row's 4 int8 inputs broadcast, ggml's
@@ -1297,43 +1143,18 @@ void row_kc_i8_scalar(uint32_t type, const QuantRows& r, int64_t m, const uint8_
 
 using TileKcI8Fn = void (*)(const QuantRows&, int64_t, const uint8_t*, int64_t, float*);
 
-bool cpu_has_avx512_vnni() {
-  static const bool has = __builtin_cpu_supports("avx512vnni");
-  return has;
-}
-
 /// The one-column 8-bit-activation tile for `rows` (1..8) of type 12/13/14 on `isa` (AVX-512
 /// without VNNI: the lane-stable order; with VNNI kquant() builds x16 instead; nullptr: scalar).
 TileKcI8Fn tile_kc_i8_fn(Isa isa, int rows, uint32_t type) {
   const int t = static_cast<int>(type) - 12;
-#define RTX_KC_ROW2(F, T) {F<1, T>, F<2, T>, F<3, T>, F<4, T>, F<5, T>, F<6, T>, F<7, T>, F<8, T>}
+#define RTX_KC_ROW(F, T) {F<1, T>, F<2, T>, F<3, T>, F<4, T>, F<5, T>, F<6, T>, F<7, T>, F<8, T>}
   if (isa == Isa::Avx512) {
-    static const TileKcI8Fn f[3][8] = {RTX_KC_ROW2(tile_kc_i8_avx512, 12), RTX_KC_ROW2(tile_kc_i8_avx512, 13),
-                                       RTX_KC_ROW2(tile_kc_i8_avx512, 14)};
+    static const TileKcI8Fn f[3][8] = {RTX_KC_ROW(tile_kc_i8_avx512, 12), RTX_KC_ROW(tile_kc_i8_avx512, 13),
+                                       RTX_KC_ROW(tile_kc_i8_avx512, 14)};
     return f[t][rows - 1];
   }
-  if (isa == Isa::Avx2) {
-    static const TileKcI8Fn f[3][8] = {RTX_KC_ROW2(tile_kc_i8_avx2, 12), RTX_KC_ROW2(tile_kc_i8_avx2, 13), RTX_KC_ROW2(tile_kc_i8_avx2, 14)};
-    return f[t][rows - 1];
-  }
-#undef RTX_KC_ROW2
+#undef RTX_KC_ROW
   return nullptr;
-}
-
-using TileKcuFn = void (*)(const QuantRows&, int64_t, const KcUnpacked*, int64_t, float*);
-
-/// The AVX2 tile on unpacked K-quant rows for `rows` (1..8) of type 12/13/14.
-TileKcuFn tile_kcu_fn(int rows, uint32_t type) {
-#define RTX_KCU_ROW(T) {tile_kcu_i8_avx2<1, T>, tile_kcu_i8_avx2<2, T>, tile_kcu_i8_avx2<3, T>, tile_kcu_i8_avx2<4, T>, \
-                        tile_kcu_i8_avx2<5, T>, tile_kcu_i8_avx2<6, T>, tile_kcu_i8_avx2<7, T>, tile_kcu_i8_avx2<8, T>}
-  static const TileKcuFn f[3][8] = {RTX_KCU_ROW(12), RTX_KCU_ROW(13), RTX_KCU_ROW(14)};
-#undef RTX_KCU_ROW
-  return f[type - 12][rows - 1];
-}
-
-/// unpack_kc_row_avx2 for type 12/13/14.
-void (*unpack_kc_row_fn(uint32_t type))(const uint8_t*, int64_t, KcUnpacked*) {
-  return type == 12 ? unpack_kc_row_avx2<12> : type == 13 ? unpack_kc_row_avx2<13> : unpack_kc_row_avx2<14>;
 }
 
 }  // namespace
@@ -1549,27 +1370,17 @@ void matmul_forward_kc(float* out, const float* inp, const uint8_t* sb, uint32_t
   const int64_t nchunks = (N + kColChunk - 1) / kColChunk;
   // Rows quantized once, by this thread, before the parallel region (the workers read them).
   const QuantRows qr = a8 ? quantize_rows(inp, M, K, isa, type) : QuantRows{};
-  // AVX2 K-quants with more than one row tile: each column chunk is unpacked once and its
-  // unpacked rows serve every row tile (tile_kcu_i8_avx2; the same bits as the fused tile).
-  const bool unpack_once = a8 && isa == Isa::Avx2 && type != 8 && M > kRowTile;
-#pragma omp parallel if (!omp_in_parallel() && static_cast<int64_t>(M) * N * K > (1 << 16))
-  {
-  std::vector<KcUnpacked> ubuf(unpack_once ? static_cast<size_t>(kColChunk * nsb) : 0);
-#pragma omp for schedule(static)
+#pragma omp parallel for schedule(static) if (!omp_in_parallel() && static_cast<int64_t>(M) * N * K > (1 << 16))
   for (int64_t c = 0; c < nchunks; ++c) {
     const int64_t n0 = c * kColChunk, n1 = std::min<int64_t>(N, n0 + kColChunk);
-    if (unpack_once)
-      for (int64_t n = n0; n < n1; ++n) unpack_kc_row_fn(type)(sb + n * row_bytes, nsb, ubuf.data() + (n - n0) * nsb);
     float res[kRowTile];
     for (int64_t m0 = 0; m0 < M; m0 += kRowTile) {
       const int rows = static_cast<int>(std::min<int64_t>(kRowTile, M - m0));
       const TileKcFn f = a8 ? nullptr : tile_kc_fn(isa, rows, type);
-      const TileKcI8Fn fi = a8 && !unpack_once ? tile_kc_i8_fn(isa, rows, type) : nullptr;
-      const TileKcuFn fu = unpack_once ? tile_kcu_fn(rows, type) : nullptr;
+      const TileKcI8Fn fi = a8 ? tile_kc_i8_fn(isa, rows, type) : nullptr;
       for (int64_t n = n0; n < n1; ++n) {
         const uint8_t* wn = sb + n * row_bytes;
-        if (fu) fu(qr, m0, ubuf.data() + (n - n0) * nsb, nsb, res);
-        else if (fi) fi(qr, m0, wn, nsb, res);
+        if (fi) fi(qr, m0, wn, nsb, res);
         else if (f) f(inp + m0 * K, K, wn, nsb, res);
         else if (a8)
           for (int i = 0; i < rows; ++i) row_kc_i8_scalar(type, qr, m0 + i, wn, nsb, res + i);
@@ -1579,7 +1390,6 @@ void matmul_forward_kc(float* out, const float* inp, const uint8_t* sb, uint32_t
         for (int i = 0; i < rows; ++i) out[(m0 + i) * N + n] = res[i] + b;
       }
     }
-  }
   }
 }
 

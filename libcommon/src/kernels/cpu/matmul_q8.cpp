@@ -1058,6 +1058,18 @@ RTX_KQ_VNNI inline __attribute__((always_inline)) __m512i x16_quants(const uint8
   return q;
 }
 
+/// The nsb x16 super-blocks of a group at sb with their quants unpacked to bytes, into u (4096
+/// bytes per super-block, 64 per step: x16_quants(sb, h, t) at 4096 b + 512 h + 64 t; 64-byte
+/// aligned), for inputs of more than one row tile.
+template <uint32_t T>
+RTX_KQ_VNNI void unpack_kc_x16_avx512(const uint8_t* sb, int64_t nsb, uint8_t* u) {
+  for (int64_t b = 0; b < nsb; ++b, sb += kc_xw_bytes(T, 16)) {
+    prefetch_ahead(sb, kc_xw_bytes(T, 16));
+    for (int h = 0; h < 8; ++h)
+      for (int t = 0; t < 8; ++t) _mm512_store_si512(u + 4096 * b + 512 * h + 64 * t, x16_quants<T>(sb, h, t));
+  }
+}
+
 /// res[i][c] = row m0 + i of r . column c of the group's nsb x16 super-blocks at sb (T 12 Q4_K,
 /// 13 Q5_K, 14 Q6_K), i < MT, c < 16; AVX-512 VNNI. Per step and row: the row's 4 int8 inputs
 /// broadcast and one vpdpbusd (u8 quants x s8 inputs, exact int32 per column). Per sub-block h
@@ -1065,9 +1077,11 @@ RTX_KQ_VNNI inline __attribute__((always_inline)) __m512i x16_quants(const uint8
 /// FMA with d * sc times the row's sx, then -dmin * m times sx * sum(xq); Q6_K the two groups'
 /// sums times their int8 scales in int32 (at most 2 * 16 * 63 * 127 * 128, exact), one
 /// conversion and FMA with d * sx, then -32 d sc times sx * sum(xq) per 16. Each row's
-/// operations are the same whatever MT is (batch invariant), and the same bits as x8 on AVX2.
-template <int MT, uint32_t T>
-RTX_KQ_VNNI void tile_kc_x16_avx512(const QuantRows& r, int64_t m0, const uint8_t* sb, int64_t nsb, float (*res)[16]) {
+/// operations are the same whatever MT and PRE are (batch invariant), and the same bits as x8 on
+/// AVX2. PRE: the quants come unpacked from u (unpack_kc_x16_avx512), the same bytes.
+template <int MT, uint32_t T, bool PRE>
+RTX_KQ_VNNI void tile_kc_x16_avx512(const QuantRows& r, int64_t m0, const uint8_t* sb, int64_t nsb, const uint8_t* u,
+                                    float (*res)[16]) {
   __m512 acc[MT];
   _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) acc[i] = _mm512_setzero_ps();
   const int64_t K = r.K, nb = K / 32;
@@ -1078,12 +1092,12 @@ RTX_KQ_VNNI void tile_kc_x16_avx512(const QuantRows& r, int64_t m0, const uint8_
       // An eighth of the super-block's lines per sub-block: one burst of 38-53 prefetches per
       // super-block made the 8 MB Q6_K LM head at one row 1.4x slower (fill buffers full).
       constexpr int64_t pf_step = (kc_xw_bytes(T, 16) / 8 + 63) / 64 * 64;
-      prefetch_ahead(sb + pf_step * h, pf_step);
+      if (!PRE) prefetch_ahead(sb + pf_step * h, pf_step);
       const int64_t blk = 8 * b + h;  // the rows' 32-value input block
       const int8_t* xh = xr + 32 * blk;
       __m512i ia[MT], ib[MT];  // Q6_K: ia group 2h (steps 0-3), ib group 2h+1 (steps 4-7)
       _Pragma("GCC unroll 8") for (int t = 0; t < 8; ++t) {
-        const __m512i q = x16_quants<T>(sb, h, t);
+        const __m512i q = PRE ? _mm512_load_si512(u + 4096 * b + 512 * h + 64 * t) : x16_quants<T>(sb, h, t);
         _Pragma("GCC unroll 8") for (int i = 0; i < MT; ++i) {
           int32_t x4;
           std::memcpy(&x4, xh + i * K + 4 * t, 4);
@@ -1309,24 +1323,39 @@ void matmul_forward_kc(float* out, const float* inp, const uint8_t* sb, uint32_t
     if (isa != Isa::Avx512 || !cpu_has_avx512_vnni() || type < 12 || type > 14)
       throw_internal("matmul_forward_packed: a K-quant x16 weight on a CPU without AVX-512 VNNI", "weight");
     const QuantRows qr = quantize_rows(inp, M, K, Isa::Avx2, type);  // natural order, ties to even
-    using TileX16 = void (*)(const QuantRows&, int64_t, const uint8_t*, int64_t, float (*)[16]);
-#define RTX_X16_ROW(T) {tile_kc_x16_avx512<1, T>, tile_kc_x16_avx512<2, T>, tile_kc_x16_avx512<3, T>, tile_kc_x16_avx512<4, T>, \
-                        tile_kc_x16_avx512<5, T>, tile_kc_x16_avx512<6, T>, tile_kc_x16_avx512<7, T>, tile_kc_x16_avx512<8, T>}
-    static const TileX16 tiles_all[3][kRowTileX16] = {RTX_X16_ROW(12), RTX_X16_ROW(13), RTX_X16_ROW(14)};
+    using TileX16 = void (*)(const QuantRows&, int64_t, const uint8_t*, int64_t, const uint8_t*, float (*)[16]);
+#define RTX_X16_ROW(T, P) {tile_kc_x16_avx512<1, T, P>, tile_kc_x16_avx512<2, T, P>, tile_kc_x16_avx512<3, T, P>, \
+                           tile_kc_x16_avx512<4, T, P>, tile_kc_x16_avx512<5, T, P>, tile_kc_x16_avx512<6, T, P>, \
+                           tile_kc_x16_avx512<7, T, P>, tile_kc_x16_avx512<8, T, P>}
+    static const TileX16 tiles_all[3][2][kRowTileX16] = {{RTX_X16_ROW(12, false), RTX_X16_ROW(12, true)},
+                                                          {RTX_X16_ROW(13, false), RTX_X16_ROW(13, true)},
+                                                          {RTX_X16_ROW(14, false), RTX_X16_ROW(14, true)}};
 #undef RTX_X16_ROW
-    const TileX16* tiles = tiles_all[type - 12];
+    // More than one row tile: each group's quants are unpacked to bytes once, for all of them
+    // (Q5_K and Q6_K only: Q4_K's nibbles cost one and per step, less than the buffer's reload).
+    const bool pre = M > kRowTileX16 && type != 12;
+    const TileX16* tiles = tiles_all[type - 12][pre ? 1 : 0];
+    void (*const unpack)(const uint8_t*, int64_t, uint8_t*) =
+        type == 12 ? unpack_kc_x16_avx512<12> : type == 13 ? unpack_kc_x16_avx512<13> : unpack_kc_x16_avx512<14>;
     const int64_t group_bytes = nsb * kc_xw_bytes(type, 16);
     const int64_t ngroups = (N + 15) / 16;
-#pragma omp parallel for schedule(static) if (!omp_in_parallel() && static_cast<int64_t>(M) * N * K > (1 << 16))
+#pragma omp parallel if (!omp_in_parallel() && static_cast<int64_t>(M) * N * K > (1 << 16))
+    {
+    struct alignas(64) Line { uint8_t b[64]; };
+    static thread_local std::vector<Line> ubuf;
+    if (pre) ubuf.resize(static_cast<size_t>(64 * nsb));
+#pragma omp for schedule(static)
     for (int64_t G = 0; G < ngroups; ++G) {
       alignas(64) float res[kRowTileX16][16];
       const int cols = static_cast<int>(std::min<int64_t>(16, N - 16 * G));
+      if (pre) unpack(sb + G * group_bytes, nsb, ubuf.data()->b);
       for (int64_t m0 = 0; m0 < M; m0 += kRowTileX16) {  // the group's quants stay in L1
         const int rows = static_cast<int>(std::min<int64_t>(kRowTileX16, M - m0));
-        tiles[rows - 1](qr, m0, sb + G * group_bytes, nsb, res);
+        tiles[rows - 1](qr, m0, sb + G * group_bytes, nsb, pre ? ubuf.data()->b : nullptr, res);
         for (int i = 0; i < rows; ++i)
           for (int j = 0; j < cols; ++j) out[(m0 + i) * N + 16 * G + j] = res[i][j] + (bias ? bias[16 * G + j] : 0.0f);
       }
+    }
     }
     return;
   }

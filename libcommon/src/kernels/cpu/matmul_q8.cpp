@@ -1242,6 +1242,36 @@ std::string weight_formats_summary(const std::vector<const PackedMatmulWeight*>&
   return s + (a8 == 0 ? ", f32 activations" : a8 == quantized ? ", 8-bit activations" : ", 8-bit activations " + std::to_string(a8) + "/" + std::to_string(quantized));
 }
 
+namespace {
+
+/// The driver of the column-group tiles (x8, x16): out (M,N) = tile results + bias (nullptr: 0).
+/// Groups of W output columns (the last one partial) are split over the OpenMP threads
+/// (static), each group once; per group, before(G) runs once (e.g. unpacking its quants into
+/// the thread's buffer), then tile(G, m0, rows, res) fills res[i][c] = row m0 + i, column
+/// W*G + c, for i < rows <= MT, so that the group's quants stay in L1 across its row tiles.
+template <int W, int MT, class Before, class Tile>
+void run_column_groups(float* out, const float* bias, int M, int N, int K, Before before, Tile tile) {
+  const int64_t ngroups = (N + W - 1) / W;
+#pragma omp parallel for schedule(static) if (!omp_in_parallel() && static_cast<int64_t>(M) * N * K > (1 << 16))
+  for (int64_t G = 0; G < ngroups; ++G) {
+    alignas(64) float res[MT][W];
+    const int cols = static_cast<int>(std::min<int64_t>(W, N - W * G));
+    before(G);
+    for (int64_t m0 = 0; m0 < M; m0 += MT) {
+      const int rows = static_cast<int>(std::min<int64_t>(MT, M - m0));
+      tile(G, m0, rows, res);
+      for (int i = 0; i < rows; ++i)
+        for (int j = 0; j < cols; ++j) out[(m0 + i) * N + W * G + j] = res[i][j] + (bias ? bias[W * G + j] : 0.0f);
+    }
+  }
+}
+
+/// A thread's buffer for a group's unpacked quants (64-byte aligned lines), reused across calls.
+struct alignas(64) QuantLine { uint8_t b[64]; };
+thread_local std::vector<QuantLine> t_unpacked;
+
+}  // namespace
+
 /// The Q8_0 branch of matmul_forward_packed: W8A32 on the natural layout, or a8 (AVX2
 /// instructions) W8A8 on q8_0()'s 8-column groups, inputs quantized per 32 values.
 void matmul_forward_q8(float* out, const float* inp, const int8_t* q, const float* d, bool a8, int xw, const float* bias, int M,
@@ -1255,18 +1285,9 @@ void matmul_forward_q8(float* out, const float* inp, const int8_t* q, const floa
     static const TileX16 tiles[kRowTileX16] = {tile_q8x16_i8_avx512<1>, tile_q8x16_i8_avx512<2>, tile_q8x16_i8_avx512<3>,
                                                tile_q8x16_i8_avx512<4>, tile_q8x16_i8_avx512<5>, tile_q8x16_i8_avx512<6>,
                                                tile_q8x16_i8_avx512<7>, tile_q8x16_i8_avx512<8>};
-    const int64_t ngroups = (N + 15) / 16;
-#pragma omp parallel for schedule(static) if (!omp_in_parallel() && static_cast<int64_t>(M) * N * K > (1 << 16))
-    for (int64_t G = 0; G < ngroups; ++G) {
-      alignas(64) float res[kRowTileX16][16];
-      const int cols = static_cast<int>(std::min<int64_t>(16, N - 16 * G));
-      for (int64_t m0 = 0; m0 < M; m0 += kRowTileX16) {  // the group's quants stay in L1
-        const int rows = static_cast<int>(std::min<int64_t>(kRowTileX16, M - m0));
-        tiles[rows - 1](qr, m0, q + G * nb * 512, d + G * nb * 16, nb, res);
-        for (int i = 0; i < rows; ++i)
-          for (int j = 0; j < cols; ++j) out[(m0 + i) * N + 16 * G + j] = res[i][j] + (bias ? bias[16 * G + j] : 0.0f);
-      }
-    }
+    run_column_groups<16, kRowTileX16>(out, bias, M, N, K, [](int64_t) {}, [&](int64_t G, int64_t m0, int rows, float (*res)[16]) {
+      tiles[rows - 1](qr, m0, q + G * nb * 512, d + G * nb * 16, nb, res);
+    });
     return;
   }
   if (a8 && isa != Isa::Avx2 && isa != Isa::Avx512)  // q8_0() sets a8 only where it runs
@@ -1277,20 +1298,9 @@ void matmul_forward_q8(float* out, const float* inp, const int8_t* q, const floa
     using TileX8 = void (*)(const QuantRows&, int64_t, const int8_t*, const float*, int64_t, float (*)[8]);
     static const TileX8 tx8[kRowTileX8] = {tile_q8x8_i8_avx2<1>, tile_q8x8_i8_avx2<2>, tile_q8x8_i8_avx2<3>,
                                            tile_q8x8_i8_avx2<4>};
-    const int64_t ngroups = (N + 7) / 8, nchunks = (ngroups + kColChunk / 8 - 1) / (kColChunk / 8);
-#pragma omp parallel for schedule(static) if (!omp_in_parallel() && static_cast<int64_t>(M) * N * K > (1 << 16))
-    for (int64_t c = 0; c < nchunks; ++c) {
-      alignas(32) float res[kRowTileX8][8];
-      for (int64_t G = c * (kColChunk / 8); G < std::min(ngroups, (c + 1) * (kColChunk / 8)); ++G) {
-        const int cols = static_cast<int>(std::min<int64_t>(8, N - 8 * G));
-        for (int64_t m0 = 0; m0 < M; m0 += kRowTileX8) {  // the group's quants stay in L1
-          const int rows = static_cast<int>(std::min<int64_t>(kRowTileX8, M - m0));
-          tx8[rows - 1](qr, m0, q + G * nb * 256, d + G * nb * 8, nb, res);
-          for (int i = 0; i < rows; ++i)
-            for (int j = 0; j < cols; ++j) out[(m0 + i) * N + 8 * G + j] = res[i][j] + (bias ? bias[8 * G + j] : 0.0f);
-        }
-      }
-    }
+    run_column_groups<8, kRowTileX8>(out, bias, M, N, K, [](int64_t) {}, [&](int64_t G, int64_t m0, int rows, float (*res)[8]) {
+      tx8[rows - 1](qr, m0, q + G * nb * 256, d + G * nb * 8, nb, res);
+    });
     return;
   }
   const int64_t nchunks = (N + kColChunk - 1) / kColChunk;
@@ -1338,25 +1348,16 @@ void matmul_forward_kc(float* out, const float* inp, const uint8_t* sb, uint32_t
     void (*const unpack)(const uint8_t*, int64_t, uint8_t*) =
         type == 12 ? unpack_kc_x16_avx512<12> : type == 13 ? unpack_kc_x16_avx512<13> : unpack_kc_x16_avx512<14>;
     const int64_t group_bytes = nsb * kc_xw_bytes(type, 16);
-    const int64_t ngroups = (N + 15) / 16;
-#pragma omp parallel if (!omp_in_parallel() && static_cast<int64_t>(M) * N * K > (1 << 16))
-    {
-    struct alignas(64) Line { uint8_t b[64]; };
-    static thread_local std::vector<Line> ubuf;
-    if (pre) ubuf.resize(static_cast<size_t>(64 * nsb));
-#pragma omp for schedule(static)
-    for (int64_t G = 0; G < ngroups; ++G) {
-      alignas(64) float res[kRowTileX16][16];
-      const int cols = static_cast<int>(std::min<int64_t>(16, N - 16 * G));
-      if (pre) unpack(sb + G * group_bytes, nsb, ubuf.data()->b);
-      for (int64_t m0 = 0; m0 < M; m0 += kRowTileX16) {  // the group's quants stay in L1
-        const int rows = static_cast<int>(std::min<int64_t>(kRowTileX16, M - m0));
-        tiles[rows - 1](qr, m0, sb + G * group_bytes, nsb, pre ? ubuf.data()->b : nullptr, res);
-        for (int i = 0; i < rows; ++i)
-          for (int j = 0; j < cols; ++j) out[(m0 + i) * N + 16 * G + j] = res[i][j] + (bias ? bias[16 * G + j] : 0.0f);
-      }
-    }
-    }
+    run_column_groups<16, kRowTileX16>(
+        out, bias, M, N, K,
+        [&](int64_t G) {
+          if (!pre) return;
+          t_unpacked.resize(static_cast<size_t>(64 * nsb));
+          unpack(sb + G * group_bytes, nsb, t_unpacked.data()->b);
+        },
+        [&](int64_t G, int64_t m0, int rows, float (*res)[16]) {
+          tiles[rows - 1](qr, m0, sb + G * group_bytes, nsb, pre ? t_unpacked.data()->b : nullptr, res);
+        });
     return;
   }
   if (xw == 8) {  // kquant() builds the x8 layout only for AVX2
@@ -1375,27 +1376,16 @@ void matmul_forward_kc(float* out, const float* inp, const uint8_t* sb, uint32_t
     void (*const unpack)(const uint8_t*, int64_t, uint8_t*) =
         type == 12 ? unpack_kc_x8_avx2<12> : type == 13 ? unpack_kc_x8_avx2<13> : unpack_kc_x8_avx2<14>;
     const int64_t group_bytes = nsb * kc_x8_bytes(type);
-    const int64_t ngroups = (N + 7) / 8, nchunks = (ngroups + kColChunk / 8 - 1) / (kColChunk / 8);
-#pragma omp parallel if (!omp_in_parallel() && static_cast<int64_t>(M) * N * K > (1 << 16))
-    {
-    struct alignas(32) Line { uint8_t b[32]; };
-    static thread_local std::vector<Line> ubuf;
-    if (pre) ubuf.resize(static_cast<size_t>(64 * nsb));
-#pragma omp for schedule(static)
-    for (int64_t c = 0; c < nchunks; ++c) {
-      alignas(32) float res[kRowTileX8][8];
-      for (int64_t G = c * (kColChunk / 8); G < std::min(ngroups, (c + 1) * (kColChunk / 8)); ++G) {
-        const int cols = static_cast<int>(std::min<int64_t>(8, N - 8 * G));
-        if (pre) unpack(sb + G * group_bytes, nsb, ubuf.data()->b);
-        for (int64_t m0 = 0; m0 < M; m0 += kRowTileX8) {  // the group's quants stay in L1
-          const int rows = static_cast<int>(std::min<int64_t>(kRowTileX8, M - m0));
-          tiles[rows - 1](qr, m0, sb + G * group_bytes, nsb, pre ? ubuf.data()->b : nullptr, res);
-          for (int i = 0; i < rows; ++i)
-            for (int j = 0; j < cols; ++j) out[(m0 + i) * N + 8 * G + j] = res[i][j] + (bias ? bias[8 * G + j] : 0.0f);
-        }
-      }
-    }
-    }
+    run_column_groups<8, kRowTileX8>(
+        out, bias, M, N, K,
+        [&](int64_t G) {
+          if (!pre) return;
+          t_unpacked.resize(static_cast<size_t>(32 * nsb));  // 2048 bytes per super-block
+          unpack(sb + G * group_bytes, nsb, t_unpacked.data()->b);
+        },
+        [&](int64_t G, int64_t m0, int rows, float (*res)[8]) {
+          tiles[rows - 1](qr, m0, sb + G * group_bytes, nsb, pre ? t_unpacked.data()->b : nullptr, res);
+        });
     return;
   }
   const int64_t row_bytes = nsb * kc_bytes(type);

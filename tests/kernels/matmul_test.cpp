@@ -32,9 +32,25 @@ struct IsaGuard {
   int threads = omp_get_max_threads();
   ~IsaGuard() {
     set_cpu_isa(saved);
+    set_avx512_vnni_disabled(false);
     omp_set_num_threads(threads);
   }
 };
+
+/// The 8-bit-activation paths to check: each ISA this CPU has, plus, on a CPU with AVX-512
+/// VNNI, AVX-512 with VNNI switched off (the lane-stable K-quant tile, Q8_0's x8 layout), which
+/// no CI machine with VNNI would otherwise run.
+struct IsaVariant {
+  Isa isa;
+  bool no_vnni;
+};
+std::vector<IsaVariant> int8_variants() {
+  std::vector<IsaVariant> v;
+  for (Isa isa : kIsas)
+    if (static_cast<int>(isa) <= static_cast<int>(cpu_isa_supported())) v.push_back({isa, false});
+  if (cpu_isa_supported() == Isa::Avx512 && cpu_has_avx512_vnni()) v.push_back({Isa::Avx512, true});
+  return v;
+}
 
 /// Candidate tile points per ISA (small blocks so odd shapes cross MC/NC/KC boundaries);
 /// only those validate accepts are used, and each ISA must keep at least two.
@@ -402,15 +418,16 @@ void check_8bit_inputs(const std::vector<float>& got, const std::vector<float>& 
 }  // namespace
 
 TEST_CASE("matmul Q8_0 weight with 8-bit activations (W8A8): float64 references, every ISA", "[cpu][matmul]") {
-  // With AVX-512 VNNI and K a multiple of 256, q8_0(..., true) holds the quants + 128 in the
-  // lane-stable order and takes integer dot products on inputs quantized per 32 values (as the
-  // K-quants); elsewhere it is the W8A32 kernel. Both must meet the 8-bit-input bound against
-  // float64 sums over the dequantized weights: exact-grid inputs to f32 rounding, smooth ones
-  // within sum |w| * sx / 2. Shapes: K 256 (one super-block), 512, 768 (with K 96: always W8A32).
+  // On AVX2 and AVX-512, q8_0(..., true) regroups the weight rows (16 a group with VNNI, the
+  // quants + 128; else 8, signed) and takes integer dot products on inputs quantized per 32
+  // values (as the K-quants); on scalar it is the W8A32 kernel. Both must meet the 8-bit-input
+  // bound against float64 sums over the dequantized weights: exact-grid inputs to f32 rounding,
+  // smooth ones within sum |w| * sx / 2. Shapes: K 256 (one super-block), 512, 768 and 96.
   IsaGuard guard;
-  for (Isa isa : kIsas) {
-    if (static_cast<int>(isa) > static_cast<int>(cpu_isa_supported())) continue;
+  for (const IsaVariant& iv : int8_variants()) {
+    const Isa isa = iv.isa;
     set_cpu_isa(isa);
+    set_avx512_vnni_disabled(iv.no_vnni);
     for (auto [N, K] : {std::pair{1, 256}, std::pair{7, 512}, std::pair{127, 768}, std::pair{5, 96}}) {
       std::vector<float> w(static_cast<size_t>(N) * K);
       for (size_t i = 0; i < w.size(); ++i)
@@ -438,7 +455,7 @@ TEST_CASE("matmul Q8_0 weight with 8-bit activations (W8A8): float64 references,
           std::vector<float> one(N, NAN);
           matmul_forward_packed(one.data(), x.data(), pw, bias.data(), 1);
           for (int M : {1, 2, 7, 9}) {
-            INFO("isa " << isa_name(isa) << " threads " << threads << " N " << N << " K " << K << " M " << M << (exact ? " grid" : " smooth"));
+            INFO("isa " << isa_name(isa) << (iv.no_vnni ? " (VNNI off)" : "") << " threads " << threads << " N " << N << " K " << K << " M " << M << (exact ? " grid" : " smooth"));
             std::vector<float> got(static_cast<size_t>(M) * N, NAN);
             matmul_forward_packed(got.data(), x.data(), pw, bias.data(), M);
             check_8bit_inputs(got, x, deq, bias, M, N, K, exact);
@@ -565,9 +582,10 @@ TEST_CASE("matmul K-quant weights with 8-bit activations: float64 references, ev
       }
       for (size_t i = 0; i < smooth.size(); ++i) smooth[i] = static_cast<float>(std::cos(0.11 * static_cast<double>(i)) * (1 + i % 3));
       for (int j = 0; j < N; ++j) bias[j] = 0.01f * static_cast<float>(j % 13) - 0.05f;
-      for (Isa isa : kIsas) {
-        if (static_cast<int>(isa) > static_cast<int>(cpu_isa_supported())) continue;
+      for (const IsaVariant& iv : int8_variants()) {
+        const Isa isa = iv.isa;
         set_cpu_isa(isa);
+        set_avx512_vnni_disabled(iv.no_vnni);
         const PackedMatmulWeight w = PackedMatmulWeight::kquant(type, blocks.data(), N, K, true);
         for (int threads : {1, 2}) {
           omp_set_num_threads(threads);
@@ -576,7 +594,7 @@ TEST_CASE("matmul K-quant weights with 8-bit activations: float64 references, ev
             std::vector<float> one(N, NAN);
             matmul_forward_packed(one.data(), x.data(), w, bias.data(), 1);
             for (int M : {1, 2, 7, 9, 17}) {
-              INFO(w.format() << " isa " << isa_name(isa) << " threads " << threads << " N " << N << " K " << K << " M " << M
+              INFO(w.format() << " isa " << isa_name(isa) << (iv.no_vnni ? " (VNNI off)" : "") << " threads " << threads << " N " << N << " K " << K << " M " << M
                               << (exact ? " grid" : " smooth"));
               std::vector<float> got(static_cast<size_t>(M) * N, NAN);
               matmul_forward_packed(got.data(), x.data(), w, bias.data(), M);
@@ -622,7 +640,7 @@ TEST_CASE("matmul Q8_0 and K-quants, 8-bit activations: AVX-512 VNNI x16 tiles g
       };
       const PackedMatmulWeight w8 = pack(Isa::Avx2), w16 = pack(Isa::Avx512);
       REQUIRE(w16.int8_activations());
-      // x16 stores 16 columns a group (the last padded): 1.0625 bytes per Q8_0 weight, 152/184/212 per 256 K-quant weights.
+      // x16 stores 16 columns a group (the last padded): 1.125 bytes per Q8_0 weight (f32 scales), 152/184/212 per 256 K-quant weights.
       const size_t cols16 = static_cast<size_t>((N + 15) / 16 * 16);
       CHECK(w16.bytes() == (type == 8 ? cols16 * K + cols16 * (K / 32) * 4
                                       : cols16 * (K / 256) * (type == 12 ? 152 : type == 13 ? 184 : 212)));
@@ -644,11 +662,12 @@ TEST_CASE("matmul 8-bit activations: tiny, zero, NaN and Inf input blocks", "[cp
   // output (NaN on the 8-bit paths). Every 8-bit path: K-quants and Q8_0 (W8A8 where built).
   IsaGuard guard;
   const int N = 3, K = 256;
-  for (Isa isa : kIsas) {
-    if (static_cast<int>(isa) > static_cast<int>(cpu_isa_supported())) continue;
+  for (const IsaVariant& iv : int8_variants()) {
+    const Isa isa = iv.isa;
     set_cpu_isa(isa);
+    set_avx512_vnni_disabled(iv.no_vnni);
     for (uint32_t type : {8u, 12u, 13u, 14u}) {
-      INFO("isa " << isa_name(isa) << " type " << type);
+      INFO("isa " << isa_name(isa) << (iv.no_vnni ? " (VNNI off)" : "") << " type " << type);
       std::vector<uint8_t> blocks;
       std::vector<double> deq;
       if (type == 8) {
@@ -694,7 +713,8 @@ TEST_CASE("matmul 8-bit activations: tiny, zero, NaN and Inf input blocks", "[cp
         matmul_forward_packed(got.data(), x.data(), w, nullptr, 1);
         for (int j = 0; j < N; ++j) {
           INFO("bad " << bad << " j " << j << " got " << got[j]);
-          CHECK_FALSE(std::isfinite(got[j]));  // NaN on the 8-bit paths; +-Inf or NaN where Q8_0 stays W8A32
+          if (w.int8_activations()) CHECK(std::isnan(got[j]));  // 0 x Inf in the scale, on every layout
+          else CHECK_FALSE(std::isfinite(got[j]));            // +-Inf or NaN where Q8_0 stays W8A32
         }
       }
     }

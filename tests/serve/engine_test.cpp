@@ -639,7 +639,7 @@ TEST_CASE("quantized GGUF: stories260k with Q8_0 weights serves within quantizat
 
 TEST_CASE("quantized GGUF: GPT-2 with Q8_0 matrices: W8A8 by default, W8A32 with f32 activations", "[cpu][serve]") {
   // C = 256, so every matrix has K a multiple of 256: the default load runs the W8A8 kernel
-  // (8-bit inputs; AVX-512 VNNI's lane-stable layout, or AVX2's signed pmaddubsw), int8_activations
+  // (8-bit inputs; AVX-512 VNNI's x16 layout, or the x8 one's signed pmaddubsw), int8_activations
   // false the W8A32 one (exact weights); both against the model dequantized to f32 at load.
   const auto c = make_cfg(67, 256, 4, 2, 32);
   const std::string dir = rtx::test::temp_dir();

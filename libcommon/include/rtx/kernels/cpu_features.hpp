@@ -18,8 +18,12 @@ void set_cpu_isa(Isa isa) noexcept;
 /// (ECX bit 28) with the OS saving YMM state (OSXSAVE, XGETBV XCR0 bits 1-2), per the Intel SDM
 /// vol. 2A, CPUID. Read by cpuid, not __builtin_cpu_supports: clang 14 has no "f16c" name.
 bool cpu_has_f16c() noexcept;
-/// True when the CPU has AVX-512 VNNI (vpdpbusd), which the x16 int8 matmul tiles need.
+/// True when the CPU has AVX-512 VNNI (vpdpbusd), which the x16 int8 matmul tiles need, and
+/// set_avx512_vnni_disabled(true) has not been called.
 bool cpu_has_avx512_vnni() noexcept;
+/// Tests: makes cpu_has_avx512_vnni() false (true: as without VNNI) so that weights packed
+/// afterwards take the AVX-512-without-VNNI layouts; false restores the hardware answer.
+void set_avx512_vnni_disabled(bool disabled) noexcept;
 /// "scalar", "avx2", "avx512".
 const char* isa_name(Isa isa) noexcept;
 

@@ -87,8 +87,8 @@ class PackedMatmulWeight {
   ///   values as for the K-quants, exact integer dots, one scale d * sx per 32. Weight rows are
   ///   regrouped 16 at a time with AVX-512 VNNI (the quants + 128 as bytes for vpdpbusd, minus
   ///   128 x the inputs' sums), else 8 at a time (AVX2, or AVX-512 without VNNI; signed
-  ///   pmaddubsw products); ~1.06 bytes per weight either way, the last group padded with zero
-  ///   rows; both give the same bits. Relative error of order 1e-3 from the 8-bit inputs; batch
+  ///   pmaddubsw products); 1.125 bytes per weight either way (f32 scales), the last group
+  ///   padded with zero rows; both give the same bits. Relative error of order 1e-3 from the 8-bit inputs; batch
   ///   invariant.
   /// Error(Input) on N <= 0, K not a positive multiple of 32, or null blocks.
   static PackedMatmulWeight q8_0(const uint8_t* blocks, int N, int K, bool int8_activations = false);

@@ -34,13 +34,17 @@ bool cpu_has_f16c() noexcept {
   return has;
 }
 
+static std::atomic<bool> g_vnni_disabled{false};
+
 bool cpu_has_avx512_vnni() noexcept {
   static const bool has = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512vnni") != 0;
   }();
-  return has;
+  return has && !g_vnni_disabled.load(std::memory_order_relaxed);
 }
+
+void set_avx512_vnni_disabled(bool disabled) noexcept { g_vnni_disabled.store(disabled, std::memory_order_relaxed); }
 
 static std::atomic<int> g_active{-1};
 

@@ -556,15 +556,17 @@ struct QuantRows {
   const float* sx;
   const float* xs32;
   const float* xs16;
-  const int32_t* xl;  // type 8 (Q8_0 W8A8 on AVX-512 VNNI) only: 128 x the sum of each 32-value block's xq (stride K/32)
+  const int32_t* xl;  // type 8 (Q8_0) only, read by the x16 tile: 128 x the sum of each 32-value block's xq (stride K/32)
   int64_t K;
 };
 
 /// The int8 scale of a 32-value block with max |x| = amax: *inv multiplies x into [-127, 127],
 /// the return value sx (xhat = xq * sx). A block below 1e-30 (where 127 / amax would overflow)
 /// quantizes to zeros with sx 0: it contributes exactly 0 (its true share is below 1e-28 |w|).
-/// NaN or Inf (amax NaN, Inf) give zeros with sx NaN or Inf, so the output is NaN, as the f32
-/// path's would be, never a silently finite number.
+/// NaN or Inf (amax NaN, Inf) give zeros with sx NaN or Inf, so the output is NaN (0 x Inf in
+/// the scale FMA) on every 8-bit path and layout alike, never a silently finite number. *inv is
+/// 0 exactly when the block quantizes to zeros (callers store zeros then: x * 0 is NaN for an
+/// infinite x, which the conversions would turn into -128).
 inline float block_scale(float amax, float* inv) {
   const bool usable = amax > 1e-30f && amax <= std::numeric_limits<float>::max();
   *inv = usable ? 127.0f / amax : 0.0f;
@@ -580,8 +582,8 @@ RTX_Q8_AVX512 void quantize_block_avx512(const float* xb, int8_t* xq, float* sx,
     amax = std::numeric_limits<float>::quiet_NaN();
   float inv;
   const float scale = block_scale(amax, &inv);
-  const __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, _mm512_set1_ps(inv)));
-  const __m512i qb = _mm512_cvtps_epi32(_mm512_mul_ps(b, _mm512_set1_ps(inv)));
+  const __m512i qa = inv == 0.0f ? _mm512_setzero_si512() : _mm512_cvtps_epi32(_mm512_mul_ps(a, _mm512_set1_ps(inv)));
+  const __m512i qb = inv == 0.0f ? _mm512_setzero_si512() : _mm512_cvtps_epi32(_mm512_mul_ps(b, _mm512_set1_ps(inv)));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(xq), _mm512_cvtsepi32_epi8(qa));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(xq + 16), _mm512_cvtsepi32_epi8(qb));
   const int32_t s0 = _mm512_reduce_add_epi32(qa), s1 = _mm512_reduce_add_epi32(qb);
@@ -609,7 +611,8 @@ RTX_Q8_AVX2 void quantize_block_avx2(const float* xb, int8_t* xq, float* sx, flo
   float inv;
   const float scale = block_scale(amax, &inv);
   __m256i q[4];
-  for (int j = 0; j < 4; ++j) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], _mm256_set1_ps(inv)));
+  for (int j = 0; j < 4; ++j)
+    q[j] = inv == 0.0f ? _mm256_setzero_si256() : _mm256_cvtps_epi32(_mm256_mul_ps(v[j], _mm256_set1_ps(inv)));
   // int32 -> int8 with saturation; packs work per 128-bit lane, the permute restores the order.
   const __m256i p16a = _mm256_packs_epi32(q[0], q[1]), p16b = _mm256_packs_epi32(q[2], q[3]);
   const __m256i p8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p16a, p16b), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
@@ -655,7 +658,7 @@ QuantRows quantize_rows(const float* x, int64_t M, int64_t K, Isa isa, uint32_t 
     const float scale = block_scale(amax, &inv);
     int32_t sum[2] = {0, 0};
     for (int j = 0; j < 32; ++j) {
-      const auto v = static_cast<int8_t>(std::max(-127L, std::min(127L, std::lround(xb[j] * inv))));
+      const auto v = inv == 0.0f ? int8_t{0} : static_cast<int8_t>(std::max(-127L, std::min(127L, std::lround(xb[j] * inv))));
       xq[static_cast<size_t>(32 * b + j)] = v;
       sum[j / 16] += v;
     }
@@ -1272,8 +1275,9 @@ thread_local std::vector<QuantLine> t_unpacked;
 
 }  // namespace
 
-/// The Q8_0 branch of matmul_forward_packed: W8A32 on the natural layout, or a8 (AVX2
-/// instructions) W8A8 on q8_0()'s 8-column groups, inputs quantized per 32 values.
+/// The Q8_0 branch of matmul_forward_packed: W8A32 on the natural layout, or a8 W8A8 on
+/// q8_0()'s column groups (xw 16: tile_q8x16_i8_avx512, AVX-512 VNNI; xw 8: tile_q8x8_i8_avx2),
+/// inputs quantized per 32 values.
 void matmul_forward_q8(float* out, const float* inp, const int8_t* q, const float* d, bool a8, int xw, const float* bias, int M,
                        int N, int K, Isa isa) {
   const int64_t nb = K / 32;
@@ -1325,7 +1329,8 @@ void matmul_forward_q8(float* out, const float* inp, const int8_t* q, const floa
 }
 
 /// The K-quant branch of matmul_forward_packed over repacked super-blocks: f32 activations
-/// (tile_kc_*) or, a8, 8-bit ones (tile_kc_i8_*).
+/// (tile_kc_*) or, a8, 8-bit ones: column groups (xw 16: tile_kc_x16_avx512; xw 8:
+/// tile_kc_x8_avx2), or a row at a time (tile_kc_i8_avx512 without VNNI, else scalar).
 void matmul_forward_kc(float* out, const float* inp, const uint8_t* sb, uint32_t type, bool a8, int xw, const float* bias, int M,
                        int N, int K, Isa isa) {
   const int64_t nsb = K / 256;

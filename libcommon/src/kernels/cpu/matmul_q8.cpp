@@ -556,7 +556,7 @@ struct QuantRows {
   const float* sx;
   const float* xs32;
   const float* xs16;
-  const int32_t* xl;  // type 8 (Q8_0) only, read by the x16 tile: 128 x the sum of each 32-value block's xq (stride K/32)
+  const int32_t* xl;  // 128 x the sum of each 32-value block's xq (stride K/32; read by the Q8_0 x16 tile)
   int64_t K;
 };
 
@@ -575,7 +575,7 @@ inline float block_scale(float amax, float* inv) {
 
 /// One 32-value block b of the AVX-512 quantize_rows: xq = round-to-nearest-even(x * 127 /
 /// max|x|) (cvtps2dq), saturated to int8; the same values as the scalar form but for ties.
-RTX_Q8_AVX512 void quantize_block_avx512(const float* xb, int8_t* xq, float* sx, float* xs32, float* xs16) {
+RTX_Q8_AVX512 void quantize_block_avx512(const float* xb, int8_t* xq, float* sx, float* xs32, float* xs16, int32_t* xl) {
   const __m512 a = _mm512_loadu_ps(xb), b = _mm512_loadu_ps(xb + 16);
   float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
   if (_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q))  // max drops NaN
@@ -591,10 +591,11 @@ RTX_Q8_AVX512 void quantize_block_avx512(const float* xb, int8_t* xq, float* sx,
   *xs32 = static_cast<float>(s0 + s1) * scale;
   xs16[0] = static_cast<float>(s0) * scale;
   xs16[1] = static_cast<float>(s1) * scale;
+  *xl = 128 * (s0 + s1);
 }
 
 /// One 32-value block b of the AVX2 quantize_rows: as quantize_block_avx512 (ties to even).
-RTX_Q8_AVX2 void quantize_block_avx2(const float* xb, int8_t* xq, float* sx, float* xs32, float* xs16) {
+RTX_Q8_AVX2 void quantize_block_avx2(const float* xb, int8_t* xq, float* sx, float* xs32, float* xs16, int32_t* xl) {
   __m256 v[4];
   __m256 m = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -626,6 +627,7 @@ RTX_Q8_AVX2 void quantize_block_avx2(const float* xb, int8_t* xq, float* sx, flo
   *xs32 = static_cast<float>(s0 + s1) * scale;
   xs16[0] = static_cast<float>(s0) * scale;
   xs16[1] = static_cast<float>(s1) * scale;
+  *xl = 128 * (s0 + s1);
 }
 
 /// Quantizes M rows of x (M, K) into thread-local buffers (valid until the next call on this
@@ -641,14 +643,15 @@ QuantRows quantize_rows(const float* x, int64_t M, int64_t K, Isa isa, uint32_t 
   sx.resize(static_cast<size_t>(M * nb));
   xs32.resize(sx.size());
   xs16.resize(2 * sx.size());
+  xl.resize(sx.size());
   for (int64_t b = 0; b < M * nb; ++b) {
     const float* xb = x + 32 * b;
     if (isa == Isa::Avx512) {
-      quantize_block_avx512(xb, xq.data() + 32 * b, sx.data() + b, xs32.data() + b, xs16.data() + 2 * b);
+      quantize_block_avx512(xb, xq.data() + 32 * b, sx.data() + b, xs32.data() + b, xs16.data() + 2 * b, xl.data() + b);
       continue;
     }
     if (isa == Isa::Avx2) {
-      quantize_block_avx2(xb, xq.data() + 32 * b, sx.data() + b, xs32.data() + b, xs16.data() + 2 * b);
+      quantize_block_avx2(xb, xq.data() + 32 * b, sx.data() + b, xs32.data() + b, xs16.data() + 2 * b, xl.data() + b);
       continue;
     }
     float amax = 0;
@@ -666,14 +669,7 @@ QuantRows quantize_rows(const float* x, int64_t M, int64_t K, Isa isa, uint32_t 
     xs32[static_cast<size_t>(b)] = static_cast<float>(sum[0] + sum[1]) * scale;
     xs16[static_cast<size_t>(2 * b)] = static_cast<float>(sum[0]) * scale;
     xs16[static_cast<size_t>(2 * b + 1)] = static_cast<float>(sum[1]) * scale;
-  }
-  if (type == 8) {  // natural order: block b's 32 xq
-    xl.resize(static_cast<size_t>(M * nb));
-    for (int64_t b = 0; b < M * nb; ++b) {
-      int32_t t = 0;
-      for (int j = 0; j < 32; ++j) t += xq[static_cast<size_t>(32 * b + j)];
-      xl[static_cast<size_t>(b)] = 128 * t;
-    }
+    xl[static_cast<size_t>(b)] = 128 * (sum[0] + sum[1]);
   }
   if (isa == Isa::Avx512 && type != 8) {
     static const auto table = [] {

@@ -280,11 +280,16 @@ TEST_CASE("error bodies and model/context helpers", "[cpu]") {
   REQUIRE(ctx);
   CHECK(ctx->status == 400);
   CHECK(ctx->code == "context_length_exceeded");
-  CHECK(ctx->param == "messages");
+  CHECK(ctx->param == "max_tokens");  // the messages fit; the completion asked for does not
   CHECK(ctx->message == "This model's maximum context length is 256 tokens. However, you requested 257 tokens "
                         "(200 in the messages, 57 in the completion). Please reduce the length of the messages "
                         "or completion.");
-  CHECK(check_context(256, 0, 256, "prompt"));  // no room left for a single token
+  const auto full = check_context(256, 0, 256, "prompt");  // no room left for a single token
+  REQUIRE(full);
+  CHECK(full->param == "prompt");
+  const auto over = check_context(300, 16, 256, "messages");  // the messages alone overflow
+  REQUIRE(over);
+  CHECK(over->param == "messages");
 
   CHECK(unauthorized().status == 401);
   CHECK(body_too_large(2000000, 1048576).status == 413);

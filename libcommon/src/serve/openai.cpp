@@ -55,7 +55,7 @@ std::optional<ApiError> check_context(int64_t prompt_tokens, int64_t max_tokens,
                              " tokens (" + std::to_string(prompt_tokens) + " in the " + where + ", " +
                              std::to_string(max_tokens) + " in the completion). Please reduce the length of the " +
                              where + " or completion.",
-                         param, "context_length_exceeded");
+                         prompt_tokens >= context ? param : "max_tokens", "context_length_exceeded");
 }
 
 ApiError unauthorized() {

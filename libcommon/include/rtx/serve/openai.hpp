@@ -50,7 +50,9 @@ std::optional<ApiError> check_model(const std::string& name, const std::vector<s
 /// 400 code context_length_exceeded (OpenAI's wording: "This model's maximum context length is
 /// C tokens. However, you requested P+M tokens (P in the prompt, M in the completion). ...") when
 /// prompt_tokens + max_tokens > context, or when the prompt alone leaves no room
-/// (prompt_tokens >= context); param is `param` ("prompt" or "messages"). nullopt when it fits.
+/// (prompt_tokens >= context). Its param is `param` ("prompt" or "messages") when the prompt alone
+/// leaves no room, else "max_tokens" (the prompt fits; the completion asked for does not).
+/// nullopt when it fits.
 std::optional<ApiError> check_context(int64_t prompt_tokens, int64_t max_tokens, int64_t context,
                                       const std::string& param);
 /// 401 "Incorrect API key provided." type invalid_request_error, code invalid_api_key.

@@ -398,6 +398,9 @@ TEST_CASE("scheduler: refusals name the reason; queue bound; timeouts; cancel; s
   CHECK_FALSE(s.submit(greedy(random_ids(40, 67, 1), 1), sink.fn(), &why, &detail));
   CHECK(why == Scheduler::Refusal::TooLong);
   CHECK_FALSE(s.submit(greedy(random_ids(10, 67, 1), 10), sink.fn(), &why, &detail));  // 20 positions > pool
+  CHECK(why == Scheduler::Refusal::CompletionTooLong);  // the prompt alone (11 positions) fits
+  CHECK_THAT(detail, Catch::Contains("reduce max_tokens"));
+  CHECK_FALSE(s.submit(greedy(random_ids(16, 67, 1), 4), sink.fn(), &why, &detail));  // 17 positions > pool
   CHECK(why == Scheduler::Refusal::TooLong);
   auto bad_sampling = greedy({1}, 2);
   bad_sampling.sampling.temperature = -1;
@@ -410,7 +413,7 @@ TEST_CASE("scheduler: refusals name the reason; queue bound; timeouts; cancel; s
   s.cancel(h);
   CHECK(run.wait() == Finish::Cancelled);
   CHECK(s.stats().kv_blocks_used == 0);
-  CHECK(s.stats().requests_rejected == 5);
+  CHECK(s.stats().requests_rejected == 6);
 }
 
 TEST_CASE("scheduler: the interactive lane is admitted before the batch lane", "[cpu][serve]") {

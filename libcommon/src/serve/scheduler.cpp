@@ -237,9 +237,13 @@ RequestHandle Scheduler::submit(GenRequest req, EventFn on_event, Refusal* why, 
   }
   const long want = std::min<long>(static_cast<long>(req.prompt.size()) + req.max_tokens, mi.context);
   const int reserve = kv_.blocks_for(static_cast<int>(want));
-  if (reserve > kv_.total_blocks())
-    return refuse(Refusal::TooLong, "prompt + max_tokens needs " + std::to_string(reserve) +
-                                        " KV blocks; the pool has " + std::to_string(kv_.total_blocks()));
+  if (reserve > kv_.total_blocks()) {
+    const bool prompt_fits = kv_.blocks_for(static_cast<int>(req.prompt.size()) + 1) <= kv_.total_blocks();
+    return refuse(prompt_fits ? Refusal::CompletionTooLong : Refusal::TooLong,
+                  "prompt + max_tokens needs " + std::to_string(reserve) + " KV blocks; the pool has " +
+                      std::to_string(kv_.total_blocks()) +
+                      (prompt_fits ? " (reduce max_tokens)" : " (the prompt alone does not fit)"));
+  }
   auto r = std::make_shared<RequestState>(std::move(req), std::move(on_event));
   r->reserve = reserve;
   r->t_submit = Clock::now();

@@ -286,6 +286,8 @@ struct Server::Impl {
         send_error(res, status_error(503, "server_error", detail, "shutting_down"), eng.label);
       else if (why == Scheduler::Refusal::TooLong)
         send_error(res, invalid_request(detail, param, "context_length_exceeded"), eng.label);
+      else if (why == Scheduler::Refusal::CompletionTooLong)
+        send_error(res, invalid_request(detail, "max_tokens", "context_length_exceeded"), eng.label);
       else send_error(res, invalid_request(detail, param), eng.label);
       return;
     }

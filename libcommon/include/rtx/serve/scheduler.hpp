@@ -149,10 +149,11 @@ class Scheduler {
   Scheduler& operator=(const Scheduler&) = delete;
 
   /// Why a request cannot be submitted.
-  enum class Refusal { None, QueueFull, TooLong, ShuttingDown, BadRequest };
+  enum class Refusal { None, QueueFull, TooLong, CompletionTooLong, ShuttingDown, BadRequest };
   /// Queues `req`; `on_event` gets its tokens. Returns the handle, or nullptr with `why` set:
-  /// QueueFull (max_queue waiting: answer 429), TooLong (prompt + 1 > context, or the
-  /// reservation exceeds the pool), ShuttingDown, BadRequest (empty prompt, id out of range,
+  /// QueueFull (max_queue waiting: answer 429), TooLong (prompt + 1 > context, or the prompt
+  /// and one token alone need more blocks than the pool has), CompletionTooLong (the prompt
+  /// fits the pool but prompt + max_tokens does not), ShuttingDown, BadRequest (empty prompt, id out of range,
   /// max_tokens < 0, bad sampling settings; `detail` says which).
   RequestHandle submit(GenRequest req, EventFn on_event, Refusal* why = nullptr, std::string* detail = nullptr);
   /// Ends the request at the next step (finish Cancelled) and frees its KV blocks; no-op when

@@ -304,7 +304,7 @@ TEST_CASE("serve: bad requests get OpenAI error objects with the right status", 
   expect(completion("hi", 5, 0, {{"stop", json::array({"a", "b", "c", "d", "e"})}}).dump(), 400, "stop");
   expect(completion("hi", 5, 0, {{"model", "gpt-4"}}).dump(), 404, "");
   expect(completion("hi", 5, 0, {{"prompt", json::array({1, 2, 100000})}}).dump(), 400, "prompt");
-  expect(completion("hi", 600).dump(), 400, "prompt");  // 600 + prompt > context 512
+  expect(completion("hi", 600).dump(), 400, "max_tokens");  // 600 + prompt > context 512; the prompt fits
   std::string long_prompt;
   for (int i = 0; i < 700; ++i) long_prompt += "a b ";
   expect(completion(long_prompt.substr(0, 3000), 5).dump(), 400, "prompt");

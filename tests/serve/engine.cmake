@@ -8,6 +8,12 @@ add_executable(serve_bench ${CMAKE_CURRENT_LIST_DIR}/serve_bench.cpp)
 target_link_libraries(serve_bench PRIVATE rtx::common)
 rtx_target_defaults(serve_bench)
 set_target_properties(serve_bench PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+# attention_bench: the decode step's paged attention alone (GPT-2 124M shapes, B sequences, KV
+# blocks scattered through the pool), best time and K + V GB/s. Not a ctest test.
+add_executable(attention_bench ${CMAKE_CURRENT_LIST_DIR}/attention_bench.cpp)
+target_link_libraries(attention_bench PRIVATE rtx::common)
+rtx_target_defaults(attention_bench)
+set_target_properties(attention_bench PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 # GPT-2 on CUDA (--device cuda): every case says SKIPPED without a GPU (ctest: skipped).
 rtx_add_test(serve_engine_cuda_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_cuda_test.cpp LABELS cuda)
 # --device selection and its errors, on every machine.

@@ -140,6 +140,9 @@ TEST_CASE("probes run, are stored and feed latest_measured_peaks", "[cpu]") {
   const double frac = r.probes["sgemm"]["fraction_of_peak"].get<double>();
   CHECK(frac == Approx(g->value.get<double>() / rtx::telemetry::cpu_peak_fp32_flops(rtx::telemetry::hardware_profile())));
   CHECK(frac < 1.5);  // a measured GEMM far above the theoretical peak means the peak model is wrong
+  // Above the peak (a CPU boosting past the clock the peak was computed from), the detail says so
+  // and names the least clock that explains the figure; at or below it, it does not.
+  CHECK((g->detail.find("turbo: at least") != std::string::npos) == (frac > 1.0));
 
   rtx::store::Store st(db);
   const auto m = d::latest_measured_peaks(st);

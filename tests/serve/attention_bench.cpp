@@ -20,25 +20,11 @@
 #include "rtx/core/philox.hpp"
 #include "rtx/serve/attention.hpp"
 #include "rtx/serve/model.hpp"
+#include "bench_args.hpp"
 
 using namespace rtx;
 
-namespace {
-/// A whole decimal integer in [lo, 1e6], else Error(Usage) naming the flag.
-int parse_int(const std::string& v, const std::string& flag, int lo) {
-  size_t used = 0;
-  long long x = 0;
-  try {
-    x = std::stoll(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != v.size() || x < lo || x > 1000000)
-    throw Error(ErrorCategory::Usage, "attention_bench: " + flag + " wants an integer >= " + std::to_string(lo) +
-                                      ", got '" + v + "'");
-  return static_cast<int>(x);
-}
-}  // namespace
+using bench_args::parse_int;
 
 int main(int argc, char** argv) {
   try {

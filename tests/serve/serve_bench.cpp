@@ -24,25 +24,12 @@
 #include "rtx/models/gpt2.hpp"
 #include "rtx/serve/gpt2_serve.hpp"
 #include "rtx/serve/model.hpp"
+#include "bench_args.hpp"
 
 using namespace rtx;
 using Clock = std::chrono::steady_clock;
 
-namespace {
-/// A whole decimal integer in [lo, 1e9], else Error(Usage) naming the flag.
-int parse_int(const std::string& v, const std::string& flag, int lo) {
-  size_t used = 0;
-  long long x = 0;
-  try {
-    x = std::stoll(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != v.size() || x < lo || x > 1000000000)
-    throw_usage("\"" + v + "\" is not an integer >= " + std::to_string(lo), flag);
-  return static_cast<int>(x);
-}
-}  // namespace
+using bench_args::parse_int;
 
 int main(int argc, char** argv) {
   try {

@@ -123,9 +123,10 @@ RTX_ATT_AVX2 float exp_shifted_avx2(float* scores, int n, float mx) {
 /// value block t (`v`) are requested, so that the next run of keys (one head's slots of a block
 /// are contiguous, 2-4 KiB; the blocks are not) and the value pass come from cache, not DRAM.
 /// An f32 pool asks for L2 (4 lines a slot at head size 64), an f16 pool for L1 (2 lines): the
-/// better hint of each in docs/perf.md's measurement (decode-shaped, 32 sequences from DRAM:
-/// f32 +25-40%, f16 +15-35%). A hint: never faults, changes no arithmetic (same bits, still
-/// batch invariant).
+/// better hint of each in docs/perf.md's attention_bench rounds (32 sequences from DRAM on
+/// Zen 4: f32 1.17-1.26x; f16 1.10-1.34x at 512 keys, mixed at 68). A hint: never faults
+/// (a next block's slots past the last key are still pool memory), changes no arithmetic
+/// (same bits, still batch invariant).
 template <class E>
 inline void prefetch_slot(const E* next_k, const E* v, int HS) {
   constexpr int locality = std::is_same_v<E, float> ? 2 : 3;

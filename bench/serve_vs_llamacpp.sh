@@ -21,6 +21,9 @@
 #   NUM_REQUESTS  requests per level; 0 = max(8, 2 x concurrency) [0]
 #   MAX_TOKENS    max_tokens per request, sent with ignore_eos [64]
 #   CTX           context per slot, tokens [256]
+#   PROMPTS_FILE  one prompt per line, sent round-robin, instead of the six short story openings
+#                 (long prompts make each decode step's attention read a long KV cache; raise
+#                 CTX to hold prompt + MAX_TOKENS) [none]
 #   PORT          first port; rtx-serve gets PORT, llama-server PORT+1 [18080]
 #   EXTRA_BODY    JSON object merged into every request, e.g. '{"cache_prompt": false}' to turn
 #                 prompt (prefix) caching off on both servers [none]
@@ -28,7 +31,7 @@
 # Exit status: 0 ok, 1 a run had no successful request, 2 usage or environment error.
 set -euo pipefail
 
-usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "serve_vs_llamacpp: $*" >&2; exit 2; }
 case "${1:-}" in -h|--help) usage; exit 0 ;; "") ;; *) usage >&2; exit 2 ;; esac
 
@@ -39,6 +42,7 @@ CONCURRENCY=${CONCURRENCY:-"1 8 32"}
 NUM_REQUESTS=${NUM_REQUESTS:-0}
 MAX_TOKENS=${MAX_TOKENS:-64}
 CTX=${CTX:-256}
+PROMPTS_FILE=${PROMPTS_FILE:-}
 PORT=${PORT:-18080}
 RTX_SERVE_ARGS=${RTX_SERVE_ARGS:-"run --model {MODEL} --threads {THREADS} --host 127.0.0.1 --port {PORT} --max-batch {SLOTS}"}
 HEALTH_TIMEOUT=${HEALTH_TIMEOUT:-300}
@@ -61,8 +65,12 @@ for c in $CONCURRENCY; do [ "$c" -gt "$SLOTS" ] && SLOTS=$c; done
 OUT=${OUT:-$(mktemp -d /tmp/serve_vs_llamacpp.XXXXXX)}
 mkdir -p "$OUT"
 
-# Fixed prompts (short story openings), sent round-robin.
+# Fixed prompts (short story openings), sent round-robin; or the user's PROMPTS_FILE.
 PROMPTS="$OUT/prompts.txt"
+if [ -n "$PROMPTS_FILE" ]; then
+  [ -f "$PROMPTS_FILE" ] && grep -q . "$PROMPTS_FILE" || die "PROMPTS_FILE=$PROMPTS_FILE is not a file with a non-empty line"
+  cp "$PROMPTS_FILE" "$PROMPTS"
+else
 cat > "$PROMPTS" <<'EOF'
 Once upon a time
 One day, a little girl named Lily went to the park
@@ -71,6 +79,7 @@ Tom had a big red ball
 There was a small dog who lived in a house
 Mia and her mom went to the store
 EOF
+fi
 
 SERVER_PID=""
 stop_server() {

@@ -6,18 +6,22 @@
 // read per second. Not a test.
 // Usage: attention_bench [--keys N] [--batch B] [--kv-type f32|f16] [--block T] [--reps R]
 //   (defaults: 128 keys, batch 32, f32, block 16, 15 reps; threads from OMP_NUM_THREADS;
-//   RTX_ISA=avx2 picks the AVX2 kernel on an AVX-512 CPU). Exit 2 on a bad flag.
+//   RTX_ISA=avx2 picks the AVX2 kernel on an AVX-512 CPU; the line printed names the ISA).
+//   Exit: 0 ok, 2 bad flag, 3 the pool does not fit in memory.
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <chrono>
 #include <cstdio>
 #include <numeric>
+#include <new>
 #include <string>
 #include <vector>
 
 #include "rtx/core/error.hpp"
 #include "rtx/core/philox.hpp"
+#include "rtx/kernels/cpu_features.hpp"
 #include "rtx/serve/attention.hpp"
 #include "rtx/serve/model.hpp"
 #include "bench_args.hpp"
@@ -30,19 +34,24 @@ int main(int argc, char** argv) {
   try {
     int n_keys = 128, batch = 32, block = 16, reps = 15;
     serve::KvType type = serve::KvType::F32;
+    const char* usage = "usage: attention_bench [--keys N] [--batch B] [--kv-type f32|f16] [--block T] [--reps R]\n";
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
-      if (i + 1 >= argc) throw Error(ErrorCategory::Usage, "attention_bench: " + a + " wants a value (or unknown flag)");
+      if (a == "--help" || a == "-h") return std::fputs(usage, stdout), 0;
+      if (a != "--keys" && a != "--batch" && a != "--block" && a != "--reps" && a != "--kv-type")
+        throw Error(ErrorCategory::Usage, "unknown flag " + a + "\n" + usage);
+      if (i + 1 >= argc) throw Error(ErrorCategory::Usage, a + " wants a value");
       const std::string v = argv[++i];
       if (a == "--keys") n_keys = parse_int(v, a, 1);
       else if (a == "--batch") batch = parse_int(v, a, 1);
       else if (a == "--block") block = parse_int(v, a, 1);
       else if (a == "--reps") reps = parse_int(v, a, 1);
-      else if (a == "--kv-type") type = serve::parse_kv_type(v, "--kv-type");
-      else throw Error(ErrorCategory::Usage, "attention_bench: unknown flag " + a);
+      else type = serve::parse_kv_type(v, "--kv-type");
     }
     constexpr int L = 12, H = 12, HS = 64;
     const int per_seq = (n_keys + block - 1) / block;
+    if (static_cast<int64_t>(batch) * per_seq > 1 << 30)
+      throw Error(ErrorCategory::Usage, "--batch x blocks per sequence (--keys / --block) is over 2^30 KV blocks");
     serve::KvCache kv(L, H, HS, block, batch * per_seq, true, type);
     std::vector<int32_t> ids(static_cast<size_t>(batch) * per_seq);
     for (auto& b : ids) b = kv.alloc();
@@ -73,12 +82,16 @@ int main(int argc, char** argv) {
       best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     const double bytes = 2.0 * batch * L * n_keys * H * HS * serve::kv_type_bytes(type);
-    std::printf("attention_bench: batch %d, %d keys, block %d, KV %s, %d threads: best %.3f ms per step, %.1f GB/s "
-                "(K + V read, %.1f MB)\n",
-                batch, n_keys, block, serve::kv_type_name(type), T, best * 1e3, bytes / best / 1e9, bytes / 1e6);
+    std::printf("attention_bench: batch %d, %d keys, block %d, KV %s, %d threads, ISA %s: best %.3f ms per step, "
+                "%.1f GB/s (K + V read, %.1f MB)\n",
+                batch, n_keys, block, serve::kv_type_name(type), T, kernels::isa_name(kernels::cpu_isa_active()),
+                best * 1e3, bytes / best / 1e9, bytes / 1e6);
     return 0;
   } catch (const Error& e) {
-    std::fprintf(stderr, "%s\n", e.what());
+    std::fprintf(stderr, "attention_bench: %s\n", e.what());
     return e.exit_code();
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "attention_bench: not enough memory for the KV pool (--keys x --batch too large)\n");
+    return 3;
   }
 }

@@ -1,7 +1,9 @@
 // serve_bench: greedy decode throughput (tokens/s) of any serving model (GGUF gpt2/llama, rtx
 // checkpoint) over a paged KV cache, 1 sequence and B sequences batched (one forward per step
 // for all), without HTTP. Not a test.
-// Usage: serve_bench [--model FILE | --random-gpt2 PRESET] [--tokens N] [--prompt-tokens P] [--block T] [--kv-type f32|f16] [--device D] [batch...]
+// Usage: serve_bench [--model FILE | --random-gpt2 PRESET] [--tokens N] [--prompt-tokens P] [--block T] [--kv-type f32|f16]
+//                    [--f32-activations] [--dequantize] [--device D] [batch...]
+// Exit: 0 ok, 2 bad flag or input, 3 no CUDA device or not enough memory, 4 internal error.
 // --prompt-tokens P: a prompt of P tokens ("Once upon a time" repeated) instead of that phrase
 // once, so batch 1's prefill figure compares with llama-bench's ppP.
 // --random-gpt2 gpt2|gpt2-tiny|...: a GPT-2 of that preset's shapes with random weights (N(0, 0.02),
@@ -14,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -55,7 +58,13 @@ int main(int argc, char** argv) {
       else if (a == "--device" && i + 1 < argc) lo.cuda_device = serve::parse_device(argv[++i]);
       else if (!a.empty() && a[0] != '-') batches.push_back(parse_int(a, "batch", 1));
       else {
-        std::fprintf(stderr, "usage: serve_bench [--model FILE | --random-gpt2 PRESET] [--tokens N] [--prompt-tokens P] [--block T] [--kv-type f32|f16] [--f32-activations] [--dequantize] [--device cpu|cuda[:N]] [batch...]\n");
+        const char* usage =
+            "usage: serve_bench [--model FILE | --random-gpt2 PRESET] [--tokens N] [--prompt-tokens P] [--block T] "
+            "[--kv-type f32|f16] [--f32-activations] [--dequantize] [--device cpu|cuda[:N]] [batch...]\n";
+        if (a == "--help" || a == "-h") return std::fputs(usage, stdout), 0;
+        const bool takes_value = a == "--model" || a == "--random-gpt2" || a == "--tokens" || a == "--block" ||
+                                 a == "--prompt-tokens" || a == "--kv-type" || a == "--device";
+        std::fprintf(stderr, "serve_bench: %s %s\n%s", a.c_str(), takes_value ? "wants a value" : "is not a flag or a batch size >= 1", usage);
         return 2;
       }
     }
@@ -140,5 +149,12 @@ int main(int argc, char** argv) {
   } catch (const Error& e) {
     std::fprintf(stderr, "serve_bench: %s\n", e.what());
     return e.exit_code();
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "serve_bench: not enough memory for the model and a KV pool of these batch sizes and "
+                         "--tokens (try fewer or smaller batches)\n");
+    return 3;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "serve_bench: internal error: %s\n", e.what());
+    return 4;
   }
 }

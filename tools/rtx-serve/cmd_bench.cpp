@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 
 #include "commands.hpp"
@@ -32,8 +33,12 @@ Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
   s.add_option("--api-key", cfg.api_key, "Bearer token (default: $RTX_API_KEY)");
   s.add_option("--model", cfg.model, "\"model\" field of each request (omitted when empty)");
   s.add_option("--endpoint", cfg.endpoint, "/v1/completions or /v1/chat/completions")->capture_default_str();
-  s.add_option("-c,--concurrency", cfg.concurrency, "Client threads = requests in flight")->capture_default_str();
-  s.add_option("-n,--num-requests", cfg.num_requests, "Requests to send (0: until --duration)")->capture_default_str();
+  s.add_option("-c,--concurrency", cfg.concurrency, "Client threads = requests in flight")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  s.add_option("-n,--num-requests", cfg.num_requests, "Requests to send (0: until --duration)")
+      ->check(CLI::Range(0, std::numeric_limits<int>::max()))
+      ->capture_default_str();
   s.add_option("--duration", cfg.duration_s, "Stop starting requests after this many s (0: no limit)")
       ->capture_default_str();
   s.add_option("--prompt", a->prompts, "A prompt (repeatable; request i sends prompt i mod count)");

@@ -276,8 +276,8 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
     using namespace rtx::serve;
     if (a->api_key.empty())
       if (const char* k = std::getenv("RTX_API_KEY")) a->api_key = k;
-    if (a->port < 0 || a->port > 65535) rtx::throw_usage("--port must be in [0, 65535]", "--port");
-    if (a->threads < 0) rtx::throw_usage("--threads must be >= 0", "--threads");
+    if (a->port < 0 || a->port > 65535) rtx::throw_usage("must be in [0, 65535]", "--port");
+    if (a->threads < 0) rtx::throw_usage("must be >= 0", "--threads");
     const std::string db = common.db.empty() ? rtx::store::default_db_path() : common.db;
     if (!a->no_profile) {
       apply_tuned(*a, db, common.quiet);
@@ -288,7 +288,13 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
     for (const auto& [key, opt] : a->sched_flags)
       if (key == "prefill_chunk" && opt->count() == 0 && a->sched.prefill_chunk > a->sched.token_budget)
         a->sched.prefill_chunk = std::max(1, a->sched.token_budget);
-    a->sched.validate();
+    try {
+      a->sched.validate();
+    } catch (const rtx::Error& e) {  // name the flag that was given ("--max-batch"), not the profile key
+      for (const auto& [key, opt] : a->sched_flags)
+        if (key == e.where() && opt->count() > 0) rtx::throw_usage(e.message(), opt->get_name(), e.hint());
+      throw;
+    }
     if (a->canary_fraction > 0 && a->canary_profile.empty())
       rtx::throw_usage("--canary-fraction needs --canary-profile", "--canary-fraction");
     LoadOptions lo;

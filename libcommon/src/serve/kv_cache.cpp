@@ -13,7 +13,7 @@ const char* kv_type_name(KvType t) { return t == KvType::F16 ? "f16" : "f32"; }
 KvType parse_kv_type(const std::string& s, const std::string& where) {
   if (s == "f32" || s == "float32") return KvType::F32;
   if (s == "f16" || s == "float16") return KvType::F16;
-  throw_input(where + ": KV cache type \"" + s + "\" is not one of f32, f16", where, "use f32 or f16");
+  throw_input("KV cache type \"" + s + "\" is not one of f32, f16", where);
 }
 
 void KvCache::wrong_pool(const char* want) const {

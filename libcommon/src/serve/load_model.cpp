@@ -47,8 +47,15 @@ std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& op
     throw_input("named .gguf but not a GGUF file (its first bytes are \"" + got +
                     "\", not \"GGUF\")", path, "check the file (a truncated download or another format)");
   }
-  // Not GGUF: an rtx checkpoint (safetensors); its reader names what is wrong otherwise.
-  return load_gpt2_checkpoint(path, opt);
+  // Not GGUF: an rtx checkpoint (safetensors); its reader names what is wrong otherwise, and
+  // the hint says that both formats were tried.
+  try {
+    return load_gpt2_checkpoint(path, opt);
+  } catch (const Error& e) {
+    if (e.category() != ErrorCategory::Input) throw;
+    throw_input(e.message() + " (read as an rtx checkpoint: the file has no GGUF magic)", e.where(),
+                "give a GGUF file (gpt2 or llama) or an rtx-train checkpoint (.safetensors)");
+  }
 }
 
 }  // namespace rtx::serve

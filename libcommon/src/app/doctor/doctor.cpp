@@ -388,13 +388,13 @@ void run_probes(DoctorReport& r, const DoctorOptions& o, const tel::HardwareProf
     b.add("probe.sgemm", Status::Warn, gd + ": under 30% of peak",
           "see host.blas (OpenBLAS kernel), host.load and the FMA-unit assumption in host.peak", gf,
           "FLOP/s");
-  else if (peak > 0 && frac > 1.0)  // the peak's clock is a base clock the CPU boosts above
+  else if (peak > 0 && frac > 1.0) {  // the peak's clock is a base clock the CPU boosts above
+    const double mhz = hw.max_mhz > 0 ? hw.max_mhz : hw.base_mhz;  // the clock host.peak used
     b.add("probe.sgemm", Status::Pass,
-          gd + ": above it, so the cores ran faster than host.peak's " +
-              fmt("%.0f MHz", hw.max_mhz > 0 ? hw.max_mhz : hw.base_mhz) + " (turbo: at least " +
-              fmt("%.0f MHz", (hw.max_mhz > 0 ? hw.max_mhz : hw.base_mhz) * frac) +
-              " for this figure) and roofline percentages of that peak read high",
+          gd + ": above it, so the cores ran faster than host.peak's " + fmt("%.0f MHz", mhz) + " (turbo: at least " +
+              fmt("%.0f MHz", mhz * frac) + " for this figure) and roofline percentages of that peak read high",
           "", gf, "FLOP/s");
+  }
   else
     b.add("probe.sgemm", Status::Pass, gd, "", gf, "FLOP/s");
 

@@ -378,6 +378,110 @@ TEST_CASE("scheduler: tokens equal one-sequence generation; finish reasons; stop
   CHECK(st.finished_by[static_cast<int>(Finish::Stop)] == 1);
 }
 
+namespace {
+
+/// Forwards to `inner` and records each call's per-sequence token counts (decode rows first).
+class RecordingModel : public Model {
+ public:
+  explicit RecordingModel(Model& inner) : inner_(inner) {}
+  const ModelInfo& info() const override { return inner_.info(); }
+  const io::Tokenizer& tokenizer() const override { return inner_.tokenizer(); }
+  void forward(const std::vector<SeqBatch>& batch, KvCache& kv, float* logits) override {
+    std::vector<int> ns;
+    for (const auto& b : batch) ns.push_back(b.n);
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      calls_.push_back(ns);
+    }
+    inner_.forward(batch, kv, logits);
+  }
+  std::vector<std::vector<int>> calls() {
+    std::lock_guard<std::mutex> g(mu_);
+    return calls_;
+  }
+
+ private:
+  Model& inner_;
+  std::mutex mu_;
+  std::vector<std::vector<int>> calls_;
+};
+
+}  // namespace
+
+TEST_CASE("scheduler: a TPOT target cuts prompt chunks while an interactive sequence decodes; tokens unchanged",
+          "[cpu][serve]") {
+  const auto c = make_cfg(67, 24, 3, 2, 256);
+  auto inner = tiny_model(c, 31);
+  const auto a_prompt = random_ids(4, 67, 1);
+  const auto b_prompt = random_ids(200, 67, 2);
+  // A decodes; once it has 5 tokens (the step-time fit has data), B's 200-token prompt arrives.
+  const auto serve_pair = [&](double target_ms, std::vector<std::vector<int>>& calls, SchedulerStats& st) {
+    RecordingModel rec(*inner);
+    SchedulerConfig sc;
+    sc.tpot_target_ms = target_ms;
+    sc.prefix_cache = false;
+    Scheduler s(rec, sc);
+    Collector a, b;
+    // A's 5th token holds the step thread until B is queued, so B joins while A decodes.
+    std::mutex gm;
+    std::condition_variable gcv;
+    bool at5 = false, b_in = false;
+    int count = 0;
+    EventFn afn = a.fn();
+    REQUIRE(s.submit(greedy(a_prompt, 200), [&](const TokenEvent& ev) {
+      const bool go = afn(ev);
+      if (ev.finish == Finish::None && ++count == 5) {
+        std::unique_lock<std::mutex> lk(gm);
+        at5 = true;
+        gcv.notify_all();
+        gcv.wait(lk, [&] { return b_in; });
+      }
+      return go;
+    }));
+    {
+      std::unique_lock<std::mutex> lk(gm);
+      REQUIRE(gcv.wait_for(lk, std::chrono::seconds(60), [&] { return at5; }));
+    }
+    REQUIRE(s.submit(greedy(b_prompt, 4), b.fn()));
+    {
+      std::lock_guard<std::mutex> lk(gm);
+      b_in = true;
+    }
+    gcv.notify_all();
+    CHECK(a.wait() == Finish::Length);
+    CHECK(b.wait() == Finish::Length);
+    calls = rec.calls();
+    st = s.stats();
+    return std::make_pair(a.tokens, b.tokens);
+  };
+  std::vector<std::vector<int>> free_calls, cut_calls;
+  SchedulerStats free_st, cut_st;
+  const auto free_out = serve_pair(0, free_calls, free_st);
+  // 1 ns per step cannot be met: every step with A's decode row takes kMinPrefillTokens of B.
+  const auto cut_out = serve_pair(1e-6, cut_calls, cut_st);
+  CHECK(cut_out == free_out);  // batch invariance: the chunking moves timings, never tokens
+  CHECK(free_out.first.size() == 200);
+  CHECK(free_out.second.size() == 4);
+  const auto b_chunks = [&](const std::vector<std::vector<int>>& calls) {
+    std::vector<int> out;  // B's prompt chunks: the second sequence of a two-sequence step, while B prefills
+    int done = 0;
+    for (const auto& ns : calls)
+      if (ns.size() == 2 && done < 200) {
+        out.push_back(ns[1]);
+        done += ns[1];
+      }
+    return out;
+  };
+  const auto fc = b_chunks(free_calls), cc = b_chunks(cut_calls);
+  CHECK(fc == std::vector<int>{200});  // no target: the whole prompt in one step (chunk 256, budget 512)
+  REQUIRE(cc.size() == 13);            // 12 x 16 + 8
+  for (size_t i = 0; i + 1 < cc.size(); ++i) CHECK(cc[i] == kMinPrefillTokens);
+  CHECK(cc.back() == 200 - 12 * kMinPrefillTokens);
+  CHECK(free_st.steps_tpot_capped == 0);
+  CHECK(cut_st.steps_tpot_capped == 12);  // the last chunk (8 tokens) was not cut
+  CHECK(cut_st.step_fixed_s + cut_st.step_per_row_s > 0);
+}
+
 TEST_CASE("scheduler: refusals name the reason; queue bound; timeouts; cancel; shutdown", "[cpu][serve]") {
   const auto c = make_cfg(67, 24, 3, 2, 32);
   auto m = tiny_model(c, 22);
@@ -481,6 +585,74 @@ TEST_CASE("scheduler config: JSON round trip and validation name the knob", "[cp
   CHECK_THROWS_WITH(SchedulerConfig::from_json({{"max_batch", "8"}}), Catch::Contains("max_batch"));
   CHECK_THROWS_WITH(SchedulerConfig::from_json({{"bogus", 1}}), Catch::Contains("bogus"));
   CHECK_THROWS_WITH(SchedulerConfig::from_json({{"token_budget", 4}, {"max_batch", 8}}), Catch::Contains("token_budget"));
+  c.tpot_target_ms = 42.5;
+  CHECK(SchedulerConfig::from_json(c.to_json()).tpot_target_ms == 42.5);
+  CHECK(SchedulerConfig{}.tpot_target_ms == 0);  // off by default
+  CHECK_THROWS_WITH(SchedulerConfig::from_json({{"tpot_target_ms", -1}}), Catch::Contains("tpot_target_ms"));
+  CHECK_THROWS_WITH(SchedulerConfig::from_json({{"tpot_target_ms", "5"}}), Catch::Contains("tpot_target_ms"));
+  SchedulerConfig nan_target;
+  nan_target.tpot_target_ms = std::nan("");
+  CHECK_THROWS_WITH(nan_target.validate(), Catch::Contains("tpot_target_ms"));
+}
+
+TEST_CASE("step time model: recovers a + b rows + c attended; coefficients stay >= 0; forgets", "[cpu][serve]") {
+  CHECK(attended_pairs(1, 0) == 1);
+  CHECK(attended_pairs(1, 9) == 10);
+  CHECK(attended_pairs(7, 127) == 7 * 127 + 28);  // keys 128..134 for the 7 queries
+  CHECK_THROWS_WITH(StepTimeModel(0), Catch::Contains("forget"));
+  CHECK_THROWS_WITH(StepTimeModel(1.5), Catch::Contains("forget"));
+  // Exact data from known coefficients (seconds): the fit returns them.
+  const double a = 2e-3, b = 1e-4, c = 2e-8;
+  StepTimeModel m(0.97);
+  CHECK_FALSE(m.ready());
+  CHECK(m.predict(10, 10) == 0);
+  uint64_t x = 12345;
+  const auto next = [&x](int mod) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<int>((x >> 33) % static_cast<uint64_t>(mod));
+  };
+  for (int i = 0; i < 60; ++i) {
+    const int decode = 1 + next(32), pos = next(1000), chunk = next(300);
+    const double rows = decode + chunk;
+    const double att = decode * attended_pairs(1, pos) + attended_pairs(chunk, next(600));
+    m.observe(rows, att, a + b * rows + c * att);
+    if (i == 1) CHECK_FALSE(m.ready());
+  }
+  REQUIRE(m.ready());
+  CHECK(m.observations() == 60);
+  CHECK(m.fixed_s() == Approx(a).epsilon(1e-6));
+  CHECK(m.per_row_s() == Approx(b).epsilon(1e-6));
+  CHECK(m.per_key_s() == Approx(c).epsilon(1e-6));
+  CHECK(m.predict(513, 2e5) == Approx(a + b * 513 + c * 2e5).epsilon(1e-6));
+  // Bad observations are ignored.
+  m.observe(std::nan(""), 1, 1);
+  m.observe(1, 1, -1);
+  m.observe(1, INFINITY, 1);
+  CHECK(m.observations() == 60);
+  // Forgetting: after 300 steps of a machine twice as slow, the fit is the new one.
+  StepTimeModel f(0.9);
+  for (int i = 0; i < 40; ++i) f.observe(1 + i, 100.0 * i, a + b * (1 + i) + c * 100.0 * i);
+  for (int i = 0; i < 300; ++i) {
+    const double rows = 1 + next(64), att = next(5000);
+    f.observe(rows, att, 2 * (a + b * rows + c * att));
+  }
+  CHECK(f.per_row_s() == Approx(2 * b).epsilon(1e-4));
+  CHECK(f.predict(32, 1000) == Approx(2 * (a + b * 32 + c * 1000)).epsilon(1e-4));
+  // Time falling with rows (noise, another process): no negative slope; the fit is the mean.
+  StepTimeModel g(1);
+  double sum = 0;
+  for (int i = 0; i < 10; ++i) {
+    const double t = 5e-3 - 1e-5 * i;
+    g.observe(1 + i, 0, t);
+    sum += t;
+  }
+  CHECK(g.per_row_s() == 0);
+  CHECK(g.per_key_s() == 0);
+  CHECK(g.fixed_s() == Approx(sum / 10).epsilon(1e-12));
+  // Rows constant (decode-only steps of one batch size): the attended term alone explains time.
+  StepTimeModel h(1);
+  for (int i = 0; i < 10; ++i) h.observe(8, 1000.0 * (i + 1), 1e-3 + 1e-7 * 1000.0 * (i + 1));
+  CHECK(h.predict(8, 20000) == Approx(1e-3 + 1e-7 * 20000).epsilon(1e-6));
 }
 
 TEST_CASE("scheduler tuning: space rules, knob mapping, batched runs equal sequential ones, objective", "[cpu][serve]") {

@@ -712,6 +712,11 @@ TEST_CASE("serve: 64 concurrent streaming clients; every request completes or ge
   CHECK(s.metric("rtx_kv_cache_blocks_used{engine=\"main\"}") == 0);
   CHECK(s.metric("rtx_running_sequences{engine=\"main\"}") == 0);
   CHECK(s.metric("rtx_time_to_first_token_seconds_count{engine=\"main\"}") == sm.completed);
+  CHECK(s.metric("rtx_steps_tpot_capped_total{engine=\"main\"}") == 0);  // no --tpot-target-ms
+  CHECK(s.metric("rtx_step_time_model_seconds{engine=\"main\",term=\"fixed\"}") +
+            s.metric("rtx_step_time_model_seconds{engine=\"main\",term=\"per_row\"}") >
+        0);
+  CHECK(s.metric("rtx_step_time_model_seconds{engine=\"main\",term=\"per_key\"}") >= 0);
 }
 
 TEST_CASE("serve: graceful shutdown ends in-flight streams and stops the listener", "[cpu][serve]") {

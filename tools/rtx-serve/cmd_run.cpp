@@ -241,6 +241,9 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
             "TTFT target of the interactive lane");
   sched_opt("--batch-target-ms", a->sched.batch_target_ms, "batch_target_ms",
             "TTFT target of the batch lane");
+  sched_opt("--tpot-target-ms", a->sched.tpot_target_ms, "tpot_target_ms",
+            "TPOT target of the interactive lane: cut each step's prompt chunks so its predicted time stays within "
+            "it while such a sequence decodes (0 = off; the token budget alone)");
   a->sched_flags.emplace_back(
       "prefix_cache", s.add_flag("--prefix-cache,!--no-prefix-cache", a->sched.prefix_cache,
                                  "Reuse cached KV blocks of prompts that start like earlier sequences (default on)"));

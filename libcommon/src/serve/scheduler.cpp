@@ -38,6 +38,8 @@ void SchedulerConfig::validate() const {
   need(std::isfinite(request_timeout_s) && request_timeout_s > 0, "request_timeout_s", "must be > 0");
   need(std::isfinite(interactive_target_ms) && interactive_target_ms > 0, "interactive_target_ms", "must be > 0");
   need(std::isfinite(batch_target_ms) && batch_target_ms > 0, "batch_target_ms", "must be > 0");
+  need(std::isfinite(tpot_target_ms) && tpot_target_ms >= 0 && tpot_target_ms <= 600000, "tpot_target_ms",
+       "must be in [0, 600000] (0 = off)");
 }
 
 nlohmann::json SchedulerConfig::to_json() const {
@@ -46,7 +48,8 @@ nlohmann::json SchedulerConfig::to_json() const {
           {"kv_block_tokens", kv_block_tokens}, {"kv_blocks", kv_blocks},
           {"max_queue", max_queue},         {"request_timeout_s", request_timeout_s},
           {"interactive_target_ms", interactive_target_ms}, {"batch_target_ms", batch_target_ms},
-          {"prefix_cache", prefix_cache}, {"kv_type", kv_type_name(kv_type)}};
+          {"tpot_target_ms", tpot_target_ms}, {"prefix_cache", prefix_cache},
+          {"kv_type", kv_type_name(kv_type)}};
 }
 
 SchedulerConfig SchedulerConfig::from_json(const nlohmann::json& j, const std::string& where) {
@@ -77,6 +80,7 @@ SchedulerConfig SchedulerConfig::from_json(const nlohmann::json& j, const std::s
     else if (k == "request_timeout_s") as_num(c.request_timeout_s);
     else if (k == "interactive_target_ms") as_num(c.interactive_target_ms);
     else if (k == "batch_target_ms") as_num(c.batch_target_ms);
+    else if (k == "tpot_target_ms") as_num(c.tpot_target_ms);
     else if (k == "prefix_cache") {
       if (!v.is_boolean()) throw_input(at + ": \"" + k + "\" must be true or false", k);
       c.prefix_cache = v.get<bool>();
@@ -103,6 +107,84 @@ const char* finish_name(Finish f) {
     case Finish::None: break;
   }
   return "none";
+}
+
+// ---- step time model ---------------------------------------------------------------------
+
+StepTimeModel::StepTimeModel(double forget) : forget_(forget) {
+  if (!(forget > 0 && forget <= 1)) throw_input("StepTimeModel: forget must be in (0, 1]", "forget");
+}
+
+void StepTimeModel::observe(double rows, double attended, double seconds) {
+  if (!std::isfinite(rows) || !std::isfinite(attended) || !std::isfinite(seconds) || rows < 0 || attended < 0 ||
+      seconds < 0)
+    return;
+  const double f[3] = {1, rows, attended};
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) s_[i][j] = forget_ * s_[i][j] + f[i] * f[j];
+    st_[i] = forget_ * st_[i] + f[i] * seconds;
+  }
+  stt_ = forget_ * stt_ + seconds * seconds;
+  ++n_;
+  refit();
+}
+
+void StepTimeModel::refit() {
+  // Least squares on each feature subset that contains the constant; keep the best fit whose
+  // coefficients are all >= 0. The features are scaled to their weighted RMS first, so the
+  // normal equations are well conditioned whatever the units.
+  double scale[3];
+  for (int i = 0; i < 3; ++i) scale[i] = s_[i][i] > 0 ? std::sqrt(s_[i][i] / s_[0][0]) : 1;
+  static const int subsets[4][3] = {{0, 1, 2}, {0, 1, -1}, {0, 2, -1}, {0, -1, -1}};
+  double best_err = std::numeric_limits<double>::infinity(), best[3] = {0, 0, 0};
+  for (const auto& sub : subsets) {
+    int idx[3], m = 0;
+    for (int k : sub)
+      if (k >= 0) idx[m++] = k;
+    double A[3][4];
+    for (int r = 0; r < m; ++r) {
+      for (int c = 0; c < m; ++c) A[r][c] = s_[idx[r]][idx[c]] / (scale[idx[r]] * scale[idx[c]]);
+      A[r][m] = st_[idx[r]] / scale[idx[r]];
+    }
+    // Gaussian elimination with partial pivoting; a (near-)singular system skips the subset.
+    bool singular = false;
+    for (int col = 0; col < m && !singular; ++col) {
+      int piv = col;
+      for (int r = col + 1; r < m; ++r)
+        if (std::fabs(A[r][col]) > std::fabs(A[piv][col])) piv = r;
+      if (!(std::fabs(A[piv][col]) > 1e-9 * s_[0][0])) {
+        singular = true;
+        break;
+      }
+      for (int c = 0; c <= m; ++c) std::swap(A[col][c], A[piv][c]);
+      for (int r = 0; r < m; ++r) {
+        if (r == col) continue;
+        const double q = A[r][col] / A[col][col];
+        for (int c = col; c <= m; ++c) A[r][c] -= q * A[col][c];
+      }
+    }
+    if (singular) continue;
+    double beta[3] = {0, 0, 0};
+    bool ok = true;
+    for (int r = 0; r < m; ++r) {
+      beta[idx[r]] = A[r][m] / A[r][r] / scale[idx[r]];
+      if (!(beta[idx[r]] >= 0)) ok = false;
+    }
+    if (!ok) continue;
+    // Weighted squared error: sum t^2 - 2 beta.St + beta' S beta.
+    double err = stt_;
+    for (int i = 0; i < 3; ++i) {
+      err -= 2 * beta[i] * st_[i];
+      for (int j = 0; j < 3; ++j) err += beta[i] * s_[i][j] * beta[j];
+    }
+    if (err < best_err - 1e-12 * stt_) {
+      best_err = err;
+      for (int i = 0; i < 3; ++i) best[i] = beta[i];
+    }
+  }
+  a_ = best[0];
+  b_ = best[1];
+  c_ = best[2];
 }
 
 // ---- histogram ---------------------------------------------------------------------------
@@ -480,6 +562,7 @@ void Scheduler::loop() {
 
 void Scheduler::step(std::vector<RequestHandle>& running) {
   const ModelInfo& mi = model_.info();
+  const auto t_step = Clock::now();
   // Decode rows first (one per sequence past its prompt), then prompt chunks, interactive first.
   std::stable_sort(running.begin(), running.end(), [](const RequestHandle& a, const RequestHandle& b) {
     return static_cast<int>(a->req.lane) < static_cast<int>(b->req.lane);
@@ -487,27 +570,51 @@ void Scheduler::step(std::vector<RequestHandle>& running) {
   std::vector<SeqBatch> batch;
   std::vector<RequestHandle> who;
   int budget = cfg_.token_budget;
+  int rows = 0;
+  double attended = 0;
+  bool interactive_decoding = false;
   for (const auto& r : running) {
     if (r->prompt_done < static_cast<int>(r->req.prompt.size()) || budget < 1) continue;
     batch.push_back({&r->next, 1, r->pos, r->blocks.data(), static_cast<int>(r->blocks.size()), true});
     who.push_back(r);
     --budget;
+    ++rows;
+    attended += attended_pairs(1, r->pos);
+    interactive_decoding |= r->req.lane == Lane::Interactive;
   }
+  // Under a TPOT target, a prompt chunk takes only the tokens that keep the step's predicted time
+  // within it (predict() grows with both features, so the largest such n is found by bisection).
+  const bool capped = cfg_.tpot_target_ms > 0 && interactive_decoding && step_time_.ready();
+  const double target_s = cfg_.tpot_target_ms / 1000.0;
+  bool cut = false;
+  int prefill = 0;
   for (const auto& r : running) {
     const int left = static_cast<int>(r->req.prompt.size()) - r->prompt_done;
     if (left <= 0 || budget < 1) continue;
-    const int n = std::min({left, cfg_.prefill_chunk, budget});
+    int n = std::min({left, cfg_.prefill_chunk, budget});
+    if (capped) {
+      int lo = 0, hi = n;
+      while (lo < hi) {
+        const int mid = lo + (hi - lo + 1) / 2;
+        if (step_time_.predict(rows + mid, attended + attended_pairs(mid, r->pos)) <= target_s) lo = mid;
+        else hi = mid - 1;
+      }
+      if (prefill == 0) lo = std::max(lo, std::min(n, kMinPrefillTokens));  // prefill never starves
+      if (lo < n) cut = true;
+      n = lo;
+      if (n == 0) break;  // later prompts would not fit either
+    }
     batch.push_back({r->req.prompt.data() + r->prompt_done, n, r->pos, r->blocks.data(),
                      static_cast<int>(r->blocks.size()), n == left});
     who.push_back(r);
     budget -= n;
+    rows += n;
+    prefill += n;
+    attended += attended_pairs(n, r->pos);
   }
   if (batch.empty()) return;
-  int wanted = 0, rows = 0;
-  for (const auto& b : batch) {
-    wanted += b.want_logits;
-    rows += b.n;
-  }
+  int wanted = 0;
+  for (const auto& b : batch) wanted += b.want_logits;
   logits_.resize(static_cast<size_t>(std::max(wanted, 1)) * mi.vocab);
   try {
     telemetry::ScopedSpan span("serve.step");
@@ -521,6 +628,7 @@ void Scheduler::step(std::vector<RequestHandle>& running) {
     ++stats_.steps;
     stats_.last_batch_seqs = static_cast<int>(batch.size());
     stats_.last_batch_rows = rows;
+    stats_.steps_tpot_capped += cut;
   }
   {
     std::lock_guard<std::mutex> g(mu_);
@@ -594,6 +702,11 @@ void Scheduler::step(std::vector<RequestHandle>& running) {
     else if (r->generated >= r->req.max_tokens || r->pos + 1 > mi.context) finish(r, Finish::Length);
     else r->next = tok;
   }
+  step_time_.observe(rows, attended, seconds(t_step, Clock::now()));
+  std::lock_guard<std::mutex> g(mu_);
+  stats_.step_fixed_s = step_time_.fixed_s();
+  stats_.step_per_row_s = step_time_.per_row_s();
+  stats_.step_per_key_s = step_time_.per_key_s();
 }
 
 }  // namespace rtx::serve

@@ -430,6 +430,15 @@ struct Server::Impl {
     for (const auto& [e, s] : st) o << "rtx_batch_size{" << L(e) << "} " << s.last_batch_seqs << "\n";
     family("rtx_batch_tokens", "gauge", "Rows (prompt + decode tokens) in the last forward step.");
     for (const auto& [e, s] : st) o << "rtx_batch_tokens{" << L(e) << "} " << s.last_batch_rows << "\n";
+    family("rtx_steps_tpot_capped_total", "counter", "Steps whose prompt chunks were cut to meet the TPOT target (--tpot-target-ms).");
+    for (const auto& [e, s] : st) o << "rtx_steps_tpot_capped_total{" << L(e) << "} " << s.steps_tpot_capped << "\n";
+    family("rtx_step_time_model_seconds", "gauge",
+           "Online fit of a step's time, a + b rows + c attended (query, key) pairs: term=\"fixed\" a, \"per_row\" b, \"per_key\" c.");
+    for (const auto& [e, s] : st) {
+      o << "rtx_step_time_model_seconds{" << L(e) << ",term=\"fixed\"} " << s.step_fixed_s << "\n";
+      o << "rtx_step_time_model_seconds{" << L(e) << ",term=\"per_row\"} " << s.step_per_row_s << "\n";
+      o << "rtx_step_time_model_seconds{" << L(e) << ",term=\"per_key\"} " << s.step_per_key_s << "\n";
+    }
     family("rtx_kv_cache_blocks_used", "gauge", "KV cache blocks held by sequences.");
     for (const auto& [e, s] : st) o << "rtx_kv_cache_blocks_used{" << L(e) << "} " << s.kv_blocks_used << "\n";
     family("rtx_kv_cache_blocks_total", "gauge", "KV cache blocks in the pool.");

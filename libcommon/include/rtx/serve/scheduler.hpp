@@ -40,6 +40,14 @@ struct SchedulerConfig {
   double request_timeout_s = 600;    ///< a request running longer ends with finish "timeout"
   double interactive_target_ms = 500;  ///< TTFT target of the interactive lane (SLO accounting)
   double batch_target_ms = 10000;      ///< TTFT target of the batch lane
+  /// TPOT target of the interactive lane, ms; 0 = off. When > 0 and an interactive sequence is
+  /// decoding, a step's prompt chunks are cut so that the step's predicted time (StepTimeModel,
+  /// fitted online to the steps run so far) stays within it, as Sarathi-Serve sizes its token
+  /// budget from a TPOT SLO, but per step and without an offline profile. A step with decode
+  /// rows still takes at least kMinPrefillTokens prompt tokens (or what is left of the prompt)
+  /// so that prefill never starves when the target cannot be met. Results are unchanged
+  /// (batch invariance); only TTFT and TPOT move.
+  double tpot_target_ms = 0;
   /// Keep finished sequences' KV blocks and reuse them for prompts that start with the same
   /// tokens (PrefixCache): a hit skips that part of the prefill. Results are unchanged.
   bool prefix_cache = true;
@@ -50,6 +58,51 @@ struct SchedulerConfig {
   nlohmann::json to_json() const;
   static SchedulerConfig from_json(const nlohmann::json& j, const std::string& where = {});
 };
+
+/// The least prompt tokens a step with decode rows takes under SchedulerConfig::tpot_target_ms
+/// (when a prompt is waiting): one KV block's worth at the default block size.
+constexpr int kMinPrefillTokens = 16;
+
+/// An online least-squares model of one scheduler step's wall time (forward pass + sampling):
+///   t = a + b * rows + c * attended   (seconds),
+/// rows = the step's tokens, attended = the (query, key) pairs its attention reads: for a
+/// sequence of n tokens starting at position p, n*p + n*(n+1)/2. The weights, matmuls and
+/// per-row work scale with rows; the KV cache reads with attended. Observations are weighted by
+/// exponential forgetting (each one's weight is multiplied by `forget` at every later one), so
+/// the fit follows the machine's load. The coefficients are kept >= 0: the fit is the one with
+/// the least weighted squared error among the feature subsets {1, rows, attended}, {1, rows},
+/// {1, attended}, {1} whose least-squares coefficients are all >= 0 (so predict() grows with
+/// both features). Not thread-safe (the step thread owns it).
+class StepTimeModel {
+ public:
+  /// `forget` in (0, 1]; Error(Input) otherwise.
+  explicit StepTimeModel(double forget = 0.97);
+  /// Adds one step. Ignored when a value is negative or not finite.
+  void observe(double rows, double attended, double seconds);
+  /// True after 3 observations (there is a fit).
+  bool ready() const { return n_ >= 3; }
+  /// Predicted seconds of a step; 0 when not ready().
+  double predict(double rows, double attended) const { return ready() ? a_ + b_ * rows + c_ * attended : 0; }
+  double fixed_s() const { return a_; }     ///< a: seconds per step
+  double per_row_s() const { return b_; }   ///< b: seconds per token row
+  double per_key_s() const { return c_; }   ///< c: seconds per attended (query, key) pair
+  uint64_t observations() const { return n_; }
+
+ private:
+  void refit();
+  double forget_;
+  double s_[3][3] = {};  // weighted sums of f_i * f_j, f = (1, rows, attended)
+  double st_[3] = {};    // weighted sums of f_i * t
+  double stt_ = 0;       // weighted sum of t^2
+  double a_ = 0, b_ = 0, c_ = 0;
+  uint64_t n_ = 0;
+};
+
+/// (query, key) pairs the attention of `n` tokens starting at position `pos` reads (causal):
+/// n*pos + n*(n+1)/2. The `attended` feature of StepTimeModel.
+inline double attended_pairs(int n, int pos) {
+  return static_cast<double>(n) * pos + 0.5 * static_cast<double>(n) * (n + 1);
+}
 
 /// Priority lanes: interactive requests are admitted and prefilled before batch ones.
 enum class Lane { Interactive = 0, Batch = 1 };
@@ -130,6 +183,9 @@ struct SchedulerStats {
   uint64_t prompt_tokens = 0, output_tokens = 0;
   uint64_t finished_by[6] = {};  ///< indexed by Finish
   uint64_t lane_requests[2] = {}, lane_within_target[2] = {};  ///< TTFT SLO attainment per lane
+  uint64_t steps_tpot_capped = 0;  ///< steps whose prompt chunks tpot_target_ms cut
+  /// The step-time fit (StepTimeModel): seconds per step, per row, per attended pair.
+  double step_fixed_s = 0, step_per_row_s = 0, step_per_key_s = 0;
 };
 
 /// The engine loop. Admission reserves the KV blocks for prompt + max_tokens up front (capped
@@ -193,6 +249,7 @@ class Scheduler {
   SchedulerStats stats_;
   Histogram ttft_, tpot_, itl_;
   std::vector<float> logits_;
+  StepTimeModel step_time_;  // step thread only
   std::thread thread_;
 };
 

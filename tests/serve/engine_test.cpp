@@ -380,10 +380,12 @@ TEST_CASE("scheduler: tokens equal one-sequence generation; finish reasons; stop
 
 namespace {
 
-/// Forwards to `inner` and records each call's per-sequence token counts (decode rows first).
+/// Forwards to `inner` and records each call's per-sequence token counts (decode rows first);
+/// each call also sleeps `per_row` per token row, so that a step's time grows with its rows
+/// clearly above timer noise (the tiny model alone takes microseconds).
 class RecordingModel : public Model {
  public:
-  explicit RecordingModel(Model& inner) : inner_(inner) {}
+  explicit RecordingModel(Model& inner, std::chrono::microseconds per_row = {}) : inner_(inner), per_row_(per_row) {}
   const ModelInfo& info() const override { return inner_.info(); }
   const io::Tokenizer& tokenizer() const override { return inner_.tokenizer(); }
   void forward(const std::vector<SeqBatch>& batch, KvCache& kv, float* logits) override {
@@ -394,6 +396,9 @@ class RecordingModel : public Model {
       calls_.push_back(ns);
     }
     inner_.forward(batch, kv, logits);
+    int rows = 0;
+    for (const auto& b : batch) rows += b.n;
+    if (per_row_.count() > 0) std::this_thread::sleep_for(per_row_ * rows);
   }
   std::vector<std::vector<int>> calls() {
     std::lock_guard<std::mutex> g(mu_);
@@ -402,6 +407,7 @@ class RecordingModel : public Model {
 
  private:
   Model& inner_;
+  std::chrono::microseconds per_row_;
   std::mutex mu_;
   std::vector<std::vector<int>> calls_;
 };
@@ -412,11 +418,12 @@ TEST_CASE("scheduler: a TPOT target cuts prompt chunks while an interactive sequ
           "[cpu][serve]") {
   const auto c = make_cfg(67, 24, 3, 2, 256);
   auto inner = tiny_model(c, 31);
-  const auto a_prompt = random_ids(4, 67, 1);
+  const auto a_prompt = random_ids(20, 67, 1);
   const auto b_prompt = random_ids(200, 67, 2);
-  // A decodes; once it has 5 tokens (the step-time fit has data), B's 200-token prompt arrives.
+  // A decodes; once it has 5 tokens (the step-time fit has seen A's 20-row prefill and 1-row
+  // decode steps, at 1 ms per row), B's 200-token prompt arrives.
   const auto serve_pair = [&](double target_ms, std::vector<std::vector<int>>& calls, SchedulerStats& st) {
-    RecordingModel rec(*inner);
+    RecordingModel rec(*inner, std::chrono::milliseconds(1));
     SchedulerConfig sc;
     sc.tpot_target_ms = target_ms;
     sc.prefix_cache = false;
@@ -457,7 +464,8 @@ TEST_CASE("scheduler: a TPOT target cuts prompt chunks while an interactive sequ
   std::vector<std::vector<int>> free_calls, cut_calls;
   SchedulerStats free_st, cut_st;
   const auto free_out = serve_pair(0, free_calls, free_st);
-  // 1 ns per step cannot be met: every step with A's decode row takes kMinPrefillTokens of B.
+  // 1 ns per step cannot be met, and a quarter of it buys no prompt token (1 ms per row): every
+  // step with A's decode row takes kMinPrefillTokens of B.
   const auto cut_out = serve_pair(1e-6, cut_calls, cut_st);
   CHECK(cut_out == free_out);  // batch invariance: the chunking moves timings, never tokens
   CHECK(free_out.first.size() == 200);
@@ -479,7 +487,7 @@ TEST_CASE("scheduler: a TPOT target cuts prompt chunks while an interactive sequ
   CHECK(cc.back() == 200 - 12 * kMinPrefillTokens);
   CHECK(free_st.steps_tpot_capped == 0);
   CHECK(cut_st.steps_tpot_capped == 12);  // the last chunk (8 tokens) was not cut
-  CHECK(cut_st.step_fixed_s + cut_st.step_per_row_s > 0);
+  CHECK(cut_st.step_time_coef[1] > 0.5e-3);  // the fit found the 1 ms per row
 }
 
 TEST_CASE("scheduler: refusals name the reason; queue bound; timeouts; cancel; shutdown", "[cpu][serve]") {
@@ -595,64 +603,94 @@ TEST_CASE("scheduler config: JSON round trip and validation name the knob", "[cp
   CHECK_THROWS_WITH(nan_target.validate(), Catch::Contains("tpot_target_ms"));
 }
 
-TEST_CASE("step time model: recovers a + b rows + c attended; coefficients stay >= 0; forgets", "[cpu][serve]") {
+TEST_CASE("step time model: recovers its coefficients; they stay >= 0; it forgets", "[cpu][serve]") {
   CHECK(attended_pairs(1, 0) == 1);
   CHECK(attended_pairs(1, 9) == 10);
   CHECK(attended_pairs(7, 127) == 7 * 127 + 28);  // keys 128..134 for the 7 queries
+  StepShape sh;
+  sh.add(1, 9, true);     // a decode row at position 9 reads 10 keys
+  sh.add(7, 127, false);  // a 7-token prompt chunk
+  CHECK(sh.rows == 8);
+  CHECK(sh.decode_keys == 10);
+  CHECK(sh.prefill_pairs == 7 * 127 + 28);
   CHECK_THROWS_WITH(StepTimeModel(0), Catch::Contains("forget"));
   CHECK_THROWS_WITH(StepTimeModel(1.5), Catch::Contains("forget"));
-  // Exact data from known coefficients (seconds): the fit returns them.
-  const double a = 2e-3, b = 1e-4, c = 2e-8;
-  StepTimeModel m(0.97);
-  CHECK_FALSE(m.ready());
-  CHECK(m.predict(10, 10) == 0);
   uint64_t x = 12345;
   const auto next = [&x](int mod) {
     x = x * 6364136223846793005ull + 1442695040888963407ull;
     return static_cast<int>((x >> 33) % static_cast<uint64_t>(mod));
   };
-  for (int i = 0; i < 60; ++i) {
-    const int decode = 1 + next(32), pos = next(1000), chunk = next(300);
-    const double rows = decode + chunk;
-    const double att = decode * attended_pairs(1, pos) + attended_pairs(chunk, next(600));
-    m.observe(rows, att, a + b * rows + c * att);
+  // Steps of a served workload: 1-32 decode rows at random positions, a prompt chunk or none.
+  const auto random_step = [&] {
+    StepShape s;
+    const int decode = 1 + next(32);
+    for (int i = 0; i < decode; ++i) s.add(1, next(1000), true);
+    if (next(2)) s.add(1 + next(300), next(600), false);
+    return s;
+  };
+  const double coef[4] = {2e-3, 1e-4, 4e-6, 2e-8};  // seconds: per step, row, decode key, prompt pair
+  const auto truth = [&](const StepShape& s, double k = 1) {
+    return k * (coef[0] + coef[1] * s.rows + coef[2] * s.decode_keys + coef[3] * s.prefill_pairs);
+  };
+  // Exact data from known coefficients: the fit returns them.
+  StepTimeModel m(0.97);
+  CHECK_FALSE(m.ready());
+  CHECK(m.predict(sh) == 0);
+  for (int i = 0; i < 80; ++i) {
+    const StepShape s = random_step();
+    m.observe(s, truth(s));
     if (i == 1) CHECK_FALSE(m.ready());
   }
   REQUIRE(m.ready());
-  CHECK(m.observations() == 60);
-  CHECK(m.fixed_s() == Approx(a).epsilon(1e-6));
-  CHECK(m.per_row_s() == Approx(b).epsilon(1e-6));
-  CHECK(m.per_key_s() == Approx(c).epsilon(1e-6));
-  CHECK(m.predict(513, 2e5) == Approx(a + b * 513 + c * 2e5).epsilon(1e-6));
+  CHECK(m.observations() == 80);
+  for (int i = 0; i < 4; ++i) CHECK(m.coefficients()[i] == Approx(coef[i]).epsilon(1e-6));
+  CHECK(m.predict(sh) == Approx(truth(sh)).epsilon(1e-6));
   // Bad observations are ignored.
-  m.observe(std::nan(""), 1, 1);
-  m.observe(1, 1, -1);
-  m.observe(1, INFINITY, 1);
-  CHECK(m.observations() == 60);
+  StepShape bad = sh;
+  bad.rows = std::nan("");
+  m.observe(bad, 1);
+  m.observe(sh, -1);
+  bad = sh;
+  bad.decode_keys = INFINITY;
+  m.observe(bad, 1);
+  CHECK(m.observations() == 80);
   // Forgetting: after 300 steps of a machine twice as slow, the fit is the new one.
   StepTimeModel f(0.9);
-  for (int i = 0; i < 40; ++i) f.observe(1 + i, 100.0 * i, a + b * (1 + i) + c * 100.0 * i);
-  for (int i = 0; i < 300; ++i) {
-    const double rows = 1 + next(64), att = next(5000);
-    f.observe(rows, att, 2 * (a + b * rows + c * att));
+  for (int i = 0; i < 40; ++i) {
+    const StepShape s = random_step();
+    f.observe(s, truth(s));
   }
-  CHECK(f.per_row_s() == Approx(2 * b).epsilon(1e-4));
-  CHECK(f.predict(32, 1000) == Approx(2 * (a + b * 32 + c * 1000)).epsilon(1e-4));
+  for (int i = 0; i < 300; ++i) {
+    const StepShape s = random_step();
+    f.observe(s, truth(s, 2));
+  }
+  for (int i = 0; i < 4; ++i) CHECK(f.coefficients()[i] == Approx(2 * coef[i]).epsilon(1e-4));
   // Time falling with rows (noise, another process): no negative slope; the fit is the mean.
   StepTimeModel g(1);
   double sum = 0;
   for (int i = 0; i < 10; ++i) {
     const double t = 5e-3 - 1e-5 * i;
-    g.observe(1 + i, 0, t);
+    StepShape s;
+    s.rows = 1 + i;
+    g.observe(s, t);
     sum += t;
   }
-  CHECK(g.per_row_s() == 0);
-  CHECK(g.per_key_s() == 0);
-  CHECK(g.fixed_s() == Approx(sum / 10).epsilon(1e-12));
-  // Rows constant (decode-only steps of one batch size): the attended term alone explains time.
+  CHECK(g.coefficients()[1] == 0);
+  CHECK(g.coefficients()[2] == 0);
+  CHECK(g.coefficients()[3] == 0);
+  CHECK(g.coefficients()[0] == Approx(sum / 10).epsilon(1e-12));
+  // Rows constant and no prompts (decode-only steps of one batch): the decode keys explain time.
   StepTimeModel h(1);
-  for (int i = 0; i < 10; ++i) h.observe(8, 1000.0 * (i + 1), 1e-3 + 1e-7 * 1000.0 * (i + 1));
-  CHECK(h.predict(8, 20000) == Approx(1e-3 + 1e-7 * 20000).epsilon(1e-6));
+  for (int i = 0; i < 10; ++i) {
+    StepShape s;
+    s.rows = 8;
+    s.decode_keys = 1000.0 * (i + 1);
+    h.observe(s, 1e-3 + 1e-7 * s.decode_keys);
+  }
+  StepShape q;
+  q.rows = 8;
+  q.decode_keys = 20000;
+  CHECK(h.predict(q) == Approx(1e-3 + 1e-7 * 20000).epsilon(1e-6));
 }
 
 TEST_CASE("scheduler tuning: space rules, knob mapping, batched runs equal sequential ones, objective", "[cpu][serve]") {

@@ -716,7 +716,8 @@ TEST_CASE("serve: 64 concurrent streaming clients; every request completes or ge
   CHECK(s.metric("rtx_step_time_model_seconds{engine=\"main\",term=\"fixed\"}") +
             s.metric("rtx_step_time_model_seconds{engine=\"main\",term=\"per_row\"}") >
         0);
-  CHECK(s.metric("rtx_step_time_model_seconds{engine=\"main\",term=\"per_key\"}") >= 0);
+  CHECK(s.metric("rtx_step_time_model_seconds{engine=\"main\",term=\"per_decode_key\"}") >= 0);
+  CHECK(s.metric("rtx_step_time_model_seconds{engine=\"main\",term=\"per_prefill_pair\"}") >= 0);
 }
 
 TEST_CASE("serve: graceful shutdown ends in-flight streams and stops the listener", "[cpu][serve]") {

@@ -111,17 +111,23 @@ const char* finish_name(Finish f) {
 
 // ---- step time model ---------------------------------------------------------------------
 
+void StepShape::add(int n, int pos, bool decode) {
+  rows += n;
+  if (decode) decode_keys += pos + 1.0;
+  else prefill_pairs += attended_pairs(n, pos);
+}
+
 StepTimeModel::StepTimeModel(double forget) : forget_(forget) {
   if (!(forget > 0 && forget <= 1)) throw_input("StepTimeModel: forget must be in (0, 1]", "forget");
 }
 
-void StepTimeModel::observe(double rows, double attended, double seconds) {
-  if (!std::isfinite(rows) || !std::isfinite(attended) || !std::isfinite(seconds) || rows < 0 || attended < 0 ||
-      seconds < 0)
-    return;
-  const double f[3] = {1, rows, attended};
-  for (int i = 0; i < 3; ++i) {
-    for (int j = 0; j < 3; ++j) s_[i][j] = forget_ * s_[i][j] + f[i] * f[j];
+void StepTimeModel::observe(const StepShape& x, double seconds) {
+  const double f[kTerms] = {1, x.rows, x.decode_keys, x.prefill_pairs};
+  for (double v : f)
+    if (!std::isfinite(v) || v < 0) return;
+  if (!std::isfinite(seconds) || seconds < 0) return;
+  for (int i = 0; i < kTerms; ++i) {
+    for (int j = 0; j < kTerms; ++j) s_[i][j] = forget_ * s_[i][j] + f[i] * f[j];
     st_[i] = forget_ * st_[i] + f[i] * seconds;
   }
   stt_ = forget_ * stt_ + seconds * seconds;
@@ -130,23 +136,24 @@ void StepTimeModel::observe(double rows, double attended, double seconds) {
 }
 
 void StepTimeModel::refit() {
-  // Least squares on each feature subset that contains the constant; keep the best fit whose
-  // coefficients are all >= 0. The features are scaled to their weighted RMS first, so the
-  // normal equations are well conditioned whatever the units.
-  double scale[3];
-  for (int i = 0; i < 3; ++i) scale[i] = s_[i][i] > 0 ? std::sqrt(s_[i][i] / s_[0][0]) : 1;
-  static const int subsets[4][3] = {{0, 1, 2}, {0, 1, -1}, {0, 2, -1}, {0, -1, -1}};
-  double best_err = std::numeric_limits<double>::infinity(), best[3] = {0, 0, 0};
-  for (const auto& sub : subsets) {
-    int idx[3], m = 0;
-    for (int k : sub)
-      if (k >= 0) idx[m++] = k;
-    double A[3][4];
+  // Least squares on each feature subset that contains the constant (bit i of `mask` = term
+  // i + 1); keep the best fit whose coefficients are all >= 0. Each feature is scaled to its
+  // weighted RMS first, so the normal equations are well conditioned whatever the units.
+  constexpr int K = kTerms;
+  double scale[K];
+  for (int i = 0; i < K; ++i) scale[i] = s_[i][i] > 0 ? std::sqrt(s_[i][i] / s_[0][0]) : 1;
+  double best_err = std::numeric_limits<double>::infinity(), best[K] = {};
+  for (int mask = 0; mask < (1 << (K - 1)); ++mask) {
+    int idx[K], m = 0;
+    idx[m++] = 0;
+    for (int i = 1; i < K; ++i)
+      if (mask >> (i - 1) & 1) idx[m++] = i;
+    double A[K][K + 1];
     for (int r = 0; r < m; ++r) {
       for (int c = 0; c < m; ++c) A[r][c] = s_[idx[r]][idx[c]] / (scale[idx[r]] * scale[idx[c]]);
       A[r][m] = st_[idx[r]] / scale[idx[r]];
     }
-    // Gaussian elimination with partial pivoting; a (near-)singular system skips the subset.
+    // Gauss-Jordan elimination with partial pivoting; a (near-)singular system skips the subset.
     bool singular = false;
     for (int col = 0; col < m && !singular; ++col) {
       int piv = col;
@@ -164,7 +171,7 @@ void StepTimeModel::refit() {
       }
     }
     if (singular) continue;
-    double beta[3] = {0, 0, 0};
+    double beta[K] = {};
     bool ok = true;
     for (int r = 0; r < m; ++r) {
       beta[idx[r]] = A[r][m] / A[r][r] / scale[idx[r]];
@@ -173,18 +180,16 @@ void StepTimeModel::refit() {
     if (!ok) continue;
     // Weighted squared error: sum t^2 - 2 beta.St + beta' S beta.
     double err = stt_;
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < K; ++i) {
       err -= 2 * beta[i] * st_[i];
-      for (int j = 0; j < 3; ++j) err += beta[i] * s_[i][j] * beta[j];
+      for (int j = 0; j < K; ++j) err += beta[i] * s_[i][j] * beta[j];
     }
-    if (err < best_err - 1e-12 * stt_) {
+    if (err < best_err - 1e-12 * stt_) {  // ties keep the subset with fewer terms (found first)
       best_err = err;
-      for (int i = 0; i < 3; ++i) best[i] = beta[i];
+      for (int i = 0; i < K; ++i) best[i] = beta[i];
     }
   }
-  a_ = best[0];
-  b_ = best[1];
-  c_ = best[2];
+  for (int i = 0; i < K; ++i) beta_[i] = best[i];
 }
 
 // ---- histogram ---------------------------------------------------------------------------
@@ -571,7 +576,7 @@ void Scheduler::step(std::vector<RequestHandle>& running) {
   std::vector<RequestHandle> who;
   int budget = cfg_.token_budget;
   int rows = 0;
-  double attended = 0;
+  StepShape shape;
   bool interactive_decoding = false;
   for (const auto& r : running) {
     if (r->prompt_done < static_cast<int>(r->req.prompt.size()) || budget < 1) continue;
@@ -579,13 +584,17 @@ void Scheduler::step(std::vector<RequestHandle>& running) {
     who.push_back(r);
     --budget;
     ++rows;
-    attended += attended_pairs(1, r->pos);
+    shape.add(1, r->pos, true);
     interactive_decoding |= r->req.lane == Lane::Interactive;
   }
   // Under a TPOT target, a prompt chunk takes only the tokens that keep the step's predicted time
   // within it (predict() grows with both features, so the largest such n is found by bisection).
   const bool capped = cfg_.tpot_target_ms > 0 && interactive_decoding && step_time_.ready();
-  const double target_s = cfg_.tpot_target_ms / 1000.0;
+  // When the decode rows alone are predicted over the target, prompts may still add a quarter
+  // of the target's worth of work (the target cannot be met; new requests must not starve).
+  const double target_s = capped ? std::max(cfg_.tpot_target_ms / 1000.0,
+                                            step_time_.predict(shape) + kOverTargetPrefillShare * cfg_.tpot_target_ms / 1000.0)
+                                 : 0;
   bool cut = false;
   int prefill = 0;
   for (const auto& r : running) {
@@ -596,7 +605,9 @@ void Scheduler::step(std::vector<RequestHandle>& running) {
       int lo = 0, hi = n;
       while (lo < hi) {
         const int mid = lo + (hi - lo + 1) / 2;
-        if (step_time_.predict(rows + mid, attended + attended_pairs(mid, r->pos)) <= target_s) lo = mid;
+        StepShape with = shape;
+        with.add(mid, r->pos, false);
+        if (step_time_.predict(with) <= target_s) lo = mid;
         else hi = mid - 1;
       }
       if (prefill == 0) lo = std::max(lo, std::min(n, kMinPrefillTokens));  // prefill never starves
@@ -610,7 +621,7 @@ void Scheduler::step(std::vector<RequestHandle>& running) {
     budget -= n;
     rows += n;
     prefill += n;
-    attended += attended_pairs(n, r->pos);
+    shape.add(n, r->pos, false);
   }
   if (batch.empty()) return;
   int wanted = 0;
@@ -702,11 +713,9 @@ void Scheduler::step(std::vector<RequestHandle>& running) {
     else if (r->generated >= r->req.max_tokens || r->pos + 1 > mi.context) finish(r, Finish::Length);
     else r->next = tok;
   }
-  step_time_.observe(rows, attended, seconds(t_step, Clock::now()));
+  step_time_.observe(shape, seconds(t_step, Clock::now()));
   std::lock_guard<std::mutex> g(mu_);
-  stats_.step_fixed_s = step_time_.fixed_s();
-  stats_.step_per_row_s = step_time_.per_row_s();
-  stats_.step_per_key_s = step_time_.per_key_s();
+  for (int i = 0; i < StepTimeModel::kTerms; ++i) stats_.step_time_coef[i] = step_time_.coefficients()[i];
 }
 
 }  // namespace rtx::serve

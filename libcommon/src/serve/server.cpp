@@ -433,11 +433,12 @@ struct Server::Impl {
     family("rtx_steps_tpot_capped_total", "counter", "Steps whose prompt chunks were cut to meet the TPOT target (--tpot-target-ms).");
     for (const auto& [e, s] : st) o << "rtx_steps_tpot_capped_total{" << L(e) << "} " << s.steps_tpot_capped << "\n";
     family("rtx_step_time_model_seconds", "gauge",
-           "Online fit of a step's time, a + b rows + c attended (query, key) pairs: term=\"fixed\" a, \"per_row\" b, \"per_key\" c.");
+           "Online fit of a step's time, a + b rows + c decode_keys + d prefill_pairs: term=\"fixed\" a, "
+           "\"per_row\" b, \"per_decode_key\" c, \"per_prefill_pair\" d (seconds).");
     for (const auto& [e, s] : st) {
-      o << "rtx_step_time_model_seconds{" << L(e) << ",term=\"fixed\"} " << s.step_fixed_s << "\n";
-      o << "rtx_step_time_model_seconds{" << L(e) << ",term=\"per_row\"} " << s.step_per_row_s << "\n";
-      o << "rtx_step_time_model_seconds{" << L(e) << ",term=\"per_key\"} " << s.step_per_key_s << "\n";
+      static const char* const terms[StepTimeModel::kTerms] = {"fixed", "per_row", "per_decode_key", "per_prefill_pair"};
+      for (int i = 0; i < StepTimeModel::kTerms; ++i)
+        o << "rtx_step_time_model_seconds{" << L(e) << ",term=\"" << terms[i] << "\"} " << s.step_time_coef[i] << "\n";
     }
     family("rtx_kv_cache_blocks_used", "gauge", "KV cache blocks held by sequences.");
     for (const auto& [e, s] : st) o << "rtx_kv_cache_blocks_used{" << L(e) << "} " << s.kv_blocks_used << "\n";

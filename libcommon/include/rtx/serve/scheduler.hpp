@@ -43,10 +43,11 @@ struct SchedulerConfig {
   /// TPOT target of the interactive lane, ms; 0 = off. When > 0 and an interactive sequence is
   /// decoding, a step's prompt chunks are cut so that the step's predicted time (StepTimeModel,
   /// fitted online to the steps run so far) stays within it, as Sarathi-Serve sizes its token
-  /// budget from a TPOT SLO, but per step and without an offline profile. A step with decode
-  /// rows still takes at least kMinPrefillTokens prompt tokens (or what is left of the prompt)
-  /// so that prefill never starves when the target cannot be met. Results are unchanged
-  /// (batch invariance); only TTFT and TPOT move.
+  /// budget from a TPOT SLO, but per step and without an offline profile. Prefill never starves:
+  /// when the decode rows alone are predicted over the target, the step may add prompt work
+  /// predicted at kOverTargetPrefillShare of the target, and a step with decode rows takes at
+  /// least kMinPrefillTokens prompt tokens (or what is left of the prompt). Results are
+  /// unchanged (batch invariance); only TTFT and TPOT move.
   double tpot_target_ms = 0;
   /// Keep finished sequences' KV blocks and reuse them for prompts that start with the same
   /// tokens (PrefixCache): a hit skips that part of the prefill. Results are unchanged.
@@ -62,47 +63,63 @@ struct SchedulerConfig {
 /// The least prompt tokens a step with decode rows takes under SchedulerConfig::tpot_target_ms
 /// (when a prompt is waiting): one KV block's worth at the default block size.
 constexpr int kMinPrefillTokens = 16;
+/// The share of SchedulerConfig::tpot_target_ms a step may spend on prompts when its decode
+/// rows alone are predicted over the target.
+constexpr double kOverTargetPrefillShare = 0.25;
+
+/// The work of one scheduler step, the features of StepTimeModel.
+struct StepShape {
+  double rows = 0;           ///< token rows (decode + prompt): weights, matmuls, per-row work
+  double decode_keys = 0;    ///< keys the decode rows read: sum over decode rows of pos + 1
+  double prefill_pairs = 0;  ///< causal (query, key) pairs of the prompt chunks (attended_pairs)
+  /// Adds `n` tokens of one sequence starting at position `pos` (n == 1 of a decoding
+  /// sequence is a decode row; otherwise a prompt chunk).
+  void add(int n, int pos, bool decode);
+};
+
+/// (query, key) pairs the attention of `n` tokens starting at position `pos` reads (causal):
+/// n*pos + n*(n+1)/2.
+inline double attended_pairs(int n, int pos) {
+  return static_cast<double>(n) * pos + 0.5 * static_cast<double>(n) * (n + 1);
+}
 
 /// An online least-squares model of one scheduler step's wall time (forward pass + sampling):
-///   t = a + b * rows + c * attended   (seconds),
-/// rows = the step's tokens, attended = the (query, key) pairs its attention reads: for a
-/// sequence of n tokens starting at position p, n*p + n*(n+1)/2. The weights, matmuls and
-/// per-row work scale with rows; the KV cache reads with attended. Observations are weighted by
+///   t = a + b * rows + c * decode_keys + d * prefill_pairs   (seconds; StepShape).
+/// Decode keys and prompt pairs are apart because they cost differently: a decode row streams
+/// each key from DRAM once per query (~74 KB per key for GPT-2 small in f32), while a prompt
+/// chunk's queries share each key while it is in cache. Observations are weighted by
 /// exponential forgetting (each one's weight is multiplied by `forget` at every later one), so
 /// the fit follows the machine's load. The coefficients are kept >= 0: the fit is the one with
-/// the least weighted squared error among the feature subsets {1, rows, attended}, {1, rows},
-/// {1, attended}, {1} whose least-squares coefficients are all >= 0 (so predict() grows with
-/// both features). Not thread-safe (the step thread owns it).
+/// the least weighted squared error among the feature subsets that contain the constant and
+/// whose least-squares coefficients are all >= 0 (so predict() grows with every feature).
+/// Not thread-safe (the step thread owns it).
 class StepTimeModel {
  public:
+  static constexpr int kTerms = 4;  ///< 1, rows, decode_keys, prefill_pairs
   /// `forget` in (0, 1]; Error(Input) otherwise.
   explicit StepTimeModel(double forget = 0.97);
   /// Adds one step. Ignored when a value is negative or not finite.
-  void observe(double rows, double attended, double seconds);
+  void observe(const StepShape& x, double seconds);
   /// True after 3 observations (there is a fit).
   bool ready() const { return n_ >= 3; }
   /// Predicted seconds of a step; 0 when not ready().
-  double predict(double rows, double attended) const { return ready() ? a_ + b_ * rows + c_ * attended : 0; }
-  double fixed_s() const { return a_; }     ///< a: seconds per step
-  double per_row_s() const { return b_; }   ///< b: seconds per token row
-  double per_key_s() const { return c_; }   ///< c: seconds per attended (query, key) pair
+  double predict(const StepShape& x) const {
+    return ready() ? beta_[0] + beta_[1] * x.rows + beta_[2] * x.decode_keys + beta_[3] * x.prefill_pairs : 0;
+  }
+  /// The fitted coefficients: [0] seconds per step, [1] per row, [2] per decode key, [3] per
+  /// prompt (query, key) pair.
+  const double* coefficients() const { return beta_; }
   uint64_t observations() const { return n_; }
 
  private:
   void refit();
   double forget_;
-  double s_[3][3] = {};  // weighted sums of f_i * f_j, f = (1, rows, attended)
-  double st_[3] = {};    // weighted sums of f_i * t
-  double stt_ = 0;       // weighted sum of t^2
-  double a_ = 0, b_ = 0, c_ = 0;
+  double s_[kTerms][kTerms] = {};  // weighted sums of f_i * f_j, f = (1, rows, decode_keys, prefill_pairs)
+  double st_[kTerms] = {};         // weighted sums of f_i * t
+  double stt_ = 0;                 // weighted sum of t^2
+  double beta_[kTerms] = {};
   uint64_t n_ = 0;
 };
-
-/// (query, key) pairs the attention of `n` tokens starting at position `pos` reads (causal):
-/// n*pos + n*(n+1)/2. The `attended` feature of StepTimeModel.
-inline double attended_pairs(int n, int pos) {
-  return static_cast<double>(n) * pos + 0.5 * static_cast<double>(n) * (n + 1);
-}
 
 /// Priority lanes: interactive requests are admitted and prefilled before batch ones.
 enum class Lane { Interactive = 0, Batch = 1 };
@@ -184,8 +201,9 @@ struct SchedulerStats {
   uint64_t finished_by[6] = {};  ///< indexed by Finish
   uint64_t lane_requests[2] = {}, lane_within_target[2] = {};  ///< TTFT SLO attainment per lane
   uint64_t steps_tpot_capped = 0;  ///< steps whose prompt chunks tpot_target_ms cut
-  /// The step-time fit (StepTimeModel): seconds per step, per row, per attended pair.
-  double step_fixed_s = 0, step_per_row_s = 0, step_per_key_s = 0;
+  /// The step-time fit (StepTimeModel::coefficients): seconds per step, per row, per decode
+  /// key, per prompt (query, key) pair.
+  double step_time_coef[StepTimeModel::kTerms] = {};
 };
 
 /// The engine loop. Admission reserves the KV blocks for prompt + max_tokens up front (capped

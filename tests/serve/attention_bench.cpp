@@ -30,7 +30,10 @@ using namespace rtx;
 
 using bench_args::parse_int;
 
-int main(int argc, char** argv) {
+int main(int argc_in, char** argv_in) {
+  rtx::bench_args::SplitArgs split(argc_in, argv_in);  // --flag=value as --flag value
+  const int argc = split.argc();
+  char** argv = split.argv();
   try {
     int n_keys = 128, batch = 32, block = 16, reps = 15;
     serve::KvType type = serve::KvType::F32;

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "rtx/core/error.hpp"
 
@@ -23,5 +24,31 @@ inline int parse_int(const std::string& v, const std::string& flag, int lo) {
     throw_usage("\"" + v + "\" is not an integer in [" + std::to_string(lo) + ", 1000000000]", flag);
   return static_cast<int>(x);
 }
+
+/// The command line with every "--flag=value" split into "--flag" "value", as getopt_long and
+/// CLI11 accept both spellings. Keep the object alive while argv() is used.
+class SplitArgs {
+ public:
+  SplitArgs(int argc, char** argv) {
+    for (int i = 0; i < argc; ++i) {
+      const std::string a = argv[i];
+      const size_t eq = a.find('=');
+      if (i > 0 && a.rfind("--", 0) == 0 && eq != std::string::npos && eq > 2) {
+        s_.push_back(a.substr(0, eq));
+        s_.push_back(a.substr(eq + 1));
+      } else {
+        s_.push_back(a);
+      }
+    }
+    for (auto& x : s_) p_.push_back(x.data());
+    p_.push_back(nullptr);
+  }
+  int argc() const { return static_cast<int>(s_.size()); }
+  char** argv() { return p_.data(); }
+
+ private:
+  std::vector<std::string> s_;
+  std::vector<char*> p_;
+};
 
 }  // namespace rtx::bench_args

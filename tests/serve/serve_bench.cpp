@@ -34,7 +34,10 @@ using Clock = std::chrono::steady_clock;
 
 using bench_args::parse_int;
 
-int main(int argc, char** argv) {
+int main(int argc_in, char** argv_in) {
+  rtx::bench_args::SplitArgs split(argc_in, argv_in);  // --flag=value as --flag value
+  const int argc = split.argc();
+  char** argv = split.argv();
   try {
     const char* data = std::getenv("RTX_DATA");
     std::string path = std::string(data && *data ? data : "../shared/data") + "/stories260k/tinyllamas-stories-260k-f32.gguf";

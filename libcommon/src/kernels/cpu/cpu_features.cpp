@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 
 namespace rtx::kernels {
@@ -58,6 +59,11 @@ Isa cpu_isa_active() noexcept {
     if (!std::strcmp(e, "scalar")) isa = Isa::Scalar;
     else if (!std::strcmp(e, "avx2")) isa = clamp(Isa::Avx2);
     else if (!std::strcmp(e, "avx512")) isa = clamp(Isa::Avx512);
+    else if (*e) {
+      static std::atomic<bool> warned{false};  // once per process, whichever thread asks first
+      if (!warned.exchange(true))
+        std::fprintf(stderr, "rtx: RTX_ISA='%s' is not scalar, avx2 or avx512; ignored (using %s)\n", e, isa_name(isa));
+    }
   }
   g_active.store(static_cast<int>(isa), std::memory_order_relaxed);
   return isa;

@@ -83,6 +83,11 @@ bool have_gpu() {
 #endif
 }
 
+bool gpu_required() {
+  const char* e = std::getenv("RTX_REQUIRE_GPU");
+  return e && *e && std::string(e) != "0";
+}
+
 std::vector<uint8_t> quantize_q8_0(const std::vector<float>& w, std::vector<double>* deq) {
   std::vector<uint8_t> blocks(w.size() / 32 * 34);
   if (deq) deq->assign(w.size(), 0.0);

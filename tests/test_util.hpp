@@ -27,15 +27,22 @@ Proc run(const std::string& cmd, const std::string& env = {});
 std::vector<uint8_t> quantize_q8_0(const std::vector<float>& w, std::vector<double>* deq = nullptr);
 /// True when a CUDA device is usable (built with CUDA and cudaGetDeviceCount > 0).
 bool have_gpu();
+/// True when RTX_REQUIRE_GPU is set to a value other than "" and "0".
+bool gpu_required();
 }  // namespace rtx::test
 
 /// In a Catch2 test case: without a usable GPU, say why (WARN "SKIPPED: ...", which ctest's
 /// SKIP_REGULAR_EXPRESSION of the cuda-labelled tests reports as skipped) and leave the case.
+/// With RTX_REQUIRE_GPU=1 in the environment (scripts/gpu-check sets it on the GPU machine),
+/// the case FAILs instead: a broken driver or runtime must not pass as a skip.
 /// Catch2 v2 has no SKIP(). Needs catch.hpp and rtx/core/device.hpp included before use.
-#define RTX_SKIP_WITHOUT_GPU()                                                            \
-  do {                                                                                    \
-    if (!rtx::test::have_gpu()) {                                                         \
-      WARN("SKIPPED: no usable CUDA device (" << rtx::cuda_unavailable_reason() << ")"); \
-      return;                                                                             \
-    }                                                                                     \
+#define RTX_SKIP_WITHOUT_GPU()                                                                       \
+  do {                                                                                               \
+    if (!rtx::test::have_gpu()) {                                                                    \
+      if (rtx::test::gpu_required())                                                                 \
+        FAIL("RTX_REQUIRE_GPU is set but no CUDA device is usable (" << rtx::cuda_unavailable_reason() \
+                                                                      << ")");                       \
+      WARN("SKIPPED: no usable CUDA device (" << rtx::cuda_unavailable_reason() << ")");            \
+      return;                                                                                        \
+    }                                                                                                \
   } while (0)

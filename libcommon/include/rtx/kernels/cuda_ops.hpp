@@ -77,8 +77,9 @@ void transpose(void* out, const void* in, int R, int C, DType dt, void* stream);
 /// dbias (N) [+]= sum over rows of dout (M,N), rows summed in order (deterministic).
 void column_sum(float* dbias, const void* dout, int M, int N, DType dt, bool accumulate, void* stream);
 
-/// out (M,N) = broadcast of bias (N) (row bias initialisation for an accumulating GEMM).
-void broadcast_rows(float* out, const void* bias, DType bias_dt, int M, int N, void* stream);
+/// out (M,N) = broadcast of bias (N), or out += it with `add` (row bias initialisation for an
+/// accumulating GEMM). f32 out; bias f32 or bf16 (bias_dt).
+void broadcast_rows(float* out, const void* bias, DType bias_dt, int M, int N, void* stream, bool add = false);
 
 // ---- row / element-wise ops (f32) ------------------------------------------------------------
 

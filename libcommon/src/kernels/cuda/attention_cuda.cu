@@ -210,6 +210,9 @@ void attention_forward_flash(float* out, float* lse, const float* qkv, int B, in
   if (smem > 227 * 1024) throw_input("attention_forward_flash: tile needs " + std::to_string(smem) + " B shared memory", "Br,Bc");
   RTX_CUDA_CHECK(cudaFuncSetAttribute(flash_forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(smem)));
+  if (static_cast<int64_t>(B) * NH > 65535)  // grid.y limit (CUDA programming guide, compute capabilities)
+    throw_input("attention_forward_flash: B * NH = " + std::to_string(static_cast<int64_t>(B) * NH) + " > 65535",
+                "B,NH", "split the batch");
   const dim3 grid(static_cast<unsigned>(ceil_div(T, Br)), static_cast<unsigned>(B * NH));
   flash_forward_kernel<<<grid, Br * 32, smem, as_stream(stream)>>>(out, lse, qkv, T, NH, HS, Br, Bc,
                                                                    1.f / sqrtf(static_cast<float>(HS)));

@@ -60,10 +60,10 @@ __global__ void column_sum_kernel(float* __restrict__ dbias, const T* __restrict
 }
 
 template <typename T>
-__global__ void broadcast_rows_kernel(float* __restrict__ out, const T* __restrict__ bias, int M, int N) {
+__global__ void broadcast_rows_kernel(float* __restrict__ out, const T* __restrict__ bias, int M, int N, bool add) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= static_cast<int64_t>(M) * N) return;
-  out[i] = detail::to_f32(bias[i % N]);
+  out[i] = (add ? out[i] : 0.f) + detail::to_f32(bias[i % N]);
 }
 
 }  // namespace
@@ -96,14 +96,14 @@ void column_sum(float* dbias, const void* dout, int M, int N, DType dt, bool acc
   RTX_CUDA_CHECK_LAUNCH();
 }
 
-void broadcast_rows(float* out, const void* bias, DType bias_dt, int M, int N, void* stream) {
+void broadcast_rows(float* out, const void* bias, DType bias_dt, int M, int N, void* stream, bool add) {
   detail::require_positive(M, "broadcast_rows", "M");
   detail::require_positive(N, "broadcast_rows", "N");
   const unsigned grid = static_cast<unsigned>(ceil_div(static_cast<int64_t>(M) * N, 256));
   if (bias_dt == DType::BF16)
-    broadcast_rows_kernel<<<grid, 256, 0, as_stream(stream)>>>(out, static_cast<const __nv_bfloat16*>(bias), M, N);
+    broadcast_rows_kernel<<<grid, 256, 0, as_stream(stream)>>>(out, static_cast<const __nv_bfloat16*>(bias), M, N, add);
   else
-    broadcast_rows_kernel<<<grid, 256, 0, as_stream(stream)>>>(out, static_cast<const float*>(bias), M, N);
+    broadcast_rows_kernel<<<grid, 256, 0, as_stream(stream)>>>(out, static_cast<const float*>(bias), M, N, add);
   RTX_CUDA_CHECK_LAUNCH();
 }
 
@@ -240,7 +240,8 @@ void LtMatmul::run(float* out, const void* a, const void* b, const void* bias, v
     if (I.fused) {
       RTX_LT_CHECK(cublasLtMatmulDescSetAttribute(I.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     } else {
-      broadcast_rows(out, bias, I.bias_dt, I.M, I.N, stream);
+      // out = bias (or out + bias when accumulating), then out += A B.
+      broadcast_rows(out, bias, I.bias_dt, I.M, I.N, stream, I.accumulate);
       beta = 1.f;
     }
   }

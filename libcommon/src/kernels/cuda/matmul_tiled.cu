@@ -3,6 +3,7 @@
 // Only the tile shapes of kTiledConfigs are instantiated (x2 dtypes); stages and vec are runtime.
 #include <mma.h>
 
+#include <cstdint>
 #include <type_traits>
 
 #include "cuda_common.cuh"
@@ -276,6 +277,10 @@ void matmul_tiled_nt(float* out, const void* A, const void* B, const void* bias,
   if (dt != DType::F32 && dt != DType::BF16) throw_input("matmul_tiled_nt: dtype must be f32 or bf16", "dtype");
   int v = vec;
   while (v > 1 && K % v != 0) v >>= 1;  // widest load width dividing K keeps chunks aligned
+  // cp.async of v elements also needs both base pointers aligned to v elements (slices of a
+  // larger buffer may not be).
+  const size_t elem = dt == DType::F32 ? 4 : 2;
+  while (v > 1 && ((reinterpret_cast<uintptr_t>(A) | reinterpret_cast<uintptr_t>(B)) % (v * elem)) != 0) v >>= 1;
   const int bias_bf16 = (bias && bias_dt == DType::BF16) ? 1 : 0;
   const int acc = accumulate ? 1 : 0;
   cudaStream_t st = as_stream(stream);

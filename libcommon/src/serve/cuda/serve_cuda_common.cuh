@@ -44,9 +44,12 @@ struct DevicePool final : KvCache::Backing {
   }
   /// A device-to-device copy, waited for (forward() runs on another stream).
   bool copy(size_t dst, size_t src, size_t n) override {
+    int prev = 0;  // the caller's current device is restored
+    RTX_CUDA_CHECK(cudaGetDevice(&prev));
     RTX_CUDA_CHECK(cudaSetDevice(device));
     RTX_CUDA_CHECK(cudaMemcpy(ptr + dst, ptr + src, n * sizeof(float), cudaMemcpyDeviceToDevice));
     RTX_CUDA_CHECK(cudaDeviceSynchronize());
+    RTX_CUDA_CHECK(cudaSetDevice(prev));
     return true;
   }
 };
@@ -317,6 +320,10 @@ class Engine {
 
   /// The cache's device pool, allocated and zeroed (on the stream, waited for) on first use.
   float* pool(KvCache& kv) const {
+    // The kernels index the pool as f32 (kv.bytes() of an f16 cache would be half the floats).
+    if (kv.type() != KvType::F32)
+      throw_input(std::string("CUDA models keep their KV pool in f32; this cache is ") + kv_type_name(kv.type()),
+                  "kv_type", "use kv_type f32 with --device cuda");
     auto& b = kv.backing();
     if (auto* dp = dynamic_cast<DevicePool*>(b.get()); dp && dp->device == device_ && dp->bytes == kv.bytes())
       return dp->ptr;

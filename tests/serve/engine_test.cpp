@@ -487,12 +487,8 @@ TEST_CASE("scheduler: a TPOT target cuts prompt chunks while an interactive sequ
   CHECK(cc.back() == 200 - 12 * kMinPrefillTokens);
   CHECK(free_st.steps_tpot_capped == 0);
   CHECK(cut_st.steps_tpot_capped == 12);  // the last chunk (8 tokens) was not cut
-  // The fit found the 1 ms per row (in whichever terms grow with a chunk): 16 more prompt rows
-  // at position 100 are predicted to add more than half of their 16 ms.
-  const double* k = cut_st.step_time_coef;
-  const double marginal = k[1] * 16 + k[3] * attended_pairs(16, 100);
-  CHECK(marginal > 8e-3);
-  CHECK(marginal < 1.0);
+  // The fit's coefficients are not checked here: by the end, ~170 one-row decode steps have
+  // made the rows term collinear with the constant (the unit test above checks the fit).
 }
 
 TEST_CASE("scheduler: refusals name the reason; queue bound; timeouts; cancel; shutdown", "[cpu][serve]") {
@@ -670,6 +666,25 @@ TEST_CASE("step time model: recovers its coefficients; they stay >= 0; it forget
     f.observe(s, truth(s, 2));
   }
   for (int i = 0; i < 4; ++i) CHECK(f.coefficients()[i] == Approx(2 * coef[i]).epsilon(1e-4));
+  // A long steady decode (32 rows every step, no prompt) after varied steps: rows and prompt
+  // pairs no longer vary, and their old observations are forgotten (0.97^1000 ~ 6e-14); the
+  // prior keeps their estimates, so the first prompt chunk after it is still predicted right.
+  StepTimeModel steady(0.97);
+  for (int i = 0; i < 80; ++i) {
+    const StepShape s = random_step();
+    steady.observe(s, truth(s));
+  }
+  for (int i = 0; i < 1000; ++i) {
+    StepShape s;
+    for (int j = 0; j < 32; ++j) s.add(1, 100 + (i + 37 * j) % 900, true);
+    steady.observe(s, truth(s));
+  }
+  StepShape burst;
+  for (int j = 0; j < 32; ++j) burst.add(1, 500, true);
+  burst.add(256, 0, false);
+  CHECK(steady.predict(burst) == Approx(truth(burst)).epsilon(1e-3));
+  CHECK(steady.coefficients()[1] == Approx(coef[1]).epsilon(1e-3));
+  CHECK(steady.coefficients()[3] == Approx(coef[3]).epsilon(1e-3));
   // Time falling with rows (noise, another process): no negative slope; the fit is the mean.
   StepTimeModel g(1);
   double sum = 0;

@@ -136,6 +136,7 @@ void StepTimeModel::observe(const StepShape& x, double seconds) {
 }
 
 void StepTimeModel::refit() {
+  constexpr double kPrior = 1e-3;
   // Least squares on each feature subset that contains the constant (bit i of `mask` = term
   // i + 1); keep the best fit whose coefficients are all >= 0. Each feature is scaled to its
   // weighted RMS first, so the normal equations are well conditioned whatever the units.
@@ -143,7 +144,7 @@ void StepTimeModel::refit() {
   double scale[K];
   for (int i = 0; i < K; ++i) scale[i] = s_[i][i] > 0 ? std::sqrt(s_[i][i] / s_[0][0]) : 1;
   double best_err = std::numeric_limits<double>::infinity(), best[K] = {};
-  for (int mask = 0; mask < (1 << (K - 1)); ++mask) {
+  for (int mask = (1 << (K - 1)) - 1; mask >= 0; --mask) {  // the full set first: it wins ties
     int idx[K], m = 0;
     idx[m++] = 0;
     for (int i = 1; i < K; ++i)
@@ -152,6 +153,14 @@ void StepTimeModel::refit() {
     for (int r = 0; r < m; ++r) {
       for (int c = 0; c < m; ++c) A[r][c] = s_[idx[r]][idx[c]] / (scale[idx[r]] * scale[idx[c]]);
       A[r][m] = st_[idx[r]] / scale[idx[r]];
+      // A weak prior at the previous fit (ridge toward it, kPrior of the data's weight) for the
+      // non-constant terms: a term the recent steps do not vary (rows during a steady decode,
+      // prompt pairs while no prompt comes) keeps its last estimate instead of dropping to 0
+      // as its old observations are forgotten.
+      if (idx[r] > 0) {
+        A[r][r] += kPrior * s_[0][0];
+        A[r][m] += kPrior * s_[0][0] * beta_[idx[r]] * scale[idx[r]];
+      }
     }
     // Gauss-Jordan elimination with partial pivoting; a (near-)singular system skips the subset.
     bool singular = false;
@@ -184,7 +193,9 @@ void StepTimeModel::refit() {
       err -= 2 * beta[i] * st_[i];
       for (int j = 0; j < K; ++j) err += beta[i] * s_[i][j] * beta[j];
     }
-    if (err < best_err - 1e-12 * stt_) {  // ties keep the subset with fewer terms (found first)
+    // A smaller subset replaces a larger one only when clearly better (then the larger one's
+    // prior pull cost more than its terms gave): ties keep the terms and their estimates.
+    if (err < best_err * (1 - 1e-6) - 1e-12 * stt_) {
       best_err = err;
       for (int i = 0; i < K; ++i) best[i] = beta[i];
     }

@@ -91,8 +91,11 @@ inline double attended_pairs(int n, int pos) {
 /// exponential forgetting (each one's weight is multiplied by `forget` at every later one), so
 /// the fit follows the machine's load. The coefficients are kept >= 0: the fit is the one with
 /// the least weighted squared error among the feature subsets that contain the constant and
-/// whose least-squares coefficients are all >= 0 (so predict() grows with every feature).
-/// Not thread-safe (the step thread owns it).
+/// whose least-squares coefficients are all >= 0 (so predict() grows with every feature); on a
+/// tie the larger subset is kept. A
+/// weak ridge prior (1e-3 of the data's weight) at the previous fit keeps a term's estimate
+/// while the recent steps do not vary it (rows in a steady decode; no prompts), instead of
+/// losing it as its observations are forgotten. Not thread-safe (the step thread owns it).
 class StepTimeModel {
  public:
   static constexpr int kTerms = 4;  ///< 1, rows, decode_keys, prefill_pairs

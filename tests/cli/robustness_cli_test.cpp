@@ -124,3 +124,17 @@ TEST_CASE("a proposals row edited into invalid UTF-8: status and export exit 2 n
                Catch::Contains("proposal " + std::to_string(id) + " in ") && Catch::Contains("stored JSON is unreadable"));
   }
 }
+
+TEST_CASE("an empty value for a numeric flag is a usage error naming it, not 0", "[cpu][cli]") {
+  const std::string serve = rtx::test::tool_path("rtx-serve");
+  // CLI11 alone would read "" as 0: --port "" would bind any free port, --tpot-target-ms "" turn it off.
+  for (const std::string flag : {"--port", "--tpot-target-ms", "--max-batch", "--canary-fraction"}) {
+    const auto p = run(serve + " run --model /nonexistent.gguf " + flag + " ''");
+    INFO(flag << " stderr: " << p.err);
+    CHECK(p.exit_code == 2);
+    CHECK_THAT(p.err, Catch::Contains(flag) && Catch::Contains("empty value"));
+  }
+  const auto b = run(bench() + " run --help");
+  CHECK(b.exit_code == 0);  // the check adds nothing to --help
+  CHECK_THAT(b.out, !Catch::Contains("NONEMPTY"));
+}

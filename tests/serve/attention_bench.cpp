@@ -31,10 +31,10 @@ using namespace rtx;
 using bench_args::parse_int;
 
 int main(int argc_in, char** argv_in) {
-  rtx::bench_args::SplitArgs split(argc_in, argv_in);  // --flag=value as --flag value
-  const int argc = split.argc();
-  char** argv = split.argv();
   try {
+    rtx::bench_args::SplitArgs split(argc_in, argv_in);  // --flag=value as --flag value
+    const int argc = split.argc();
+    char** argv = split.argv();
     int n_keys = 128, batch = 32, block = 16, reps = 15;
     serve::KvType type = serve::KvType::F32;
     const char* usage = "usage: attention_bench [--keys N] [--batch B] [--kv-type f32|f16] [--block T] [--reps R]\n";

@@ -26,14 +26,17 @@ inline int parse_int(const std::string& v, const std::string& flag, int lo) {
 }
 
 /// The command line with every "--flag=value" split into "--flag" "value", as getopt_long and
-/// CLI11 accept both spellings. Keep the object alive while argv() is used.
+/// CLI11 accept both spellings. `switches` are the flags that take no value: "--switch=x" is
+/// Error(Usage) naming it. Keep the object alive while argv() is used.
 class SplitArgs {
  public:
-  SplitArgs(int argc, char** argv) {
+  SplitArgs(int argc, char** argv, const std::vector<std::string>& switches = {}) {
     for (int i = 0; i < argc; ++i) {
       const std::string a = argv[i];
       const size_t eq = a.find('=');
       if (i > 0 && a.rfind("--", 0) == 0 && eq != std::string::npos && eq > 2) {
+        for (const auto& sw : switches)
+          if (a.compare(0, eq, sw) == 0 && sw.size() == eq) throw_usage("takes no value (got \"" + a + "\")", sw);
         s_.push_back(a.substr(0, eq));
         s_.push_back(a.substr(eq + 1));
       } else {

@@ -35,10 +35,11 @@ using Clock = std::chrono::steady_clock;
 using bench_args::parse_int;
 
 int main(int argc_in, char** argv_in) {
-  rtx::bench_args::SplitArgs split(argc_in, argv_in);  // --flag=value as --flag value
-  const int argc = split.argc();
-  char** argv = split.argv();
   try {
+    // --flag=value as --flag value
+    rtx::bench_args::SplitArgs split(argc_in, argv_in, {"--int8-activations", "--f32-activations", "--dequantize"});
+    const int argc = split.argc();
+    char** argv = split.argv();
     const char* data = std::getenv("RTX_DATA");
     std::string path = std::string(data && *data ? data : "../shared/data") + "/stories260k/tinyllamas-stories-260k-f32.gguf";
     int tokens = 128, block = 16, prompt_tokens = 0;
@@ -63,7 +64,8 @@ int main(int argc_in, char** argv_in) {
       else {
         const char* usage =
             "usage: serve_bench [--model FILE | --random-gpt2 PRESET] [--tokens N] [--prompt-tokens P] [--block T] "
-            "[--kv-type f32|f16] [--f32-activations] [--dequantize] [--device cpu|cuda[:N]] [batch...]\n";
+            "[--kv-type f32|f16] [--f32-activations] [--dequantize] [--device cpu|cuda[:N]] [batch...]\n"
+            "  (default model: $RTX_DATA/stories260k/tinyllamas-stories-260k-f32.gguf; RTX_DATA defaults to ../shared/data)\n";
         if (a == "--help" || a == "-h") return std::fputs(usage, stdout), 0;
         const bool takes_value = a == "--model" || a == "--random-gpt2" || a == "--tokens" || a == "--block" ||
                                  a == "--prompt-tokens" || a == "--kv-type" || a == "--device";
@@ -100,7 +102,7 @@ int main(int argc_in, char** argv_in) {
     for (int32_t t : phrase) prompt.push_back(t);
     if (prompt_tokens > 0) {
       if (prompt_tokens >= info.context)
-        throw_input("--prompt-tokens " + std::to_string(prompt_tokens) + " leaves no room in the context of " +
+        throw_input(std::to_string(prompt_tokens) + " leaves no room in the context of " +
                         std::to_string(info.context),
                     "--prompt-tokens");
       for (size_t i = 0; static_cast<int>(prompt.size()) < prompt_tokens; ++i) prompt.push_back(phrase[i % phrase.size()]);

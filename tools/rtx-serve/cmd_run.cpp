@@ -135,8 +135,13 @@ struct EngineProfile {
 EngineProfile read_engine_profile(const std::string& path, const RunArgs& base) {
   std::ifstream in(path);
   if (!in) rtx::throw_input("cannot open --canary-profile " + path, path);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) rtx::throw_input(path + ": not a JSON object", path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {  // parse_error (says the byte), out_of_range (1e400)
+    rtx::throw_input(std::string("not valid JSON: ") + e.what(), path, "--canary-profile wants a JSON object");
+  }
+  if (!j.is_object()) rtx::throw_input(std::string("not a JSON object (found ") + j.type_name() + ")", path);
   EngineProfile p;
   p.sched = base.sched;
   p.load.threads = base.threads;

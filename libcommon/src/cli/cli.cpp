@@ -39,9 +39,26 @@ static void clamp_openmp_threads(const std::string& tool) {
   }
 }
 
+namespace {
+
+// CLI11 converts an empty string to 0 for numeric options (`--port ""` would mean port 0):
+// every INT/UINT/FLOAT option of `app` and its subcommands refuses an empty value instead.
+void refuse_empty_numbers(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    const std::string t = opt->get_type_name();
+    if (opt->get_type_size() != 0 && (t.rfind("INT", 0) == 0 || t.rfind("UINT", 0) == 0 || t.rfind("FLOAT", 0) == 0))
+      opt->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("empty value") : std::string(); },
+                                "", "NONEMPTY"));
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) refuse_empty_numbers(*sub);
+}
+
+}  // namespace
+
 int run_tool(CLI::App& app, int argc, char** argv, const CommonOptions& o, const std::function<int()>& body) {
   const std::string tool = app.get_name();
   try {
+    refuse_empty_numbers(app);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

@@ -91,7 +91,14 @@ SchedulerConfig SchedulerConfig::from_json(const nlohmann::json& j, const std::s
     }
     else throw_input(at + ": unknown key \"" + k + "\"", k, "see SchedulerConfig in rtx/serve/scheduler.hpp");
   }
-  c.validate();
+  try {
+    c.validate();
+  } catch (const Error& e) {  // say which document held the bad value
+    if (where.empty()) throw;
+    std::string msg = e.message();
+    if (msg.rfind("scheduler: ", 0) == 0) msg = msg.substr(11);
+    throw_input(at + ": " + msg, e.where(), e.hint());
+  }
   return c;
 }
 

@@ -606,3 +606,44 @@ TEST_CASE("end to end: duration-bounded run and paced arrivals", "[cpu]") {
   CHECK(rep.summary.completed == 6);
   for (const auto& r : rep.requests) CHECK(r.start_s >= arrivals[static_cast<size_t>(r.index)] - 1e-3);
 }
+
+TEST_CASE("end to end: an interrupt stops new requests, lets the ones in flight finish, and says so", "[cpu]") {
+  FakeServer srv;
+  srv.first_delay_ms = 5;
+  srv.gap_ms = 5;
+  LoadConfig c = base_config(srv.port);
+  c.num_requests = 0;
+  c.duration_s = 20;  // only the interrupt ends this run early
+  c.concurrency = 3;
+  std::atomic<bool> stop{false};
+  c.interrupt = &stop;
+  std::thread ctrl_c([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    stop.store(true);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto rep = rtx::serve::run_load(c);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ctrl_c.join();
+  CHECK(took < 5);
+  CHECK(rep.summary.completed > 0);
+  CHECK(rep.summary.failed == 0);  // the requests in flight were finished, not cut
+  for (const auto& r : rep.requests) CHECK(r.status == RequestStatus::Ok);
+  CHECK_THAT(rep.aborted, Catch::Contains("interrupted"));
+  // Paced arrivals far apart: the wait for the next one is cut short too.
+  LoadConfig slow = base_config(srv.port);
+  slow.num_requests = 5;
+  slow.request_rate = 0.05;  // mean gap 20 s
+  slow.seed = 3;
+  std::atomic<bool> stop2{false};
+  slow.interrupt = &stop2;
+  std::thread ctrl_c2([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    stop2.store(true);
+  });
+  const auto t1 = std::chrono::steady_clock::now();
+  const auto rep2 = rtx::serve::run_load(slow);
+  ctrl_c2.join();
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count() < 5);
+  CHECK_THAT(rep2.aborted, Catch::Contains("interrupted"));
+}

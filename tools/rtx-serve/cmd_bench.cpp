@@ -1,5 +1,9 @@
 // `rtx-serve bench`: the load generator (rtx/serve/loadgen.hpp) against any OpenAI-compatible
 // server (rtx-serve, llama.cpp's llama-server, vLLM): TTFT, TPOT, ITL percentiles, tokens/s.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -14,6 +18,19 @@
 namespace rtx_serve {
 
 namespace {
+
+// Ctrl-C during a run: the first SIGINT stops new requests and lets the ones in flight finish,
+// so the summary and the artifact still come out (exit 130); the handler is reset by then
+// (SA_RESETHAND), so a second SIGINT ends the process at once.
+std::atomic<bool> g_interrupted{false};
+
+void on_sigint(int) {
+  g_interrupted.store(true);
+  static const char msg[] =
+      "\nrtx-serve bench: interrupted: waiting for the requests in flight (Ctrl-C again to quit now)\n";
+  const ssize_t n = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+  (void)n;
+}
 struct BenchArgs {
   rtx::serve::LoadConfig cfg;
   std::vector<std::string> prompts;
@@ -100,7 +117,14 @@ Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
         rtx::throw_env("warm-up failed: " + wr.requests.front().error, cfg.host + ":" + std::to_string(cfg.port),
                        "is the server up and serving " + cfg.endpoint + "?");
     }
+    struct sigaction sa{}, old_sa{};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &sa, &old_sa);
+    cfg.interrupt = &g_interrupted;
     const rtx::serve::LoadReport report = rtx::serve::run_load(cfg);
+    sigaction(SIGINT, &old_sa, nullptr);
     const nlohmann::json doc = rtx::serve::to_json(report, a->with_requests);
     if (!a->out_path.empty() && !(common.json && a->out_path == "-")) rtx::io::write_artifact(a->out_path, doc);
     if (common.json) {
@@ -116,6 +140,7 @@ Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
           std::cerr << "rtx-serve bench: first failure (request " << r.index << "): " << r.error << "\n";
           break;
         }
+    if (g_interrupted.load()) return 130;  // 128 + SIGINT, as a shell reports an interrupted command
     // The checked thing failed: no request got through (exit 1, like a bench regression).
     return report.summary.completed > 0 ? 0 : 1;
   };

@@ -577,9 +577,17 @@ LoadReport run_load(const LoadConfig& cfg) {
     for (;;) {
       int64_t index = 0;
       double at = 0;
+      const auto interrupted = [&] {  // mu held
+        if (!cfg.interrupt || !cfg.interrupt->load()) return false;
+        if (!stop) {
+          stop = true;
+          report.aborted = "interrupted: no request started after it; the ones in flight finished";
+        }
+        return true;
+      };
       {
         std::lock_guard<std::mutex> lock(mu);
-        if (stop) return;
+        if (stop || interrupted()) return;
         if (cfg.num_requests > 0 && issued >= cfg.num_requests) return;
         if (Clock::now() >= deadline) return;
         index = issued++;
@@ -588,7 +596,15 @@ LoadReport run_load(const LoadConfig& cfg) {
       const Clock::time_point when =
           start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(at));
       if (when >= deadline) return;
-      std::this_thread::sleep_until(when);
+      // Wait for the arrival time in slices, so that an interrupt is not held up by a long gap.
+      while (Clock::now() < when) {
+        std::this_thread::sleep_until(std::min(when, Clock::now() + std::chrono::milliseconds(50)));
+        if (cfg.interrupt && cfg.interrupt->load()) break;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (interrupted()) return;
+      }
       RequestResult r = run_one(cli, cfg, index, bodies[static_cast<size_t>(index) % bodies.size()], start);
       const bool refused = r.connect_failed;
       {

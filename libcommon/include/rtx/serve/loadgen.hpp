@@ -2,6 +2,7 @@
 // threads and reports TTFT, TPOT, ITL and throughput as vLLM's benchmark_serving.py does.
 // Not a server and not a tokenizer: token counts come from the server's usage (or chunk counts).
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -76,6 +77,10 @@ struct LoadConfig {
   /// Fields merged into every request body last (a JSON object; e.g. {"cache_prompt": false} to
   /// turn prompt caching off on llama-server and rtx-serve), as vLLM's bench --extra-body.
   nlohmann::json extra_body = nlohmann::json::object();
+  /// When set and it becomes true (a SIGINT handler sets it), no further request starts; the
+  /// ones in flight finish (or time out) and the run ends with LoadReport::aborted saying so.
+  /// Not owned; must outlive run_load.
+  const std::atomic<bool>* interrupt = nullptr;
 };
 
 /// How a request ended.

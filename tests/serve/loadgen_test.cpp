@@ -611,20 +611,26 @@ TEST_CASE("end to end: an interrupt stops new requests, lets the ones in flight 
   FakeServer srv;
   srv.first_delay_ms = 5;
   srv.gap_ms = 5;
+  // Runs `c` with its interrupt set after `after_ms` (a Ctrl-C); returns the report and the
+  // run's wall time.
+  const auto interrupted_run = [](LoadConfig c, int after_ms) {
+    std::atomic<bool> stop{false};
+    c.interrupt = &stop;
+    std::thread ctrl_c([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(after_ms));
+      stop.store(true);
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    auto rep = rtx::serve::run_load(c);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ctrl_c.join();
+    return std::make_pair(rep, took);
+  };
   LoadConfig c = base_config(srv.port);
   c.num_requests = 0;
   c.duration_s = 20;  // only the interrupt ends this run early
   c.concurrency = 3;
-  std::atomic<bool> stop{false};
-  c.interrupt = &stop;
-  std::thread ctrl_c([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    stop.store(true);
-  });
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto rep = rtx::serve::run_load(c);
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  ctrl_c.join();
+  const auto [rep, took] = interrupted_run(c, 300);
   CHECK(took < 5);
   CHECK(rep.summary.completed > 0);
   CHECK(rep.summary.failed == 0);  // the requests in flight were finished, not cut
@@ -635,15 +641,7 @@ TEST_CASE("end to end: an interrupt stops new requests, lets the ones in flight 
   slow.num_requests = 5;
   slow.request_rate = 0.05;  // mean gap 20 s
   slow.seed = 3;
-  std::atomic<bool> stop2{false};
-  slow.interrupt = &stop2;
-  std::thread ctrl_c2([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    stop2.store(true);
-  });
-  const auto t1 = std::chrono::steady_clock::now();
-  const auto rep2 = rtx::serve::run_load(slow);
-  ctrl_c2.join();
-  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count() < 5);
+  const auto [rep2, took2] = interrupted_run(slow, 200);
+  CHECK(took2 < 5);
   CHECK_THAT(rep2.aborted, Catch::Contains("interrupted"));
 }

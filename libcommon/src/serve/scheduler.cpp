@@ -606,7 +606,7 @@ void Scheduler::step(std::vector<RequestHandle>& running) {
     interactive_decoding |= r->req.lane == Lane::Interactive;
   }
   // Under a TPOT target, a prompt chunk takes only the tokens that keep the step's predicted time
-  // within it (predict() grows with both features, so the largest such n is found by bisection).
+  // within it (predict() grows with every feature, so the largest such n is found by bisection).
   const bool capped = cfg_.tpot_target_ms > 0 && interactive_decoding && step_time_.ready();
   // When the decode rows alone are predicted over the target, prompts may still add a quarter
   // of the target's worth of work (the target cannot be met; new requests must not starve).

@@ -22,9 +22,9 @@ double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 
 // ---- config ------------------------------------------------------------------------------
 
-void SchedulerConfig::validate() const {
-  const auto need = [](bool ok, const char* what, const std::string& rule) {
-    if (!ok) throw_input(std::string("scheduler: ") + what + " " + rule, what);
+void SchedulerConfig::validate(const std::string& at) const {
+  const auto need = [&at](bool ok, const char* what, const std::string& rule) {
+    if (!ok) throw_input(at + ": " + what + " " + rule, what);
   };
   need(max_batch >= 1 && max_batch <= 4096, "max_batch", "must be in [1, 4096]");
   need(token_budget >= max_batch && token_budget <= (1 << 20), "token_budget",
@@ -91,14 +91,7 @@ SchedulerConfig SchedulerConfig::from_json(const nlohmann::json& j, const std::s
     }
     else throw_input(at + ": unknown key \"" + k + "\"", k, "see SchedulerConfig in rtx/serve/scheduler.hpp");
   }
-  try {
-    c.validate();
-  } catch (const Error& e) {  // say which document held the bad value
-    if (where.empty()) throw;
-    std::string msg = e.message();
-    if (msg.rfind("scheduler: ", 0) == 0) msg = msg.substr(11);
-    throw_input(at + ": " + msg, e.where(), e.hint());
-  }
+  c.validate(where.empty() ? "scheduler" : at);  // names the document that held the bad value
   return c;
 }
 

@@ -52,8 +52,9 @@ struct SchedulerConfig {
   /// Keep finished sequences' KV blocks and reuse them for prompts that start with the same
   /// tokens (PrefixCache): a hit skips that part of the prefill. Results are unchanged.
   bool prefix_cache = true;
-  /// Error(Input) naming the first out-of-range knob.
-  void validate() const;
+  /// Error(Input) naming the first out-of-range knob (where = the key); the message starts
+  /// with `at` ("scheduler", or the document that held the values).
+  void validate(const std::string& at = "scheduler") const;
   /// {"max_batch":..,...}; from_json reads the same keys (missing keys keep defaults; unknown
   /// keys and wrong types are Error(Input) naming them).
   nlohmann::json to_json() const;

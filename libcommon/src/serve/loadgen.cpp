@@ -574,17 +574,17 @@ LoadReport run_load(const LoadConfig& cfg) {
     cli.set_keep_alive(false);
     cli.set_tcp_nodelay(true);
     set_timeouts(cli, cfg.timeout_s);
+    const auto interrupted = [&] {  // mu held
+      if (!cfg.interrupt || !cfg.interrupt->load()) return false;
+      if (!stop) {
+        stop = true;
+        report.aborted = "interrupted: no request started after it; the ones in flight finished";
+      }
+      return true;
+    };
     for (;;) {
       int64_t index = 0;
       double at = 0;
-      const auto interrupted = [&] {  // mu held
-        if (!cfg.interrupt || !cfg.interrupt->load()) return false;
-        if (!stop) {
-          stop = true;
-          report.aborted = "interrupted: no request started after it; the ones in flight finished";
-        }
-        return true;
-      };
       {
         std::lock_guard<std::mutex> lock(mu);
         if (stop || interrupted()) return;

@@ -305,6 +305,9 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
     }
     if (a->canary_fraction > 0 && a->canary_profile.empty())
       rtx::throw_usage("--canary-fraction needs --canary-profile", "--canary-fraction");
+    if (!a->canary_profile.empty() && !(a->canary_fraction > 0) && !common.quiet)
+      std::fprintf(stderr, "rtx-serve: warning: --canary-profile without --canary-fraction: the canary engine is "
+                           "loaded but gets no requests (fraction 0)\n");
     LoadOptions lo;
     lo.threads = a->threads;
     lo.keep_quantized = !a->dequantize;

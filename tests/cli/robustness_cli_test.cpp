@@ -134,7 +134,27 @@ TEST_CASE("an empty value for a numeric flag is a usage error naming it, not 0",
     CHECK(p.exit_code == 2);
     CHECK_THAT(p.err, Catch::Contains(flag) && Catch::Contains("empty value"));
   }
+  // Flags with their own range check: the empty check runs first (it used to be CLI11's
+  // "Value  not in range 1 to 4096", or a 300-digit upper bound for rtx-tune's samples).
+  const std::vector<std::pair<std::string, std::string>> ranged = {
+      {serve + " bench -c ''", "--concurrency"},
+      {serve + " bench -n ''", "--num-requests"},
+      {evolve() + " run --budget ''", "--budget"},
+      {evolve() + " history --limit ''", "--limit"},
+      {rtx::test::tool_path("rtx-tune") + " run --min-samples ''", "--min-samples"}};
+  for (const auto& [cmd, flag] : ranged) {
+    const auto p = run(cmd);
+    INFO(cmd << " stderr: " << p.err);
+    CHECK(p.exit_code == 2);
+    CHECK_THAT(p.err, Catch::Contains(flag + ": empty value") && !Catch::Contains("not in range"));
+  }
+  // The range check itself still runs, after the empty check.
+  const auto r = run(evolve() + " run --budget 0");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--budget: Value 0 not in range 1 to 1000"));
   const auto b = run(bench() + " run --help");
   CHECK(b.exit_code == 0);  // the check adds nothing to --help
   CHECK_THAT(b.out, !Catch::Contains("NONEMPTY"));
+  const auto h = run(evolve() + " run --help");
+  CHECK_THAT(h.out, Catch::Contains("--budget UINT:INT in [1 - 1000]") && !Catch::Contains("NONEMPTY"));
 }

@@ -41,14 +41,30 @@ static void clamp_openmp_threads(const std::string& tool) {
 
 namespace {
 
+// Number of validators of `opt` (CLI11 2.1 has no accessor for it; get_validator(i) throws past the end).
+int validator_count(CLI::Option& opt) {
+  int n = 0;
+  try {
+    for (;; ++n) opt.get_validator(n);
+  } catch (const CLI::OptionNotFound&) {
+  }
+  return n;
+}
+
 // CLI11 converts an empty string to 0 for numeric options (`--port ""` would mean port 0):
 // every INT/UINT/FLOAT option of `app` and its subcommands refuses an empty value instead.
+// CLI11 runs an option's validators in the order they were added and reports the first that
+// fails, so the check is moved in front of the tool's own (a CLI::Range would otherwise answer
+// "Value  not in range 1 to 4096" for `-c ""`).
 void refuse_empty_numbers(CLI::App& app) {
   for (CLI::Option* opt : app.get_options()) {
     const std::string t = opt->get_type_name();
-    if (opt->get_type_size() != 0 && (t.rfind("INT", 0) == 0 || t.rfind("UINT", 0) == 0 || t.rfind("FLOAT", 0) == 0))
-      opt->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("empty value") : std::string(); },
-                                "", "NONEMPTY"));
+    if (opt->get_type_size() == 0 || !(t.rfind("INT", 0) == 0 || t.rfind("UINT", 0) == 0 || t.rfind("FLOAT", 0) == 0))
+      continue;
+    const int n = validator_count(*opt);
+    opt->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("empty value") : std::string(); },
+                              "", "NONEMPTY"));
+    for (int i = n; i > 0; --i) std::swap(*opt->get_validator(i), *opt->get_validator(i - 1));
   }
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) refuse_empty_numbers(*sub);
 }

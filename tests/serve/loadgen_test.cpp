@@ -354,6 +354,22 @@ TEST_CASE("request body and configuration checks", "[cpu]") {
   CHECK_THROWS_AS(rtx::serve::validate(bad([](LoadConfig& x) { x.endpoint = "v1"; })), rtx::Error);
   CHECK_THROWS_AS(rtx::serve::validate(bad([](LoadConfig& x) { x.timeout_s = 0; })), rtx::Error);
   CHECK_THROWS_AS(rtx::serve::validate(bad([](LoadConfig& x) { x.request_rate = -1; })), rtx::Error);
+  // where() names the field (rtx-serve bench maps it to its flag); every field is checked before
+  // a run without an end, so a bad max_tokens is not hidden behind it.
+  const auto where_of = [](const LoadConfig& x) {
+    try {
+      rtx::serve::validate(x);
+    } catch (const rtx::Error& e) {
+      CHECK(e.category() == rtx::ErrorCategory::Usage);
+      return e.where();
+    }
+    return std::string("(no error)");
+  };
+  const std::string at = rtx::serve::kLoadConfigWhere;
+  CHECK(where_of(bad([](LoadConfig& x) { x.max_tokens = -3, x.num_requests = 0; })) == at + ".max_tokens");
+  CHECK(where_of(bad([](LoadConfig& x) { x.timeout_s = -1, x.num_requests = 0; })) == at + ".timeout_s");
+  CHECK(where_of(bad([](LoadConfig& x) { x.temperature = -1; })) == at + ".temperature");
+  CHECK(where_of(bad([](LoadConfig& x) { x.num_requests = 0; })) == at);
   try {
     rtx::serve::run_load(bad([](LoadConfig& x) { x.concurrency = -3; }));
     FAIL("expected an error");

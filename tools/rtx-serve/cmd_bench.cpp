@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
-#include <limits>
 #include <memory>
 
 #include "commands.hpp"
@@ -39,39 +38,76 @@ struct BenchArgs {
   int warmup = 0;
   std::string extra_body;
   CLI::Option* extra_body_opt = nullptr;
+  /// The flag that sets each LoadConfig field validate() checks, by field name.
+  std::vector<std::pair<std::string, CLI::Option*>> field_flags;
+  CLI::Option* num_requests_opt = nullptr;
+  CLI::Option* duration_opt = nullptr;
 };
+
+/// rtx::serve::validate with its errors naming the flag ("--max-tokens"), not the LoadConfig
+/// field ("rtx::serve::LoadConfig.max_tokens"), as `run` does for the scheduler's keys. A run
+/// without an end (-n and --duration both 0) says which of the two was given as 0.
+void validate_flags(const BenchArgs& a) {
+  try {
+    rtx::serve::validate(a.cfg);
+  } catch (const rtx::Error& e) {
+    const std::string prefix = std::string(rtx::serve::kLoadConfigWhere) + ".";
+    if (e.where() == rtx::serve::kLoadConfigWhere) {
+      const bool n = a.num_requests_opt->count() > 0, d = a.duration_opt->count() > 0;
+      const char* hint = "e.g. -n 64, or --duration 30";
+      if (n)
+        rtx::throw_usage(std::string("0 means no request limit, and ") +
+                             (d ? "--duration 0 no time limit" : "--duration is not set") + ": the run would never end",
+                         a.num_requests_opt->get_name(), hint);
+      if (d)
+        rtx::throw_usage("0 means no time limit, and -n is not set: the run would never end", a.duration_opt->get_name(),
+                         hint);
+      rtx::throw_usage("neither -n nor --duration is set: the run would never end", "-n", hint);
+    }
+    if (e.where().rfind(prefix, 0) == 0)
+      for (const auto& [field, opt] : a.field_flags)
+        if (e.where().substr(prefix.size()) == field) rtx::throw_usage(e.message(), opt->get_name(), e.hint());
+    throw;
+  }
+}
 }  // namespace
 
 Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
   auto a = std::make_shared<BenchArgs>();
   auto& cfg = a->cfg;
-  s.add_option("--host", cfg.host, "Server host")->capture_default_str();
-  s.add_option("--port", cfg.port, "Server port")->capture_default_str();
+  const auto field = [&](const char* name, CLI::Option* opt) {
+    a->field_flags.emplace_back(name, opt);
+    return opt;
+  };
+  field("host", s.add_option("--host", cfg.host, "Server host")->capture_default_str());
+  field("port", s.add_option("--port", cfg.port, "Server port")->capture_default_str());
   s.add_option("--api-key", cfg.api_key, "Bearer token (default: $RTX_API_KEY)");
   s.add_option("--model", cfg.model, "\"model\" field of each request (omitted when empty)");
-  s.add_option("--endpoint", cfg.endpoint, "/v1/completions or /v1/chat/completions")->capture_default_str();
-  s.add_option("-c,--concurrency", cfg.concurrency, "Client threads = requests in flight")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
-  s.add_option("-n,--num-requests", cfg.num_requests, "Requests to send (0: until --duration)")
-      ->check(CLI::Range(0, std::numeric_limits<int>::max()))
-      ->capture_default_str();
-  s.add_option("--duration", cfg.duration_s, "Stop starting requests after this many s (0: no limit)")
-      ->capture_default_str();
-  s.add_option("--prompt", a->prompts, "A prompt (repeatable; request i sends prompt i mod count)");
+  field("endpoint", s.add_option("--endpoint", cfg.endpoint, "/v1/completions or /v1/chat/completions")
+                        ->capture_default_str());
+  // Ranges are checked by rtx::serve::validate (validate_flags), one message per field.
+  field("concurrency", s.add_option("-c,--concurrency", cfg.concurrency, "Client threads = requests in flight (1..4096)")
+                           ->capture_default_str());
+  a->num_requests_opt = field("num_requests", s.add_option("-n,--num-requests", cfg.num_requests,
+                                                           "Requests to send (0: no limit, until --duration)")
+                                                  ->capture_default_str());
+  a->duration_opt = field("duration_s", s.add_option("--duration", cfg.duration_s,
+                                                     "Stop starting requests after this many s (0: no limit)")
+                                            ->capture_default_str());
+  field("prompts", s.add_option("--prompt", a->prompts, "A prompt (repeatable; request i sends prompt i mod count)"));
   s.add_option("--prompts-file", a->prompts_file, "File with one prompt per line (added to --prompt)");
-  s.add_option("--max-tokens", cfg.max_tokens, "max_tokens of each request")->capture_default_str();
+  field("max_tokens", s.add_option("--max-tokens", cfg.max_tokens, "max_tokens of each request")->capture_default_str());
   s.add_flag("--no-ignore-eos", a->no_ignore_eos, "Do not send \"ignore_eos\": true");
-  s.add_option("--temperature", cfg.temperature, "Sampling temperature")->capture_default_str();
-  s.add_option("--request-rate", cfg.request_rate, "Mean requests/s, Poisson arrivals (0: unthrottled)")
-      ->capture_default_str();
-  s.add_option("--timeout", cfg.timeout_s, "Per-request limit, s")->capture_default_str();
+  field("temperature", s.add_option("--temperature", cfg.temperature, "Sampling temperature")->capture_default_str());
+  field("request_rate", s.add_option("--request-rate", cfg.request_rate, "Mean requests/s, Poisson arrivals (0: unthrottled)")
+                            ->capture_default_str());
+  field("timeout_s", s.add_option("--timeout", cfg.timeout_s, "Per-request limit, s")->capture_default_str());
   s.add_option("--warmup", a->warmup, "Send this many requests first (concurrency 1), not measured")
       ->capture_default_str();
   s.add_option("-o,--out", a->out_path, "Also write the rtx.serve_bench.v1 artifact to this file ('-' stdout)");
   s.add_flag("--requests", a->with_requests, "Include every request's measurements in the JSON");
-  a->extra_body_opt = s.add_option("--extra-body", a->extra_body,
-               "JSON object merged into every request body, e.g. '{\"cache_prompt\": false}'");
+  a->extra_body_opt = field("extra_body", s.add_option("--extra-body", a->extra_body,
+               "JSON object merged into every request body, e.g. '{\"cache_prompt\": false}'"));
   return [a, &common, &s]() -> int {
     auto& cfg = a->cfg;
     if (cfg.api_key.empty())
@@ -101,10 +137,7 @@ Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
     }
     cfg.prompts = a->prompts;
     if (cfg.prompts.empty()) cfg.prompts = {"Once upon a time"};
-    if (cfg.num_requests == 0 && cfg.duration_s == 0)
-      rtx::throw_usage("neither -n nor --duration is set: the run would never end", "-n",
-                       "e.g. -n 64, or --duration 30");
-    rtx::serve::validate(cfg);
+    validate_flags(*a);
     if (a->warmup < 0) rtx::throw_usage("--warmup must be >= 0", "--warmup");
     if (a->warmup > 0) {
       rtx::serve::LoadConfig w = cfg;

@@ -451,7 +451,7 @@ json build_request_body(const LoadConfig& cfg, const std::string& prompt) {
 }
 
 void validate(const LoadConfig& cfg) {
-  const std::string where = "rtx::serve::LoadConfig";
+  const std::string where = kLoadConfigWhere;
   if (cfg.host.empty()) throw_usage("host is empty", where + ".host", "give the server's host, e.g. 127.0.0.1");
   if (cfg.port < 1 || cfg.port > 65535)
     throw_usage("port " + std::to_string(cfg.port) + " is outside 1..65535", where + ".port");
@@ -464,9 +464,6 @@ void validate(const LoadConfig& cfg) {
     throw_usage("num_requests " + std::to_string(cfg.num_requests) + " is negative", where + ".num_requests");
   if (!(cfg.duration_s >= 0) || !std::isfinite(cfg.duration_s))
     throw_usage("duration_s must be a finite number >= 0", where + ".duration_s");
-  if (cfg.num_requests == 0 && cfg.duration_s == 0)
-    throw_usage("neither num_requests nor duration_s is set: the run would never end", where,
-                "set num_requests > 0 or duration_s > 0");
   if (cfg.prompts.empty()) throw_usage("no prompts", where + ".prompts", "give at least one prompt");
   if (!cfg.extra_body.is_object())
     throw_usage("extra_body must be a JSON object, got " + cfg.extra_body.dump(), where + ".extra_body",
@@ -485,6 +482,10 @@ void validate(const LoadConfig& cfg) {
     throw_usage("timeout_s " + std::to_string(cfg.timeout_s) + " is more than a week", where + ".timeout_s");
   if (cfg.duration_s > 30 * 86400.0)
     throw_usage("duration_s " + std::to_string(cfg.duration_s) + " is more than 30 days", where + ".duration_s");
+  // Last, so that a field out of range is reported as such first.
+  if (cfg.num_requests == 0 && cfg.duration_s == 0)
+    throw_usage("neither num_requests nor duration_s is set: the run would never end", where,
+                "set num_requests > 0 or duration_s > 0");
 }
 
 namespace {

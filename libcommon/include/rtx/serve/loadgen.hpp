@@ -182,7 +182,12 @@ std::vector<double> poisson_arrivals(size_t n, double rate, uint64_t seed);
 /// JSON body of one request for `prompt` (see LoadConfig for the fields sent).
 nlohmann::json build_request_body(const LoadConfig& cfg, const std::string& prompt);
 
+/// What validate() puts in rtx::Error::where(): kLoadConfigWhere + "." + the field's name
+/// ("rtx::serve::LoadConfig.max_tokens"), or kLoadConfigWhere alone for a run without an end.
+inline constexpr const char* kLoadConfigWhere = "rtx::serve::LoadConfig";
+
 /// Check a configuration; throws rtx::Error(Usage) naming the bad field and its allowed range.
+/// Every field is checked before num_requests == 0 with duration_s == 0 (a run that would never end).
 void validate(const LoadConfig& cfg);
 
 /// Run the load: `concurrency` client threads (one httplib::Client each, a new connection per

@@ -1,17 +1,49 @@
-// rtx-serve bench as a subprocess: configuration errors name the flag that set the value.
-#include <catch2/catch.hpp>
+// rtx-serve bench as a subprocess: configuration errors name the flag that set the value; a run
+// in which every request fails says why, next to the summary and in the artifact, and exits 1.
+#include <httplib.h>
 
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "test_util.hpp"
 
+using nlohmann::json;
 using rtx::test::run;
 
 namespace {
 
 std::string serve() { return rtx::test::tool_path("rtx-serve"); }
+
+/// A loopback server that answers every completion request with rtx-serve's 400 for a prompt
+/// longer than the context.
+struct RefusingServer {
+  httplib::Server srv;
+  int port = 0;
+  std::thread th;
+  RefusingServer() {
+    srv.Post("/v1/completions", [](const httplib::Request&, httplib::Response& res) {
+      res.status = 400;
+      res.set_content(R"({"error":{"message":"This model's maximum context length is 512 tokens.","type":)"
+                      R"("invalid_request_error","param":"prompt","code":"context_length_exceeded"}})",
+                      "application/json");
+    });
+    port = srv.bind_to_any_port("127.0.0.1");
+    REQUIRE(port > 0);
+    th = std::thread([this] { srv.listen_after_bind(); });
+    for (int i = 0; i < 500 && !srv.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    REQUIRE(srv.is_running());
+  }
+  ~RefusingServer() {
+    srv.stop();
+    th.join();
+  }
+};
 
 }  // namespace
 
@@ -49,4 +81,40 @@ TEST_CASE("rtx-serve bench: a bad value is reported under its flag, once, before
     CHECK_THAT(p.err, Catch::StartsWith(want));
     CHECK_THAT(p.err, !Catch::Contains("LoadConfig") && !Catch::Contains("not in range"));
   }
+}
+
+TEST_CASE("rtx-serve bench: when every request fails, the reason is in the summary and the artifact; exit 1", "[cpu][cli]") {
+  RefusingServer srv;
+  const std::string dir = rtx::test::temp_dir();
+  const std::string bench = serve() + " bench --port " + std::to_string(srv.port) + " -n 3 -c 2 --max-tokens 4";
+  const std::string reason = "HTTP 400: context_length_exceeded: This model's maximum context length is 512 tokens.";
+  const auto p = run(bench + " -o " + dir + "/b.json");
+  INFO("stdout: " << p.out << "\nstderr: " << p.err);
+  CHECK(p.exit_code == 1);  // docs: 1 when no request completed
+  // With the summary (stdout), before the empty latency figures: how many failed and why.
+  const size_t at = p.out.find("- Failures -");
+  REQUIRE(at != std::string::npos);
+  CHECK(at < p.out.find("Time to First Token"));
+  CHECK_THAT(p.out.substr(at), Catch::Contains("\nAll 3 requests failed: the latency figures below are empty.\n"
+                                               "3 x http_error (first: request 0): " + reason + "\n"));
+  CHECK(p.err == "rtx-serve bench: error: no request succeeded (3 failed): " + reason + "\n");
+  // The artifact keeps "errors" (counts per status) and adds the groups with their message.
+  std::ifstream f(dir + "/b.json");
+  const json doc = json::parse(f);
+  CHECK(doc["completed"] == 0);
+  CHECK(doc["failed"] == 3);
+  CHECK(doc["errors"] == json({{"http_error", 3}}));
+  REQUIRE(doc["failures"].size() == 1);
+  CHECK(doc["failures"][0] == json({{"count", 3}, {"status", "http_error"}, {"http_status", 400}, {"error", reason},
+                                    {"first_request", 0}}));
+  // -q: no table, but the error still says why the exit code is 1.
+  const auto q = run(serve() + " -q bench --port " + std::to_string(srv.port) + " -n 2 --max-tokens 4");
+  CHECK(q.exit_code == 1);
+  CHECK(q.out.empty());
+  CHECK(q.err == "rtx-serve bench: error: no request succeeded (2 failed): " + reason + "\n");
+  // --json: the document on stdout carries the failures, the table goes to stderr.
+  const auto j = run(bench + " --json");
+  CHECK(j.exit_code == 1);
+  CHECK(json::parse(j.out)["failures"][0]["error"] == reason);
+  CHECK_THAT(j.err, Catch::Contains("3 x http_error (first: request 0): " + reason));
 }

@@ -448,11 +448,42 @@ TEST_CASE("end to end: known chunks, delays, usage and 429s", "[cpu]") {
   CHECK(doc.contains("median_tpot_ms"));
   CHECK(doc.contains("p95_itl_ms"));
   CHECK(doc["errors"]["rate_limited"] == 3);
+  // The failures grouped, with the first request of each and what the server said.
+  REQUIRE(doc["failures"].size() == 1);
+  CHECK(doc["failures"][0] == json({{"count", 3}, {"status", "rate_limited"}, {"http_status", 429},
+                                    {"error", "HTTP 429: queue full"}, {"first_request", 2}}));
   CHECK(doc["requests"].size() == 12);
   CHECK(doc.contains("hardware"));
   const std::string table = rtx::serve::format_table(rep);
   CHECK(table.find("Median TTFT (ms):") != std::string::npos);
   CHECK(table.find("Output token throughput (tokens/s):") != std::string::npos);
+  CHECK_THAT(table, Catch::Contains("- Failures -") &&
+                        Catch::Contains("\n3 x rate_limited (first: request 2): HTTP 429: queue full\n") &&
+                        !Catch::Contains("requests failed"));
+}
+
+TEST_CASE("failure groups: by status and message, most frequent first, at most max", "[cpu]") {
+  const auto fail = [](int64_t index, RequestStatus st, const std::string& error) {
+    RequestResult r;
+    r.index = index;
+    r.status = st;
+    r.http_status = st == RequestStatus::HttpError ? 400 : 0;
+    r.error = error;
+    return r;
+  };
+  std::vector<RequestResult> rs = {fail(0, RequestStatus::Transport, "timeout"),
+                                   fail(1, RequestStatus::HttpError, "HTTP 400: too long"),
+                                   fail(2, RequestStatus::HttpError, "HTTP 400: too long"),
+                                   fail(3, RequestStatus::Protocol, "no [DONE]"),
+                                   fail(4, RequestStatus::Ok, ""),
+                                   fail(5, RequestStatus::Protocol, "timeout")};
+  const auto g = rtx::serve::failure_groups(rs);
+  REQUIRE(g.size() == 3);
+  CHECK((g[0].error == "HTTP 400: too long" && g[0].count == 2 && g[0].first_index == 1 && g[0].http_status == 400));
+  CHECK((g[1].status == RequestStatus::Transport && g[1].count == 1 && g[1].first_index == 0));
+  CHECK((g[2].status == RequestStatus::Protocol && g[2].error == "no [DONE]"));  // a 4th group ("timeout", protocol) left off
+  CHECK(rtx::serve::failure_groups(rs, 1).size() == 1);
+  CHECK(rtx::serve::failure_groups({fail(0, RequestStatus::Ok, "")}).empty());
 }
 
 TEST_CASE("end to end: chat endpoint, no usage, server closing each connection", "[cpu]") {
@@ -490,8 +521,20 @@ TEST_CASE("end to end: HTTP errors, protocol errors, transport errors, timeouts"
     CHECK(rep.summary.rate_limited == 0);
     CHECK(rep.requests[0].status == RequestStatus::HttpError);
     CHECK(rep.requests[0].http_status == 500);
-    CHECK(rep.requests[0].error.find("internal failure") != std::string::npos);
+    CHECK(rep.requests[0].error == "HTTP 500: internal failure");  // the error object's message
     CHECK(rep.summary.ttft.count == 0);
+    // Every request failed: the summary says so next to the counts, with the reason.
+    const std::string table = rtx::serve::format_table(rep);
+    const size_t failures = table.find("- Failures -"), ttft = table.find("Time to First Token");
+    REQUIRE(failures != std::string::npos);
+    CHECK(failures < ttft);
+    CHECK_THAT(table.substr(failures, ttft - failures),
+               Catch::Contains("\nAll 2 requests failed: the latency figures below are empty.\n"
+                               "2 x http_error (first: request 0): HTTP 500: internal failure\n"));
+    const json doc = rtx::serve::to_json(rep);
+    CHECK(doc["errors"] == json({{"http_error", 2}}));  // unchanged: counts per status
+    CHECK(doc["failures"] == json::array({{{"count", 2}, {"status", "http_error"}, {"http_status", 500},
+                                           {"error", "HTTP 500: internal failure"}, {"first_request", 0}}}));
   }
   {
     FakeServer srv;

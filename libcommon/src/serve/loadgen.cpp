@@ -241,7 +241,22 @@ bool is_chat_endpoint(const std::string& endpoint) {
 }
 
 std::string excerpt(const std::string& s, size_t n = 200) {
-  return s.size() <= n ? s : s.substr(0, n) + "...";
+  if (s.size() <= n) return s;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // not inside a UTF-8 character
+  return s.substr(0, n) + "...";
+}
+
+// What an error answer says: an OpenAI error object's "code: message", else the body's start.
+std::string error_body_text(const std::string& body) {
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object() && j.contains("error") && j["error"].is_object()) {
+    const json& e = j["error"];
+    if (e.contains("message") && e["message"].is_string()) {
+      const std::string code = e.contains("code") && e["code"].is_string() ? e["code"].get<std::string>() + ": " : "";
+      return code + excerpt(e["message"].get<std::string>(), 300);
+    }
+  }
+  return excerpt(body);
 }
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -397,12 +412,12 @@ RequestResult run_one(httplib::Client& cli, const LoadConfig& cfg, int64_t index
   }
   if (status == 429) {
     r.status = RequestStatus::RateLimited;
-    r.error = "HTTP 429: " + excerpt(error_body);
+    r.error = "HTTP 429: " + error_body_text(error_body);
     return r;
   }
   if (status < 200 || status >= 300) {
     r.status = RequestStatus::HttpError;
-    r.error = "HTTP " + std::to_string(status) + ": " + excerpt(error_body);
+    r.error = "HTTP " + std::to_string(status) + ": " + error_body_text(error_body);
     return r;
   }
   if (!ok && stream.protocol_error().empty()) {
@@ -638,6 +653,29 @@ LoadReport run_load(const LoadConfig& cfg) {
 // ---------------------------------------------------------------------------------------------
 // Output
 
+std::vector<FailureGroup> failure_groups(const std::vector<RequestResult>& requests, size_t max) {
+  std::vector<FailureGroup> groups;
+  for (const RequestResult& r : requests) {
+    if (r.status == RequestStatus::Ok) continue;
+    auto g = std::find_if(groups.begin(), groups.end(),
+                          [&](const FailureGroup& x) { return x.status == r.status && x.error == r.error; });
+    if (g == groups.end()) {
+      groups.push_back(FailureGroup{r.status, r.http_status, r.error, 1, r.index});
+      continue;
+    }
+    ++g->count;
+    if (r.index < g->first_index) {
+      g->first_index = r.index;
+      g->http_status = r.http_status;
+    }
+  }
+  std::stable_sort(groups.begin(), groups.end(), [](const FailureGroup& a, const FailureGroup& b) {
+    return a.count != b.count ? a.count > b.count : a.first_index < b.first_index;
+  });
+  if (groups.size() > max) groups.resize(max);
+  return groups;
+}
+
 namespace {
 void put_stats(json& doc, const std::string& name, const LatencyStats& s) {
   doc["mean_" + name + "_ms"] = s.mean_ms;
@@ -705,6 +743,14 @@ json to_json(const LoadReport& report, bool include_requests) {
   for (const RequestResult& r : report.requests)
     if (r.status != RequestStatus::Ok) errors[status_name(r.status)] = errors.value(status_name(r.status), 0) + 1;
   doc["errors"] = errors;
+  json failures = json::array();
+  for (const FailureGroup& g : failure_groups(report.requests))
+    failures.push_back({{"count", g.count},
+                        {"status", status_name(g.status)},
+                        {"http_status", g.http_status},
+                        {"error", g.error},
+                        {"first_request", g.first_index}});
+  doc["failures"] = failures;
   doc["aborted"] = report.aborted.empty() ? json(nullptr) : json(report.aborted);
   if (include_requests) {
     json reqs = json::array();
@@ -764,6 +810,17 @@ std::string format_table(const LoadReport& report) {
   row("Request throughput (req/s):", s.request_throughput, 2);
   row("Output token throughput (tokens/s):", s.output_throughput, 2);
   row("Total token throughput (tokens/s):", s.total_token_throughput, 2);
+  if (s.failed > 0) {
+    head("Failures");
+    if (s.completed == 0)
+      o << "All " << s.num_requests << " requests failed: the latency figures below are empty.\n";
+    int64_t shown = 0;
+    for (const FailureGroup& g : failure_groups(report.requests)) {
+      o << g.count << " x " << status_name(g.status) << " (first: request " << g.first_index << "): " << g.error << '\n';
+      shown += g.count;
+    }
+    if (shown < s.failed) o << s.failed - shown << " more failed otherwise (-o FILE --requests lists every request)\n";
+  }
   head("Time to First Token");
   stats("TTFT", s.ttft);
   head("Time per Output Token (excl. 1st token)");

@@ -147,6 +147,19 @@ struct LoadReport {
   std::string aborted;
 };
 
+/// Failed requests that ended the same way: one status and one error message.
+struct FailureGroup {
+  RequestStatus status = RequestStatus::Transport;
+  int http_status = 0;        ///< of the first of them (0 when none arrived)
+  std::string error;          ///< RequestResult::error they share
+  int64_t count = 0;          ///< how many requests failed so
+  int64_t first_index = 0;    ///< the first of them (RequestResult::index)
+};
+
+/// The failed requests of `requests` grouped by status and error message, most frequent first
+/// (ties: the earliest first), at most `max` groups: the failures a summary shows.
+std::vector<FailureGroup> failure_groups(const std::vector<RequestResult>& requests, size_t max = 3);
+
 /// Most bytes of one SSE event run_load buffers; a stream that exceeds it (a server that never
 /// ends a line) fails that request as a protocol error and its transfer is cancelled.
 inline constexpr size_t kMaxSseEventBytes = size_t{1} << 20;
@@ -204,11 +217,14 @@ LoadReport run_load(const LoadConfig& cfg);
 /// The report as an "rtx.serve_bench.v1" artifact: schema, hardware identity, config, the
 /// summary with vLLM's field names (completed, duration, request_throughput, output_throughput,
 /// total_token_throughput, mean_ttft_ms, median_ttft_ms, std_ttft_ms, p50_ttft_ms, p95_ttft_ms,
-/// p99_ttft_ms, and the same for tpot, itl, e2el), "errors" (count per status), "aborted"
-/// (LoadReport::aborted or null) and, when include_requests, every request.
+/// p99_ttft_ms, and the same for tpot, itl, e2el), "errors" (count per status), "failures" (the
+/// failure_groups, each {"count", "status", "http_status", "error", "first_request"}; [] when
+/// none failed), "aborted" (LoadReport::aborted or null) and, when include_requests, every request.
 nlohmann::json to_json(const LoadReport& report, bool include_requests = false);
 
 /// A human-readable table of the summary (like benchmark_serving's printout), units in names.
+/// When requests failed, a "Failures" section after the counts gives their failure_groups (and
+/// says so when none succeeded, so the zeros below it are not read as measurements).
 std::string format_table(const LoadReport& report);
 
 }  // namespace rtx::serve

@@ -158,3 +158,16 @@ TEST_CASE("an empty value for a numeric flag is a usage error naming it, not 0",
   const auto h = run(evolve() + " run --help");
   CHECK_THAT(h.out, Catch::Contains("--budget UINT:INT in [1 - 1000]") && !Catch::Contains("NONEMPTY"));
 }
+
+TEST_CASE("a subcommand's --help lists the tool's common options after its own footer", "[cpu][cli]") {
+  // CLI11 alone shows only the subcommand's options, though --json etc. are accepted there too.
+  const auto h = run(evolve() + " mcp --help");
+  CHECK(h.exit_code == 0);
+  const size_t own = h.out.find("Speaks MCP"), common = h.out.find("Common options of rtx-evolve");
+  REQUIRE(own != std::string::npos);
+  REQUIRE(common != std::string::npos);
+  CHECK(own < common);
+  CHECK_THAT(h.out.substr(common), Catch::Contains("\n  --json ") && Catch::Contains("\n  --db TEXT "));
+  const auto top = run(evolve() + " --help");  // the tool's own help is unchanged
+  CHECK_THAT(top.out, !Catch::Contains("Common options of"));
+}

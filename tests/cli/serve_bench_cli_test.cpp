@@ -118,3 +118,17 @@ TEST_CASE("rtx-serve bench: when every request fails, the reason is in the summa
   CHECK(json::parse(j.out)["failures"][0]["error"] == reason);
   CHECK_THAT(j.err, Catch::Contains("3 x http_error (first: request 0): " + reason));
 }
+
+TEST_CASE("rtx-serve bench --help lists the common options (--json, ...) it accepts", "[cpu][cli]") {
+  const auto h = run(serve() + " bench --help");
+  CHECK(h.exit_code == 0);
+  const size_t own = h.out.find("--extra-body"), common = h.out.find("Common options of rtx-serve (before or after the subcommand):");
+  REQUIRE(own != std::string::npos);
+  REQUIRE(common != std::string::npos);
+  CHECK(own < common);  // after the subcommand's own options
+  const std::string tail = h.out.substr(common);
+  CHECK_THAT(tail, Catch::Contains("\n  --json ") && Catch::Contains("Machine-readable JSON on stdout") &&
+                       Catch::Contains("\n  -q,--quiet ") && Catch::Contains("\n  --seed UINT ") &&
+                       !Catch::Contains("--help"));
+  CHECK_THAT(run(serve() + " run --help").out, Catch::Contains("Common options of rtx-serve") && Catch::Contains("\n  --json "));
+}

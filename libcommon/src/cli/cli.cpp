@@ -132,6 +132,20 @@ int run_tool(CLI::App& app, int argc, char** argv, const CommonOptions& o, const
   }
 }
 
+namespace {
+
+// The options of a tool itself (--json, --db, ...), formatted as CLI11 formats an option list.
+std::string common_options_help(const CLI::App& tool) {
+  const CLI::Formatter f;
+  std::string out = "Common options of " + tool.get_name() + " (before or after the subcommand):\n";
+  for (const CLI::Option* opt : tool.get_options())
+    if (opt != tool.get_help_ptr() && opt != tool.get_help_all_ptr()) out += f.make_option(opt, false);
+  out.pop_back();  // CLI11 puts a newline after the footer
+  return out;
+}
+
+}  // namespace
+
 Subcommands::Subcommands(CLI::App& app) : app_(app) {
   app_.require_subcommand(1);
   app_.fallthrough();
@@ -139,7 +153,13 @@ Subcommands::Subcommands(CLI::App& app) : app_(app) {
 
 void Subcommands::add(const char* name, const char* help, const std::function<Body(CLI::App&)>& adder) {
   CLI::App* s = app_.add_subcommand(name, help);
-  subs_.emplace_back(s, adder(*s));
+  Body body = adder(*s);
+  // CLI11's help of a subcommand lists only its own options; the tool's common ones are accepted
+  // there too (fallthrough), so its footer lists them, after the subcommand's own footer text.
+  const std::string own = s->get_footer();
+  s->footer(std::string());
+  s->footer([tool = &app_, own] { return (own.empty() ? own : own + "\n\n") + common_options_help(*tool); });
+  subs_.emplace_back(s, std::move(body));
 }
 
 int Subcommands::run() const {

@@ -32,6 +32,8 @@ int run_tool(CLI::App& app, int argc, char** argv, const CommonOptions& o, const
 
 /// A tool's subcommands (rtx-bench run/compare, rtx-train prepare/run/...): exactly one is
 /// required; each `adder` declares its subcommand's flags and returns the body that runs it.
+/// The tool's own options (--json, --db, ...) are accepted after the subcommand too, and each
+/// subcommand's --help lists them after its own.
 class Subcommands {
  public:
   using Body = std::function<int()>;

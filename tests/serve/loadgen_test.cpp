@@ -129,6 +129,11 @@ struct FakeServer {
       res.set_content(R"({"error":{"message":"internal failure"}})", "application/json");
       return;
     }
+    if (prompt == "latin1") {  // an error body that is not UTF-8
+      res.status = 500;
+      res.set_content("caf\xe9 failed", "text/plain");
+      return;
+    }
     if (prompt == "endless") {  // a 200 stream that never ends a line: 8 MiB of 'A'
       res.set_chunked_content_provider("text/event-stream", [](size_t off, httplib::DataSink& sink) {
         if (off >= (size_t{8} << 20)) {
@@ -535,6 +540,16 @@ TEST_CASE("end to end: HTTP errors, protocol errors, transport errors, timeouts"
     CHECK(doc["errors"] == json({{"http_error", 2}}));  // unchanged: counts per status
     CHECK(doc["failures"] == json::array({{{"count", 2}, {"status", "http_error"}, {"http_status", 500},
                                            {"error", "HTTP 500: internal failure"}, {"first_request", 0}}}));
+  }
+  {
+    // An error body that is not UTF-8 is quoted with U+FFFD, so the artifact can still be written.
+    FakeServer srv;
+    LoadConfig c = base_config(srv.port);
+    c.prompts = {"latin1"};
+    c.num_requests = 1;
+    const auto rep = rtx::serve::run_load(c);
+    CHECK(rep.requests[0].error == "HTTP 500: caf\xEF\xBF\xBD failed");
+    CHECK_NOTHROW(rtx::serve::to_json(rep, true).dump());
   }
   {
     FakeServer srv;

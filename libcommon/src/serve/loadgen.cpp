@@ -26,6 +26,7 @@
 
 #include "rtx/core/build_info.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/serve/text.hpp"
 #include "rtx/telemetry/hwprofile.hpp"
 
 namespace rtx::serve {
@@ -240,10 +241,12 @@ bool is_chat_endpoint(const std::string& endpoint) {
          endpoint.compare(endpoint.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// The first `n` bytes of `s` (what a server sent) for an error message: cut between UTF-8
+// characters and ill-formed bytes replaced (U+FFFD), so that the artifact stays valid JSON.
 std::string excerpt(const std::string& s, size_t n = 200) {
-  if (s.size() <= n) return s;
+  if (s.size() <= n) return utf8_sanitize(s);
   while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // not inside a UTF-8 character
-  return s.substr(0, n) + "...";
+  return utf8_sanitize(std::string_view(s).substr(0, n)) + "...";
 }
 
 // What an error answer says: an OpenAI error object's "code: message", else the body's start.

@@ -1189,3 +1189,120 @@ TEST_CASE("paged_attention: float64 softmax reference, every ISA, odd head sizes
   }
   kernels::set_cpu_isa(saved);
 }
+
+TEST_CASE("paged_attention_heads: every head bit for bit paged_attention's, any split, grouped-query heads", "[cpu][serve]") {
+  // The reference is paged_attention per head (itself checked against float64 above); the heads
+  // walk must give the same bits for every split of the heads into calls, with 1 or 2 query
+  // heads per KV head, on every ISA and pool type, odd head sizes and key counts (a partial
+  // last block), and more heads in one call than a kernel walks at once (70 > 64).
+  const kernels::Isa saved = kernels::cpu_isa_active();
+  for (KvType kt : {KvType::F32, KvType::F16})
+    for (kernels::Isa isa : {kernels::Isa::Scalar, kernels::Isa::Avx2, kernels::Isa::Avx512}) {
+      if (static_cast<int>(isa) > static_cast<int>(kernels::cpu_isa_supported())) continue;
+      kernels::set_cpu_isa(isa);
+      for (int HS : {8, 40, 64, 144})
+        for (int qpk : {1, 2})
+          for (int n_keys : {1, 7, 127}) {
+            // 70 query heads (over 35 KV heads) for the small sizes, 5 or 6 otherwise.
+            const int NKV = qpk == 1 ? 5 : (HS <= 40 && n_keys != 7 ? 35 : 3), NH = NKV * qpk, BT = 16;
+            const int nb = (n_keys + BT - 1) / BT;
+            KvCache kv(2, NKV, HS, BT, nb + 2, true, kt);
+            std::vector<int32_t> table;
+            for (int b = 0; b < nb + 2; ++b) table.push_back(kv.alloc());
+            std::reverse(table.begin(), table.end());
+            Philox rng(static_cast<uint64_t>(HS * 1000 + qpk * 100 + n_keys), 5);
+            auto u = [&] { return static_cast<float>(rng.next_u32() % 2001) / 1000.0f - 1.0f; };
+            std::vector<float> kr(static_cast<size_t>(NKV) * HS), vr(kr.size()), q(static_cast<size_t>(NH) * HS);
+            for (int t = 0; t < n_keys; ++t) {
+              for (auto& x : kr) x = u();
+              for (auto& x : vr) x = u();
+              kv_store(kv, 1, table.data(), t, kr.data(), vr.data());
+            }
+            for (auto& x : q) x = 2 * u();
+            const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+            std::vector<float> ref(q.size()), scratch(static_cast<size_t>(NH) * n_keys);
+            for (int h = 0; h < NH; ++h)
+              paged_attention(ref.data() + static_cast<size_t>(h) * HS, q.data() + static_cast<size_t>(h) * HS, n_keys,
+                              kv, 1, h / qpk, table.data(), scale, scratch.data());
+            for (int g : {1, 2, 3, NH}) {
+              std::vector<float> out(q.size(), NAN);
+              for (int h = 0; h < NH; h += g)
+                paged_attention_heads(out.data() + static_cast<size_t>(h) * HS, q.data() + static_cast<size_t>(h) * HS,
+                                      n_keys, kv, 1, h, std::min(g, NH - h), qpk, table.data(), scale, scratch.data());
+              INFO(kv_type_name(kt) << " isa " << static_cast<int>(isa) << " HS " << HS << " q/kv " << qpk << " keys "
+                                    << n_keys << " heads per call " << g);
+              CHECK(std::memcmp(out.data(), ref.data(), sizeof(float) * out.size()) == 0);
+            }
+          }
+    }
+  kernels::set_cpu_isa(saved);
+}
+
+TEST_CASE("paged_attention: the block size changes no bits (keys folded 16 or 8 at a time, or one by one)", "[cpu][serve]") {
+  // A block of 16 (AVX-512) or 8 (AVX2) keys or more is folded several keys at a time
+  // (fold16 / fold8); a block of 5 one key at a time; the rest of the arithmetic does not depend
+  // on the block size. The same keys in pools of 5, 8, 16 and 32 positions per block must give
+  // the same bits, so the many-key fold is the one-key fold.
+  const kernels::Isa saved = kernels::cpu_isa_active();
+  for (KvType kt : {KvType::F32, KvType::F16})
+    for (kernels::Isa isa : {kernels::Isa::Scalar, kernels::Isa::Avx2, kernels::Isa::Avx512}) {
+      if (static_cast<int>(isa) > static_cast<int>(kernels::cpu_isa_supported())) continue;
+      kernels::set_cpu_isa(isa);
+      for (int HS : {8, 16, 40, 64, 128})
+        for (int n_keys : {8, 16, 33, 127, 200}) {
+          const int H = 2;
+          Philox rng(static_cast<uint64_t>(HS * 1000 + n_keys), 9);
+          auto u = [&] { return static_cast<float>(rng.next_u32() % 2001) / 1000.0f - 1.0f; };
+          std::vector<float> k(static_cast<size_t>(n_keys) * H * HS), v(k.size()), q(static_cast<size_t>(H) * HS);
+          for (auto& x : k) x = u();
+          for (auto& x : v) x = u();
+          for (auto& x : q) x = 3 * u();
+          std::vector<float> ref;
+          for (int BT : {5, 8, 16, 32}) {
+            const int nb = (n_keys + BT - 1) / BT;
+            KvCache kv(1, H, HS, BT, nb + 1, true, kt);
+            std::vector<int32_t> table;
+            for (int b = 0; b < nb + 1; ++b) table.push_back(kv.alloc());
+            std::reverse(table.begin(), table.end());
+            for (int t = 0; t < n_keys; ++t)
+              kv_store(kv, 0, table.data(), t, k.data() + static_cast<size_t>(t) * H * HS, v.data() + static_cast<size_t>(t) * H * HS);
+            std::vector<float> out(q.size(), NAN), scratch(static_cast<size_t>(H) * n_keys);
+            paged_attention_heads(out.data(), q.data(), n_keys, kv, 0, 0, H, 1, table.data(), 0.125f, scratch.data());
+            if (ref.empty()) {
+              ref = out;
+              continue;
+            }
+            INFO(kv_type_name(kt) << " isa " << static_cast<int>(isa) << " HS " << HS << " keys " << n_keys << " block " << BT);
+            CHECK(std::memcmp(out.data(), ref.data(), sizeof(float) * out.size()) == 0);
+          }
+        }
+    }
+  kernels::set_cpu_isa(saved);
+}
+
+TEST_CASE("attention_heads_per_call: whole rows when the rows fill the threads, split otherwise", "[cpu][serve]") {
+  CHECK(attention_heads_per_call(32, 12, 2) == 12);  // 32 calls for 2 threads
+  CHECK(attention_heads_per_call(8, 12, 2) == 12);   // 8 = 4 per thread
+  CHECK(attention_heads_per_call(1, 12, 2) == 2);    // 6 calls of 2 heads
+  CHECK(attention_heads_per_call(3, 12, 2) == 4);    // 3 per row, 9 in all
+  CHECK(attention_heads_per_call(1, 12, 64) == 1);   // one head per call at most
+  CHECK(attention_heads_per_call(1, 1, 1) == 1);
+  CHECK(attention_heads_per_call(0, 12, 2) == 1);
+  CHECK(attention_heads_per_call(5, 12, 0) == 12);
+  // The plan: every (row, head) once, row by row, calls of the returned size but the last.
+  for (int rows : {1, 3, 7, 40})
+    for (int heads : {1, 5, 12}) {
+      std::vector<AttentionCall> calls;
+      const int g = plan_attention_calls(calls, rows, heads, 2);
+      CHECK(g == attention_heads_per_call(rows, heads, 2));
+      std::vector<int> seen(static_cast<size_t>(rows) * heads, 0);
+      int prev_row = 0;
+      for (const AttentionCall& c : calls) {
+        REQUIRE((c.row >= prev_row && c.row < rows && c.h0 >= 0 && c.n_heads >= 1 && c.h0 + c.n_heads <= heads));
+        CHECK((c.n_heads == g || c.h0 + c.n_heads == heads));
+        prev_row = c.row;
+        for (int h = c.h0; h < c.h0 + c.n_heads; ++h) ++seen[static_cast<size_t>(c.row) * heads + h];
+      }
+      CHECK(std::count(seen.begin(), seen.end(), 1) == rows * heads);
+    }
+}

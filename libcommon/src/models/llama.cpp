@@ -235,7 +235,8 @@ class LlamaModel final : public serve::Model {
     hb_.resize(M * F);
     rope_.resize(M * R * 2);
     const int nt = std::max(1, omp_get_max_threads());
-    scores_.resize(static_cast<size_t>(nt) * cfg_.context);
+    const int g = serve::plan_attention_calls(calls_, Mi, NH, nt);  // same bits for any plan
+    scores_.resize(static_cast<size_t>(nt) * g * cfg_.context);
     const bool par_rows = M >= 2 && static_cast<double>(M) * C >= 16384.0;  // per-row loops: worth threads?
     double attn_work = 0;  // multiply-adds of one layer's attention
     for (size_t r = 0; r < M; ++r) attn_work += 2.0 * (row_pos_[r] + 1) * NH * HS;
@@ -275,17 +276,18 @@ class LlamaModel final : public serve::Model {
         }
         serve::kv_store(kv, l, batch[row_seq_[r]].blocks, row_pos_[r], q + C, q + C + static_cast<size_t>(NKV) * HS);
       }
-      // causal attention per (row, head) over keys 0..pos, read through the block table
+      // causal attention per (row, group of query heads) over keys 0..pos, through the block table
 #pragma omp parallel if (attn_work >= 32768.0)
       {
-        float* sc = scores_.data() + static_cast<size_t>(omp_get_thread_num()) * cfg_.context;
-#pragma omp for collapse(2) schedule(static)
-        for (int r = 0; r < Mi; ++r)
-          for (int h = 0; h < NH; ++h) {
-            serve::paged_attention(&att_[static_cast<size_t>(r) * C + static_cast<size_t>(h) * HS],
-                                   &qkv_[static_cast<size_t>(r) * QKV + static_cast<size_t>(h) * HS], row_pos_[r] + 1,
-                                   kv, l, h / group, batch[row_seq_[r]].blocks, scale, sc);
-          }
+        float* sc = scores_.data() + static_cast<size_t>(omp_get_thread_num()) * g * cfg_.context;
+#pragma omp for schedule(static)
+        for (size_t u = 0; u < calls_.size(); ++u) {
+          const serve::AttentionCall& a = calls_[u];
+          serve::paged_attention_heads(&att_[static_cast<size_t>(a.row) * C + static_cast<size_t>(a.h0) * HS],
+                                       &qkv_[static_cast<size_t>(a.row) * QKV + static_cast<size_t>(a.h0) * HS],
+                                       row_pos_[a.row] + 1, kv, l, a.h0, a.n_heads, group,
+                                       batch[row_seq_[a.row]].blocks, scale, sc);
+        }
       }
       kernels::matmul_forward_packed(tmp_.data(), att_.data(), L.wo, nullptr, Mi);
       // residual, then the SwiGLU block: x += Wdown (silu(xn Wgate^T) * xn Wup^T), xn = rmsnorm(x)
@@ -349,7 +351,8 @@ class LlamaModel final : public serve::Model {
   std::vector<float> tmp_;              // (M, max(C, 2F))
   std::vector<float> hb_;               // (M, F)
   std::vector<float> rope_;             // (M, R, 2): cos, sin
-  std::vector<float> scores_;           // (threads, context)
+  std::vector<float> scores_;           // (threads, heads per call x context)
+  std::vector<serve::AttentionCall> calls_;  // one layer's attention calls
 };
 
 }  // namespace

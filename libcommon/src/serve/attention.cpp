@@ -9,6 +9,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -149,98 +150,243 @@ RTX_ATT_AVX2 inline __m256 load8(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
+/// The dots of 16 keys at once: lane k of the result is the sum of the 16 lanes of a[k], added
+/// in the tree of the one-key fold of paged_attention_avx512 (lanes j + (j + 8), then
+/// j + (j + 4), j + (j + 2), j + (j + 1)), so each dot is the same bits as one key's fold. Four
+/// rounds of pairwise shuffles and adds do for 16 keys what 16 one-key folds (8 operations
+/// each, the key pass's largest cost) did: 30 shuffles and 15 adds, then one permute.
+RTX_ATT_AVX512 inline __m512 fold16(const __m512 (&a)[16]) {
+  __m512 c[8], e[4], g[2];
+  for (int i = 0; i < 8; ++i)  // lanes 0-7: key 2i's a_j + a_(j+8); lanes 8-15: key 2i + 1's
+    c[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x44),
+                         _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xEE));
+  for (int i = 0; i < 4; ++i)  // quarter r: key 4i + r's h_j + h_(j+4), j < 4
+    e[i] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], 0x88),
+                         _mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], 0xDD));
+  for (int i = 0; i < 2; ++i) {  // quarter r: lanes 0-1 key 8i + r, lanes 2-3 key 8i + 4 + r (x_0 + x_2, x_1 + x_3)
+    const __m512d lo = _mm512_unpacklo_pd(_mm512_castps_pd(e[2 * i]), _mm512_castps_pd(e[2 * i + 1]));
+    const __m512d hi = _mm512_unpackhi_pd(_mm512_castps_pd(e[2 * i]), _mm512_castps_pd(e[2 * i + 1]));
+    g[i] = _mm512_add_ps(_mm512_castpd_ps(lo), _mm512_castpd_ps(hi));
+  }
+  // lane 4r + j: key r + 4j (x_0 + x_1); the permute puts key k in lane k
+  const __m512 d = _mm512_add_ps(_mm512_shuffle_ps(g[0], g[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(g[0], g[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), d);
+}
+
+/// As fold16 for 8 keys of 8 lanes, in the tree of the one-key fold of paged_attention_avx2
+/// (j + (j + 4), j + (j + 2), j + (j + 1)).
+RTX_ATT_AVX2 inline __m256 fold8(const __m256 (&a)[8]) {
+  __m256 c[4], g[2];
+  for (int i = 0; i < 4; ++i)  // lanes 0-3: key 2i's a_j + a_(j+4); lanes 4-7: key 2i + 1's
+    c[i] = _mm256_add_ps(_mm256_permute2f128_ps(a[2 * i], a[2 * i + 1], 0x20),
+                         _mm256_permute2f128_ps(a[2 * i], a[2 * i + 1], 0x31));
+  for (int i = 0; i < 2; ++i) {  // half r: lanes 0-1 key 4i + r, lanes 2-3 key 4i + 2 + r
+    const __m256d lo = _mm256_unpacklo_pd(_mm256_castps_pd(c[2 * i]), _mm256_castps_pd(c[2 * i + 1]));
+    const __m256d hi = _mm256_unpackhi_pd(_mm256_castps_pd(c[2 * i]), _mm256_castps_pd(c[2 * i + 1]));
+    g[i] = _mm256_add_ps(_mm256_castpd_ps(lo), _mm256_castpd_ps(hi));
+  }
+  // lane 4r + j: key r + 2j
+  const __m256 d = _mm256_add_ps(_mm256_shuffle_ps(g[0], g[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm256_shuffle_ps(g[0], g[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm256_permutevar8x32_ps(d, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/// The largest of the lanes that are not NaN (-inf when all are), as the one-key loop's
+/// `v > m ? v : m` keeps it. Which of +0 and -0 it returns may differ from that loop; the
+/// softmax's exp(s - max) is the same bits either way.
+RTX_ATT_AVX512 inline float hmax16(__m512 v) { return _mm512_reduce_max_ps(v); }
+RTX_ATT_AVX2 inline float hmax8(__m256 v) {
+  __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_max_ss(x, _mm_movehdup_ps(x));
+  return _mm_cvtss_f32(x);
+}
+
+/// The most query heads one kernel call walks together (the per-head maxima and sums live on
+/// its stack); paged_attention_heads splits longer ranges.
+constexpr int kMaxHeads = 64;
+
+/// The KV head slice offset (elements) of query head h in a block: KV head h / q_per_kv.
+inline size_t kv_slice(int h, int q_per_kv, int BT, int HS) {
+  return static_cast<size_t>(h / q_per_kv) * BT * HS;
+}
+
 /// The AVX-512 path for head sizes that are multiples of 16, up to 128 (GPT-2 and most Llamas:
-/// 64 or 128): q held in registers, one FMA per 16 elements of a key or value row, each dot
-/// folded by a fixed tree. The same arithmetic for every row, so still batch invariant; it
-/// differs from the generic path only in rounding (FMA contraction, the fold's shape).
+/// 64 or 128), over nh <= kMaxHeads query heads h0.. of one row: q held in registers, one FMA
+/// per 16 elements of a key or value row, each dot folded by a fixed tree. The walk goes block
+/// by block and, inside a block, head by head, so the heads' slots of a block (one contiguous
+/// run) are read together; each head's operations and their order are those of a walk of that
+/// head alone (the value accumulators go through `out` between blocks, exactly), so the result
+/// is the same bits for any nh: still batch invariant. It differs from the generic path only in
+/// rounding (FMA contraction, the fold's shape).
 template <int NV, class E>
 RTX_ATT_AVX512 void paged_attention_avx512(float* out, const float* q, int n_keys, const KvCache& kv, int layer,
-                                           size_t head_off, const int32_t* blocks, float scale, float* scratch) {
+                                           int h0, int nh, int q_per_kv, const int32_t* blocks, float scale,
+                                           float* scratch) {
   constexpr int HS = 16 * NV;
   const int BT = kv.block_tokens();
-  __m512 qv[NV];
-  for (int j = 0; j < NV; ++j) qv[j] = _mm512_loadu_ps(q + 16 * j);
-  float mx = -INFINITY;
+  float mx[kMaxHeads];
+  for (int i = 0; i < nh; ++i) mx[i] = -INFINITY;
   for (int t0 = 0; t0 < n_keys; t0 += BT) {
-    const E* kb = keys<E>(kv, layer, blocks[t0 / BT]) + head_off;
-    const E* vb = values<E>(kv, layer, blocks[t0 / BT]) + head_off;
-    const E* kn = t0 + BT < n_keys ? keys<E>(kv, layer, blocks[t0 / BT + 1]) + head_off : nullptr;
+    const E* kb0 = keys<E>(kv, layer, blocks[t0 / BT]);
+    const E* vb0 = values<E>(kv, layer, blocks[t0 / BT]);
+    const E* kn0 = t0 + BT < n_keys ? keys<E>(kv, layer, blocks[t0 / BT + 1]) : nullptr;
     const int nt = n_keys - t0 < BT ? n_keys - t0 : BT;
-    for (int s = 0; s < nt; ++s) {
-      const E* kr = kb + static_cast<size_t>(s) * HS;
-      prefetch_slot(kn ? kn + static_cast<size_t>(s) * HS : nullptr, vb + static_cast<size_t>(s) * HS, HS);
-      __m512 acc = _mm512_mul_ps(qv[0], load16(kr));
-      for (int j = 1; j < NV; ++j) acc = _mm512_fmadd_ps(qv[j], load16(kr + 16 * j), acc);
-      const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
-      __m128 x = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-      x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-      x = _mm_add_ss(x, _mm_movehdup_ps(x));
-      const float v = scale * _mm_cvtss_f32(x);
-      scratch[t0 + s] = v;
-      mx = v > mx ? v : mx;
+    for (int i = 0; i < nh; ++i) {
+      const size_t off = kv_slice(h0 + i, q_per_kv, BT, HS);
+      const E* kb = kb0 + off;
+      const E* vb = vb0 + off;
+      const E* kn = kn0 && (i == 0 || (h0 + i) % q_per_kv == 0) ? kn0 + off : nullptr;  // once per KV head
+      __m512 qv[NV];
+      for (int j = 0; j < NV; ++j) qv[j] = _mm512_loadu_ps(q + static_cast<size_t>(i) * HS + 16 * j);
+      float* sc = scratch + static_cast<size_t>(i) * n_keys + t0;
+      float m = mx[i];
+      int s = 0;
+      if (nt >= 16) {  // 16 keys at a time, folded together (fold16: the same bits as one by one)
+        __m512 mv = _mm512_set1_ps(-INFINITY);
+        for (; s + 16 <= nt; s += 16) {
+          __m512 a[16];
+          for (int k = 0; k < 16; ++k) {
+            const E* kr = kb + static_cast<size_t>(s + k) * HS;
+            prefetch_slot(kn ? kn + static_cast<size_t>(s + k) * HS : nullptr, vb + static_cast<size_t>(s + k) * HS, HS);
+            a[k] = _mm512_mul_ps(qv[0], load16(kr));
+            for (int j = 1; j < NV; ++j) a[k] = _mm512_fmadd_ps(qv[j], load16(kr + 16 * j), a[k]);
+          }
+          const __m512 v = _mm512_mul_ps(_mm512_set1_ps(scale), fold16(a));
+          _mm512_storeu_ps(sc + s, v);
+          mv = _mm512_max_ps(v, mv);  // a NaN v leaves mv (the second operand)
+        }
+        const float b = hmax16(mv);
+        m = b > m ? b : m;
+      }
+      for (; s < nt; ++s) {
+        const E* kr = kb + static_cast<size_t>(s) * HS;
+        prefetch_slot(kn ? kn + static_cast<size_t>(s) * HS : nullptr, vb + static_cast<size_t>(s) * HS, HS);
+        __m512 acc = _mm512_mul_ps(qv[0], load16(kr));
+        for (int j = 1; j < NV; ++j) acc = _mm512_fmadd_ps(qv[j], load16(kr + 16 * j), acc);
+        const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+        __m128 x = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+        x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+        x = _mm_add_ss(x, _mm_movehdup_ps(x));
+        const float v = scale * _mm_cvtss_f32(x);
+        sc[s] = v;
+        m = v > m ? v : m;
+      }
+      mx[i] = m;
     }
   }
-  const float sum = exp_shifted_avx2(scratch, n_keys, mx);
-  __m512 o[NV];
-  for (int j = 0; j < NV; ++j) o[j] = _mm512_setzero_ps();
+  float sum[kMaxHeads];
+  for (int i = 0; i < nh; ++i) sum[i] = exp_shifted_avx2(scratch + static_cast<size_t>(i) * n_keys, n_keys, mx[i]);
+  std::memset(out, 0, sizeof(float) * nh * HS);
   for (int t0 = 0; t0 < n_keys; t0 += BT) {
-    const E* vb = values<E>(kv, layer, blocks[t0 / BT]) + head_off;
+    const E* vb0 = values<E>(kv, layer, blocks[t0 / BT]);
     const int nt = n_keys - t0 < BT ? n_keys - t0 : BT;
-    for (int s = 0; s < nt; ++s) {
-      const __m512 w = _mm512_set1_ps(scratch[t0 + s]);
-      const E* vr = vb + static_cast<size_t>(s) * HS;
-      for (int j = 0; j < NV; ++j) o[j] = _mm512_fmadd_ps(w, load16(vr + 16 * j), o[j]);
+    for (int i = 0; i < nh; ++i) {
+      const E* vb = vb0 + kv_slice(h0 + i, q_per_kv, BT, HS);
+      const float* w = scratch + static_cast<size_t>(i) * n_keys + t0;
+      float* oi = out + static_cast<size_t>(i) * HS;
+      __m512 o[NV];
+      for (int j = 0; j < NV; ++j) o[j] = _mm512_loadu_ps(oi + 16 * j);
+      for (int s = 0; s < nt; ++s) {
+        const __m512 ws = _mm512_set1_ps(w[s]);
+        const E* vr = vb + static_cast<size_t>(s) * HS;
+        for (int j = 0; j < NV; ++j) o[j] = _mm512_fmadd_ps(ws, load16(vr + 16 * j), o[j]);
+      }
+      for (int j = 0; j < NV; ++j) _mm512_storeu_ps(oi + 16 * j, o[j]);
     }
   }
-  const __m512 inv = _mm512_set1_ps(1.f / sum);
-  for (int j = 0; j < NV; ++j) _mm512_storeu_ps(out + 16 * j, _mm512_mul_ps(o[j], inv));
+  for (int i = 0; i < nh; ++i) {
+    const __m512 inv = _mm512_set1_ps(1.f / sum[i]);
+    float* oi = out + static_cast<size_t>(i) * HS;
+    for (int j = 0; j < NV; ++j) _mm512_storeu_ps(oi + 16 * j, _mm512_mul_ps(_mm512_loadu_ps(oi + 16 * j), inv));
+  }
 }
 
 /// The AVX2 path, as paged_attention_avx512 with 8 lanes: head sizes that are multiples of 8, up
 /// to 128 (NV <= 16 vectors of q; above 8 the compiler keeps some in L1).
 template <int NV, class E>
-RTX_ATT_AVX2 void paged_attention_avx2(float* out, const float* q, int n_keys, const KvCache& kv, int layer,
-                                       size_t head_off, const int32_t* blocks, float scale, float* scratch) {
+RTX_ATT_AVX2 void paged_attention_avx2(float* out, const float* q, int n_keys, const KvCache& kv, int layer, int h0,
+                                       int nh, int q_per_kv, const int32_t* blocks, float scale, float* scratch) {
   constexpr int HS = 8 * NV;
   const int BT = kv.block_tokens();
-  __m256 qv[NV];
-  for (int j = 0; j < NV; ++j) qv[j] = _mm256_loadu_ps(q + 8 * j);
-  float mx = -INFINITY;
+  float mx[kMaxHeads];
+  for (int i = 0; i < nh; ++i) mx[i] = -INFINITY;
   for (int t0 = 0; t0 < n_keys; t0 += BT) {
-    const E* kb = keys<E>(kv, layer, blocks[t0 / BT]) + head_off;
-    const E* vb = values<E>(kv, layer, blocks[t0 / BT]) + head_off;
-    const E* kn = t0 + BT < n_keys ? keys<E>(kv, layer, blocks[t0 / BT + 1]) + head_off : nullptr;
+    const E* kb0 = keys<E>(kv, layer, blocks[t0 / BT]);
+    const E* vb0 = values<E>(kv, layer, blocks[t0 / BT]);
+    const E* kn0 = t0 + BT < n_keys ? keys<E>(kv, layer, blocks[t0 / BT + 1]) : nullptr;
     const int nt = n_keys - t0 < BT ? n_keys - t0 : BT;
-    for (int s = 0; s < nt; ++s) {
-      const E* kr = kb + static_cast<size_t>(s) * HS;
-      prefetch_slot(kn ? kn + static_cast<size_t>(s) * HS : nullptr, vb + static_cast<size_t>(s) * HS, HS);
-      __m256 acc = _mm256_mul_ps(qv[0], load8(kr));
-      for (int j = 1; j < NV; ++j) acc = _mm256_fmadd_ps(qv[j], load8(kr + 8 * j), acc);
-      __m128 x = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-      x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-      x = _mm_add_ss(x, _mm_movehdup_ps(x));
-      const float v = scale * _mm_cvtss_f32(x);
-      scratch[t0 + s] = v;
-      mx = v > mx ? v : mx;
+    for (int i = 0; i < nh; ++i) {
+      const size_t off = kv_slice(h0 + i, q_per_kv, BT, HS);
+      const E* kb = kb0 + off;
+      const E* vb = vb0 + off;
+      const E* kn = kn0 && (i == 0 || (h0 + i) % q_per_kv == 0) ? kn0 + off : nullptr;
+      __m256 qv[NV];
+      for (int j = 0; j < NV; ++j) qv[j] = _mm256_loadu_ps(q + static_cast<size_t>(i) * HS + 8 * j);
+      float* sc = scratch + static_cast<size_t>(i) * n_keys + t0;
+      float m = mx[i];
+      int s = 0;
+      if (nt >= 8) {  // 8 keys at a time, folded together (fold8: the same bits as one by one)
+        __m256 mv = _mm256_set1_ps(-INFINITY);
+        for (; s + 8 <= nt; s += 8) {
+          __m256 a[8];
+          for (int k = 0; k < 8; ++k) {
+            const E* kr = kb + static_cast<size_t>(s + k) * HS;
+            prefetch_slot(kn ? kn + static_cast<size_t>(s + k) * HS : nullptr, vb + static_cast<size_t>(s + k) * HS, HS);
+            a[k] = _mm256_mul_ps(qv[0], load8(kr));
+            for (int j = 1; j < NV; ++j) a[k] = _mm256_fmadd_ps(qv[j], load8(kr + 8 * j), a[k]);
+          }
+          const __m256 v = _mm256_mul_ps(_mm256_set1_ps(scale), fold8(a));
+          _mm256_storeu_ps(sc + s, v);
+          mv = _mm256_max_ps(v, mv);
+        }
+        const float b = hmax8(mv);
+        m = b > m ? b : m;
+      }
+      for (; s < nt; ++s) {
+        const E* kr = kb + static_cast<size_t>(s) * HS;
+        prefetch_slot(kn ? kn + static_cast<size_t>(s) * HS : nullptr, vb + static_cast<size_t>(s) * HS, HS);
+        __m256 acc = _mm256_mul_ps(qv[0], load8(kr));
+        for (int j = 1; j < NV; ++j) acc = _mm256_fmadd_ps(qv[j], load8(kr + 8 * j), acc);
+        __m128 x = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+        x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+        x = _mm_add_ss(x, _mm_movehdup_ps(x));
+        const float v = scale * _mm_cvtss_f32(x);
+        sc[s] = v;
+        m = v > m ? v : m;
+      }
+      mx[i] = m;
     }
   }
-  const float sum = exp_shifted_avx2(scratch, n_keys, mx);
-  __m256 o[NV];
-  for (int j = 0; j < NV; ++j) o[j] = _mm256_setzero_ps();
+  float sum[kMaxHeads];
+  for (int i = 0; i < nh; ++i) sum[i] = exp_shifted_avx2(scratch + static_cast<size_t>(i) * n_keys, n_keys, mx[i]);
+  std::memset(out, 0, sizeof(float) * nh * HS);
   for (int t0 = 0; t0 < n_keys; t0 += BT) {
-    const E* vb = values<E>(kv, layer, blocks[t0 / BT]) + head_off;
+    const E* vb0 = values<E>(kv, layer, blocks[t0 / BT]);
     const int nt = n_keys - t0 < BT ? n_keys - t0 : BT;
-    for (int s = 0; s < nt; ++s) {
-      const __m256 w = _mm256_set1_ps(scratch[t0 + s]);
-      const E* vr = vb + static_cast<size_t>(s) * HS;
-      for (int j = 0; j < NV; ++j) o[j] = _mm256_fmadd_ps(w, load8(vr + 8 * j), o[j]);
+    for (int i = 0; i < nh; ++i) {
+      const E* vb = vb0 + kv_slice(h0 + i, q_per_kv, BT, HS);
+      const float* w = scratch + static_cast<size_t>(i) * n_keys + t0;
+      float* oi = out + static_cast<size_t>(i) * HS;
+      __m256 o[NV];
+      for (int j = 0; j < NV; ++j) o[j] = _mm256_loadu_ps(oi + 8 * j);
+      for (int s = 0; s < nt; ++s) {
+        const __m256 ws = _mm256_set1_ps(w[s]);
+        const E* vr = vb + static_cast<size_t>(s) * HS;
+        for (int j = 0; j < NV; ++j) o[j] = _mm256_fmadd_ps(ws, load8(vr + 8 * j), o[j]);
+      }
+      for (int j = 0; j < NV; ++j) _mm256_storeu_ps(oi + 8 * j, o[j]);
     }
   }
-  const __m256 inv = _mm256_set1_ps(1.f / sum);
-  for (int j = 0; j < NV; ++j) _mm256_storeu_ps(out + 8 * j, _mm256_mul_ps(o[j], inv));
+  for (int i = 0; i < nh; ++i) {
+    const __m256 inv = _mm256_set1_ps(1.f / sum[i]);
+    float* oi = out + static_cast<size_t>(i) * HS;
+    for (int j = 0; j < NV; ++j) _mm256_storeu_ps(oi + 8 * j, _mm256_mul_ps(_mm256_loadu_ps(oi + 8 * j), inv));
+  }
 }
 
-using AttnFn = void (*)(float*, const float*, int, const KvCache&, int, size_t, const int32_t*, float, float*);
+using AttnFn = void (*)(float*, const float*, int, const KvCache&, int, int, int, int, const int32_t*, float, float*);
 
 /// The AVX2 kernel for head size 8 * nv (1 <= nv <= 16) over a pool of E.
 template <class E>
@@ -263,34 +409,51 @@ AttnFn avx512_kernel(int nv) {
   return f[nv - 1];
 }
 
-/// The generic path (any head size, any ISA): dot_head, exp_shifted, values in key order.
+/// The generic path (any head size, any ISA): per head, dot_head, exp_shifted, values in key
+/// order; heads walked together block by block as in paged_attention_avx512.
 template <class E>
-void paged_attention_generic(float* out, const float* q, int n_keys, const KvCache& kv, int layer, size_t head_off,
-                             const int32_t* blocks, float scale, float* scratch) {
+void paged_attention_generic(float* out, const float* q, int n_keys, const KvCache& kv, int layer, int h0, int nh,
+                             int q_per_kv, const int32_t* blocks, float scale, float* scratch) {
   const int HS = kv.head_dim(), BT = kv.block_tokens();
-  float mx = -INFINITY;
+  float mx[kMaxHeads];
+  for (int i = 0; i < nh; ++i) mx[i] = -INFINITY;
   for (int t0 = 0; t0 < n_keys; t0 += BT) {
-    const E* kb = keys<E>(kv, layer, blocks[t0 / BT]) + head_off;
+    const E* kb0 = keys<E>(kv, layer, blocks[t0 / BT]);
     const int nt = n_keys - t0 < BT ? n_keys - t0 : BT;
-    for (int s = 0; s < nt; ++s) {
-      const float v = scale * dot_head(q, kb + static_cast<size_t>(s) * HS, HS);
-      scratch[t0 + s] = v;
-      mx = v > mx ? v : mx;
+    for (int i = 0; i < nh; ++i) {
+      const E* kb = kb0 + kv_slice(h0 + i, q_per_kv, BT, HS);
+      const float* qi = q + static_cast<size_t>(i) * HS;
+      float* sc = scratch + static_cast<size_t>(i) * n_keys + t0;
+      float m = mx[i];
+      for (int s = 0; s < nt; ++s) {
+        const float v = scale * dot_head(qi, kb + static_cast<size_t>(s) * HS, HS);
+        sc[s] = v;
+        m = v > m ? v : m;
+      }
+      mx[i] = m;
     }
   }
-  const float sum = exp_shifted(scratch, n_keys, mx);
-  std::memset(out, 0, sizeof(float) * HS);
+  float sum[kMaxHeads];
+  for (int i = 0; i < nh; ++i) sum[i] = exp_shifted(scratch + static_cast<size_t>(i) * n_keys, n_keys, mx[i]);
+  std::memset(out, 0, sizeof(float) * nh * HS);
   for (int t0 = 0; t0 < n_keys; t0 += BT) {
-    const E* vb = values<E>(kv, layer, blocks[t0 / BT]) + head_off;
+    const E* vb0 = values<E>(kv, layer, blocks[t0 / BT]);
     const int nt = n_keys - t0 < BT ? n_keys - t0 : BT;
-    for (int s = 0; s < nt; ++s) {
-      const float w = scratch[t0 + s];
-      const E* vr = vb + static_cast<size_t>(s) * HS;
-      for (int d = 0; d < HS; ++d) out[d] += w * elem(vr[d]);
+    for (int i = 0; i < nh; ++i) {
+      const E* vb = vb0 + kv_slice(h0 + i, q_per_kv, BT, HS);
+      const float* w = scratch + static_cast<size_t>(i) * n_keys + t0;
+      float* oi = out + static_cast<size_t>(i) * HS;
+      for (int s = 0; s < nt; ++s) {
+        const E* vr = vb + static_cast<size_t>(s) * HS;
+        for (int d = 0; d < HS; ++d) oi[d] += w[s] * elem(vr[d]);
+      }
     }
   }
-  const float inv = 1.f / sum;
-  for (int d = 0; d < HS; ++d) out[d] *= inv;
+  for (int i = 0; i < nh; ++i) {
+    const float inv = 1.f / sum[i];
+    float* oi = out + static_cast<size_t>(i) * HS;
+    for (int d = 0; d < HS; ++d) oi[d] *= inv;
+  }
 }
 
 template <class E>
@@ -316,12 +479,35 @@ __attribute__((target("avx,f16c"))) void to_f16_f16c(uint16_t* dst, const float*
 
 }  // namespace
 
+void paged_attention_heads(float* out, const float* q, int n_keys, const KvCache& kv, int layer, int h0, int n_heads,
+                           int q_per_kv, const int32_t* blocks, float scale, float* scratch) {
+  const int HS = kv.head_dim();
+  const AttnFn f = kv.type() == KvType::F16 ? pick_kernel<uint16_t>(HS) : pick_kernel<float>(HS);
+  for (int i = 0; i < n_heads; i += kMaxHeads) {
+    const int nh = n_heads - i < kMaxHeads ? n_heads - i : kMaxHeads;
+    const size_t at = static_cast<size_t>(i) * HS;
+    f(out + at, q + at, n_keys, kv, layer, h0 + i, nh, q_per_kv, blocks, scale, scratch);
+  }
+}
+
+int attention_heads_per_call(int rows, int n_heads, int threads) {
+  if (rows < 1 || n_heads < 1) return 1;
+  const long want = 4L * (threads < 1 ? 1 : threads);                     // calls wanted in all
+  const long per_row = std::min<long>(n_heads, (want + rows - 1) / rows);  // calls per row
+  return static_cast<int>((n_heads + per_row - 1) / per_row);
+}
+
+int plan_attention_calls(std::vector<AttentionCall>& calls, int rows, int n_heads, int threads) {
+  calls.clear();
+  const int g = attention_heads_per_call(rows, n_heads, threads);
+  for (int r = 0; r < rows; ++r)
+    for (int h = 0; h < n_heads; h += g) calls.push_back({r, h, std::min(g, n_heads - h)});
+  return g;
+}
+
 void paged_attention(float* out, const float* q, int n_keys, const KvCache& kv, int layer, int kv_head,
                      const int32_t* blocks, float scale, float* scratch) {
-  const int HS = kv.head_dim(), BT = kv.block_tokens();
-  const size_t off = static_cast<size_t>(kv_head) * BT * HS;
-  const AttnFn f = kv.type() == KvType::F16 ? pick_kernel<uint16_t>(HS) : pick_kernel<float>(HS);
-  f(out, q, n_keys, kv, layer, off, blocks, scale, scratch);
+  paged_attention_heads(out, q, n_keys, kv, layer, kv_head, 1, 1, blocks, scale, scratch);
 }
 
 void kv_store(KvCache& kv, int layer, const int32_t* blocks, int pos, const float* k_row, const float* v_row) {

@@ -159,7 +159,8 @@ class Gpt2Serve final : public Model {
     fc_.resize(static_cast<size_t>(R) * 4 * C);
     fcg_.resize(fc_.size());
     const int nthreads = std::max(1, omp_get_max_threads());
-    scores_.resize(static_cast<size_t>(nthreads) * Tm);
+    const int g = plan_attention_calls(calls_, R, NH, nthreads);  // same bits for any plan
+    scores_.resize(static_cast<size_t>(nthreads) * g * Tm);
     const float* wte = p("wte");
     const float* wpe = p("wpe");
     for (int r = 0; r < R; ++r) {
@@ -179,13 +180,14 @@ class Gpt2Serve final : public Model {
         const float* q = qkv_.data() + static_cast<size_t>(r) * 3 * C;
         kv_store(kv, l, batch[row_seq_[r]].blocks, row_pos_[r], q + C, q + 2 * C);
       }
-#pragma omp parallel for schedule(dynamic, 1) if (static_cast<long>(R) * NH > 1)
-      for (long u = 0; u < static_cast<long>(R) * NH; ++u) {
-        const int r = static_cast<int>(u / NH), hd = static_cast<int>(u % NH);
-        float* scratch = scores_.data() + static_cast<size_t>(omp_get_thread_num()) * Tm;
-        const float* q = qkv_.data() + static_cast<size_t>(r) * 3 * C + static_cast<size_t>(hd) * HS;
-        paged_attention(att_.data() + static_cast<size_t>(r) * C + static_cast<size_t>(hd) * HS, q, row_pos_[r] + 1, kv,
-                        l, hd, batch[row_seq_[r]].blocks, scale, scratch);
+#pragma omp parallel for schedule(dynamic, 1) if (calls_.size() > 1)
+      for (size_t u = 0; u < calls_.size(); ++u) {
+        const AttentionCall& a = calls_[u];
+        float* scratch = scores_.data() + static_cast<size_t>(omp_get_thread_num()) * g * Tm;
+        const float* q = qkv_.data() + static_cast<size_t>(a.row) * 3 * C + static_cast<size_t>(a.h0) * HS;
+        paged_attention_heads(att_.data() + static_cast<size_t>(a.row) * C + static_cast<size_t>(a.h0) * HS, q,
+                              row_pos_[a.row] + 1, kv, l, a.h0, a.n_heads, 1, batch[row_seq_[a.row]].blocks, scale,
+                              scratch);
       }
       kernels::matmul_forward_packed(proj_.data(), att_.data(), L.proj, p(h + "attn.c_proj.bias"), R);
       kernels::residual_forward(x_.data(), x_.data(), proj_.data(), static_cast<int64_t>(R) * C);
@@ -226,6 +228,7 @@ class Gpt2Serve final : public Model {
   kernels::PackedMatmulWeight head_;
   // Scratch for one forward (R rows).
   std::vector<int> row_seq_, row_pos_;
+  std::vector<AttentionCall> calls_;  // one layer's attention calls (plan_attention_calls)
   std::vector<int32_t> ids_;
   std::vector<float> x_, ln_, mean_, rstd_, qkv_, att_, proj_, fc_, fcg_, scores_;
 };

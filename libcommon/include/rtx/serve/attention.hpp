@@ -3,6 +3,7 @@
 // sequence, never on the batch: the basis of the engine's batch invariance.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "rtx/serve/model.hpp"
 
@@ -20,6 +21,38 @@ namespace rtx::serve {
 /// Preconditions (checked by the caller): n_keys >= 1 and the table covers n_keys positions.
 void paged_attention(float* out, const float* q, int n_keys, const KvCache& kv, int layer, int kv_head,
                      const int32_t* blocks, float scale, float* scratch);
+
+/// paged_attention for `n_heads` consecutive query heads of one row at once: query head h0 + i
+/// (i < n_heads) takes q + i * head_dim and writes out + i * head_dim, over KV head
+/// (h0 + i) / q_per_kv (1 for multi-head attention; n_head / n_kv_head for grouped-query
+/// attention). Each head's result is bit for bit paged_attention's: the same operations in the
+/// same order, only interleaved across heads. The walk goes block by block, and inside a block
+/// head by head, so the heads' slots of one (block, layer), one contiguous run of the pool, are
+/// read together instead of as n_heads separate runs of block_tokens x head_dim elements: more
+/// of DRAM's bandwidth (docs/perf.md, "all heads of a block per call"). `scratch` holds
+/// n_heads * n_keys floats. Preconditions as paged_attention's, and n_heads, q_per_kv >= 1.
+void paged_attention_heads(float* out, const float* q, int n_keys, const KvCache& kv, int layer, int h0, int n_heads,
+                           int q_per_kv, const int32_t* blocks, float scale, float* scratch);
+
+/// How many query heads each paged_attention_heads call of a forward pass should take, for
+/// `rows` query rows of `n_heads` heads on `threads` threads: all of a row's heads when there
+/// are enough rows to keep every thread busy (4 calls per thread), else fewer, so that the
+/// calls still spread over the threads. Any answer gives the same bits; this only sets speed.
+int attention_heads_per_call(int rows, int n_heads, int threads);
+
+/// One paged_attention_heads call of a layer's attention: query row `row` of the forward pass,
+/// query heads [h0, h0 + n_heads).
+struct AttentionCall {
+  int row = 0, h0 = 0, n_heads = 1;
+};
+
+/// The calls of one layer's attention over `rows` query rows of `n_heads` query heads on
+/// `threads` threads, in the order to hand them out: row by row, each row's heads in calls of
+/// attention_heads_per_call(rows, n_heads, threads). Every head of every row appears once; the
+/// plan changes no bits. Returns the most heads of a call (the scratch: that many x n_keys).
+/// A head-by-head order for prompt chunks (rows of one sequence reusing a head's keys from cache)
+/// was measured slower than this on Zen 4 (docs/perf.md).
+int plan_attention_calls(std::vector<AttentionCall>& calls, int rows, int n_heads, int threads);
 
 /// Writes the key and value rows (head_dim floats per KV head, n_kv_head heads each, contiguous)
 /// of position `pos` into the cache through the block table. An f16 pool stores each value

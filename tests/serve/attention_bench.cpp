@@ -82,15 +82,20 @@ int main(int argc_in, char** argv_in) {
     // The calls of one layer: the engine's plan (plan_attention_calls), or, with
     // --heads-per-call G, every row's heads in calls of G, row by row (G = 1: the one-head walk).
     std::vector<serve::AttentionCall> calls;
-    int G = 0;
+    size_t per_thread = 0;
     if (per_call == 0) {
-      G = serve::plan_attention_calls(calls, batch * rows, H, T);
+      std::vector<serve::SeqBatch> seqs(batch);  // only n matters to the plan
+      for (auto& sb : seqs) sb.n = rows;
+      per_thread = serve::plan_attention_calls(calls, seqs, H, T, n_keys);
     } else {
-      G = std::min(per_call, H);
+      const int G = std::min(per_call, H);
       for (int r = 0; r < batch * rows; ++r)
-        for (int h = 0; h < H; h += G) calls.push_back({r, h, std::min(G, H - h)});
+        for (int h = 0; h < H; h += G) calls.push_back({r, 1, h, std::min(G, H - h)});
+      per_thread = static_cast<size_t>(G) * n_keys;
     }
-    std::vector<float> scratch(static_cast<size_t>(T) * G * n_keys), out(static_cast<size_t>(batch) * rows * H * HS);
+    std::vector<float> scratch(T * per_thread), out(static_cast<size_t>(batch) * rows * H * HS);
+    std::vector<float> qs(static_cast<size_t>(rows) * H * HS);  // every row's query: q
+    for (int r = 0; r < rows; ++r) std::copy(q.begin(), q.end(), qs.begin() + static_cast<size_t>(r) * H * HS);
     double best = 1e30;
     for (int r = 0; r < reps; ++r) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -99,10 +104,10 @@ int main(int argc_in, char** argv_in) {
         for (size_t u = 0; u < calls.size(); ++u) {
           const serve::AttentionCall& a = calls[u];
           const int s = a.row / rows, keys = n_keys - rows + 1 + a.row % rows;  // causal: row i sees pos + i + 1
-          serve::paged_attention_heads(out.data() + (static_cast<size_t>(a.row) * H + a.h0) * HS,
-                                       q.data() + static_cast<size_t>(a.h0) * HS, keys, kv, l, a.h0, a.n_heads, 1,
-                                       ids.data() + static_cast<size_t>(s) * per_seq, 0.125f,
-                                       scratch.data() + static_cast<size_t>(omp_get_thread_num()) * G * n_keys);
+          serve::paged_attention_tile(out.data() + (static_cast<size_t>(a.row) * H + a.h0) * HS, H * HS,
+                                      qs.data() + (static_cast<size_t>(a.row % rows) * H + a.h0) * HS, H * HS, a.n_rows, keys, kv, l, a.h0,
+                                      a.n_heads, 1, ids.data() + static_cast<size_t>(s) * per_seq, 0.125f,
+                                      scratch.data() + static_cast<size_t>(omp_get_thread_num()) * per_thread);
         }
       }
       best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -113,7 +118,8 @@ int main(int argc_in, char** argv_in) {
     std::printf("attention_bench: batch %d x %d rows, %d keys, block %d, KV %s, %d threads, %s, ISA %s: best %.3f ms "
                 "per step, %.1f GB/s of K + V (%.1f MB, read once), %.1f ns per (query, key) pair and head\n",
                 batch, rows, n_keys, block, serve::kv_type_name(type), T,
-                per_call ? ("row by row, " + std::to_string(G) + " heads per call").c_str() : "engine plan",
+                per_call ? ("row by row, " + std::to_string(std::min(per_call, H)) + " heads per call").c_str()
+                         : "engine plan",
                 kernels::isa_name(kernels::cpu_isa_active()), best * 1e3, bytes / best / 1e9, bytes / 1e6,
                 best / pairs * 1e9);
     return 0;

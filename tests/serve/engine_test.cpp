@@ -1238,6 +1238,50 @@ TEST_CASE("paged_attention_heads: every head bit for bit paged_attention's, any 
   kernels::set_cpu_isa(saved);
 }
 
+TEST_CASE("paged_attention_tile: a prompt chunk's rows, bit for bit paged_attention's row by row", "[cpu][serve]") {
+  // Rows r of a tile have n_keys + r keys (causal). Odd key counts put rows on both sides of a
+  // block edge; 7 rows x 12 heads = 84 lanes is over the 64 one kernel call walks.
+  const kernels::Isa saved = kernels::cpu_isa_active();
+  for (KvType kt : {KvType::F32, KvType::F16})
+    for (kernels::Isa isa : {kernels::Isa::Scalar, kernels::Isa::Avx2, kernels::Isa::Avx512}) {
+      if (static_cast<int>(isa) > static_cast<int>(kernels::cpu_isa_supported())) continue;
+      kernels::set_cpu_isa(isa);
+      for (int HS : {8, 40, 64})
+        for (int qpk : {1, 3})
+          for (int n_rows : {1, 2, 4, 7})
+            for (int n_keys : {1, 14, 16, 33, 100}) {
+              const int NKV = qpk == 1 ? 12 : 2, NH = NKV * qpk, BT = 16, total = n_keys + n_rows - 1;
+              const int nb = (total + BT - 1) / BT;
+              KvCache kv(1, NKV, HS, BT, nb + 1, true, kt);
+              std::vector<int32_t> table;
+              for (int b = 0; b < nb + 1; ++b) table.push_back(kv.alloc());
+              std::reverse(table.begin(), table.end());
+              Philox rng(static_cast<uint64_t>(HS * 10000 + qpk * 1000 + n_rows * 100 + n_keys), 11);
+              auto u = [&] { return static_cast<float>(rng.next_u32() % 2001) / 1000.0f - 1.0f; };
+              std::vector<float> kr(static_cast<size_t>(NKV) * HS), vr(kr.size());
+              for (int t = 0; t < total; ++t) {
+                for (auto& x : kr) x = u();
+                for (auto& x : vr) x = u();
+                kv_store(kv, 0, table.data(), t, kr.data(), vr.data());
+              }
+              const size_t qs = static_cast<size_t>(NH) * HS + 3, os = static_cast<size_t>(NH) * HS + 5;  // padded rows
+              std::vector<float> q(qs * n_rows), ref(os * n_rows, 0.f), out(os * n_rows, 0.f);
+              for (auto& x : q) x = 3 * u();
+              std::vector<float> scratch(static_cast<size_t>(64) * total);
+              for (int r = 0; r < n_rows; ++r)
+                for (int h = 0; h < NH; ++h)
+                  paged_attention(ref.data() + r * os + static_cast<size_t>(h) * HS, q.data() + r * qs + static_cast<size_t>(h) * HS,
+                                  n_keys + r, kv, 0, h / qpk, table.data(), 0.125f, scratch.data());
+              paged_attention_tile(out.data(), os, q.data(), qs, n_rows, n_keys, kv, 0, 0, NH, qpk, table.data(), 0.125f,
+                                   scratch.data());
+              INFO(kv_type_name(kt) << " isa " << static_cast<int>(isa) << " HS " << HS << " q/kv " << qpk << " rows "
+                                    << n_rows << " keys " << n_keys);
+              CHECK(std::memcmp(out.data(), ref.data(), sizeof(float) * out.size()) == 0);
+            }
+    }
+  kernels::set_cpu_isa(saved);
+}
+
 TEST_CASE("paged_attention: the block size changes no bits (keys folded 16 or 8 at a time, or one by one)", "[cpu][serve]") {
   // A block of 16 (AVX-512) or 8 (AVX2) keys or more is folded several keys at a time
   // (fold16 / fold8); a block of 5 one key at a time; the rest of the arithmetic does not depend
@@ -1289,20 +1333,32 @@ TEST_CASE("attention_heads_per_call: whole rows when the rows fill the threads, 
   CHECK(attention_heads_per_call(1, 1, 1) == 1);
   CHECK(attention_heads_per_call(0, 12, 2) == 1);
   CHECK(attention_heads_per_call(5, 12, 0) == 12);
-  // The plan: every (row, head) once, row by row, calls of the returned size but the last.
-  for (int rows : {1, 3, 7, 40})
-    for (int heads : {1, 5, 12}) {
+  // The plan: every (row, head) once; a call's rows are one sequence's, at most kAttentionRowTile;
+  // its lanes (rows x heads, at most 64 at a time) fit the scratch it returns.
+  for (const std::vector<int>& ns : std::vector<std::vector<int>>{{1}, {1, 1, 1}, {9}, {1, 4, 7, 1}, {130, 1}})
+    for (int heads : {1, 5, 12, 70}) {
+      std::vector<SeqBatch> batch;
+      std::vector<int> seq_of;
+      for (int n : ns) {
+        SeqBatch b;
+        b.n = n;
+        for (int i = 0; i < n; ++i) seq_of.push_back(static_cast<int>(batch.size()));
+        batch.push_back(b);
+      }
+      const int rows = static_cast<int>(seq_of.size());
       std::vector<AttentionCall> calls;
-      const int g = plan_attention_calls(calls, rows, heads, 2);
-      CHECK(g == attention_heads_per_call(rows, heads, 2));
+      const size_t per_thread = plan_attention_calls(calls, batch, heads, 2, 200);
       std::vector<int> seen(static_cast<size_t>(rows) * heads, 0);
-      int prev_row = 0;
+      size_t most = 0;
       for (const AttentionCall& c : calls) {
-        REQUIRE((c.row >= prev_row && c.row < rows && c.h0 >= 0 && c.n_heads >= 1 && c.h0 + c.n_heads <= heads));
-        CHECK((c.n_heads == g || c.h0 + c.n_heads == heads));
-        prev_row = c.row;
-        for (int h = c.h0; h < c.h0 + c.n_heads; ++h) ++seen[static_cast<size_t>(c.row) * heads + h];
+        REQUIRE((c.row >= 0 && c.n_rows >= 1 && c.n_rows <= kAttentionRowTile && c.row + c.n_rows <= rows));
+        REQUIRE((c.h0 >= 0 && c.n_heads >= 1 && c.h0 + c.n_heads <= heads));
+        CHECK(seq_of[c.row] == seq_of[c.row + c.n_rows - 1]);
+        most = std::max(most, static_cast<size_t>(std::min(c.n_rows * c.n_heads, 64)) * 200);
+        for (int r = c.row; r < c.row + c.n_rows; ++r)
+          for (int h = c.h0; h < c.h0 + c.n_heads; ++h) ++seen[static_cast<size_t>(r) * heads + h];
       }
       CHECK(std::count(seen.begin(), seen.end(), 1) == rows * heads);
+      CHECK(per_thread >= most);
     }
 }

@@ -235,8 +235,8 @@ class LlamaModel final : public serve::Model {
     hb_.resize(M * F);
     rope_.resize(M * R * 2);
     const int nt = std::max(1, omp_get_max_threads());
-    const int g = serve::plan_attention_calls(calls_, Mi, NH, nt);  // same bits for any plan
-    scores_.resize(static_cast<size_t>(nt) * g * cfg_.context);
+    const size_t per_thread = serve::plan_attention_calls(calls_, batch, NH, nt, cfg_.context);  // any plan: same bits
+    scores_.resize(static_cast<size_t>(nt) * per_thread);
     const bool par_rows = M >= 2 && static_cast<double>(M) * C >= 16384.0;  // per-row loops: worth threads?
     double attn_work = 0;  // multiply-adds of one layer's attention
     for (size_t r = 0; r < M; ++r) attn_work += 2.0 * (row_pos_[r] + 1) * NH * HS;
@@ -279,14 +279,14 @@ class LlamaModel final : public serve::Model {
       // causal attention per (row, group of query heads) over keys 0..pos, through the block table
 #pragma omp parallel if (attn_work >= 32768.0)
       {
-        float* sc = scores_.data() + static_cast<size_t>(omp_get_thread_num()) * g * cfg_.context;
+        float* sc = scores_.data() + static_cast<size_t>(omp_get_thread_num()) * per_thread;
 #pragma omp for schedule(static)
         for (size_t u = 0; u < calls_.size(); ++u) {
           const serve::AttentionCall& a = calls_[u];
-          serve::paged_attention_heads(&att_[static_cast<size_t>(a.row) * C + static_cast<size_t>(a.h0) * HS],
-                                       &qkv_[static_cast<size_t>(a.row) * QKV + static_cast<size_t>(a.h0) * HS],
-                                       row_pos_[a.row] + 1, kv, l, a.h0, a.n_heads, group,
-                                       batch[row_seq_[a.row]].blocks, scale, sc);
+          serve::paged_attention_tile(&att_[static_cast<size_t>(a.row) * C + static_cast<size_t>(a.h0) * HS], C,
+                                      &qkv_[static_cast<size_t>(a.row) * QKV + static_cast<size_t>(a.h0) * HS], QKV,
+                                      a.n_rows, row_pos_[a.row] + 1, kv, l, a.h0, a.n_heads, group,
+                                      batch[row_seq_[a.row]].blocks, scale, sc);
         }
       }
       kernels::matmul_forward_packed(tmp_.data(), att_.data(), L.wo, nullptr, Mi);

@@ -203,44 +203,61 @@ RTX_ATT_AVX2 inline float hmax8(__m256 v) {
   return _mm_cvtss_f32(x);
 }
 
-/// The most query heads one kernel call walks together (the per-head maxima and sums live on
-/// its stack); paged_attention_heads splits longer ranges.
-constexpr int kMaxHeads = 64;
+/// The most lanes one kernel call walks together (their maxima and sums live on its stack);
+/// paged_attention_tile splits larger tiles.
+constexpr int kMaxLanes = 64;
 
 /// The KV head slice offset (elements) of query head h in a block: KV head h / q_per_kv.
 inline size_t kv_slice(int h, int q_per_kv, int BT, int HS) {
   return static_cast<size_t>(h / q_per_kv) * BT * HS;
 }
 
+/// One query row and head of a kernel call: q and out (head_dim floats), its key count, and the
+/// element offset of its KV head's slots in a block.
+struct Lane {
+  const float* q;
+  float* out;
+  int n_keys;
+  size_t kv_off;
+};
+
+/// Whether lane i asks for the next block's keys of its KV head: the first lane of a run of
+/// lanes on one KV head that still has a next block (the others find them in cache).
+inline bool lane_prefetches(const Lane* ln, int i, int t0, int BT) {
+  return t0 + BT < ln[i].n_keys && (i == 0 || ln[i - 1].kv_off != ln[i].kv_off || t0 + BT >= ln[i - 1].n_keys);
+}
+
 /// The AVX-512 path for head sizes that are multiples of 16, up to 128 (GPT-2 and most Llamas:
-/// 64 or 128), over nh <= kMaxHeads query heads h0.. of one row: q held in registers, one FMA
-/// per 16 elements of a key or value row, each dot folded by a fixed tree. The walk goes block
-/// by block and, inside a block, head by head, so the heads' slots of a block (one contiguous
-/// run) are read together; each head's operations and their order are those of a walk of that
-/// head alone (the value accumulators go through `out` between blocks, exactly), so the result
-/// is the same bits for any nh: still batch invariant. It differs from the generic path only in
-/// rounding (FMA contraction, the fold's shape).
+/// 64 or 128), over nl <= kMaxLanes lanes that share one block table: q held in registers, one
+/// FMA per 16 elements of a key or value row, each dot folded by a fixed tree. The walk goes
+/// block by block and, inside a block, lane by lane, so the lanes' slots of a block are read
+/// together (one contiguous run for a row's heads; for a prompt chunk's rows of one head, the
+/// same 2-4 KiB again, from L1). Each lane's operations and their order are those of a walk of
+/// that lane alone (the value accumulators go through `out` between blocks, exactly), so the
+/// result is the same bits for any set of lanes: still batch invariant. It differs from the
+/// generic path only in rounding (FMA contraction, the fold's shape). `scratch`: lane i's scores
+/// at scratch + i * stride.
 template <int NV, class E>
-RTX_ATT_AVX512 void paged_attention_avx512(float* out, const float* q, int n_keys, const KvCache& kv, int layer,
-                                           int h0, int nh, int q_per_kv, const int32_t* blocks, float scale,
-                                           float* scratch) {
+RTX_ATT_AVX512 void paged_attention_avx512(const Lane* ln, int nl, const KvCache& kv, int layer, const int32_t* blocks,
+                                           float scale, float* scratch, size_t stride) {
   constexpr int HS = 16 * NV;
   const int BT = kv.block_tokens();
-  float mx[kMaxHeads];
-  for (int i = 0; i < nh; ++i) mx[i] = -INFINITY;
-  for (int t0 = 0; t0 < n_keys; t0 += BT) {
+  float mx[kMaxLanes];
+  int n_max = 0;
+  for (int i = 0; i < nl; ++i) mx[i] = -INFINITY, n_max = ln[i].n_keys > n_max ? ln[i].n_keys : n_max;
+  for (int t0 = 0; t0 < n_max; t0 += BT) {
     const E* kb0 = keys<E>(kv, layer, blocks[t0 / BT]);
     const E* vb0 = values<E>(kv, layer, blocks[t0 / BT]);
-    const E* kn0 = t0 + BT < n_keys ? keys<E>(kv, layer, blocks[t0 / BT + 1]) : nullptr;
-    const int nt = n_keys - t0 < BT ? n_keys - t0 : BT;
-    for (int i = 0; i < nh; ++i) {
-      const size_t off = kv_slice(h0 + i, q_per_kv, BT, HS);
-      const E* kb = kb0 + off;
-      const E* vb = vb0 + off;
-      const E* kn = kn0 && (i == 0 || (h0 + i) % q_per_kv == 0) ? kn0 + off : nullptr;  // once per KV head
+    const E* kn0 = t0 + BT < n_max ? keys<E>(kv, layer, blocks[t0 / BT + 1]) : nullptr;
+    for (int i = 0; i < nl; ++i) {
+      if (ln[i].n_keys <= t0) continue;
+      const int nt = ln[i].n_keys - t0 < BT ? ln[i].n_keys - t0 : BT;
+      const E* kb = kb0 + ln[i].kv_off;
+      const E* vb = vb0 + ln[i].kv_off;
+      const E* kn = lane_prefetches(ln, i, t0, BT) ? kn0 + ln[i].kv_off : nullptr;
       __m512 qv[NV];
-      for (int j = 0; j < NV; ++j) qv[j] = _mm512_loadu_ps(q + static_cast<size_t>(i) * HS + 16 * j);
-      float* sc = scratch + static_cast<size_t>(i) * n_keys + t0;
+      for (int j = 0; j < NV; ++j) qv[j] = _mm512_loadu_ps(ln[i].q + 16 * j);
+      float* sc = scratch + static_cast<size_t>(i) * stride + t0;
       float m = mx[i];
       int s = 0;
       if (nt >= 16) {  // 16 keys at a time, folded together (fold16: the same bits as one by one)
@@ -276,16 +293,19 @@ RTX_ATT_AVX512 void paged_attention_avx512(float* out, const float* q, int n_key
       mx[i] = m;
     }
   }
-  float sum[kMaxHeads];
-  for (int i = 0; i < nh; ++i) sum[i] = exp_shifted_avx2(scratch + static_cast<size_t>(i) * n_keys, n_keys, mx[i]);
-  std::memset(out, 0, sizeof(float) * nh * HS);
-  for (int t0 = 0; t0 < n_keys; t0 += BT) {
+  float sum[kMaxLanes];
+  for (int i = 0; i < nl; ++i) {
+    sum[i] = exp_shifted_avx2(scratch + static_cast<size_t>(i) * stride, ln[i].n_keys, mx[i]);
+    std::memset(ln[i].out, 0, sizeof(float) * HS);
+  }
+  for (int t0 = 0; t0 < n_max; t0 += BT) {
     const E* vb0 = values<E>(kv, layer, blocks[t0 / BT]);
-    const int nt = n_keys - t0 < BT ? n_keys - t0 : BT;
-    for (int i = 0; i < nh; ++i) {
-      const E* vb = vb0 + kv_slice(h0 + i, q_per_kv, BT, HS);
-      const float* w = scratch + static_cast<size_t>(i) * n_keys + t0;
-      float* oi = out + static_cast<size_t>(i) * HS;
+    for (int i = 0; i < nl; ++i) {
+      if (ln[i].n_keys <= t0) continue;
+      const int nt = ln[i].n_keys - t0 < BT ? ln[i].n_keys - t0 : BT;
+      const E* vb = vb0 + ln[i].kv_off;
+      const float* w = scratch + static_cast<size_t>(i) * stride + t0;
+      float* oi = ln[i].out;
       __m512 o[NV];
       for (int j = 0; j < NV; ++j) o[j] = _mm512_loadu_ps(oi + 16 * j);
       for (int s = 0; s < nt; ++s) {
@@ -296,9 +316,9 @@ RTX_ATT_AVX512 void paged_attention_avx512(float* out, const float* q, int n_key
       for (int j = 0; j < NV; ++j) _mm512_storeu_ps(oi + 16 * j, o[j]);
     }
   }
-  for (int i = 0; i < nh; ++i) {
+  for (int i = 0; i < nl; ++i) {
     const __m512 inv = _mm512_set1_ps(1.f / sum[i]);
-    float* oi = out + static_cast<size_t>(i) * HS;
+    float* oi = ln[i].out;
     for (int j = 0; j < NV; ++j) _mm512_storeu_ps(oi + 16 * j, _mm512_mul_ps(_mm512_loadu_ps(oi + 16 * j), inv));
   }
 }
@@ -306,25 +326,26 @@ RTX_ATT_AVX512 void paged_attention_avx512(float* out, const float* q, int n_key
 /// The AVX2 path, as paged_attention_avx512 with 8 lanes: head sizes that are multiples of 8, up
 /// to 128 (NV <= 16 vectors of q; above 8 the compiler keeps some in L1).
 template <int NV, class E>
-RTX_ATT_AVX2 void paged_attention_avx2(float* out, const float* q, int n_keys, const KvCache& kv, int layer, int h0,
-                                       int nh, int q_per_kv, const int32_t* blocks, float scale, float* scratch) {
+RTX_ATT_AVX2 void paged_attention_avx2(const Lane* ln, int nl, const KvCache& kv, int layer, const int32_t* blocks,
+                                       float scale, float* scratch, size_t stride) {
   constexpr int HS = 8 * NV;
   const int BT = kv.block_tokens();
-  float mx[kMaxHeads];
-  for (int i = 0; i < nh; ++i) mx[i] = -INFINITY;
-  for (int t0 = 0; t0 < n_keys; t0 += BT) {
+  float mx[kMaxLanes];
+  int n_max = 0;
+  for (int i = 0; i < nl; ++i) mx[i] = -INFINITY, n_max = ln[i].n_keys > n_max ? ln[i].n_keys : n_max;
+  for (int t0 = 0; t0 < n_max; t0 += BT) {
     const E* kb0 = keys<E>(kv, layer, blocks[t0 / BT]);
     const E* vb0 = values<E>(kv, layer, blocks[t0 / BT]);
-    const E* kn0 = t0 + BT < n_keys ? keys<E>(kv, layer, blocks[t0 / BT + 1]) : nullptr;
-    const int nt = n_keys - t0 < BT ? n_keys - t0 : BT;
-    for (int i = 0; i < nh; ++i) {
-      const size_t off = kv_slice(h0 + i, q_per_kv, BT, HS);
-      const E* kb = kb0 + off;
-      const E* vb = vb0 + off;
-      const E* kn = kn0 && (i == 0 || (h0 + i) % q_per_kv == 0) ? kn0 + off : nullptr;
+    const E* kn0 = t0 + BT < n_max ? keys<E>(kv, layer, blocks[t0 / BT + 1]) : nullptr;
+    for (int i = 0; i < nl; ++i) {
+      if (ln[i].n_keys <= t0) continue;
+      const int nt = ln[i].n_keys - t0 < BT ? ln[i].n_keys - t0 : BT;
+      const E* kb = kb0 + ln[i].kv_off;
+      const E* vb = vb0 + ln[i].kv_off;
+      const E* kn = lane_prefetches(ln, i, t0, BT) ? kn0 + ln[i].kv_off : nullptr;
       __m256 qv[NV];
-      for (int j = 0; j < NV; ++j) qv[j] = _mm256_loadu_ps(q + static_cast<size_t>(i) * HS + 8 * j);
-      float* sc = scratch + static_cast<size_t>(i) * n_keys + t0;
+      for (int j = 0; j < NV; ++j) qv[j] = _mm256_loadu_ps(ln[i].q + 8 * j);
+      float* sc = scratch + static_cast<size_t>(i) * stride + t0;
       float m = mx[i];
       int s = 0;
       if (nt >= 8) {  // 8 keys at a time, folded together (fold8: the same bits as one by one)
@@ -359,16 +380,19 @@ RTX_ATT_AVX2 void paged_attention_avx2(float* out, const float* q, int n_keys, c
       mx[i] = m;
     }
   }
-  float sum[kMaxHeads];
-  for (int i = 0; i < nh; ++i) sum[i] = exp_shifted_avx2(scratch + static_cast<size_t>(i) * n_keys, n_keys, mx[i]);
-  std::memset(out, 0, sizeof(float) * nh * HS);
-  for (int t0 = 0; t0 < n_keys; t0 += BT) {
+  float sum[kMaxLanes];
+  for (int i = 0; i < nl; ++i) {
+    sum[i] = exp_shifted_avx2(scratch + static_cast<size_t>(i) * stride, ln[i].n_keys, mx[i]);
+    std::memset(ln[i].out, 0, sizeof(float) * HS);
+  }
+  for (int t0 = 0; t0 < n_max; t0 += BT) {
     const E* vb0 = values<E>(kv, layer, blocks[t0 / BT]);
-    const int nt = n_keys - t0 < BT ? n_keys - t0 : BT;
-    for (int i = 0; i < nh; ++i) {
-      const E* vb = vb0 + kv_slice(h0 + i, q_per_kv, BT, HS);
-      const float* w = scratch + static_cast<size_t>(i) * n_keys + t0;
-      float* oi = out + static_cast<size_t>(i) * HS;
+    for (int i = 0; i < nl; ++i) {
+      if (ln[i].n_keys <= t0) continue;
+      const int nt = ln[i].n_keys - t0 < BT ? ln[i].n_keys - t0 : BT;
+      const E* vb = vb0 + ln[i].kv_off;
+      const float* w = scratch + static_cast<size_t>(i) * stride + t0;
+      float* oi = ln[i].out;
       __m256 o[NV];
       for (int j = 0; j < NV; ++j) o[j] = _mm256_loadu_ps(oi + 8 * j);
       for (int s = 0; s < nt; ++s) {
@@ -379,14 +403,14 @@ RTX_ATT_AVX2 void paged_attention_avx2(float* out, const float* q, int n_keys, c
       for (int j = 0; j < NV; ++j) _mm256_storeu_ps(oi + 8 * j, o[j]);
     }
   }
-  for (int i = 0; i < nh; ++i) {
+  for (int i = 0; i < nl; ++i) {
     const __m256 inv = _mm256_set1_ps(1.f / sum[i]);
-    float* oi = out + static_cast<size_t>(i) * HS;
+    float* oi = ln[i].out;
     for (int j = 0; j < NV; ++j) _mm256_storeu_ps(oi + 8 * j, _mm256_mul_ps(_mm256_loadu_ps(oi + 8 * j), inv));
   }
 }
 
-using AttnFn = void (*)(float*, const float*, int, const KvCache&, int, int, int, int, const int32_t*, float, float*);
+using AttnFn = void (*)(const Lane*, int, const KvCache&, int, const int32_t*, float, float*, size_t);
 
 /// The AVX2 kernel for head size 8 * nv (1 <= nv <= 16) over a pool of E.
 template <class E>
@@ -409,50 +433,53 @@ AttnFn avx512_kernel(int nv) {
   return f[nv - 1];
 }
 
-/// The generic path (any head size, any ISA): per head, dot_head, exp_shifted, values in key
-/// order; heads walked together block by block as in paged_attention_avx512.
+/// The generic path (any head size, any ISA): per lane, dot_head, exp_shifted, values in key
+/// order; lanes walked together block by block as in paged_attention_avx512.
 template <class E>
-void paged_attention_generic(float* out, const float* q, int n_keys, const KvCache& kv, int layer, int h0, int nh,
-                             int q_per_kv, const int32_t* blocks, float scale, float* scratch) {
+void paged_attention_generic(const Lane* ln, int nl, const KvCache& kv, int layer, const int32_t* blocks, float scale,
+                             float* scratch, size_t stride) {
   const int HS = kv.head_dim(), BT = kv.block_tokens();
-  float mx[kMaxHeads];
-  for (int i = 0; i < nh; ++i) mx[i] = -INFINITY;
-  for (int t0 = 0; t0 < n_keys; t0 += BT) {
+  float mx[kMaxLanes];
+  int n_max = 0;
+  for (int i = 0; i < nl; ++i) mx[i] = -INFINITY, n_max = ln[i].n_keys > n_max ? ln[i].n_keys : n_max;
+  for (int t0 = 0; t0 < n_max; t0 += BT) {
     const E* kb0 = keys<E>(kv, layer, blocks[t0 / BT]);
-    const int nt = n_keys - t0 < BT ? n_keys - t0 : BT;
-    for (int i = 0; i < nh; ++i) {
-      const E* kb = kb0 + kv_slice(h0 + i, q_per_kv, BT, HS);
-      const float* qi = q + static_cast<size_t>(i) * HS;
-      float* sc = scratch + static_cast<size_t>(i) * n_keys + t0;
+    for (int i = 0; i < nl; ++i) {
+      if (ln[i].n_keys <= t0) continue;
+      const int nt = ln[i].n_keys - t0 < BT ? ln[i].n_keys - t0 : BT;
+      const E* kb = kb0 + ln[i].kv_off;
+      float* sc = scratch + static_cast<size_t>(i) * stride + t0;
       float m = mx[i];
       for (int s = 0; s < nt; ++s) {
-        const float v = scale * dot_head(qi, kb + static_cast<size_t>(s) * HS, HS);
+        const float v = scale * dot_head(ln[i].q, kb + static_cast<size_t>(s) * HS, HS);
         sc[s] = v;
         m = v > m ? v : m;
       }
       mx[i] = m;
     }
   }
-  float sum[kMaxHeads];
-  for (int i = 0; i < nh; ++i) sum[i] = exp_shifted(scratch + static_cast<size_t>(i) * n_keys, n_keys, mx[i]);
-  std::memset(out, 0, sizeof(float) * nh * HS);
-  for (int t0 = 0; t0 < n_keys; t0 += BT) {
+  float sum[kMaxLanes];
+  for (int i = 0; i < nl; ++i) {
+    sum[i] = exp_shifted(scratch + static_cast<size_t>(i) * stride, ln[i].n_keys, mx[i]);
+    std::memset(ln[i].out, 0, sizeof(float) * HS);
+  }
+  for (int t0 = 0; t0 < n_max; t0 += BT) {
     const E* vb0 = values<E>(kv, layer, blocks[t0 / BT]);
-    const int nt = n_keys - t0 < BT ? n_keys - t0 : BT;
-    for (int i = 0; i < nh; ++i) {
-      const E* vb = vb0 + kv_slice(h0 + i, q_per_kv, BT, HS);
-      const float* w = scratch + static_cast<size_t>(i) * n_keys + t0;
-      float* oi = out + static_cast<size_t>(i) * HS;
+    for (int i = 0; i < nl; ++i) {
+      if (ln[i].n_keys <= t0) continue;
+      const int nt = ln[i].n_keys - t0 < BT ? ln[i].n_keys - t0 : BT;
+      const E* vb = vb0 + ln[i].kv_off;
+      const float* w = scratch + static_cast<size_t>(i) * stride + t0;
+      float* oi = ln[i].out;
       for (int s = 0; s < nt; ++s) {
         const E* vr = vb + static_cast<size_t>(s) * HS;
         for (int d = 0; d < HS; ++d) oi[d] += w[s] * elem(vr[d]);
       }
     }
   }
-  for (int i = 0; i < nh; ++i) {
+  for (int i = 0; i < nl; ++i) {
     const float inv = 1.f / sum[i];
-    float* oi = out + static_cast<size_t>(i) * HS;
-    for (int d = 0; d < HS; ++d) oi[d] *= inv;
+    for (int d = 0; d < HS; ++d) ln[i].out[d] *= inv;
   }
 }
 
@@ -479,30 +506,53 @@ __attribute__((target("avx,f16c"))) void to_f16_f16c(uint16_t* dst, const float*
 
 }  // namespace
 
+void paged_attention_tile(float* out, size_t out_stride, const float* q, size_t q_stride, int n_rows, int n_keys,
+                          const KvCache& kv, int layer, int h0, int n_heads, int q_per_kv, const int32_t* blocks,
+                          float scale, float* scratch) {
+  const int HS = kv.head_dim(), BT = kv.block_tokens();
+  const AttnFn f = kv.type() == KvType::F16 ? pick_kernel<uint16_t>(HS) : pick_kernel<float>(HS);
+  const size_t stride = static_cast<size_t>(n_keys) + n_rows - 1;  // the last row's keys
+  Lane ln[kMaxLanes];
+  int nl = 0;
+  for (int i = 0; i < n_heads; ++i)  // head by head, rows inside: a head's blocks stay in L1 for its rows
+    for (int r = 0; r < n_rows; ++r) {
+      const size_t hd = static_cast<size_t>(i) * HS;
+      ln[nl++] = {q + r * q_stride + hd, out + r * out_stride + hd, n_keys + r, kv_slice(h0 + i, q_per_kv, BT, HS)};
+      if (nl == kMaxLanes) f(ln, nl, kv, layer, blocks, scale, scratch, stride), nl = 0;
+    }
+  if (nl > 0) f(ln, nl, kv, layer, blocks, scale, scratch, stride);
+}
+
 void paged_attention_heads(float* out, const float* q, int n_keys, const KvCache& kv, int layer, int h0, int n_heads,
                            int q_per_kv, const int32_t* blocks, float scale, float* scratch) {
-  const int HS = kv.head_dim();
-  const AttnFn f = kv.type() == KvType::F16 ? pick_kernel<uint16_t>(HS) : pick_kernel<float>(HS);
-  for (int i = 0; i < n_heads; i += kMaxHeads) {
-    const int nh = n_heads - i < kMaxHeads ? n_heads - i : kMaxHeads;
-    const size_t at = static_cast<size_t>(i) * HS;
-    f(out + at, q + at, n_keys, kv, layer, h0 + i, nh, q_per_kv, blocks, scale, scratch);
-  }
+  paged_attention_tile(out, 0, q, 0, 1, n_keys, kv, layer, h0, n_heads, q_per_kv, blocks, scale, scratch);
 }
 
-int attention_heads_per_call(int rows, int n_heads, int threads) {
-  if (rows < 1 || n_heads < 1) return 1;
-  const long want = 4L * (threads < 1 ? 1 : threads);                     // calls wanted in all
-  const long per_row = std::min<long>(n_heads, (want + rows - 1) / rows);  // calls per row
-  return static_cast<int>((n_heads + per_row - 1) / per_row);
+int attention_heads_per_call(int units, int n_heads, int threads) {
+  if (units < 1 || n_heads < 1) return 1;
+  const long want = 4L * (threads < 1 ? 1 : threads);                       // calls wanted in all
+  const long per_unit = std::min<long>(n_heads, (want + units - 1) / units);  // calls per tile
+  return static_cast<int>((n_heads + per_unit - 1) / per_unit);
 }
 
-int plan_attention_calls(std::vector<AttentionCall>& calls, int rows, int n_heads, int threads) {
+size_t plan_attention_calls(std::vector<AttentionCall>& calls, const std::vector<SeqBatch>& batch, int n_heads,
+                            int threads, int context) {
   calls.clear();
-  const int g = attention_heads_per_call(rows, n_heads, threads);
-  for (int r = 0; r < rows; ++r)
-    for (int h = 0; h < n_heads; h += g) calls.push_back({r, h, std::min(g, n_heads - h)});
-  return g;
+  int tiles = 0;
+  for (const SeqBatch& b : batch) tiles += (b.n + kAttentionRowTile - 1) / kAttentionRowTile;
+  const int g = attention_heads_per_call(tiles, n_heads, threads);
+  int most = 1, r0 = 0;
+  for (const SeqBatch& b : batch) {
+    for (int r = 0; r < b.n; r += kAttentionRowTile) {
+      const int nr = std::min(kAttentionRowTile, b.n - r);
+      for (int h = 0; h < n_heads; h += g) {
+        calls.push_back({r0 + r, nr, h, std::min(g, n_heads - h)});
+        most = std::max(most, nr * calls.back().n_heads);
+      }
+    }
+    r0 += b.n;
+  }
+  return static_cast<size_t>(std::min(most, kMaxLanes)) * static_cast<size_t>(context);
 }
 
 void paged_attention(float* out, const float* q, int n_keys, const KvCache& kv, int layer, int kv_head,

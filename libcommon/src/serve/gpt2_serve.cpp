@@ -159,8 +159,8 @@ class Gpt2Serve final : public Model {
     fc_.resize(static_cast<size_t>(R) * 4 * C);
     fcg_.resize(fc_.size());
     const int nthreads = std::max(1, omp_get_max_threads());
-    const int g = plan_attention_calls(calls_, R, NH, nthreads);  // same bits for any plan
-    scores_.resize(static_cast<size_t>(nthreads) * g * Tm);
+    const size_t per_thread = plan_attention_calls(calls_, batch, NH, nthreads, Tm);  // same bits for any plan
+    scores_.resize(static_cast<size_t>(nthreads) * per_thread);
     const float* wte = p("wte");
     const float* wpe = p("wpe");
     for (int r = 0; r < R; ++r) {
@@ -183,11 +183,11 @@ class Gpt2Serve final : public Model {
 #pragma omp parallel for schedule(dynamic, 1) if (calls_.size() > 1)
       for (size_t u = 0; u < calls_.size(); ++u) {
         const AttentionCall& a = calls_[u];
-        float* scratch = scores_.data() + static_cast<size_t>(omp_get_thread_num()) * g * Tm;
+        float* scratch = scores_.data() + static_cast<size_t>(omp_get_thread_num()) * per_thread;
         const float* q = qkv_.data() + static_cast<size_t>(a.row) * 3 * C + static_cast<size_t>(a.h0) * HS;
-        paged_attention_heads(att_.data() + static_cast<size_t>(a.row) * C + static_cast<size_t>(a.h0) * HS, q,
-                              row_pos_[a.row] + 1, kv, l, a.h0, a.n_heads, 1, batch[row_seq_[a.row]].blocks, scale,
-                              scratch);
+        paged_attention_tile(att_.data() + static_cast<size_t>(a.row) * C + static_cast<size_t>(a.h0) * HS, C, q, 3 * C,
+                             a.n_rows, row_pos_[a.row] + 1, kv, l, a.h0, a.n_heads, 1, batch[row_seq_[a.row]].blocks,
+                             scale, scratch);
       }
       kernels::matmul_forward_packed(proj_.data(), att_.data(), L.proj, p(h + "attn.c_proj.bias"), R);
       kernels::residual_forward(x_.data(), x_.data(), proj_.data(), static_cast<int64_t>(R) * C);

@@ -29,30 +29,46 @@ void paged_attention(float* out, const float* q, int n_keys, const KvCache& kv, 
 /// same order, only interleaved across heads. The walk goes block by block, and inside a block
 /// head by head, so the heads' slots of one (block, layer), one contiguous run of the pool, are
 /// read together instead of as n_heads separate runs of block_tokens x head_dim elements: more
-/// of DRAM's bandwidth (docs/perf.md, "all heads of a block per call"). `scratch` holds
-/// n_heads * n_keys floats. Preconditions as paged_attention's, and n_heads, q_per_kv >= 1.
+/// of DRAM's bandwidth (docs/perf.md, "paged attention: all heads of a block per call").
+/// `scratch` holds min(n_heads, 64) * n_keys floats. Preconditions as paged_attention's, and
+/// n_heads, q_per_kv >= 1.
 void paged_attention_heads(float* out, const float* q, int n_keys, const KvCache& kv, int layer, int h0, int n_heads,
                            int q_per_kv, const int32_t* blocks, float scale, float* scratch);
 
-/// How many query heads each paged_attention_heads call of a forward pass should take, for
-/// `rows` query rows of `n_heads` heads on `threads` threads: all of a row's heads when there
-/// are enough rows to keep every thread busy (4 calls per thread), else fewer, so that the
-/// calls still spread over the threads. Any answer gives the same bits; this only sets speed.
-int attention_heads_per_call(int rows, int n_heads, int threads);
+/// paged_attention_heads for `n_rows` consecutive query rows of one sequence (a prompt chunk):
+/// row r (< n_rows) has n_keys + r keys (causal: it sits at position n_keys + r - 1), its query
+/// heads at q + r * q_stride and its outputs at out + r * out_stride (floats). Same bits per
+/// (row, head) as paged_attention. The walk takes a head's rows one after the other inside each
+/// block, so the block's keys and values come from L1 for all but the first row. `scratch` holds
+/// min(n_rows * n_heads, 64) * (n_keys + n_rows - 1) floats.
+void paged_attention_tile(float* out, size_t out_stride, const float* q, size_t q_stride, int n_rows, int n_keys,
+                          const KvCache& kv, int layer, int h0, int n_heads, int q_per_kv, const int32_t* blocks,
+                          float scale, float* scratch);
 
-/// One paged_attention_heads call of a layer's attention: query row `row` of the forward pass,
-/// query heads [h0, h0 + n_heads).
+/// How many query heads each attention call of a forward pass should take, for `units` row
+/// tiles (a decode row, or up to kAttentionRowTile rows of a prompt chunk) of `n_heads` heads on
+/// `threads` threads: all of a tile's heads when there are enough tiles to keep every thread busy
+/// (4 calls per thread), else fewer, so that the calls still spread over the threads. Any
+/// answer gives the same bits; this only sets speed.
+int attention_heads_per_call(int units, int n_heads, int threads);
+
+/// The most rows of one sequence an attention call takes (paged_attention_tile).
+constexpr int kAttentionRowTile = 4;
+
+/// One attention call of a layer: rows [row, row + n_rows) of the forward pass (one sequence's,
+/// consecutive positions), query heads [h0, h0 + n_heads).
 struct AttentionCall {
-  int row = 0, h0 = 0, n_heads = 1;
+  int row = 0, n_rows = 1, h0 = 0, n_heads = 1;
 };
 
-/// The calls of one layer's attention over `rows` query rows of `n_heads` query heads on
-/// `threads` threads, in the order to hand them out: row by row, each row's heads in calls of
-/// attention_heads_per_call(rows, n_heads, threads). Every head of every row appears once; the
-/// plan changes no bits. Returns the most heads of a call (the scratch: that many x n_keys).
-/// A head-by-head order for prompt chunks (rows of one sequence reusing a head's keys from cache)
-/// was measured slower than this on Zen 4 (docs/perf.md).
-int plan_attention_calls(std::vector<AttentionCall>& calls, int rows, int n_heads, int threads);
+/// The calls of one layer's attention over `batch` (the rows of sequence s follow those of
+/// s - 1) for `n_heads` query heads on `threads` threads, in the order to hand them out: each
+/// sequence's rows in tiles of up to kAttentionRowTile, each tile's heads in calls of
+/// attention_heads_per_call(tiles, n_heads, threads). Every head of every row appears once; the
+/// plan changes no bits. Returns the most scratch floats per thread that a call needs, for keys
+/// up to `context` (paged_attention_tile).
+size_t plan_attention_calls(std::vector<AttentionCall>& calls, const std::vector<SeqBatch>& batch, int n_heads,
+                            int threads, int context);
 
 /// Writes the key and value rows (head_dim floats per KV head, n_kv_head heads each, contiguous)
 /// of position `pos` into the cache through the block table. An f16 pool stores each value

@@ -151,7 +151,7 @@ RTX_ATT_AVX2 inline __m256 load8(const uint16_t* p) {
 }
 
 /// The dots of 16 keys at once: lane k of the result is the sum of the 16 lanes of a[k], added
-/// in the tree of the one-key fold of paged_attention_avx512 (lanes j + (j + 8), then
+/// in the tree of the one-key fold fold1_16 (lanes j + (j + 8), then
 /// j + (j + 4), j + (j + 2), j + (j + 1)), so each dot is the same bits as one key's fold. Four
 /// rounds of pairwise shuffles and adds do for 16 keys what 16 one-key folds (8 operations
 /// each, the key pass's largest cost) did: 30 shuffles and 15 adds, then one permute.
@@ -174,7 +174,7 @@ RTX_ATT_AVX512 inline __m512 fold16(const __m512 (&a)[16]) {
   return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), d);
 }
 
-/// As fold16 for 8 keys of 8 lanes, in the tree of the one-key fold of paged_attention_avx2
+/// As fold16 for 8 keys of 8 lanes, in the tree of the one-key fold fold1_8
 /// (j + (j + 4), j + (j + 2), j + (j + 1)).
 RTX_ATT_AVX2 inline __m256 fold8(const __m256 (&a)[8]) {
   __m256 c[4], g[2];
@@ -227,188 +227,56 @@ inline bool lane_prefetches(const Lane* ln, int i, int t0, int BT) {
   return t0 + BT < ln[i].n_keys && (i == 0 || ln[i - 1].kv_off != ln[i].kv_off || t0 + BT >= ln[i - 1].n_keys);
 }
 
-/// The AVX-512 path for head sizes that are multiples of 16, up to 128 (GPT-2 and most Llamas:
-/// 64 or 128), over nl <= kMaxLanes lanes that share one block table: q held in registers, one
-/// FMA per 16 elements of a key or value row, each dot folded by a fixed tree. The walk goes
-/// block by block and, inside a block, lane by lane, so the lanes' slots of a block are read
-/// together (one contiguous run for a row's heads; for a prompt chunk's rows of one head, the
-/// same 2-4 KiB again, from L1). Each lane's operations and their order are those of a walk of
-/// that lane alone (the value accumulators go through `out` between blocks, exactly), so the
-/// result is the same bits for any set of lanes: still batch invariant. It differs from the
-/// generic path only in rounding (FMA contraction, the fold's shape). `scratch`: lane i's scores
-/// at scratch + i * stride.
-template <int NV, class E>
-RTX_ATT_AVX512 void paged_attention_avx512(const Lane* ln, int nl, const KvCache& kv, int layer, const int32_t* blocks,
-                                           float scale, float* scratch, size_t stride) {
-  constexpr int HS = 16 * NV;
-  const int BT = kv.block_tokens();
-  float mx[kMaxLanes];
-  int n_max = 0;
-  for (int i = 0; i < nl; ++i) mx[i] = -INFINITY, n_max = ln[i].n_keys > n_max ? ln[i].n_keys : n_max;
-  for (int t0 = 0; t0 < n_max; t0 += BT) {
-    const E* kb0 = keys<E>(kv, layer, blocks[t0 / BT]);
-    const E* vb0 = values<E>(kv, layer, blocks[t0 / BT]);
-    const E* kn0 = t0 + BT < n_max ? keys<E>(kv, layer, blocks[t0 / BT + 1]) : nullptr;
-    for (int i = 0; i < nl; ++i) {
-      if (ln[i].n_keys <= t0) continue;
-      const int nt = ln[i].n_keys - t0 < BT ? ln[i].n_keys - t0 : BT;
-      const E* kb = kb0 + ln[i].kv_off;
-      const E* vb = vb0 + ln[i].kv_off;
-      const E* kn = lane_prefetches(ln, i, t0, BT) ? kn0 + ln[i].kv_off : nullptr;
-      __m512 qv[NV];
-      for (int j = 0; j < NV; ++j) qv[j] = _mm512_loadu_ps(ln[i].q + 16 * j);
-      float* sc = scratch + static_cast<size_t>(i) * stride + t0;
-      float m = mx[i];
-      int s = 0;
-      if (nt >= 16) {  // 16 keys at a time, folded together (fold16: the same bits as one by one)
-        __m512 mv = _mm512_set1_ps(-INFINITY);
-        for (; s + 16 <= nt; s += 16) {
-          __m512 a[16];
-          for (int k = 0; k < 16; ++k) {
-            const E* kr = kb + static_cast<size_t>(s + k) * HS;
-            prefetch_slot(kn ? kn + static_cast<size_t>(s + k) * HS : nullptr, vb + static_cast<size_t>(s + k) * HS, HS);
-            a[k] = _mm512_mul_ps(qv[0], load16(kr));
-            for (int j = 1; j < NV; ++j) a[k] = _mm512_fmadd_ps(qv[j], load16(kr + 16 * j), a[k]);
-          }
-          const __m512 v = _mm512_mul_ps(_mm512_set1_ps(scale), fold16(a));
-          _mm512_storeu_ps(sc + s, v);
-          mv = _mm512_max_ps(v, mv);  // a NaN v leaves mv (the second operand)
-        }
-        const float b = hmax16(mv);
-        m = b > m ? b : m;
-      }
-      for (; s < nt; ++s) {
-        const E* kr = kb + static_cast<size_t>(s) * HS;
-        prefetch_slot(kn ? kn + static_cast<size_t>(s) * HS : nullptr, vb + static_cast<size_t>(s) * HS, HS);
-        __m512 acc = _mm512_mul_ps(qv[0], load16(kr));
-        for (int j = 1; j < NV; ++j) acc = _mm512_fmadd_ps(qv[j], load16(kr + 16 * j), acc);
-        const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
-        __m128 x = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-        x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-        x = _mm_add_ss(x, _mm_movehdup_ps(x));
-        const float v = scale * _mm_cvtss_f32(x);
-        sc[s] = v;
-        m = v > m ? v : m;
-      }
-      mx[i] = m;
-    }
-  }
-  float sum[kMaxLanes];
-  for (int i = 0; i < nl; ++i) {
-    sum[i] = exp_shifted_avx2(scratch + static_cast<size_t>(i) * stride, ln[i].n_keys, mx[i]);
-    std::memset(ln[i].out, 0, sizeof(float) * HS);
-  }
-  for (int t0 = 0; t0 < n_max; t0 += BT) {
-    const E* vb0 = values<E>(kv, layer, blocks[t0 / BT]);
-    for (int i = 0; i < nl; ++i) {
-      if (ln[i].n_keys <= t0) continue;
-      const int nt = ln[i].n_keys - t0 < BT ? ln[i].n_keys - t0 : BT;
-      const E* vb = vb0 + ln[i].kv_off;
-      const float* w = scratch + static_cast<size_t>(i) * stride + t0;
-      float* oi = ln[i].out;
-      __m512 o[NV];
-      for (int j = 0; j < NV; ++j) o[j] = _mm512_loadu_ps(oi + 16 * j);
-      for (int s = 0; s < nt; ++s) {
-        const __m512 ws = _mm512_set1_ps(w[s]);
-        const E* vr = vb + static_cast<size_t>(s) * HS;
-        for (int j = 0; j < NV; ++j) o[j] = _mm512_fmadd_ps(ws, load16(vr + 16 * j), o[j]);
-      }
-      for (int j = 0; j < NV; ++j) _mm512_storeu_ps(oi + 16 * j, o[j]);
-    }
-  }
-  for (int i = 0; i < nl; ++i) {
-    const __m512 inv = _mm512_set1_ps(1.f / sum[i]);
-    float* oi = ln[i].out;
-    for (int j = 0; j < NV; ++j) _mm512_storeu_ps(oi + 16 * j, _mm512_mul_ps(_mm512_loadu_ps(oi + 16 * j), inv));
-  }
+/// One key's accumulator folded to its dot, lanes j + (j + 8), then j + (j + 4), j + (j + 2),
+/// j + (j + 1) (AVX-512); the same from j + (j + 4) on 8 lanes (AVX2).
+RTX_ATT_AVX512 inline float fold1_16(__m512 acc) {
+  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_add_ss(x, _mm_movehdup_ps(x));
+  return _mm_cvtss_f32(x);
+}
+RTX_ATT_AVX2 inline float fold1_8(__m256 acc) {
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_add_ss(x, _mm_movehdup_ps(x));
+  return _mm_cvtss_f32(x);
 }
 
-/// The AVX2 path, as paged_attention_avx512 with 8 lanes: head sizes that are multiples of 8, up
-/// to 128 (NV <= 16 vectors of q; above 8 the compiler keeps some in L1).
-template <int NV, class E>
-RTX_ATT_AVX2 void paged_attention_avx2(const Lane* ln, int nl, const KvCache& kv, int layer, const int32_t* blocks,
-                                       float scale, float* scratch, size_t stride) {
-  constexpr int HS = 8 * NV;
-  const int BT = kv.block_tokens();
-  float mx[kMaxLanes];
-  int n_max = 0;
-  for (int i = 0; i < nl; ++i) mx[i] = -INFINITY, n_max = ln[i].n_keys > n_max ? ln[i].n_keys : n_max;
-  for (int t0 = 0; t0 < n_max; t0 += BT) {
-    const E* kb0 = keys<E>(kv, layer, blocks[t0 / BT]);
-    const E* vb0 = values<E>(kv, layer, blocks[t0 / BT]);
-    const E* kn0 = t0 + BT < n_max ? keys<E>(kv, layer, blocks[t0 / BT + 1]) : nullptr;
-    for (int i = 0; i < nl; ++i) {
-      if (ln[i].n_keys <= t0) continue;
-      const int nt = ln[i].n_keys - t0 < BT ? ln[i].n_keys - t0 : BT;
-      const E* kb = kb0 + ln[i].kv_off;
-      const E* vb = vb0 + ln[i].kv_off;
-      const E* kn = lane_prefetches(ln, i, t0, BT) ? kn0 + ln[i].kv_off : nullptr;
-      __m256 qv[NV];
-      for (int j = 0; j < NV; ++j) qv[j] = _mm256_loadu_ps(ln[i].q + 8 * j);
-      float* sc = scratch + static_cast<size_t>(i) * stride + t0;
-      float m = mx[i];
-      int s = 0;
-      if (nt >= 8) {  // 8 keys at a time, folded together (fold8: the same bits as one by one)
-        __m256 mv = _mm256_set1_ps(-INFINITY);
-        for (; s + 8 <= nt; s += 8) {
-          __m256 a[8];
-          for (int k = 0; k < 8; ++k) {
-            const E* kr = kb + static_cast<size_t>(s + k) * HS;
-            prefetch_slot(kn ? kn + static_cast<size_t>(s + k) * HS : nullptr, vb + static_cast<size_t>(s + k) * HS, HS);
-            a[k] = _mm256_mul_ps(qv[0], load8(kr));
-            for (int j = 1; j < NV; ++j) a[k] = _mm256_fmadd_ps(qv[j], load8(kr + 8 * j), a[k]);
-          }
-          const __m256 v = _mm256_mul_ps(_mm256_set1_ps(scale), fold8(a));
-          _mm256_storeu_ps(sc + s, v);
-          mv = _mm256_max_ps(v, mv);
-        }
-        const float b = hmax8(mv);
-        m = b > m ? b : m;
-      }
-      for (; s < nt; ++s) {
-        const E* kr = kb + static_cast<size_t>(s) * HS;
-        prefetch_slot(kn ? kn + static_cast<size_t>(s) * HS : nullptr, vb + static_cast<size_t>(s) * HS, HS);
-        __m256 acc = _mm256_mul_ps(qv[0], load8(kr));
-        for (int j = 1; j < NV; ++j) acc = _mm256_fmadd_ps(qv[j], load8(kr + 8 * j), acc);
-        __m128 x = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-        x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-        x = _mm_add_ss(x, _mm_movehdup_ps(x));
-        const float v = scale * _mm_cvtss_f32(x);
-        sc[s] = v;
-        m = v > m ? v : m;
-      }
-      mx[i] = m;
-    }
-  }
-  float sum[kMaxLanes];
-  for (int i = 0; i < nl; ++i) {
-    sum[i] = exp_shifted_avx2(scratch + static_cast<size_t>(i) * stride, ln[i].n_keys, mx[i]);
-    std::memset(ln[i].out, 0, sizeof(float) * HS);
-  }
-  for (int t0 = 0; t0 < n_max; t0 += BT) {
-    const E* vb0 = values<E>(kv, layer, blocks[t0 / BT]);
-    for (int i = 0; i < nl; ++i) {
-      if (ln[i].n_keys <= t0) continue;
-      const int nt = ln[i].n_keys - t0 < BT ? ln[i].n_keys - t0 : BT;
-      const E* vb = vb0 + ln[i].kv_off;
-      const float* w = scratch + static_cast<size_t>(i) * stride + t0;
-      float* oi = ln[i].out;
-      __m256 o[NV];
-      for (int j = 0; j < NV; ++j) o[j] = _mm256_loadu_ps(oi + 8 * j);
-      for (int s = 0; s < nt; ++s) {
-        const __m256 ws = _mm256_set1_ps(w[s]);
-        const E* vr = vb + static_cast<size_t>(s) * HS;
-        for (int j = 0; j < NV; ++j) o[j] = _mm256_fmadd_ps(ws, load8(vr + 8 * j), o[j]);
-      }
-      for (int j = 0; j < NV; ++j) _mm256_storeu_ps(oi + 8 * j, o[j]);
-    }
-  }
-  for (int i = 0; i < nl; ++i) {
-    const __m256 inv = _mm256_set1_ps(1.f / sum[i]);
-    float* oi = ln[i].out;
-    for (int j = 0; j < NV; ++j) _mm256_storeu_ps(oi + 8 * j, _mm256_mul_ps(_mm256_loadu_ps(oi + 8 * j), inv));
-  }
-}
+/// The AVX-512 path for head sizes that are multiples of 16, up to 128 (GPT-2 and most Llamas:
+/// 64 or 128), and the AVX2 path for multiples of 8 up to 128 (NV <= 16 vectors of q; above 8
+/// the compiler keeps some in L1): one body, attention_kernel.inc, which says how they walk.
+#define ATT_NAME paged_attention_avx512
+#define ATT_TARGET RTX_ATT_AVX512
+#define ATT_W 16
+#define ATT_VEC __m512
+#define ATT_LOADU _mm512_loadu_ps
+#define ATT_STOREU _mm512_storeu_ps
+#define ATT_SET1 _mm512_set1_ps
+#define ATT_MUL _mm512_mul_ps
+#define ATT_FMA _mm512_fmadd_ps
+#define ATT_MAX _mm512_max_ps
+#define ATT_LOADE load16
+#define ATT_FOLD fold16
+#define ATT_FOLD1 fold1_16
+#define ATT_HMAX hmax16
+#include "attention_kernel.inc"
+
+#define ATT_NAME paged_attention_avx2
+#define ATT_TARGET RTX_ATT_AVX2
+#define ATT_W 8
+#define ATT_VEC __m256
+#define ATT_LOADU _mm256_loadu_ps
+#define ATT_STOREU _mm256_storeu_ps
+#define ATT_SET1 _mm256_set1_ps
+#define ATT_MUL _mm256_mul_ps
+#define ATT_FMA _mm256_fmadd_ps
+#define ATT_MAX _mm256_max_ps
+#define ATT_LOADE load8
+#define ATT_FOLD fold8
+#define ATT_FOLD1 fold1_8
+#define ATT_HMAX hmax8
+#include "attention_kernel.inc"
 
 using AttnFn = void (*)(const Lane*, int, const KvCache&, int, const int32_t*, float, float*, size_t);
 

@@ -84,8 +84,8 @@ int main(int argc_in, char** argv_in) {
     std::vector<serve::AttentionCall> calls;
     size_t per_thread = 0;
     if (per_call == 0) {
-      std::vector<serve::SeqBatch> seqs(batch);  // only n matters to the plan
-      for (auto& sb : seqs) sb.n = rows;
+      std::vector<serve::SeqBatch> seqs(batch);  // only n and pos matter to the plan
+      for (auto& sb : seqs) sb.n = rows, sb.pos = n_keys - rows;
       per_thread = serve::plan_attention_calls(calls, seqs, H, T, n_keys);
     } else {
       const int G = std::min(per_call, H);

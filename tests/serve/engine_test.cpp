@@ -1334,15 +1334,17 @@ TEST_CASE("attention_heads_per_call: whole rows when the rows fill the threads, 
   CHECK(attention_heads_per_call(0, 12, 2) == 1);
   CHECK(attention_heads_per_call(5, 12, 0) == 12);
   // The plan: every (row, head) once; a call's rows are one sequence's, at most kAttentionRowTile;
-  // its lanes (rows x heads, at most 64 at a time) fit the scratch it returns.
+  // the scratch it returns holds every call's lanes (rows x heads, at most 64 at a time) times
+  // the keys of its last row (pos + row in sequence + 1), computed here from the positions.
   for (const std::vector<int>& ns : std::vector<std::vector<int>>{{1}, {1, 1, 1}, {9}, {1, 4, 7, 1}, {130, 1}})
     for (int heads : {1, 5, 12, 70}) {
       std::vector<SeqBatch> batch;
-      std::vector<int> seq_of;
+      std::vector<int> seq_of, pos_of;
       for (int n : ns) {
         SeqBatch b;
         b.n = n;
-        for (int i = 0; i < n; ++i) seq_of.push_back(static_cast<int>(batch.size()));
+        b.pos = 3 * static_cast<int>(batch.size()) + (n == 1 ? 40 : 0);  // decode rows deep in their context
+        for (int i = 0; i < n; ++i) seq_of.push_back(static_cast<int>(batch.size())), pos_of.push_back(b.pos + i);
         batch.push_back(b);
       }
       const int rows = static_cast<int>(seq_of.size());
@@ -1354,11 +1356,12 @@ TEST_CASE("attention_heads_per_call: whole rows when the rows fill the threads, 
         REQUIRE((c.row >= 0 && c.n_rows >= 1 && c.n_rows <= kAttentionRowTile && c.row + c.n_rows <= rows));
         REQUIRE((c.h0 >= 0 && c.n_heads >= 1 && c.h0 + c.n_heads <= heads));
         CHECK(seq_of[c.row] == seq_of[c.row + c.n_rows - 1]);
-        most = std::max(most, static_cast<size_t>(std::min(c.n_rows * c.n_heads, 64)) * 200);
+        const size_t last_keys = static_cast<size_t>(pos_of[c.row + c.n_rows - 1] + 1);
+        most = std::max(most, static_cast<size_t>(std::min(c.n_rows * c.n_heads, 64)) * last_keys);
         for (int r = c.row; r < c.row + c.n_rows; ++r)
           for (int h = c.h0; h < c.h0 + c.n_heads; ++h) ++seen[static_cast<size_t>(r) * heads + h];
       }
       CHECK(std::count(seen.begin(), seen.end(), 1) == rows * heads);
-      CHECK(per_thread >= most);
+      CHECK(per_thread == most);  // enough, and no more than the keys in use (not lanes x context)
     }
 }

@@ -280,7 +280,7 @@ class LlamaModel final : public serve::Model {
 #pragma omp parallel if (attn_work >= 32768.0)
       {
         float* sc = scores_.data() + static_cast<size_t>(omp_get_thread_num()) * per_thread;
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
         for (size_t u = 0; u < calls_.size(); ++u) {
           const serve::AttentionCall& a = calls_[u];
           serve::paged_attention_tile(&att_[static_cast<size_t>(a.row) * C + static_cast<size_t>(a.h0) * HS], C,
@@ -351,7 +351,7 @@ class LlamaModel final : public serve::Model {
   std::vector<float> tmp_;              // (M, max(C, 2F))
   std::vector<float> hb_;               // (M, F)
   std::vector<float> rope_;             // (M, R, 2): cos, sin
-  std::vector<float> scores_;           // (threads, heads per call x context)
+  std::vector<float> scores_;           // (threads, plan_attention_calls' scratch per thread)
   std::vector<serve::AttentionCall> calls_;  // one layer's attention calls
 };
 

@@ -1,4 +1,4 @@
-// Paged causal attention for one query row (rtx/serve/attention.hpp).
+// Paged causal attention of query rows over a sequence's cached keys (rtx/serve/attention.hpp).
 #include "rtx/serve/attention.hpp"
 
 // GCC 12's avx512fintrin.h trips -Wmaybe-uninitialized in the 256-bit extract (the
@@ -192,9 +192,10 @@ RTX_ATT_AVX2 inline __m256 fold8(const __m256 (&a)[8]) {
   return _mm256_permutevar8x32_ps(d, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-/// The largest of the lanes that are not NaN (-inf when all are), as the one-key loop's
-/// `v > m ? v : m` keeps it. Which of +0 and -0 it returns may differ from that loop; the
-/// softmax's exp(s - max) is the same bits either way.
+/// The largest lane, for a vector that holds no NaN: the kernels' running maximum, which
+/// max(v, mv) keeps free of NaN (a NaN v leaves mv), so the result is the largest non-NaN score
+/// (-inf when all are NaN), as the one-key loop's `v > m ? v : m` keeps it. Which of +0 and -0 it
+/// returns may differ from that loop; the softmax's exp(s - max) is the same bits either way.
 RTX_ATT_AVX512 inline float hmax16(__m512 v) { return _mm512_reduce_max_ps(v); }
 RTX_ATT_AVX2 inline float hmax8(__m256 v) {
   __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -409,18 +410,20 @@ size_t plan_attention_calls(std::vector<AttentionCall>& calls, const std::vector
   int tiles = 0;
   for (const SeqBatch& b : batch) tiles += (b.n + kAttentionRowTile - 1) / kAttentionRowTile;
   const int g = attention_heads_per_call(tiles, n_heads, threads);
-  int most = 1, r0 = 0;
+  size_t most = 1;  // scratch floats of the largest call: its lanes (<= kMaxLanes) x its last row's keys
+  int r0 = 0;
   for (const SeqBatch& b : batch) {
     for (int r = 0; r < b.n; r += kAttentionRowTile) {
       const int nr = std::min(kAttentionRowTile, b.n - r);
+      const size_t keys = static_cast<size_t>(std::min(b.pos + r + nr, context));
       for (int h = 0; h < n_heads; h += g) {
         calls.push_back({r0 + r, nr, h, std::min(g, n_heads - h)});
-        most = std::max(most, nr * calls.back().n_heads);
+        most = std::max(most, static_cast<size_t>(std::min(nr * calls.back().n_heads, kMaxLanes)) * keys);
       }
     }
     r0 += b.n;
   }
-  return static_cast<size_t>(std::min(most, kMaxLanes)) * static_cast<size_t>(context);
+  return most;
 }
 
 void paged_attention(float* out, const float* q, int n_keys, const KvCache& kv, int layer, int kv_head,

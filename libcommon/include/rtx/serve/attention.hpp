@@ -1,4 +1,4 @@
-// Causal attention of one query row over a sequence's keys in the paged KV cache (the decode
+// Causal attention of query rows over a sequence's keys in the paged KV cache (the decode
 // and chunked-prefill attention of rtx-serve's models). Reduction order depends only on the
 // sequence, never on the batch: the basis of the engine's batch invariance.
 #pragma once
@@ -40,7 +40,10 @@ void paged_attention_heads(float* out, const float* q, int n_keys, const KvCache
 /// heads at q + r * q_stride and its outputs at out + r * out_stride (floats). Same bits per
 /// (row, head) as paged_attention. The walk takes a head's rows one after the other inside each
 /// block, so the block's keys and values come from L1 for all but the first row. `scratch` holds
-/// min(n_rows * n_heads, 64) * (n_keys + n_rows - 1) floats.
+/// min(n_rows * n_heads, 64) * (n_keys + n_rows - 1) floats. Preconditions: n_keys, n_rows,
+/// n_heads, q_per_kv >= 1; the table covers n_keys + n_rows - 1 positions; `out` overlaps no
+/// row's queries (over 64 lanes the first lanes' outputs are written before the next lanes'
+/// queries are read).
 void paged_attention_tile(float* out, size_t out_stride, const float* q, size_t q_stride, int n_rows, int n_keys,
                           const KvCache& kv, int layer, int h0, int n_heads, int q_per_kv, const int32_t* blocks,
                           float scale, float* scratch);
@@ -65,8 +68,9 @@ struct AttentionCall {
 /// s - 1) for `n_heads` query heads on `threads` threads, in the order to hand them out: each
 /// sequence's rows in tiles of up to kAttentionRowTile, each tile's heads in calls of
 /// attention_heads_per_call(tiles, n_heads, threads). Every head of every row appears once; the
-/// plan changes no bits. Returns the most scratch floats per thread that a call needs, for keys
-/// up to `context` (paged_attention_tile).
+/// plan changes no bits. Returns the most scratch floats per thread that a call needs
+/// (paged_attention_tile: its lanes, at most 64, times its last row's keys, pos + rows, at most
+/// `context`).
 size_t plan_attention_calls(std::vector<AttentionCall>& calls, const std::vector<SeqBatch>& batch, int n_heads,
                             int threads, int context);
 

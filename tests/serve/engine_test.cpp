@@ -519,12 +519,30 @@ TEST_CASE("scheduler: refusals name the reason; queue bound; timeouts; cancel; s
   bad_sampling.sampling.temperature = -1;
   CHECK_FALSE(s.submit(bad_sampling, sink.fn(), &why, &detail));
   CHECK(why == Scheduler::Refusal::BadRequest);
-  // Cancel a running request: finish Cancelled, blocks back.
+  // Cancel a running request: finish Cancelled, blocks back. Its first token waits in the
+  // callback until the cancel is in, so the request cannot finish its 14 tokens first (it did,
+  // once, under TSan).
   Collector run;
-  auto h = s.submit(greedy({1, 2}, 14), run.fn());
+  std::mutex gate_mu;
+  std::condition_variable gate_cv;
+  bool cancelled = false;
+  auto collect = run.fn();
+  auto h = s.submit(greedy({1, 2}, 14), [&](const TokenEvent& ev) {
+    if (ev.finish == Finish::None) {
+      std::unique_lock<std::mutex> lk(gate_mu);
+      gate_cv.wait(lk, [&] { return cancelled; });
+    }
+    return collect(ev);
+  });
   REQUIRE(h);
   s.cancel(h);
+  {
+    std::lock_guard<std::mutex> g(gate_mu);
+    cancelled = true;
+  }
+  gate_cv.notify_all();
   CHECK(run.wait() == Finish::Cancelled);
+  CHECK(run.tokens.size() < 14);
   CHECK(s.stats().kv_blocks_used == 0);
   CHECK(s.stats().requests_rejected == 6);
 }

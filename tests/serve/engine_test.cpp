@@ -1131,6 +1131,15 @@ TEST_CASE("model loaders refuse NaN/Inf weights at load, naming the tensor (f32 
   }
 }
 
+/// Every block of `kv`'s pool (n of them) allocated, in reverse order: a block table whose
+/// blocks are out of order, as a busy server's are.
+static std::vector<int32_t> reversed_table(KvCache& kv, int n) {
+  std::vector<int32_t> table;
+  for (int b = 0; b < n; ++b) table.push_back(kv.alloc());
+  std::reverse(table.begin(), table.end());
+  return table;
+}
+
 TEST_CASE("paged_attention: float64 softmax reference, every ISA, odd head sizes and key counts", "[cpu][serve]") {
   // Keys and values stored through a shuffled block table (blocks out of order, the last one
   // partly filled); reference: softmax(scale * q.k) . v in float64. Head sizes cover the
@@ -1148,9 +1157,7 @@ TEST_CASE("paged_attention: float64 softmax reference, every ISA, odd head sizes
         for (int n_keys : {1, 7, 127}) {
           const int H = 3, L = 2, nb = (n_keys + BT - 1) / BT;
           KvCache kv(L, H, HS, BT, nb + 3, true, kt);
-          std::vector<int32_t> table;
-          for (int b = 0; b < nb + 3; ++b) table.push_back(kv.alloc());
-          std::reverse(table.begin(), table.end());  // blocks out of order
+          const std::vector<int32_t> table = reversed_table(kv, nb + 3);
           Philox rng(static_cast<uint64_t>(HS * 1000 + BT * 10 + n_keys), 3);
           auto u = [&] { return static_cast<float>(rng.next_u32() % 2001) / 1000.0f - 1.0f; };
           std::vector<float> k(static_cast<size_t>(n_keys) * H * HS), v(k.size()), q(static_cast<size_t>(H) * HS);
@@ -1225,9 +1232,7 @@ TEST_CASE("paged_attention_heads: every head bit for bit paged_attention's, any 
             const int NKV = qpk == 1 ? 5 : (HS <= 40 && n_keys != 7 ? 35 : 3), NH = NKV * qpk, BT = 16;
             const int nb = (n_keys + BT - 1) / BT;
             KvCache kv(2, NKV, HS, BT, nb + 2, true, kt);
-            std::vector<int32_t> table;
-            for (int b = 0; b < nb + 2; ++b) table.push_back(kv.alloc());
-            std::reverse(table.begin(), table.end());
+            const std::vector<int32_t> table = reversed_table(kv, nb + 2);
             Philox rng(static_cast<uint64_t>(HS * 1000 + qpk * 100 + n_keys), 5);
             auto u = [&] { return static_cast<float>(rng.next_u32() % 2001) / 1000.0f - 1.0f; };
             std::vector<float> kr(static_cast<size_t>(NKV) * HS), vr(kr.size()), q(static_cast<size_t>(NH) * HS);
@@ -1271,9 +1276,7 @@ TEST_CASE("paged_attention_tile: a prompt chunk's rows, bit for bit paged_attent
               const int NKV = qpk == 1 ? 12 : 2, NH = NKV * qpk, BT = 16, total = n_keys + n_rows - 1;
               const int nb = (total + BT - 1) / BT;
               KvCache kv(1, NKV, HS, BT, nb + 1, true, kt);
-              std::vector<int32_t> table;
-              for (int b = 0; b < nb + 1; ++b) table.push_back(kv.alloc());
-              std::reverse(table.begin(), table.end());
+              const std::vector<int32_t> table = reversed_table(kv, nb + 1);
               Philox rng(static_cast<uint64_t>(HS * 10000 + qpk * 1000 + n_rows * 100 + n_keys), 11);
               auto u = [&] { return static_cast<float>(rng.next_u32() % 2001) / 1000.0f - 1.0f; };
               std::vector<float> kr(static_cast<size_t>(NKV) * HS), vr(kr.size());
@@ -1323,9 +1326,7 @@ TEST_CASE("paged_attention: the block size changes no bits (keys folded 16 or 8 
           for (int BT : {5, 8, 16, 32}) {
             const int nb = (n_keys + BT - 1) / BT;
             KvCache kv(1, H, HS, BT, nb + 1, true, kt);
-            std::vector<int32_t> table;
-            for (int b = 0; b < nb + 1; ++b) table.push_back(kv.alloc());
-            std::reverse(table.begin(), table.end());
+            const std::vector<int32_t> table = reversed_table(kv, nb + 1);
             for (int t = 0; t < n_keys; ++t)
               kv_store(kv, 0, table.data(), t, k.data() + static_cast<size_t>(t) * H * HS, v.data() + static_cast<size_t>(t) * H * HS);
             std::vector<float> out(q.size(), NAN), scratch(static_cast<size_t>(H) * n_keys);

@@ -25,8 +25,9 @@ namespace rtx::kernels::cuda {
 /// The heuristic is queried once at construction for up to 8 algorithms; `algo` indexes
 /// them (0 = the heuristic's first choice). Throws Error(Input) when `algo` is beyond what the
 /// heuristic returned for this problem (the tuner records it as a skipped candidate), and
-/// Error(Environment) without a GPU. The bias epilogue is used when cuBLASLt offers it for the
-/// types; otherwise the bias is broadcast into `out` first and the GEMM accumulates (beta 1).
+/// Error(Environment) without a GPU. The bias epilogue is used for an f32 bias when cuBLASLt
+/// offers it for the types; otherwise (and for a bf16 bias, which the epilogue does not take
+/// with an f32 D) the bias is broadcast into `out` first and the GEMM accumulates (beta 1).
 class LtMatmul {
  public:
   enum class Kind { Forward, BackwardInput, BackwardWeight };

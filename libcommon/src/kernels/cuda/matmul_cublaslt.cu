@@ -205,7 +205,9 @@ LtMatmul::LtMatmul(Kind kind, int M, int N, int K, DType dt, bool has_bias, DTyp
   I.bias_dt = bias_dt;
   I.accumulate = accumulate;
   int count = 0;
-  if (I.has_bias) {
+  // The bias epilogue reads a bias of D's type (f32 here): cublasLt.h documents other bias
+  // types only for IMMA and fp8 kernels, so a bf16 bias is broadcast by broadcast_rows instead.
+  if (I.has_bias && bias_dt == DType::F32) {
     I.build(dt, true);
     count = I.query(algo);
     I.fused = count > 0;

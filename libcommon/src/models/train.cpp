@@ -350,7 +350,11 @@ TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std
   if (nccl) nccl->set_timeout(comm.timeout_s());
   std::unique_ptr<dist::GradBucketer> buckets;
   if (N > 1) {
-    buckets = std::make_unique<dist::GradBucketer>(grad_comm, model.grad_data(), model.num_params(),
+    // The whole gradient buffer: on CUDA it holds every tensor on a 256-byte boundary, so it is
+    // longer than num_params() floats when a tensor's size is not a multiple of 64 floats (the
+    // last tensors would be left un-reduced, and the ranks would drift apart).
+    const size_t grad_floats = model.memory().grads / sizeof(float);
+    buckets = std::make_unique<dist::GradBucketer>(grad_comm, model.grad_data(), grad_floats,
                                                    static_cast<size_t>(static_cast<double>(cfg.bucket_mb) * 1048576.0));
     dist::GradBucketer* bk = buckets.get();
     model.set_grad_ready_hook([bk](size_t off, size_t n) { bk->mark_ready(off, n); });

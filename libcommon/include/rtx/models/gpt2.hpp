@@ -169,8 +169,9 @@ class Gpt2 {
   /// Install (or, with an empty function, remove) the hook. Returns false when the backend does
   /// not report progress (CUDA: all gradients are final when backward() returns).
   bool set_grad_ready_hook(GradReadyHook hook);
-  /// The gradient buffer itself (num_params() floats, layout order), for in-place all-reduce:
-  /// host memory on CPU, device memory on CUDA. Valid for the model's lifetime.
+  /// The gradient buffer itself (memory().grads bytes), for in-place all-reduce: host memory in
+  /// layout order (num_params() floats) on CPU; device memory on CUDA, the tensors in layout
+  /// order each on a 256-byte boundary, zero in between. Valid for the model's lifetime.
   float* grad_data();
 
  private:

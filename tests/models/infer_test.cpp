@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
 #include <vector>
 
 #include "rtx/core/error.hpp"
@@ -310,6 +311,163 @@ TEST_CASE("sampler: bad settings and logits throw Error(Input)", "[cpu]") {
   const std::vector<float> ok = {0.f, 1.f};
   CHECK(Sampler(SamplerConfig{1.0f, 10, 1.0f, 0}).distribution(ok.data(), 2)[1] ==
         Approx(std::exp(1.0) / (1.0 + std::exp(1.0))));
+}
+
+namespace {
+/// The adjusted logits, in float64, by the definitions: OpenAI's logit_bias and its penalties
+/// ("mu[j] - c[j] * alpha_frequency - (c[j] > 0) * alpha_presence"), CTRL's repetition penalty
+/// (x / r for x > 0, x * r otherwise) over the prompt and the tokens drawn so far.
+std::vector<double> reference_adjusted(const std::vector<float>& logits, const SamplerConfig& c,
+                                       const std::vector<int32_t>& prompt, const std::vector<int32_t>& drawn) {
+  const int V = static_cast<int>(logits.size());
+  std::vector<double> x(logits.begin(), logits.end());
+  for (const auto& [id, b] : c.logit_bias)
+    if (id < V) x[id] += b;
+  std::vector<int> count(V, 0);
+  std::vector<bool> seen(V, false);
+  for (int32_t t : drawn) ++count[t], seen[t] = true;
+  for (int32_t t : prompt) seen[t] = true;
+  for (int v = 0; v < V; ++v) {
+    if (seen[v]) x[v] = x[v] > 0 ? x[v] / c.repetition_penalty : x[v] * c.repetition_penalty;
+    x[v] -= count[v] * static_cast<double>(c.frequency_penalty) + (count[v] > 0 ? c.presence_penalty : 0.0);
+  }
+  return x;
+}
+/// softmax(x / T) in float64.
+std::vector<double> reference_softmax(const std::vector<double>& x, double T) {
+  const double mx = *std::max_element(x.begin(), x.end());
+  std::vector<double> p(x.size());
+  double z = 0;
+  for (size_t i = 0; i < x.size(); ++i) z += p[i] = std::exp((x[i] - mx) / T);
+  for (double& q : p) q /= z;
+  return p;
+}
+}  // namespace
+
+TEST_CASE("sampler: penalties and logit_bias follow OpenAI's and CTRL's definitions", "[cpu]") {
+  struct Case {
+    int V;
+    float freq, pres, rep;
+    std::vector<std::pair<int32_t, float>> bias;
+  };
+  const std::vector<Case> cases = {
+      {127, 0.7f, 0.0f, 1.0f, {}},
+      {127, 0.0f, 1.3f, 1.0f, {}},
+      {7, -0.5f, 0.4f, 1.0f, {}},  // negative penalties encourage repeats
+      {127, 0.0f, 0.0f, 1.8f, {}},
+      {1, 0.3f, 0.2f, 1.5f, {{0, -100.f}}},
+      {127, 0.4f, -0.2f, 1.3f, {{5, 4.5f}, {17, -100.f}, {126, 0.25f}, {500, 50.f}}},  // id 500 >= V: ignored
+  };
+  for (const Case& cs : cases) {
+    INFO("V " << cs.V << " freq " << cs.freq << " pres " << cs.pres << " rep " << cs.rep);
+    std::vector<float> logits(cs.V);
+    Philox rng(11 + cs.V);
+    for (auto& l : logits) l = rng.next_float() * 6.f - 3.f;  // both signs: the repetition penalty's two cases
+    SamplerConfig c{1.0f, 0, 1.0f, 5};
+    c.frequency_penalty = cs.freq;
+    c.presence_penalty = cs.pres;
+    c.repetition_penalty = cs.rep;
+    c.logit_bias = cs.bias;
+    REQUIRE(c.adjusts_logits());
+    const std::vector<int32_t> prompt = {0, static_cast<int32_t>(cs.V / 2), static_cast<int32_t>(cs.V / 2)};
+    Sampler s(c);
+    s.begin_sequence(prompt);
+    std::vector<int32_t> drawn;
+    for (int step = 0; step < 60; ++step) {
+      // The distribution before each draw: the definitions' softmax after `drawn`.
+      const auto want = reference_softmax(reference_adjusted(logits, c, prompt, drawn), 1.0);
+      const auto got = s.distribution(logits.data(), cs.V);
+      double worst = 0;
+      for (int v = 0; v < cs.V; ++v) worst = std::max(worst, std::fabs(got[v] - want[v]));
+      CHECK(worst <= 1e-6);
+      drawn.push_back(s.sample(logits));
+    }
+    for (int v = 0; v < cs.V; ++v) CHECK(s.sampled_count(v) == std::count(drawn.begin(), drawn.end(), v));
+    // A -100 bias is a ban: token 17 is never drawn where it is biased so.
+    for (const auto& [id, b] : cs.bias)
+      if (b == -100.f && cs.V > 1) CHECK(s.sampled_count(id) == 0);
+    // begin_sequence forgets the counts: the first distribution again.
+    s.begin_sequence(prompt);
+    const auto first = reference_softmax(reference_adjusted(logits, c, prompt, {}), 1.0);
+    const auto again = s.distribution(logits.data(), cs.V);
+    for (int v = 0; v < cs.V; ++v) CHECK(again[v] == Approx(first[v]).margin(1e-6));
+  }
+}
+
+TEST_CASE("sampler: greedy decoding takes the argmax of the penalised logits", "[cpu]") {
+  // Fixed logits; a frequency penalty walks greedy decoding down the ranking and back, as the
+  // float64 definition predicts step by step.
+  const std::vector<float> logits = {3.0f, 2.5f, 2.0f, 1.0f, -0.5f, 2.75f, 0.0f};
+  for (const float freq : {0.3f, 1.0f, 2.0f})
+    for (const float rep : {1.0f, 1.4f}) {
+      INFO("freq " << freq << " rep " << rep);
+      SamplerConfig c{0.0f, 0, 1.0f, 0};
+      c.frequency_penalty = freq;
+      c.presence_penalty = 0.1f;
+      c.repetition_penalty = rep;
+      const std::vector<int32_t> prompt = {2};
+      Sampler s(c);
+      s.begin_sequence(prompt);
+      std::vector<int32_t> drawn;
+      for (int step = 0; step < 40; ++step) {
+        const auto x = reference_adjusted(logits, c, prompt, drawn);
+        const int32_t want = static_cast<int32_t>(std::max_element(x.begin(), x.end()) - x.begin());
+        const int32_t got = s.sample(logits);
+        REQUIRE(got == want);
+        drawn.push_back(got);
+      }
+      CHECK(s.draws() == 0);  // greedy consumes no randomness
+      CHECK(std::set<int32_t>(drawn.begin(), drawn.end()).size() >= 3);  // the penalty moved it
+    }
+  // A +100 bias forces a token under greedy decoding; a ban on the argmax takes the runner-up.
+  SamplerConfig force{0.0f, 0, 1.0f, 0};
+  force.logit_bias = {{4, 100.f}};
+  CHECK(Sampler(force).sample(logits) == 4);
+  force.logit_bias = {{0, -100.f}};
+  CHECK(Sampler(force).sample(logits) == 5);
+  // vocab_limit still bounds the draw after the bias.
+  force.logit_bias = {{6, 100.f}};
+  force.vocab_limit = 6;
+  CHECK(Sampler(force).sample(logits) == 0);
+}
+
+TEST_CASE("sampler: neutral penalties change nothing; bad ones throw Error(Input)", "[cpu]") {
+  const int V = 67;
+  std::vector<float> logits(V);
+  Philox rng(3);
+  for (auto& l : logits) l = rng.next_float() * 4.f;
+  SamplerConfig plain{0.9f, 20, 0.95f, 77};
+  SamplerConfig neutral = plain;
+  neutral.frequency_penalty = 0;
+  neutral.presence_penalty = 0;
+  neutral.repetition_penalty = 1;
+  CHECK(!neutral.adjusts_logits());
+  Sampler a(plain), b(neutral);
+  b.begin_sequence({1, 2, 3});
+  for (int i = 0; i < 100; ++i) REQUIRE(a.sample(logits) == b.sample(logits));
+  const auto bad = [](auto edit) {
+    SamplerConfig c;
+    edit(c);
+    return category_of([&] { Sampler s(c); });
+  };
+  CHECK(bad([](SamplerConfig& c) { c.frequency_penalty = 2.01f; }) == ErrorCategory::Input);
+  CHECK(bad([](SamplerConfig& c) { c.frequency_penalty = std::nanf(""); }) == ErrorCategory::Input);
+  CHECK(bad([](SamplerConfig& c) { c.presence_penalty = -2.5f; }) == ErrorCategory::Input);
+  CHECK(bad([](SamplerConfig& c) { c.repetition_penalty = 0.0f; }) == ErrorCategory::Input);
+  CHECK(bad([](SamplerConfig& c) { c.repetition_penalty = 10.5f; }) == ErrorCategory::Input);
+  CHECK(bad([](SamplerConfig& c) { c.repetition_penalty = INFINITY; }) == ErrorCategory::Input);
+  CHECK(bad([](SamplerConfig& c) { c.logit_bias = {{-1, 1.f}}; }) == ErrorCategory::Input);
+  CHECK(bad([](SamplerConfig& c) { c.logit_bias = {{3, 100.5f}}; }) == ErrorCategory::Input);
+  CHECK(bad([](SamplerConfig& c) { c.logit_bias = {{3, std::nanf("")}}; }) == ErrorCategory::Input);
+  SamplerConfig edge;  // the ranges' ends are allowed
+  edge.frequency_penalty = 2.0f;
+  edge.presence_penalty = -2.0f;
+  edge.repetition_penalty = 10.0f;
+  edge.logit_bias = {{3, -100.f}, {4, 100.f}};
+  CHECK_NOTHROW(Sampler(edge));
+  Sampler s(SamplerConfig{});
+  CHECK(category_of([&] { s.begin_sequence({0, -4}); }) == ErrorCategory::Input);
+  CHECK(category_of([&] { s.begin_sequence(nullptr, 2); }) == ErrorCategory::Input);
 }
 
 TEST_CASE("generate: streams the decoder's tokens and stops for each reason", "[cpu]") {

@@ -80,9 +80,12 @@ TEST_CASE("completions: wrong types are 400 naming the field", "[cpu]") {
       {"{" + P + R"(,"echo":"no"})", "echo"},
       {"{" + P + R"(,"priority":1})", "priority"},
       {"{" + P + R"(,"ignore_eos":"yes"})", "ignore_eos"},
-      {"{" + P + R"(,"frequency_penalty":0.5})", "frequency_penalty"},
+      {"{" + P + R"(,"frequency_penalty":"0.5"})", "frequency_penalty"},
       {"{" + P + R"(,"presence_penalty":"1"})", "presence_penalty"},
-      {"{" + P + R"(,"logit_bias":{"1":5}})", "logit_bias"},
+      {"{" + P + R"(,"repetition_penalty":true})", "repetition_penalty"},
+      {"{" + P + R"(,"logit_bias":[5]})", "logit_bias"},
+      {"{" + P + R"(,"logit_bias":{"1":"5"}})", R"(logit_bias["1"])"},
+      {"{" + P + R"(,"logit_bias":{"1":[5]}})", R"(logit_bias["1"])"},
       {"{" + P + R"(,"response_format":{"type":"json_object"}})", "response_format.type"},
       {"{" + P + R"(,"tools":[{"type":"function"}]})", "tools"},
       {"{" + P + R"(,"cache_prompt":0})", "cache_prompt"},
@@ -121,6 +124,20 @@ TEST_CASE("completions: out-of-range and unsupported values are 400 naming the f
       {"{" + P + R"(,"priority":"urgent"})", "priority"},
       {"{" + P + R"(,"best_of":3})", "best_of"},
       {"{" + P + R"(,"suffix":"end"})", "suffix"},
+      {"{" + P + R"(,"frequency_penalty":2.5})", "frequency_penalty"},
+      {"{" + P + R"(,"presence_penalty":-2.01})", "presence_penalty"},
+      {"{" + P + R"(,"repetition_penalty":0})", "repetition_penalty"},
+      {"{" + P + R"(,"repetition_penalty":10.5})", "repetition_penalty"},
+      {"{" + P + R"(,"logit_bias":{"1":100.5}})", R"(logit_bias["1"])"},
+      {"{" + P + R"(,"logit_bias":{"1":-101}})", R"(logit_bias["1"])"},
+      {"{" + P + R"(,"logit_bias":{"abc":1}})", "logit_bias"},
+      {"{" + P + R"(,"logit_bias":{"-1":1}})", "logit_bias"},
+      {"{" + P + R"(,"logit_bias":{"1.5":1}})", "logit_bias"},
+      {"{" + P + R"(,"logit_bias":{"":1}})", "logit_bias"},
+      {"{" + P + R"(,"logit_bias":{" 1":1}})", "logit_bias"},
+      {"{" + P + R"(,"logit_bias":{"+1":1}})", "logit_bias"},
+      {"{" + P + R"(,"logit_bias":{"2147483648":1}})", "logit_bias"},
+      {"{" + P + R"(,"logit_bias":{"7":1,"07":2}})", "logit_bias"},
   });
   // The range is named in the message.
   const ApiError e = error_of(parse_completion_request, "{" + P + R"(,"temperature":3})");
@@ -208,6 +225,24 @@ TEST_CASE("a valid completions request parses to the expected struct", "[cpu]") 
   CHECK(r.ignore_eos);
   CHECK_FALSE(r.cache_prompt);
   CHECK(r.user == "u1");
+  CHECK(r.frequency_penalty == 0.0);
+  CHECK(r.presence_penalty == 0.0);
+  CHECK(r.repetition_penalty == 1.0);
+  CHECK(r.logit_bias.empty());
+
+  // Penalties and logit_bias (OpenAI's ranges; ids as decimal strings, null biases skipped).
+  const Request pen = parse_completion_request(R"({"prompt":"x","frequency_penalty":-2,"presence_penalty":1.5,
+      "repetition_penalty":1.3,"logit_bias":{"50256":-100,"13":100,"0":0.5,"99":null}})");
+  CHECK(pen.frequency_penalty == -2.0);
+  CHECK(pen.presence_penalty == 1.5);
+  CHECK(pen.repetition_penalty == 1.3);
+  CHECK(pen.logit_bias == std::vector<std::pair<int32_t, double>>{{0, 0.5}, {13, 100.0}, {50256, -100.0}});
+  const ApiError dup = error_of(parse_completion_request, "{" + P + R"(,"logit_bias":{"7":1,"007":2}})");
+  CHECK(dup.message == "Invalid value for 'logit_bias': token id 7 appears twice.");
+  const ApiError key = error_of(parse_completion_request, "{" + P + R"(,"logit_bias":{"x1":2}})");
+  CHECK(key.message == R"(Invalid value for 'logit_bias': keys must be token ids (decimal integers >= 0), but got "x1".)");
+  const ApiError rng = error_of(parse_completion_request, "{" + P + R"(,"logit_bias":{"5":200}})");
+  CHECK(rng.message.find("[-100, 100]") != std::string::npos);
 
   // Defaults, nulls as absent, and the prompt forms.
   const Request d = parse_completion_request(

@@ -227,6 +227,72 @@ TEST_CASE("serve: a seed gives the same sampled text; another seed other text", 
   CHECK(a["choices"][0]["text"] != c["choices"][0]["text"]);
 }
 
+TEST_CASE("serve: penalties and logit_bias reach the sampler, alone or among other requests", "[cpu][serve]") {
+  SchedulerConfig sc;
+  sc.max_batch = 8;
+  Running s(sc);
+  const std::unique_ptr<Model> own = load_model(model_path());
+  const io::Tokenizer& tok = own->tokenizer();
+  std::vector<int32_t> prompt{own->info().bos};
+  const auto ids = tok.encode("Once upon a time");
+  prompt.insert(prompt.end(), ids.begin(), ids.end());
+  // The reference: models::generate over rtx-train sample's path with the same settings.
+  const auto generated = [&](const models::SamplerConfig& c) {
+    SequenceRunner runner(*own);
+    models::Sampler sampler(c);
+    return models::generate(runner, prompt, 40, sampler, -1).tokens;
+  };
+  const auto reference = [&](const models::SamplerConfig& c) { return tok.decode(generated(c)); };
+  models::SamplerConfig greedy;
+  greedy.temperature = 0;
+  const std::vector<int32_t> plain_tokens = generated(greedy);
+  const std::string plain = tok.decode(plain_tokens);
+  struct Case {
+    json fields;
+    models::SamplerConfig cfg;
+  };
+  std::vector<Case> cases;
+  {
+    models::SamplerConfig c = greedy;
+    c.frequency_penalty = 1.5f;
+    c.presence_penalty = 0.5f;
+    cases.push_back({{{"frequency_penalty", 1.5}, {"presence_penalty", 0.5}}, c});
+    c = greedy;
+    c.repetition_penalty = 1.8f;
+    cases.push_back({{{"repetition_penalty", 1.8}}, c});
+    // Ban the plain continuation's first token.
+    const int32_t first = plain_tokens.front();
+    c = greedy;
+    c.logit_bias = {{first, -100.f}};
+    cases.push_back({{{"logit_bias", {{std::to_string(first), -100}}}}, c});
+    c = models::SamplerConfig{};  // sampled, seeded: the penalties with a random draw
+    c.temperature = 0.9f;
+    c.seed = 5;
+    c.frequency_penalty = 0.8f;
+    c.logit_bias = {{first, 3.f}};
+    cases.push_back({{{"temperature", 0.9}, {"seed", 5}, {"frequency_penalty", 0.8}, {"logit_bias", {{std::to_string(first), 3}}}}, c});
+  }
+  // Concurrent neighbours with other settings must not change a request's tokens.
+  std::vector<std::future<std::pair<int, json>>> others;
+  for (int i = 0; i < 6; ++i) {
+    const json b = completion("Lily" + std::string(i, '!'), 30, 0, {{"presence_penalty", 0.25 * i}});
+    others.push_back(std::async(std::launch::async, [&s, b] { return s.post("/v1/completions", b.dump()); }));
+  }
+  for (const Case& c : cases) {
+    INFO(c.fields.dump());
+    json body = completion("Once upon a time", 40);
+    for (const auto& [k, v] : c.fields.items()) body[k] = v;
+    const auto [st, j] = s.post("/v1/completions", body.dump());
+    REQUIRE(st == 200);
+    const std::string text = j["choices"][0]["text"];
+    INFO(text);
+    CHECK(text == reference(c.cfg));
+    CHECK(text != plain);  // the field was not ignored
+  }
+  for (auto& f : others) CHECK(f.get().first == 200);
+  CHECK(s.stats().kv_blocks_used == 0);
+}
+
 TEST_CASE("serve: stop strings cut exactly, streamed or not, across token boundaries", "[cpu][serve]") {
   Running s;
   // "girl" is three tokens (" g", "ir", "l") in this vocabulary; "named L" spans two words.
@@ -310,6 +376,8 @@ TEST_CASE("serve: bad requests get OpenAI error objects with the right status", 
   expect(completion(long_prompt.substr(0, 3000), 5).dump(), 400, "prompt");
   expect(completion(std::string(5000, 'x'), 5).dump(), 413, "");
   expect(completion("hi", 5, 0, {{"cache_prompt", "no"}}).dump(), 400, "cache_prompt");
+  expect(completion("hi", 5, 0, {{"logit_bias", {{"512", 1}}}}).dump(), 400, "logit_bias");  // vocab is 512
+  expect(completion("hi", 5, 0, {{"frequency_penalty", 3}}).dump(), 400, "frequency_penalty");
   // The server still serves afterwards, with nothing leaked.
   CHECK(s.post("/v1/completions", completion("Once", 3).dump()).first == 200);
   CHECK(s.stats().kv_blocks_used == 0);

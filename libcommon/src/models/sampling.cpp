@@ -44,6 +44,63 @@ Sampler::Sampler(const SamplerConfig& cfg) : cfg_(cfg), rng_(cfg.seed, 0, 0) {
   if (!(cfg.top_p > 0.0f && cfg.top_p <= 1.0f))
     throw_input("sampler: top_p = " + std::to_string(cfg.top_p) + " must be in (0, 1]", "top_p",
                 "use 1 to disable nucleus sampling");
+  for (const auto& [name, v] : {std::pair<const char*, float>{"frequency_penalty", cfg.frequency_penalty},
+                                {"presence_penalty", cfg.presence_penalty}})
+    if (!(v >= -2.0f && v <= 2.0f))
+      throw_input(std::string("sampler: ") + name + " = " + std::to_string(v) + " must be in [-2, 2]", name,
+                  "use 0 to disable it");
+  if (!(cfg.repetition_penalty > 0.0f && cfg.repetition_penalty <= 10.0f))
+    throw_input("sampler: repetition_penalty = " + std::to_string(cfg.repetition_penalty) + " must be in (0, 10]",
+                "repetition_penalty", "use 1 to disable it");
+  for (const auto& [id, b] : cfg.logit_bias) {
+    if (id < 0)
+      throw_input("sampler: logit_bias names token id " + std::to_string(id) + ", which is < 0", "logit_bias");
+    if (!(b >= -100.0f && b <= 100.0f))
+      throw_input("sampler: logit_bias of token " + std::to_string(id) + " = " + std::to_string(b) +
+                      " must be in [-100, 100]",
+                  "logit_bias");
+  }
+}
+
+void Sampler::begin_sequence(const int32_t* prompt, int n) {
+  if (n < 0 || (n > 0 && !prompt)) throw_input("sampler: begin_sequence needs n >= 0 prompt ids", "prompt");
+  for (int i = 0; i < n; ++i)
+    if (prompt[i] < 0)
+      throw_input("sampler: prompt id " + std::to_string(prompt[i]) + " at index " + std::to_string(i) + " is < 0",
+                  "prompt");
+  counts_.clear();
+  prompt_ids_.clear();
+  if (cfg_.repetition_penalty == 1.0f) return;  // only the repetition penalty reads the prompt
+  prompt_ids_.assign(prompt, prompt + n);
+  std::sort(prompt_ids_.begin(), prompt_ids_.end());
+  prompt_ids_.erase(std::unique(prompt_ids_.begin(), prompt_ids_.end()), prompt_ids_.end());
+}
+
+int Sampler::sampled_count(int32_t id) const {
+  const auto it = counts_.find(id);
+  return it == counts_.end() ? 0 : it->second;
+}
+
+const float* Sampler::adjusted(const float* logits, int V, std::vector<float>& out) const {
+  if (!cfg_.adjusts_logits()) return logits;
+  out.assign(logits, logits + V);
+  for (const auto& [id, b] : cfg_.logit_bias)
+    if (id < V) out[id] += b;
+  const float r = cfg_.repetition_penalty;
+  const auto repeat = [&](int32_t id) { out[id] = out[id] > 0.0f ? out[id] / r : out[id] * r; };
+  if (r != 1.0f) {
+    for (int32_t id : prompt_ids_)
+      if (id < V) repeat(id);
+    for (const auto& [id, c] : counts_)
+      if (id < V && !std::binary_search(prompt_ids_.begin(), prompt_ids_.end(), id)) repeat(id);
+  }
+  if (cfg_.frequency_penalty != 0.0f || cfg_.presence_penalty != 0.0f)
+    for (const auto& [id, c] : counts_) {
+      if (id >= V) continue;
+      out[id] -= static_cast<float>(c) * cfg_.frequency_penalty;
+      out[id] -= cfg_.presence_penalty;
+    }
+  return out.data();
 }
 
 void Sampler::candidates(const float* logits, int V, std::vector<int32_t>& ids, std::vector<double>& w) const {
@@ -81,8 +138,15 @@ void Sampler::candidates(const float* logits, int V, std::vector<int32_t>& ids, 
 }
 
 int32_t Sampler::sample(const float* logits, int V) {
+  const int32_t id = draw(logits, V);
+  if (cfg_.adjusts_logits()) ++counts_[id];
+  return id;
+}
+
+int32_t Sampler::draw(const float* logits, int V) {
   check_logits(logits, V, "Sampler::sample");
   if (cfg_.vocab_limit > 0 && cfg_.vocab_limit < V) V = cfg_.vocab_limit;
+  logits = adjusted(logits, V, adj_);
   if (cfg_.temperature == 0.0f) return argmax(logits, V);
   candidates(logits, V, ids_, w_);
   double total = 0;
@@ -103,6 +167,8 @@ std::vector<double> Sampler::distribution(const float* logits, int V) const {
   check_logits(logits, V, "Sampler::distribution");
   std::vector<double> p(V, 0.0);
   if (cfg_.vocab_limit > 0 && cfg_.vocab_limit < V) V = cfg_.vocab_limit;
+  std::vector<float> adj;
+  logits = adjusted(logits, V, adj);
   if (cfg_.temperature == 0.0f) {
     p[argmax(logits, V)] = 1.0;
     return p;
@@ -144,6 +210,7 @@ GenerateResult generate(LogitsSource& dec, const std::vector<int32_t>& prompt, i
 
   GenerateResult r;
   r.prompt_tokens = static_cast<int>(prompt.size());
+  sampler.begin_sequence(prompt);
   const auto t0 = clock::now();
   const float* logits = dec.reset_and_prefill(prompt.data(), static_cast<int>(prompt.size()));
   if (max_new_tokens == 0) {

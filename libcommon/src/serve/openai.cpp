@@ -1,7 +1,9 @@
 // rtx-serve's OpenAI protocol layer: request validation, chat templates, response bodies, SSE.
 #include "rtx/serve/openai.hpp"
 
+#include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -247,16 +249,34 @@ void parse_common(const json& b, Request& r) {
     else
       fail("Invalid value for 'priority': expected 'interactive' or 'batch', but got '" + p + "'.", "priority");
   }
-  // OpenAI fields this server does not implement: accepted at their neutral value only, so a
-  // client never believes a penalty, bias, format or tool was applied when it was not.
-  for (const char* pen : {"frequency_penalty", "presence_penalty"})
-    if (const json* v = opt(b, pen))
-      if (get_number(*v, pen, -2.0, 2.0) != 0.0)
-        fail(std::string("Invalid value for '") + pen + "': penalties are not supported by this server, so it must be 0.", pen);
+  if (const json* v = opt(b, "frequency_penalty")) r.frequency_penalty = get_number(*v, "frequency_penalty", -2.0, 2.0);
+  if (const json* v = opt(b, "presence_penalty")) r.presence_penalty = get_number(*v, "presence_penalty", -2.0, 2.0);
+  if (const json* v = opt(b, "repetition_penalty"))
+    r.repetition_penalty = get_number(*v, "repetition_penalty", 0.0, 10.0, true);
   if (const json* v = opt(b, "logit_bias")) {
     if (!v->is_object()) wrong_type("logit_bias", "an object", *v);
-    if (!v->empty()) fail("Invalid value for 'logit_bias': logit_bias is not supported by this server.", "logit_bias");
+    for (const auto& [key, bias] : v->items()) {
+      const std::string p = "logit_bias[" + json(key).dump() + "]";
+      int64_t id = -1;
+      const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+      if (key.empty() || ec != std::errc() || end != key.data() + key.size() || id < 0 ||
+          id > std::numeric_limits<int32_t>::max())
+        fail("Invalid value for 'logit_bias': keys must be token ids (decimal integers >= 0), but got " +
+                 json(key).dump() + ".",
+             "logit_bias");
+      if (bias.is_null()) continue;
+      r.logit_bias.emplace_back(static_cast<int32_t>(id), get_number(bias, p, -100.0, 100.0));
+    }
+    // JSON keys are unique, but "7" and "07" name one token.
+    std::vector<int32_t> ids;
+    for (const auto& e : r.logit_bias) ids.push_back(e.first);
+    std::sort(ids.begin(), ids.end());
+    for (size_t i = 1; i < ids.size(); ++i)
+      if (ids[i] == ids[i - 1])
+        fail("Invalid value for 'logit_bias': token id " + std::to_string(ids[i]) + " appears twice.", "logit_bias");
   }
+  // OpenAI fields this server does not implement: accepted at their neutral value only, so a
+  // client never believes a format or tool was applied when it was not.
   if (const json* v = opt(b, "response_format")) {
     if (!v->is_object()) wrong_type("response_format", "an object", *v);
     const json* t = opt(*v, "type");

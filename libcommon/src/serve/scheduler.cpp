@@ -247,7 +247,9 @@ std::vector<double> latency_buckets() {
 // ---- requests ----------------------------------------------------------------------------
 
 struct RequestState {
-  RequestState(GenRequest r, EventFn f) : req(std::move(r)), on_event(std::move(f)), sampler(req.sampling) {}
+  RequestState(GenRequest r, EventFn f) : req(std::move(r)), on_event(std::move(f)), sampler(req.sampling) {
+    sampler.begin_sequence(req.prompt);  // the penalties count this request's tokens only
+  }
   GenRequest req;
   EventFn on_event;
   models::Sampler sampler;
@@ -333,6 +335,10 @@ RequestHandle Scheduler::submit(GenRequest req, EventFn on_event, Refusal* why, 
   } catch (const Error& e) {
     return refuse(Refusal::BadRequest, e.what());
   }
+  for (const auto& [id, bias] : req.sampling.logit_bias)
+    if (id >= mi.vocab)
+      return refuse(Refusal::BadRequest, "logit_bias names token " + std::to_string(id) +
+                                             ", outside the vocabulary [0, " + std::to_string(mi.vocab) + ")");
   const long want = std::min<long>(static_cast<long>(req.prompt.size()) + req.max_tokens, mi.context);
   const int reserve = kv_.blocks_for(static_cast<int>(want));
   if (reserve > kv_.total_blocks()) {

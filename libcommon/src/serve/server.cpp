@@ -263,6 +263,20 @@ struct Server::Impl {
     g.sampling.top_p = static_cast<float>(rq.top_p);
     g.sampling.top_k = rq.top_k;
     g.sampling.vocab_limit = tok.vocab_size();
+    g.sampling.frequency_penalty = static_cast<float>(rq.frequency_penalty);
+    g.sampling.presence_penalty = static_cast<float>(rq.presence_penalty);
+    g.sampling.repetition_penalty = static_cast<float>(rq.repetition_penalty);
+    for (const auto& [id, bias] : rq.logit_bias) {
+      if (id >= tok.vocab_size()) {
+        send_error(res,
+                   invalid_request("Invalid value for 'logit_bias': token id " + std::to_string(id) +
+                                       " is outside the vocabulary of " + std::to_string(tok.vocab_size()) + " tokens.",
+                                   "logit_bias", "invalid_value"),
+                   eng.label);
+        return;
+      }
+      g.sampling.logit_bias.emplace_back(id, static_cast<float>(bias));
+    }
     g.sampling.seed = rq.seed ? static_cast<uint64_t>(*rq.seed) : std::random_device{}() * 0x100000001ull;
     g.ignore_eos = rq.ignore_eos;
     g.cache_prompt = rq.cache_prompt;

@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "rtx/core/philox.hpp"
@@ -94,9 +96,30 @@ struct SamplerConfig {
   /// Draw only ids < vocab_limit (0 = all V): the rows a padded vocabulary adds beyond the
   /// tokenizer's tokens are never sampled (greedy argmax included). Error(Input) when < 0.
   int vocab_limit = 0;
+  /// OpenAI's penalties (API reference, "frequency and presence penalties"): the logit of a
+  /// token sampled c > 0 times so far in this sequence is lowered by c * frequency_penalty +
+  /// presence_penalty. Each in [-2, 2] (Error(Input) otherwise); 0 = off. Prompt tokens do not
+  /// count (as OpenAI and vLLM).
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  /// CTRL's repetition penalty (Keskar et al. 2019, eq. 2, as HF transformers and vLLM apply
+  /// it): the logit x of every token in the prompt or sampled so far becomes x / r when x > 0,
+  /// x * r otherwise. In (0, 10] (Error(Input) otherwise); 1 = off.
+  float repetition_penalty = 1.0f;
+  /// OpenAI's logit_bias: (token id, bias) pairs, each bias in [-100, 100] added to that
+  /// token's logit before everything else. Ids must be >= 0 (Error(Input)); an id >= V is
+  /// ignored at sample time (the caller checks ids against its vocabulary).
+  std::vector<std::pair<int32_t, float>> logit_bias{};
+  /// True when any of the four above changes the logits.
+  bool adjusts_logits() const {
+    return frequency_penalty != 0.0f || presence_penalty != 0.0f || repetition_penalty != 1.0f || !logit_bias.empty();
+  }
 };
 
-/// Draws token ids from logits. Order of filters (as HF transformers' warpers): divide by the
+/// Draws token ids from logits. The logits are first adjusted (when SamplerConfig asks): add
+/// logit_bias, apply repetition_penalty, then subtract the frequency and presence penalties, in
+/// float32 on a copy (the order of llama.cpp's and vLLM's samplers); greedy decoding takes the
+/// argmax of the adjusted logits. Then the filters (as HF transformers' warpers): divide by the
 /// temperature, keep the top_k largest logits (ties: lower id first), softmax in float64, keep
 /// the nucleus (Holtzman et al. 2020, "The Curious Case of Neural Text Degeneration"): the
 /// smallest prefix of the tokens sorted by probability whose mass reaches top_p (at least one
@@ -105,16 +128,26 @@ struct SamplerConfig {
 /// the n-th non-greedy sample uses stream elements 2n and 2n+1.
 class Sampler {
  public:
-  /// Error(Input) naming the field when temperature < 0 or not finite, top_k < 0, or top_p
-  /// outside (0, 1].
+  /// Error(Input) naming the field when temperature < 0 or not finite, top_k < 0, top_p
+  /// outside (0, 1], a penalty or bias outside its range, or a logit_bias id < 0.
   explicit Sampler(const SamplerConfig& cfg);
-  /// One token id in [0, V) from logits (V). Error(Input) when V < 1, logits is null, or a logit
-  /// is NaN or infinite.
+  /// Starts a sequence: forgets the tokens sampled so far (the penalties' counts) and records
+  /// the prompt's ids for repetition_penalty. The random stream is not reset. Ids < 0 are
+  /// Error(Input).
+  void begin_sequence(const int32_t* prompt, int n);
+  void begin_sequence(const std::vector<int32_t>& prompt) {
+    begin_sequence(prompt.data(), static_cast<int>(prompt.size()));
+  }
+  /// One token id in [0, V) from logits (V), counted for the penalties. Error(Input) when V < 1,
+  /// logits is null, or a logit is NaN or infinite.
   int32_t sample(const float* logits, int V);
   int32_t sample(const std::vector<float>& logits) { return sample(logits.data(), static_cast<int>(logits.size())); }
-  /// The distribution sample() draws from (V probabilities summing to 1, zero outside the
-  /// kept set); consumes no randomness. Same errors as sample().
+  /// The distribution sample() would draw from now (V probabilities summing to 1, zero outside
+  /// the kept set; penalties as of the tokens sampled so far); consumes no randomness and counts
+  /// nothing. Same errors as sample().
   std::vector<double> distribution(const float* logits, int V) const;
+  /// Times `id` was sampled since begin_sequence() (0 for an id never drawn).
+  int sampled_count(int32_t id) const;
   const SamplerConfig& config() const { return cfg_; }
   /// Random u32 consumed so far.
   uint64_t draws() const { return rng_.offset(); }
@@ -122,11 +155,20 @@ class Sampler {
  private:
   /// Kept token ids and their (unnormalised) weights, in draw order.
   void candidates(const float* logits, int V, std::vector<int32_t>& ids, std::vector<double>& w) const;
+  /// sample() without counting the drawn id.
+  int32_t draw(const float* logits, int V);
+  /// `logits` itself when nothing adjusts them, else `out` (V floats) holding the adjusted copy.
+  const float* adjusted(const float* logits, int V, std::vector<float>& out) const;
 
   SamplerConfig cfg_;
   Philox rng_;
   std::vector<int32_t> ids_;  // scratch of sample()
   std::vector<double> w_;
+  std::vector<float> adj_;    // adjusted logits (scratch of sample())
+  /// Per-sequence history for the penalties: times each id was sampled, and the prompt's
+  /// distinct ids (sorted).
+  std::unordered_map<int32_t, int> counts_;
+  std::vector<int32_t> prompt_ids_;
 };
 
 /// Index of the largest logit (the lowest id among ties). Error(Input) when V < 1 or logits null.
@@ -177,7 +219,8 @@ GenerateResult generate(LogitsSource& src, const std::vector<int32_t>& prompt, i
 /// stop_token < 0 = none); the cache full (position() == block_size, so the next step would not
 /// fit); or the callback returning false (that token is emitted). The callback may be empty.
 /// Error(Input) when the prompt is empty, longer than block_size or has an id out of range, or
-/// max_new_tokens < 0. max_new_tokens 0 only prefills.
+/// max_new_tokens < 0. max_new_tokens 0 only prefills. Calls sampler.begin_sequence(prompt)
+/// first, so the penalties count this sequence only.
 GenerateResult generate(Gpt2Decoder& dec, const std::vector<int32_t>& prompt, int max_new_tokens,
                         Sampler& sampler, int32_t stop_token = -1, const TokenCallback& on_token = {});
 

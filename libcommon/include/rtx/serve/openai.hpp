@@ -102,6 +102,15 @@ struct Request {
   /// Chat: `logprobs` bool and `top_logprobs` 0..20 (which requires logprobs=true).
   bool logprobs = false;
   int top_logprobs = 0;
+  /// OpenAI's penalties, each in [-2, 2] (0 = off): see models::SamplerConfig.
+  double frequency_penalty = 0;
+  double presence_penalty = 0;
+  /// Extension (vLLM's name; llama.cpp's repeat_penalty): CTRL's repetition penalty over the
+  /// prompt and the output, in (0, 10]; 1 = off.
+  double repetition_penalty = 1;
+  /// OpenAI's logit_bias: {"token id": bias in [-100, 100]}, ids as decimal strings (each >= 0,
+  /// no duplicates; the vocab bound is the caller's), in key order.
+  std::vector<std::pair<int32_t, double>> logit_bias;
   Priority priority = Priority::Interactive;  ///< extension: "interactive" | "batch"
   bool ignore_eos = false;              ///< extension (llama.cpp's and vLLM's name): generate past EOS
   bool cache_prompt = true;             ///< extension (llama.cpp's name): false = no prefix-cache reuse
@@ -113,7 +122,8 @@ struct Request {
 /// soon; code "invalid_json"), a body that is not an object, a missing or wrong-typed field
 /// (naming it; code "invalid_type") or an out-of-range value (naming it and the range; code
 /// "invalid_value"). Unknown fields are ignored; JSON null counts as absent.
-/// Unsupported: echo=true, n != 1, best_of != 1, suffix, more than one prompt.
+/// Unsupported: echo=true, n != 1, best_of != 1, suffix, more than one prompt, tools,
+/// response_format other than text.
 Request parse_completion_request(std::string_view body);
 /// Parse and validate a POST /v1/chat/completions body, as above. Messages: a non-empty array
 /// of {role: system|user|assistant, content: string | [{type:"text", text}]} (assistant content

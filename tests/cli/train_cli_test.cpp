@@ -9,6 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "rtx/io/gguf.hpp"
+#include "rtx/io/tokenizer.hpp"
+#include "rtx/models/checkpoint.hpp"
+#include "rtx/models/infer.hpp"
+#include "rtx/serve/generate.hpp"
+#include "rtx/serve/gpt2_serve.hpp"
 #include "test_util.hpp"
 
 using rtx::test::run;
@@ -98,6 +103,35 @@ TEST_CASE("rtx-train run, resume, sample and export end to end", "[cpu][cli]") {
   // Streaming text mode prints the prompt then the completion.
   const auto st = run(train() + " sample --ckpt " + ck + " --prompt ROMEO: --max-tokens 20 --temperature 0 -q");
   CHECK(st.out == "ROMEO:" + j1["completion"].get<std::string>() + "\n");
+  // Penalties reach the sampler: the serving engine in-process with the same settings gives the
+  // same tokens, and they differ from the plain greedy ones.
+  const std::string pen_flags = " --frequency-penalty 1.5 --presence-penalty 0.5 --repetition-penalty 1.2";
+  const auto pen = run(train() + " sample --ckpt " + ck + " --prompt ROMEO: --max-tokens 20 --temperature 0" +
+                       pen_flags + " --json");
+  INFO(pen.err);
+  REQUIRE(pen.exit_code == 0);
+  {
+    const rtx::models::Checkpoint c = rtx::models::load_checkpoint(ck, false);
+    const auto tk = rtx::io::tokenizer_from_json(c.tokenizer, ck);
+    auto model = rtx::serve::make_gpt2_model(c.model, c.params, rtx::io::tokenizer_from_json(c.tokenizer, ck),
+                                             rtx::serve::ModelInfo{});
+    rtx::serve::SequenceRunner runner(*model);
+    rtx::models::SamplerConfig sc;
+    sc.temperature = 0;
+    sc.frequency_penalty = 1.5f;
+    sc.presence_penalty = 0.5f;
+    sc.repetition_penalty = 1.2f;
+    sc.vocab_limit = tk->vocab_size();
+    rtx::models::Sampler sampler(sc);
+    const std::vector<int32_t> prompt = tk->encode("ROMEO:");
+    sampler.begin_sequence(prompt);
+    const auto r = rtx::models::generate(runner, prompt, 20, sampler, tk->eot_id());
+    CHECK(nlohmann::json::parse(pen.out)["completion"] == tk->decode(r.tokens));
+  }
+  CHECK(nlohmann::json::parse(pen.out)["completion"] != j1["completion"]);
+  const auto badpen = run(train() + " sample --ckpt " + ck + " --frequency-penalty 2.5");
+  CHECK(badpen.exit_code == 2);
+  CHECK(badpen.err.find("frequency_penalty") != std::string::npos);
   // A prompt character outside the vocabulary is an input error naming it.
   const auto badp = run(train() + " sample --ckpt " + ck + " --prompt 'caf\xc3\xa9'");
   CHECK(badp.exit_code == 2);

@@ -240,6 +240,7 @@ TEST_CASE("serve: penalties and logit_bias reach the sampler, alone or among oth
   const auto generated = [&](const models::SamplerConfig& c) {
     SequenceRunner runner(*own);
     models::Sampler sampler(c);
+    sampler.begin_sequence(prompt);
     return models::generate(runner, prompt, 40, sampler, -1).tokens;
   };
   const auto reference = [&](const models::SamplerConfig& c) { return tok.decode(generated(c)); };

@@ -31,6 +31,7 @@ struct SampleArgs {
   int max_tokens = 256;
   float temperature = 0.8f, top_p = 1.0f;
   int top_k = 200;
+  float frequency_penalty = 0.0f, presence_penalty = 0.0f, repetition_penalty = 1.0f;
 };
 
 std::unique_ptr<rtx::io::Tokenizer> checkpoint_tokenizer(const rtx::models::Checkpoint& ck, const std::string& path) {
@@ -49,6 +50,15 @@ Body add_sample(CLI::App& s, const rtx::cli::CommonOptions& common) {
   s.add_option("--temperature", a->temperature, "Softmax temperature; 0 = greedy")->capture_default_str();
   s.add_option("--top-k", a->top_k, "Keep the k most likely tokens; 0 = all")->capture_default_str();
   s.add_option("--top-p", a->top_p, "Nucleus sampling mass in (0, 1]; 1 = off")->capture_default_str();
+  s.add_option("--frequency-penalty", a->frequency_penalty,
+               "OpenAI's: a token sampled c times loses c x this from its logit, in [-2, 2]")
+      ->capture_default_str();
+  s.add_option("--presence-penalty", a->presence_penalty,
+               "OpenAI's: a token sampled at least once loses this from its logit, in [-2, 2]")
+      ->capture_default_str();
+  s.add_option("--repetition-penalty", a->repetition_penalty,
+               "CTRL's: logits of prompt and sampled tokens divided by this (x > 0) or multiplied, in (0, 10]; 1 = off")
+      ->capture_default_str();
   return [a, &common, &s]() {
     if (a->max_tokens < 0) rtx::throw_usage("--max-tokens must be >= 0", "--max-tokens");
     const rtx::models::Checkpoint ck = rtx::models::load_checkpoint(a->ckpt, false);
@@ -68,7 +78,11 @@ Body add_sample(CLI::App& s, const rtx::cli::CommonOptions& common) {
     sc.top_p = a->top_p;
     sc.vocab_limit = tok->vocab_size();  // a model wider than its tokenizer: never emit padding ids
     sc.seed = seed_given(s) ? parsed_seed(s, common.seed) : 1337;
+    sc.frequency_penalty = a->frequency_penalty;
+    sc.presence_penalty = a->presence_penalty;
+    sc.repetition_penalty = a->repetition_penalty;
     rtx::models::Sampler sampler(sc);
+    sampler.begin_sequence(prompt);  // the penalties count from here, across context windows
     // The serving engine's model: the same forward (packed weights, paged attention) as
     // rtx-serve, so a prompt and seed sample the same text here as from the server.
     auto model = rtx::serve::make_gpt2_model(ck.model, ck.params, rtx::io::tokenizer_from_json(ck.tokenizer, a->ckpt),

@@ -210,7 +210,6 @@ GenerateResult generate(LogitsSource& dec, const std::vector<int32_t>& prompt, i
 
   GenerateResult r;
   r.prompt_tokens = static_cast<int>(prompt.size());
-  sampler.begin_sequence(prompt);
   const auto t0 = clock::now();
   const float* logits = dec.reset_and_prefill(prompt.data(), static_cast<int>(prompt.size()));
   if (max_new_tokens == 0) {

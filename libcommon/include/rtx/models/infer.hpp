@@ -219,8 +219,8 @@ GenerateResult generate(LogitsSource& src, const std::vector<int32_t>& prompt, i
 /// stop_token < 0 = none); the cache full (position() == block_size, so the next step would not
 /// fit); or the callback returning false (that token is emitted). The callback may be empty.
 /// Error(Input) when the prompt is empty, longer than block_size or has an id out of range, or
-/// max_new_tokens < 0. max_new_tokens 0 only prefills. Calls sampler.begin_sequence(prompt)
-/// first, so the penalties count this sequence only.
+/// max_new_tokens < 0. max_new_tokens 0 only prefills. The sampler's penalty history goes on
+/// from earlier calls: call sampler.begin_sequence(prompt) first for a new sequence.
 GenerateResult generate(Gpt2Decoder& dec, const std::vector<int32_t>& prompt, int max_new_tokens,
                         Sampler& sampler, int32_t stop_token = -1, const TokenCallback& on_token = {});
 

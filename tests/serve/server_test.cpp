@@ -319,6 +319,59 @@ TEST_CASE("serve: stop strings cut exactly, streamed or not, across token bounda
   CHECK(std::string(kSample).rfind("Once upon a time" + text, 0) == 0);
 }
 
+TEST_CASE("serve: logprobs stop with the text a stop string cuts, streamed or not", "[cpu][serve]") {
+  Running s;
+  // " Lily" is one token that the stop "Lily" starts inside; "e" ends inside tokens; "girl"
+  // spans three.
+  for (const std::string stop : {"Lily", "girl", "e", "named L"}) {
+    INFO("stop " << stop);
+    const json body = completion("Once upon a time", 40, 0, {{"stop", stop}, {"logprobs", 2}});
+    const auto [st, j] = s.post("/v1/completions", body.dump());
+    REQUIRE(st == 200);
+    const std::string text = j["choices"][0]["text"];
+    const json& lp = j["choices"][0]["logprobs"];
+    REQUIRE(lp["tokens"].size() == lp["text_offset"].size());
+    REQUIRE(!lp["tokens"].empty());
+    // Every token starts inside the text (ASCII here: offsets in chars are bytes), and the
+    // tokens joined start with the text: only the last one may run into the stop string.
+    std::string joined;
+    for (size_t i = 0; i < lp["tokens"].size(); ++i) {
+      CHECK(lp["text_offset"][i].get<size_t>() == joined.size());
+      CHECK(lp["text_offset"][i].get<size_t>() < text.size());
+      joined += lp["tokens"][i].get<std::string>();
+    }
+    CHECK(joined.rfind(text, 0) == 0);
+    CHECK(joined.size() - lp["tokens"].back().get<std::string>().size() < text.size());
+    // Streamed: the same tokens, none before the chunk that releases its text.
+    json sb = body;
+    sb["stream"] = true;
+    std::vector<std::string> tokens;
+    std::string so_far;
+    const auto events = stream(s, "/v1/completions", sb);
+    for (size_t i = 0; i + 1 < events.size(); ++i) {
+      const json c = json::parse(events[i])["choices"][0];
+      so_far += c["text"].get<std::string>();
+      if (c["logprobs"].is_null()) continue;
+      for (size_t k = 0; k < c["logprobs"]["tokens"].size(); ++k) {
+        CHECK(c["logprobs"]["text_offset"][k].get<size_t>() < so_far.size());
+        tokens.push_back(c["logprobs"]["tokens"][k]);
+      }
+    }
+    CHECK(so_far == text);
+    CHECK(json(tokens) == lp["tokens"]);
+  }
+  // Chat: the content parts of logprobs join to the content where the stop "a" is a token.
+  const json chat = {{"messages", {{{"role", "user"}, {"content", "Once upon a time"}}}},
+                     {"max_tokens", 30}, {"temperature", 0}, {"stop", "a"}, {"logprobs", true}};
+  const auto [cst, cj] = s.post("/v1/chat/completions", chat.dump());
+  REQUIRE(cst == 200);
+  std::string joined;
+  for (const auto& t : cj["choices"][0]["logprobs"]["content"]) joined += t["token"].get<std::string>();
+  const std::string content = cj["choices"][0]["message"]["content"];
+  CHECK(joined.rfind(content, 0) == 0);
+  CHECK(joined.find('a', content.size()) == std::string::npos);
+}
+
 TEST_CASE("serve: SSE framing for completions and chat, usage chunk, [DONE]", "[cpu][serve]") {
   Running s;
   const json body = completion("Once upon a time", 9, 0, {{"stream", true}, {"stream_options", {{"include_usage", true}}}});

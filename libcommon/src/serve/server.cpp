@@ -30,8 +30,9 @@ namespace {
 /// What the scheduler thread hands to the HTTP thread of one request.
 struct Item {
   std::string text;        // client-safe text released by this event
-  bool has_token = false;  // a generated token came with it
-  TokenLogprob lp;         // when logprobs were requested
+  /// When logprobs were requested: the tokens whose text this item releases (at least partly;
+  /// TextStream::tokens_flushed), so no logprob shows text held back or cut by a stop string.
+  std::vector<TokenLogprob> lps;
   Finish finish = Finish::None;
   std::string error;
 };
@@ -49,6 +50,16 @@ struct Job {
   int completion_tokens = 0;
   RequestHandle handle;
   Scheduler* sched = nullptr;
+  std::deque<TokenLogprob> lp_held;  // logprobs of tokens pushed, not yet in an item
+  size_t lp_released = 0;            // tokens whose logprobs went into items
+
+  /// Moves the logprobs of the tokens TextStream now counts as flushed into `it`.
+  void release_logprobs(Item& it) {
+    for (; lp_released < ts.tokens_flushed() && !lp_held.empty(); ++lp_released) {
+      it.lps.push_back(std::move(lp_held.front()));
+      lp_held.pop_front();
+    }
+  }
 
   void push(Item it) {
     {
@@ -65,19 +76,22 @@ struct Job {
       it.text = ts.finish();
       it.finish = ts.stopped() ? Finish::Stop : ev.finish;
       it.error = ev.error;
+      if (logprobs) release_logprobs(it);  // the rest: tokens at or after a stop are dropped
       push(std::move(it));
       return true;
     }
     const std::string bytes = tok.token_bytes(ev.token);
     it.text = ts.push(bytes);
-    it.has_token = true;
     ++completion_tokens;
     if (logprobs) {
-      it.lp.token = bytes;
-      it.lp.logprob = ev.logprob;
-      for (const auto& [id, lp] : ev.top) it.lp.top.push_back({tok.token_bytes(id), lp});
+      TokenLogprob lp;
+      lp.token = bytes;
+      lp.logprob = ev.logprob;
+      for (const auto& [id, l] : ev.top) lp.top.push_back({tok.token_bytes(id), l});
       const auto& offs = ts.token_offsets();
-      it.lp.text_offset = offs.empty() ? 0 : static_cast<int64_t>(offs.back().char_offset);
+      lp.text_offset = offs.empty() ? 0 : static_cast<int64_t>(offs.back().char_offset);
+      lp_held.push_back(std::move(lp));
+      release_logprobs(it);
     }
     push(std::move(it));
     return !ts.stopped();
@@ -325,7 +339,7 @@ struct Server::Impl {
         }
         for (auto& it : job->take(200)) {
           text += it.text;
-          if (it.has_token && rq.logprobs) lps.push_back(std::move(it.lp));
+          for (auto& lp : it.lps) lps.push_back(std::move(lp));
           if (it.finish != Finish::None) {
             fin = it.finish;
             err = it.error;
@@ -367,11 +381,9 @@ struct Server::Impl {
               return false;
             }
             for (auto& it : job->take(100)) {
-              if (!it.text.empty() || (it.has_token && want_lp)) {
-                std::vector<TokenLogprob> one;
-                if (it.has_token && want_lp) one.push_back(it.lp);
-                const auto j = chat ? chat_chunk_content(meta, it.text, want_lp ? &one : nullptr)
-                                    : completion_chunk(meta, it.text, {}, want_lp ? &one : nullptr);
+              if (!it.text.empty() || !it.lps.empty()) {
+                const auto j = chat ? chat_chunk_content(meta, it.text, want_lp ? &it.lps : nullptr)
+                                    : completion_chunk(meta, it.text, {}, want_lp ? &it.lps : nullptr);
                 if (!write(sse_event(j))) {
                   job->sched->cancel(job->handle);
                   return false;

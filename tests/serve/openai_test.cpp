@@ -139,6 +139,15 @@ TEST_CASE("completions: out-of-range and unsupported values are 400 naming the f
       {"{" + P + R"(,"logit_bias":{"2147483648":1}})", "logit_bias"},
       {"{" + P + R"(,"logit_bias":{"7":1,"07":2}})", "logit_bias"},
   });
+  // Past int64: the range in full, also for a literal past uint64 (read as a double).
+  for (const char* seed : {"9223372036854775808", "18446744073709551616"}) {
+    const ApiError big = error_of(parse_completion_request, "{" + P + R"(,"seed":)" + seed + "}");
+    CHECK(big.param == "seed");
+    CHECK(big.message.find("[-9223372036854775808, 9223372036854775807]") != std::string::npos);
+  }
+  // A top_p that rounds to 0 in float32 (the sampler's type) is refused here, naming top_p.
+  CHECK(error_of(parse_completion_request, "{" + P + R"(,"top_p":1e-320})").param == "top_p");
+  CHECK(parse_completion_request("{" + P + R"(,"top_p":1e-30})").top_p == 1e-30);
   // The range is named in the message.
   const ApiError e = error_of(parse_completion_request, "{" + P + R"(,"temperature":3})");
   CHECK(e.message.find("[0, 2]") != std::string::npos);
@@ -180,7 +189,24 @@ TEST_CASE("chat: wrong types and out-of-range values are 400 naming the field", 
       {"{" + M + R"(,"stop":[1]})", "stop[0]"},
       {"{" + M + R"(,"stream":"yes"})", "stream"},
       {"{" + M + R"(,"priority":"low"})", "priority"},
+      {"{" + M + R"(,"functions":[{"name":"f"}]})", "functions"},
+      {"{" + M + R"(,"functions":{}})", "functions"},
+      {"{" + M + R"(,"tool_choice":"required"})", "tool_choice"},
+      {"{" + M + R"(,"tool_choice":{"type":"function"}})", "tool_choice"},
+      {"{" + M + R"(,"function_call":"auto2"})", "function_call"},
+      {"{" + M + R"(,"modalities":["text","audio"]})", "modalities"},
+      {"{" + M + R"(,"modalities":"text"})", "modalities"},
+      {"{" + M + R"(,"reasoning_effort":"low"})", "reasoning_effort"},
+      {"{" + M + R"(,"audio":{"voice":"x"}})", "audio"},
+      {"{" + M + R"(,"prediction":{"type":"content"}})", "prediction"},
+      {R"({"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"1"}]}]})", "messages[0].tool_calls"},
+      {R"({"messages":[{"role":"assistant","content":"","function_call":{"name":"f"}}]})", "messages[0].function_call"},
   });
+  // Their neutral values pass.
+  const Request ok = parse_chat_request("{" + M + R"(,"functions":[],"tool_choice":"none","function_call":"auto",
+      "modalities":["text"],"parallel_tool_calls":false,"reasoning_effort":null})");
+  CHECK(ok.messages.size() == 1);
+  CHECK(parse_chat_request(R"({"messages":[{"role":"assistant","content":"x","tool_calls":[]}]})").messages.size() == 1);
 }
 
 TEST_CASE("malformed JSON names the byte offset", "[cpu]") {

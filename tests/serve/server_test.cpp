@@ -437,6 +437,26 @@ TEST_CASE("serve: bad requests get OpenAI error objects with the right status", 
   CHECK(s.stats().kv_blocks_used == 0);
 }
 
+TEST_CASE("serve: chat's default max_tokens fits a KV pool smaller than the context", "[cpu][serve]") {
+  SchedulerConfig sc;
+  sc.kv_block_tokens = 16;
+  sc.kv_blocks = 4;  // 64 positions; the context is 512
+  Running s(sc);
+  const json chat = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"temperature", 0}, {"ignore_eos", true}};
+  const auto [st, j] = s.post("/v1/chat/completions", chat.dump());
+  INFO(j.dump());
+  REQUIRE(st == 200);
+  CHECK(j["choices"][0]["finish_reason"] == "length");
+  CHECK(j["usage"]["prompt_tokens"].get<int>() + j["usage"]["completion_tokens"].get<int>() == 64);
+  // Asked for explicitly, a max_tokens past the pool is still refused, naming max_tokens.
+  json big = chat;
+  big["max_tokens"] = 100;
+  const auto [st2, e] = s.post("/v1/chat/completions", big.dump());
+  CHECK(st2 == 400);
+  CHECK(e["error"]["param"] == "max_tokens");
+  CHECK(s.stats().kv_blocks_used == 0);
+}
+
 TEST_CASE("serve: a known route with the wrong method is 405 with Allow; /v1/models/{id}", "[cpu][serve]") {
   Running s;
   auto c = s.client();

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -142,12 +143,13 @@ bool get_bool(const json& v, const std::string& param) {
 
 // An integer in [lo, hi]; decimals (even 5.0) are a type error, as in OpenAI's API.
 int64_t get_int(const json& v, const std::string& param, int64_t lo, int64_t hi) {
+  const auto range = [&] { return "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]"; };
+  // An integer literal past uint64 (2^64) reaches us as a double: out of range, not a decimal.
+  if (v.is_number_float() && std::isfinite(v.get<double>()) && std::fabs(v.get<double>()) >= 0x1p63 &&
+      std::nearbyint(v.get<double>()) == v.get<double>())
+    fail("Invalid value for '" + param + "': expected an integer in " + range() + ", but got " + v.dump() + ".",
+         param);
   if (!v.is_number_integer()) wrong_type(param, "an integer", v);
-  const auto range = [&] {
-    std::string r = "[" + std::to_string(lo) + ", ";
-    r += hi == std::numeric_limits<int64_t>::max() ? std::string("inf)") : std::to_string(hi) + "]";
-    return r;
-  };
   if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
     fail("Invalid value for '" + param + "': expected an integer in " + range() + ", but got " + v.dump() + ".",
          param);
@@ -204,7 +206,12 @@ void parse_common(const json& b, Request& r) {
   if (const json* v = opt(b, "max_tokens"))
     r.max_tokens = get_int(*v, "max_tokens", 1, std::numeric_limits<int32_t>::max());
   if (const json* v = opt(b, "temperature")) r.temperature = get_number(*v, "temperature", 0.0, 2.0);
-  if (const json* v = opt(b, "top_p")) r.top_p = get_number(*v, "top_p", 0.0, 1.0, true);
+  if (const json* v = opt(b, "top_p")) {
+    r.top_p = get_number(*v, "top_p", 0.0, 1.0, true);
+    if (!(static_cast<float>(r.top_p) > 0.0f))  // the sampler works in float32
+      fail("Invalid value for 'top_p': " + v->dump() + " is too small (below float32's least positive value).",
+           "top_p");
+  }
   if (const json* v = opt(b, "top_k"))
     r.top_k = static_cast<int>(get_int(*v, "top_k", 0, std::numeric_limits<int32_t>::max()));
   if (const json* v = opt(b, "seed"))
@@ -405,8 +412,33 @@ Request parse_chat_request(std::string_view body) {
     if (content == m.end())
       fail("Missing required parameter: '" + p + ".content'.", p + ".content", "missing_required_parameter");
     msg.content = parse_content(*content, p + ".content", msg.role == "assistant");
+    for (const char* calls : {"tool_calls", "function_call"})
+      if (const json* v = opt(m, calls))
+        if (!(v->is_array() && v->empty()))
+          fail("Invalid value for '" + p + "." + calls + "': tool calls are not supported by this server.",
+               p + "." + calls);
     r.messages.push_back(std::move(msg));
   }
+  // Chat fields this server does not implement: neutral values only (see parse_common).
+  if (const json* v = opt(b, "functions")) {
+    if (!v->is_array()) wrong_type("functions", "an array", *v);
+    if (!v->empty()) fail("Invalid value for 'functions': function calls are not supported by this server.", "functions");
+  }
+  for (const char* choice : {"tool_choice", "function_call"})
+    if (const json* v = opt(b, choice))
+      if (!(v->is_string() && (v->get<std::string>() == "none" || v->get<std::string>() == "auto")))
+        fail(std::string("Invalid value for '") + choice +
+                 "': tool calls are not supported by this server, so only 'none' or 'auto' is accepted.",
+             choice);
+  if (const json* v = opt(b, "modalities")) {
+    if (!v->is_array()) wrong_type("modalities", "an array", *v);
+    for (const auto& m : *v)
+      if (!(m.is_string() && m.get<std::string>() == "text"))
+        fail("Invalid value for 'modalities': only 'text' is supported by this server.", "modalities");
+  }
+  for (const char* field : {"reasoning_effort", "audio", "prediction", "web_search_options"})
+    if (opt(b, field))
+      fail(std::string("Unsupported parameter: '") + field + "' is not supported with this model.", field);
 
   if (const json* v = opt(b, "logprobs")) r.logprobs = get_bool(*v, "logprobs");
   if (const json* v = opt(b, "top_logprobs")) {
@@ -504,7 +536,7 @@ std::string render_llama2(const ChatTemplate& t, const std::vector<ChatMessage>&
     first = 1;
   }
   if (first >= msgs.size())
-    throw ApiException(invalid_request("The llama2 chat template needs a user message.", "messages"));
+    throw ApiException(invalid_request("The llama2 chat template needs a user message.", "messages", "invalid_value"));
   std::string out = t.bos;
   for (size_t i = first; i < msgs.size(); ++i) {
     const bool want_user = (i - first) % 2 == 0;
@@ -513,7 +545,7 @@ std::string render_llama2(const ChatTemplate& t, const std::vector<ChatMessage>&
       const std::string p = "messages[" + std::to_string(i) + "].role";
       throw ApiException(invalid_request("Conversation roles must alternate user/assistant/user/assistant/... "
                                          "(a system message may only come first) for the llama2 chat template.",
-                                         p));
+                                         p, "invalid_value"));
     }
     std::string content = msgs[i].content;
     if (i == first && has_system) content = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content;
@@ -533,7 +565,7 @@ std::string render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& m
   for (const auto& m : messages) {
     const ChatTemplate::Affix& a = m.role == "system" ? t.system : m.role == "user" ? t.user : t.assistant;
     if (m.role != "system" && m.role != "user" && m.role != "assistant")
-      throw ApiException(invalid_request("unknown role '" + m.role + "'", "messages"));
+      throw ApiException(invalid_request("unknown role '" + m.role + "'", "messages", "invalid_value"));
     out += a.prefix;
     out += m.content;
     out += a.suffix;

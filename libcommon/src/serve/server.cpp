@@ -245,7 +245,7 @@ struct Server::Impl {
             throw ApiException(invalid_request("prompt token " + std::to_string(g.prompt[i]) + " at index " +
                                                    std::to_string(i) + " is outside the vocabulary of " +
                                                    std::to_string(tok.vocab_size()) + " tokens",
-                                               "prompt"));
+                                               "prompt", "invalid_value"));
       } else {
         const std::string text = ep == Endpoint::Completions ? rq.prompt : render_chat(cfg.chat, rq.messages);
         if (mi.bos >= 0) g.prompt.push_back(mi.bos);
@@ -256,18 +256,22 @@ struct Server::Impl {
       send_error(res, e.error(), eng.label);
       return;
     } catch (const Error& e) {
-      send_error(res, invalid_request(std::string("the ") + param + " cannot be tokenized: " + e.what(), param),
+      send_error(res, invalid_request(std::string("the ") + param + " cannot be tokenized: " + e.what(), param, "invalid_value"),
                  eng.label);
       return;
     }
     if (g.prompt.empty()) {
-      send_error(res, invalid_request("the prompt is empty (no tokens); send at least one character", param), eng.label);
+      send_error(res, invalid_request("the prompt is empty (no tokens); send at least one character", param, "invalid_value"), eng.label);
       return;
     }
     const int64_t P = static_cast<int64_t>(g.prompt.size());
     int64_t max_tokens = rq.max_tokens ? *rq.max_tokens
                                        : (ep == Endpoint::Completions ? cfg.default_max_tokens : mi.context - P);
-    if (!rq.max_tokens) max_tokens = std::max<int64_t>(0, std::min<int64_t>(max_tokens, mi.context - P));
+    // A default (not asked for) fits what is left of the context and of the KV pool, so a chat
+    // request without max_tokens is not refused on a pool smaller than one full context.
+    if (!rq.max_tokens)
+      max_tokens = std::max<int64_t>(
+          0, std::min<int64_t>({max_tokens, mi.context - P, static_cast<int64_t>(eng.scheduler->kv_pool_positions()) - P}));
     if (auto e = check_context(P, max_tokens, mi.context, param)) {
       send_error(res, *e, eng.label);
       return;
@@ -316,7 +320,7 @@ struct Server::Impl {
         send_error(res, invalid_request(detail, param, "context_length_exceeded"), eng.label);
       else if (why == Scheduler::Refusal::CompletionTooLong)
         send_error(res, invalid_request(detail, "max_tokens", "context_length_exceeded"), eng.label);
-      else send_error(res, invalid_request(detail, param), eng.label);
+      else send_error(res, invalid_request(detail, param, "invalid_value"), eng.label);
       return;
     }
     ResponseMeta meta;

@@ -127,7 +127,10 @@ struct Request {
 Request parse_completion_request(std::string_view body);
 /// Parse and validate a POST /v1/chat/completions body, as above. Messages: a non-empty array
 /// of {role: system|user|assistant, content: string | [{type:"text", text}]} (assistant content
-/// may be null, read as ""). Unsupported: n != 1, non-text content parts.
+/// may be null, read as ""). Unsupported: n != 1, non-text content parts, tool and function
+/// calls (`tools`/`functions` non-empty, `tool_choice`/`function_call` other than "none" or
+/// "auto", a message's `tool_calls`), `modalities` other than ["text"], `reasoning_effort`,
+/// `audio`, `prediction`, `web_search_options`.
 Request parse_chat_request(std::string_view body);
 
 // ---- chat templates -----------------------------------------------------------------------------

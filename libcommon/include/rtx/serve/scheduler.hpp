@@ -244,6 +244,9 @@ class Scheduler {
   void shutdown(double deadline_s);
   SchedulerStats stats() const;
   const SchedulerConfig& config() const { return cfg_; }
+  /// Positions the whole KV pool holds (blocks x positions per block): the most prompt +
+  /// max_tokens one request can reserve.
+  long kv_pool_positions() const { return static_cast<long>(kv_.total_blocks()) * kv_.block_tokens(); }
   Model& model() { return model_; }
   const Histogram& ttft() const { return ttft_; }
   const Histogram& tpot() const { return tpot_; }

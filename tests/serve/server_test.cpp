@@ -629,16 +629,33 @@ TEST_CASE("serve: TRACE on a route is 405; a garbage request line is logged with
       INFO(got);
       CHECK(got.rfind("HTTP/1.1 400", 0) == 0);
     }
+    {  // bytes from 0x80 up, raw and %-encoded: escaped, so the log stays valid UTF-8 (ASCII)
+      RawConn c(s.port);
+      REQUIRE(c.send("GET /caf\xC3\xA9%FF\xC3( HTTP/1.1\r\nHost: x\r\n\r\n"));
+      CHECK(c.read_all(5).rfind("HTTP/1.1 404", 0) == 0);
+    }
+    {  // refused on the request line, answered by the guard: logged too
+      RawConn c(s.port);
+      REQUIRE(c.send("GET /health?" + std::string(9000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n"));
+      CHECK(c.read_all(5).rfind("HTTP/1.1 414", 0) == 0);
+    }
   }
   const std::vector<std::string> lines = read_lines_and_close(log);
-  REQUIRE(lines.size() == 2);
-  const std::regex re(R"(^\S+ \S+ \S+ \S+ (\d{3}) (\d+\.\d) (\S+)\n$)");  // 7 fields, ms not negative
+  REQUIRE(lines.size() == 4);
+  // 7 fields, ms not negative; the client's address is known even where the request line did
+  // not parse.
+  const std::regex re(R"(^\S+ 127\.0\.0\.1 (\S+) (\S+) (\d{3}) (\d+\.\d) (\S+)\n$)");
+  std::vector<std::string> paths;
   for (const auto& line : lines) {
     INFO(line);
     std::smatch m;
     REQUIRE(std::regex_match(line, m, re));
-    CHECK(std::stod(m[2]) < 5000);
+    CHECK(std::stod(m[4]) < 5000);
+    for (const unsigned char ch : line) CHECK(ch < 0x80);
+    paths.push_back(m[1].str() + " " + m[2].str() + " " + m[3].str());
   }
+  CHECK(paths == std::vector<std::string>{"TRACE /v1/completions 405", "GARBAGE - 400", "GET /caf\\xC3\\xA9\\xFF\\xC3( 404",
+                                          "GET - 414"});
 }
 
 TEST_CASE("serve: a non-streamed request whose client goes away frees its slot at once", "[cpu][serve]") {
@@ -712,13 +729,16 @@ TEST_CASE("serve: header floods get 431, slow clients 408, within the configured
     CHECK(std::chrono::duration<double>(clock::now() - t0).count() < 3);
     CHECK(s.metric("rtx_http_refused_total{reason=\"timeout\"}") == 2);
   }
-  SECTION("a bare-LF or CR-CR-LF line does not end the headers (cpp-httplib skips it and reads on)") {
+  SECTION("a bare-LF or CR-CR-LF line does not end the headers: it is refused (cpp-httplib would skip it)") {
     for (const char* odd : {"\n", "\r\r\n"}) {
       RawConn c(s.port);
       std::string req = std::string("GET /health HTTP/1.1\r\nHost: x\r\n") + odd;
       for (int i = 0; i < 25; ++i) req += "X-H" + std::to_string(i) + ": 1\r\n";
       c.send(req + "\r\n");
-      CHECK(c.read_all(5).rfind("HTTP/1.1 431 ", 0) == 0);
+      const std::string r = c.read_all(5);
+      INFO(r);
+      CHECK(r.rfind("HTTP/1.1 400 ", 0) == 0);
+      CHECK_THAT(r, Catch::Contains("\"code\":\"bad_request\"") && Catch::Contains("header line 2"));
     }
   }
   SECTION("refusals before the body is read close the connection: nothing smuggled in the body runs") {
@@ -788,6 +808,160 @@ TEST_CASE("serve: header floods get 431, slow clients 408, within the configured
   auto h = c.Get("/health");
   REQUIRE(h);
   CHECK(h->status == 200);
+}
+
+namespace {
+
+/// The values of header `name` in the head of response `r` (up to the blank line).
+std::vector<std::string> header_values(const std::string& r, const std::string& name) {
+  std::vector<std::string> out;
+  const std::string head = r.substr(0, r.find("\r\n\r\n"));
+  size_t at = head.find("\r\n");
+  while (at != std::string::npos) {
+    const size_t end = head.find("\r\n", at + 2);
+    const std::string line = head.substr(at + 2, end == std::string::npos ? std::string::npos : end - at - 2);
+    if (line.rfind(name + ": ", 0) == 0) out.push_back(line.substr(name.size() + 2));
+    at = end;
+  }
+  return out;
+}
+
+/// The JSON body of response `r`.
+json body_of(const std::string& r) {
+  const size_t at = r.find("\r\n\r\n");
+  return at == std::string::npos ? json() : json::parse(r.substr(at + 4), nullptr, false);
+}
+
+}  // namespace
+
+TEST_CASE("serve: long request lines get 414, long header lines 431, each with a message; one Connection: close",
+          "[cpu][serve]") {
+  Running s;
+  // Closing answers carry one "Connection: close" and no "Keep-Alive".
+  const auto closes_once = [](const std::string& r) {
+    CHECK(header_values(r, "Connection") == std::vector<std::string>{"close"});
+    CHECK(header_values(r, "Keep-Alive").empty());
+  };
+  for (const size_t n : {10000, 70000}) {  // under and over --max-header-bytes (64 KiB)
+    RawConn c(s.port);
+    c.send("GET /health?" + std::string(n, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n");
+    const std::string r = c.read_all(5);
+    INFO(n << ": " << r.substr(0, 300));
+    REQUIRE(r.rfind("HTTP/1.1 414 ", 0) == 0);
+    const json j = body_of(r);
+    CHECK(j["error"]["code"] == "uri_too_long");
+    CHECK_THAT(j["error"]["message"].get<std::string>(), Catch::Contains("request line exceeds 8192 bytes"));
+    closes_once(r);
+  }
+  {
+    RawConn c(s.port);
+    c.send("GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(10000, 'a') + "\r\n\r\n");
+    const std::string r = c.read_all(5);
+    INFO(r.substr(0, 300));
+    REQUIRE(r.rfind("HTTP/1.1 431 ", 0) == 0);
+    const json j = body_of(r);
+    CHECK(j["error"]["code"] == "headers_too_large");
+    CHECK_THAT(j["error"]["message"].get<std::string>(), Catch::Contains("a header line exceeds 8192 bytes"));
+    closes_once(r);
+  }
+  {  // any 4xx from the error handler (here 404), on a connection that would otherwise be kept
+    RawConn c(s.port);
+    c.send("GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n");
+    const std::string r = c.read_all(5);
+    REQUIRE(r.rfind("HTTP/1.1 404 ", 0) == 0);
+    closes_once(r);
+  }
+  {  // the last request a keep-alive connection takes, refused: still one Connection header
+    RawConn c(s.port);
+    std::string reqs;
+    for (int i = 0; i < 4; ++i) reqs += "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    c.send(reqs + "GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n");
+    const std::string r = c.read_all(5);
+    const size_t at = r.find("HTTP/1.1 404 ");
+    REQUIRE(at != std::string::npos);
+    closes_once(r.substr(at));
+  }
+  // A 200 keeps the connection.
+  RawConn c(s.port);
+  c.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  const std::string r = c.read_all(1);
+  CHECK(header_values(r, "Connection").empty());
+  CHECK(header_values(r, "Keep-Alive").size() == 1);
+}
+
+TEST_CASE("serve: requests RFC 9112 says to reject are refused at once, naming what is wrong", "[cpu][serve]") {
+  ServerConfig cfg;
+  cfg.max_body_bytes = 1000;
+  Running s({}, cfg);
+  using clock = std::chrono::steady_clock;
+  const std::string body = completion("Once", 1).dump();
+  const auto hex = [](size_t n) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%zx", n);
+    return std::string(b);
+  };
+  const std::string chunked_body = hex(body.size()) + "\r\n" + body + "\r\n0\r\n\r\n";
+  const std::string post = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n";
+  struct Case {
+    std::string request;
+    int status;
+    std::string code, says;
+  };
+  const std::vector<Case> cases = {
+      // Framing: answered at once, not when cpp-httplib's 30 s read timeout ends the body.
+      {post + "Transfer-Encoding: gzip, chunked\r\n\r\n" + chunked_body, 501, "not_implemented", "transfer coding 'gzip'"},
+      {post + "Transfer-Encoding: chunked, identity\r\n\r\n" + chunked_body, 400, "bad_framing", "chunked must be the last"},
+      {post + "Transfer-Encoding: gzip\r\n\r\n" + body, 400, "bad_framing", "chunked must be the last"},
+      {post + "Transfer-Encoding: chunked\r\n\r\n-1d\r\n" + body + "\r\n0\r\n\r\n", 400, "bad_framing", "not a hex digit"},
+      {post + "Transfer-Encoding: chunked\r\n\r\n" + hex(body.size() - 4) + "\r\n" + body + "\r\n0\r\n\r\n", 400, "bad_framing",
+       "longer than its size"},
+      {post + "Transfer-Encoding: chunked\r\n\r\n" + hex(body.size()) + "\r\n" + body + "\r\n0\r\nX-Trailer: 1\r\n\r\n", 400,
+       "bad_framing", "trailer"},
+      {post + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked_body, 400, "bad_framing",
+       "Transfer-Encoding sent 2 times"},
+      {"POST /v1/completions HTTP/1.0\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" +
+           chunked_body,
+       400, "bad_framing", "HTTP/1.0"},
+      {post + "Transfer-Encoding: chunked\r\n\r\n800\r\n", 413, "request_too_large", "1000 bytes"},  // over --max-body-bytes
+      {post + "Content-Length: %31%30\r\n\r\n" + body, 400, "bad_framing", "not a byte count"},  // cpp-httplib decodes it to 10
+      // Header syntax.
+      {"GET /health HTTP/1.1\r\nHost : x\r\n\r\n", 400, "bad_request", "whitespace between the header name 'Host'"},
+      {"GET /health HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n", 400, "bad_request", "header line 2 has no colon"},
+      {"GET /health HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n 2\r\n\r\n", 400, "bad_request", "obsolete line folding"},
+      {std::string("GET /health HTTP/1.1\r\nHost: x\r\nX-A: a\0b\r\n\r\n", 43), 400, "bad_request",
+       "header 'X-A' has a NUL byte"},
+      {"GET /health HTTP/1.1\r\nHost: x\r\nX-A: a\rb\r\n\r\n", 400, "bad_request", "a bare CR"},
+      {"GET /health HTTP/1.1\r\nHo(st: x\r\n\r\n", 400, "bad_request", "not allowed in a name"},
+      // Methods and codings the server does not implement.
+      {"FOO /health HTTP/1.1\r\nHost: x\r\n\r\n", 501, "not_implemented", "method 'FOO' is not implemented"},
+      {post + "Content-Encoding: gzip\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body, 415,
+       "unsupported_content_encoding", "Content-Encoding 'gzip'"},
+  };
+  for (const auto& c : cases) {
+    RawConn conn(s.port);
+    const auto t0 = clock::now();
+    conn.send(c.request);
+    const std::string r = conn.read_all(5);
+    const double took = std::chrono::duration<double>(clock::now() - t0).count();
+    INFO(c.request.substr(0, 160) << "\n -> " << r.substr(0, 400));
+    CHECK(r.rfind("HTTP/1.1 " + std::to_string(c.status) + " ", 0) == 0);
+    const json j = body_of(r);
+    REQUIRE(j.is_object());
+    CHECK(j["error"]["code"] == c.code);
+    CHECK_THAT(j["error"]["message"].get<std::string>(), Catch::Contains(c.says));
+    CHECK(header_values(r, "Connection") == std::vector<std::string>{"close"});
+    CHECK(took < 3);
+  }
+  // Well-formed chunked bodies (with a chunk extension, in two chunks) still work, pipelined.
+  const std::string two = post + "Transfer-Encoding: chunked\r\n\r\n5;ext=1\r\n" + body.substr(0, 5) + "\r\n" +
+                          hex(body.size() - 5) + "\r\n" + body.substr(5) + "\r\n0\r\n\r\n";
+  RawConn conn(s.port);
+  conn.send(two + two + "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  const std::string r = conn.read_all(10);
+  size_t oks = 0;
+  for (size_t at = r.find("HTTP/1.1 200 "); at != std::string::npos; at = r.find("HTTP/1.1 200 ", at + 1)) ++oks;
+  CHECK(oks == 3);
+  CHECK(s.stats().kv_blocks_used == 0);
 }
 
 TEST_CASE("serve: a full queue answers 429 with Retry-After; a disconnect frees the slot", "[cpu][serve]") {

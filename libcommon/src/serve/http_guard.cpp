@@ -12,8 +12,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cctype>
+#include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <string_view>
 #include <vector>
 
 namespace rtx::serve {
@@ -26,6 +29,48 @@ thread_local GuardRefusal t_refusal = GuardRefusal::None;
 thread_local bool t_close_after = false;
 thread_local Clock::time_point t_request_start = Clock::now();
 thread_local socket_t t_sock = INVALID_SOCKET;  // the connection this thread is serving
+thread_local std::string t_detail;                // what is wrong, for the syntax refusals
+thread_local std::string t_peer;                  // the peer's address, for the access log
+
+/// cpp-httplib's limit on one header line and on the request line, CRLF included.
+constexpr size_t kLineMax = CPPHTTPLIB_HEADER_MAX_LENGTH;
+constexpr size_t kRequestLineMax = CPPHTTPLIB_REQUEST_URI_MAX_LENGTH;
+/// Most bytes of one chunk-size line (with its extensions).
+constexpr size_t kChunkLineMax = 1024;
+
+/// Whether `c` may be in a token (a method or a header name; RFC 9110 5.6.2).
+bool tchar(unsigned char c) {
+  return std::isalnum(c) || (c != 0 && std::strchr("!#$%&'*+-.^_`|~", c) != nullptr);
+}
+
+/// `s` cut to 60 bytes, bytes outside printable ASCII as \xNN, for a message.
+std::string shown(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size() && i < 60; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02X", c);
+      out += hex;
+    }
+  }
+  if (s.size() > 60) out += "...";
+  return out;
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string_view trim_ows(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
 
 /// Milliseconds from now until `t`, rounded up (0 when past), capped at `cap_ms`.
 int ms_until(Clock::time_point t, int cap_ms) {
@@ -48,21 +93,39 @@ std::string addr_text(const sockaddr_storage& a, int& port) {
 }
 
 /// A socket stream with a read buffer that watches the bytes it hands to cpp-httplib: until the
-/// empty line that ends a request's headers it counts bytes and lines against the limits, and
-/// every read of a request is bounded by its deadlines. A refused read returns -1 (cpp-httplib
-/// then answers through the error handler, which reads current_guard_refusal()).
+/// empty line that ends a request's headers it counts bytes and lines against the limits and
+/// checks each line's syntax; a chunked body's framing is checked as it passes; and every read
+/// of a request is bounded by its deadlines. A refused read returns -1 (cpp-httplib then
+/// answers through the error handler, which reads current_guard_refusal(); a refusal on the
+/// request line, which cpp-httplib does not answer, is answered by the connection loop).
 class GuardStream final : public httplib::Stream {
  public:
-  GuardStream(socket_t sock, const HttpLimits& l, int read_timeout_ms, int write_timeout_ms)
-      : sock_(sock), limits_(l), read_timeout_ms_(read_timeout_ms), write_timeout_ms_(write_timeout_ms), buf_(16 << 10) {}
+  GuardStream(socket_t sock, const HttpLimits& l, size_t max_body, int read_timeout_ms, int write_timeout_ms)
+      : sock_(sock), limits_(l), max_body_(max_body), read_timeout_ms_(read_timeout_ms),
+        write_timeout_ms_(write_timeout_ms), buf_(16 << 10) {}
 
   /// Start a request: header counters and deadlines from now.
   void begin_request() {
     in_headers_ = true;
     header_bytes_ = header_lines_ = 0;
-    line_bytes_ = 0;
-    prev_ = 0;
+    line_.clear();
+    written_ = 0;
+    method_.clear();
+    target_.clear();
+    http10_ = false;
+    te_lines_ = 0;
+    te_.clear();
+    content_encoding_.clear();
+    content_length_.clear();
+    has_content_length_ = false;
+    chunked_ = false;
+    chunk_state_ = ChunkState::Size;
+    chunk_left_ = body_bytes_ = 0;
+    chunk_line_ = 0;
+    chunk_digits_ = 0;
+    ext_ = false;
     t_close_after = false;
+    t_detail.clear();
     const auto now = Clock::now();
     t_request_start = now;
     header_deadline_ = now + std::chrono::microseconds(static_cast<int64_t>(limits_.header_timeout_s * 1e6));
@@ -70,6 +133,12 @@ class GuardStream final : public httplib::Stream {
     t_refusal = GuardRefusal::None;
   }
   bool buffered() const { return pos_ < len_; }
+  /// Bytes written for the current request (0: nothing answered yet).
+  size_t written() const { return written_; }
+  /// The request line's method and target, as far as they arrived (for the access log of a
+  /// refusal the connection loop answers).
+  const std::string& method() const { return method_; }
+  const std::string& target() const { return target_; }
 
   bool is_readable() const override { return buffered() || wait(POLLIN, read_timeout_ms_); }
   bool is_writable() const override {
@@ -117,33 +186,18 @@ class GuardStream final : public httplib::Stream {
     }
     size_t k = std::min(size, len_ - pos_);
     if (in_headers_) {
-      // Hand out bytes up to the end of the headers at most, counting them.
+      // Hand out bytes up to the end of the headers at most, counting and checking them.
       for (size_t i = 0; i < k; ++i) {
         const char c = buf_[pos_ + i];
-        if (++header_bytes_ > limits_.max_header_bytes) {
-          t_refusal = GuardRefusal::HeadersTooLarge;
-          return -1;
-        }
-        if (c != '\n') {
-          ++line_bytes_;
-          prev_ = c;
-          continue;
-        }
-        // Only a line that is exactly CRLF ends the headers, as cpp-httplib reads them (it skips
-        // a bare-LF line and reads on): anything else is one more header line, counted.
-        const bool blank = line_bytes_ == 1 && prev_ == '\r' && header_lines_ > 0;
-        line_bytes_ = 0;
-        prev_ = c;
-        if (blank) {  // the end of the headers (not counted as a line)
-          in_headers_ = false;
+        if (!header_byte(c)) return -1;
+        if (!in_headers_) {  // that byte ended the headers
           k = i + 1;
           break;
         }
-        if (++header_lines_ > limits_.max_header_lines) {
-          t_refusal = GuardRefusal::HeadersTooLarge;
-          return -1;
-        }
       }
+    } else if (chunked_) {
+      for (size_t i = 0; i < k; ++i)
+        if (!chunk_byte(buf_[pos_ + i])) return -1;
     }
     std::memcpy(ptr, buf_.data() + pos_, k);
     pos_ += k;
@@ -156,6 +210,7 @@ class GuardStream final : public httplib::Stream {
     do {
       n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
     } while (n < 0 && errno == EINTR);
+    if (n > 0) written_ += static_cast<size_t>(n);
     return n;
   }
 
@@ -172,6 +227,210 @@ class GuardStream final : public httplib::Stream {
   socket_t socket() const override { return sock_; }
 
  private:
+  enum class ChunkState { Size, SizeTail, SizeLf, Data, DataCr, DataLf, LastCr, LastLf, Done };
+
+  bool refuse(GuardRefusal why, std::string detail = {}) {
+    t_refusal = why;
+    t_detail = std::move(detail);
+    return false;
+  }
+
+  /// One byte of the request line or headers; false (and a refusal) to stop.
+  bool header_byte(char c) {
+    if (++header_bytes_ > limits_.max_header_bytes)
+      return refuse(header_lines_ == 0 ? GuardRefusal::UriTooLong : GuardRefusal::HeadersTooLarge);
+    if (c != '\n') {
+      // cpp-httplib refuses a longer line after reading it whole; refuse it as it grows.
+      if (header_lines_ == 0 && line_.size() + 1 >= std::min(kRequestLineMax, limits_.max_header_bytes)) {
+        if (const size_t sp = line_.find(' '); sp != std::string::npos) method_ = line_.substr(0, sp);
+        return refuse(GuardRefusal::UriTooLong);
+      }
+      if (header_lines_ > 0 && line_.size() + 1 >= kLineMax) return refuse(GuardRefusal::HeaderLineTooLong);
+      line_ += c;
+      return true;
+    }
+    // A whole line, its LF not in line_.
+    if (header_lines_ == 0) {
+      if (!request_line()) return false;
+    } else if (line_ == "\r") {  // the end of the headers (not counted as a line)
+      in_headers_ = false;
+      return end_of_headers();
+    } else if (!header_line()) {
+      return false;
+    }
+    line_.clear();
+    if (++header_lines_ > limits_.max_header_lines) return refuse(GuardRefusal::HeadersTooLarge);
+    return true;
+  }
+
+  /// The request line: its method and target are kept; a method cpp-httplib does not know,
+  /// in an otherwise well-formed line, is 501 (cpp-httplib's 400 says nothing). Any other
+  /// malformed line is left to cpp-httplib's 400.
+  bool request_line() {
+    std::string_view l(line_);
+    if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
+    const size_t sp1 = l.find(' ');
+    const size_t sp2 = sp1 == std::string_view::npos ? sp1 : l.find(' ', sp1 + 1);
+    method_ = std::string(l.substr(0, std::min(sp1, l.size())));
+    if (sp2 == std::string_view::npos) return true;
+    target_ = std::string(l.substr(sp1 + 1, sp2 - sp1 - 1));
+    const std::string_view version = l.substr(sp2 + 1);
+    http10_ = version == "HTTP/1.0";
+    static const char* const kKnown[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "PRI"};
+    const bool token = !method_.empty() && std::all_of(method_.begin(), method_.end(), [](char c) {
+      return tchar(static_cast<unsigned char>(c));
+    });
+    const bool known = std::any_of(std::begin(kKnown), std::end(kKnown), [&](const char* m) { return method_ == m; });
+    if (token && !known && version.rfind("HTTP/", 0) == 0 && version.find(' ') == std::string_view::npos)
+      return refuse(GuardRefusal::NotImplemented,
+                    "method '" + shown(method_) + "' is not implemented; this server takes GET, HEAD and POST");
+    return true;
+  }
+
+  /// A header line (RFC 9112 section 5 and RFC 9110 5.5): CRLF-terminated, a token name
+  /// directly followed by ':', no line folding, no control bytes (NUL, CR) in the value.
+  bool header_line() {
+    const size_t n = header_lines_;  // this line's number (the request line is 0)
+    std::string_view l(line_);
+    if (l.empty() || l.back() != '\r')
+      return refuse(GuardRefusal::BadRequest, "header line " + std::to_string(n) + " ends in a bare LF; lines end in CRLF");
+    l.remove_suffix(1);
+    if (l.front() == ' ' || l.front() == '\t')
+      return refuse(GuardRefusal::BadRequest, "header line " + std::to_string(n) +
+                                                  " starts with whitespace: obsolete line folding is not accepted "
+                                                  "(RFC 9112 5.2); send each header on one line");
+    const size_t colon = l.find(':');
+    if (colon == std::string_view::npos)
+      return refuse(GuardRefusal::BadRequest, "header line " + std::to_string(n) + " has no colon: '" + shown(l) + "'");
+    const std::string_view name = l.substr(0, colon);
+    if (name.empty()) return refuse(GuardRefusal::BadRequest, "header line " + std::to_string(n) + " has an empty name");
+    if (name.back() == ' ' || name.back() == '\t')
+      return refuse(GuardRefusal::BadRequest, "whitespace between the header name '" + shown(trim_ows(name)) +
+                                                  "' and its colon (RFC 9112 5.1)");
+    for (const char ch : name)
+      if (!tchar(static_cast<unsigned char>(ch)))
+        return refuse(GuardRefusal::BadRequest, "header name '" + shown(name) + "' has a character not allowed in a name");
+    const std::string_view value = trim_ows(l.substr(colon + 1));
+    for (const char ch : value) {
+      const auto u = static_cast<unsigned char>(ch);
+      if ((u < 0x20 && u != '\t') || u == 0x7f) {
+        char what[32];
+        std::snprintf(what, sizeof what, u == 0 ? "a NUL byte" : u == '\r' ? "a bare CR" : "control byte 0x%02X", u);
+        return refuse(GuardRefusal::BadRequest, "header '" + shown(name) + "' has " + what + " in its value");
+      }
+    }
+    const std::string key = lower(name);
+    if (key == "transfer-encoding") {
+      ++te_lines_;
+      te_ = std::string(value);
+    } else if (key == "content-encoding") {
+      content_encoding_ = std::string(value);
+    } else if (key == "content-length") {
+      has_content_length_ = true;
+      content_length_ = std::string(value);
+    }
+    return true;
+  }
+
+  /// The body's framing and coding, once all headers are in (RFC 9112 6.1, 6.3).
+  bool end_of_headers() {
+    if (has_content_length_ && content_length_.find_first_not_of("0123456789") != std::string::npos)
+      return refuse(GuardRefusal::BadFraming, "Content-Length '" + shown(content_length_) + "' is not a byte count");
+    if (te_lines_ > 0) {
+      if (te_lines_ > 1)
+        return refuse(GuardRefusal::BadFraming,
+                      "Transfer-Encoding sent " + std::to_string(te_lines_) + " times; send it once, as 'chunked'");
+      if (http10_)
+        return refuse(GuardRefusal::BadFraming, "Transfer-Encoding in an HTTP/1.0 request (RFC 9112 6.1); "
+                                                "use HTTP/1.1 or Content-Length");
+      std::vector<std::string> codings;
+      std::string_view rest(te_);
+      while (!rest.empty()) {
+        const size_t comma = rest.find(',');
+        const std::string_view one = trim_ows(rest.substr(0, comma));
+        if (!one.empty()) codings.push_back(lower(one));
+        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      }
+      const auto n_chunked = std::count(codings.begin(), codings.end(), "chunked");
+      if (codings.empty() || codings.back() != "chunked" || n_chunked != 1)
+        return refuse(GuardRefusal::BadFraming, "Transfer-Encoding '" + shown(te_) +
+                                                    "': chunked must be the last coding, and only once (RFC 9112 6.1); "
+                                                    "the body's length cannot be known");
+      if (codings.size() > 1)
+        return refuse(GuardRefusal::NotImplemented, "transfer coding '" + shown(codings.front()) +
+                                                        "' is not implemented; send 'Transfer-Encoding: chunked' "
+                                                        "alone, or a Content-Length");
+      chunked_ = true;
+    }
+    const bool body = chunked_ || (has_content_length_ && content_length_.find_first_not_of('0') != std::string::npos);
+    if (body && !content_encoding_.empty() && lower(content_encoding_) != "identity")
+      return refuse(GuardRefusal::UnsupportedEncoding,
+                    "Content-Encoding '" + shown(content_encoding_) + "' is not supported; send the body uncompressed");
+    return true;
+  }
+
+  /// One byte of a chunked body (RFC 9112 7.1): hex size [; extensions] CRLF, data CRLF, ...,
+  /// 0 CRLF CRLF. cpp-httplib reads a size with strtoul (so "-1d" is a huge chunk it waits
+  /// for), ends the body at a chunk not followed by CRLF, and bounds nothing: all refused here.
+  bool chunk_byte(char c) {
+    const auto bad = [&](const std::string& what) { return refuse(GuardRefusal::BadFraming, "chunked body: " + what); };
+    switch (chunk_state_) {
+      case ChunkState::Size:
+        if (std::isxdigit(static_cast<unsigned char>(c))) {
+          if (++chunk_digits_ > 15) return bad("a chunk size of more than 15 hex digits");
+          const int d = std::isdigit(static_cast<unsigned char>(c)) ? c - '0' : std::tolower(c) - 'a' + 10;
+          chunk_left_ = chunk_left_ * 16 + static_cast<uint64_t>(d);
+          ++chunk_line_;
+          return true;
+        }
+        if (chunk_digits_ == 0) return bad("a chunk size line starts with '" + shown(std::string_view(&c, 1)) + "', not a hex digit");
+        chunk_state_ = ChunkState::SizeTail;
+        [[fallthrough]];
+      case ChunkState::SizeTail:  // whitespace and extensions (";name=value") up to CR
+        if (++chunk_line_ > kChunkLineMax) return bad("a chunk size line of more than " + std::to_string(kChunkLineMax) + " bytes");
+        if (c == '\r') {
+          chunk_state_ = ChunkState::SizeLf;
+          return true;
+        }
+        if (c == '\n') return bad("a chunk size line ends in a bare LF");
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\t') return bad("a control byte in a chunk size line");
+        if (!ext_ && c != ';' && c != ' ' && c != '\t') return bad("a chunk size is not a hex number");
+        if (c == ';') ext_ = true;
+        return true;
+      case ChunkState::SizeLf:
+        if (c != '\n') return bad("a chunk size line's CR is not followed by LF");
+        body_bytes_ += chunk_left_;
+        if (body_bytes_ > max_body_) return refuse(GuardRefusal::BodyTooLarge, std::to_string(max_body_));
+        chunk_state_ = chunk_left_ == 0 ? ChunkState::LastCr : ChunkState::Data;
+        chunk_digits_ = 0;
+        chunk_line_ = 0;
+        ext_ = false;
+        return true;
+      case ChunkState::Data:
+        if (--chunk_left_ == 0) chunk_state_ = ChunkState::DataCr;
+        return true;
+      case ChunkState::DataCr:
+        if (c != '\r') return bad("a chunk's data is longer than its size (no CRLF after it)");
+        chunk_state_ = ChunkState::DataLf;
+        return true;
+      case ChunkState::DataLf:
+        if (c != '\n') return bad("a chunk's data is not followed by CRLF");
+        chunk_state_ = ChunkState::Size;
+        return true;
+      case ChunkState::LastCr:
+        if (c != '\r') return bad("trailer fields after the last chunk are not accepted");
+        chunk_state_ = ChunkState::LastLf;
+        return true;
+      case ChunkState::LastLf:
+        if (c != '\n') return bad("the last chunk is not followed by CRLF");
+        chunk_state_ = ChunkState::Done;
+        return true;
+      case ChunkState::Done:
+        return true;  // not reached: cpp-httplib stops reading at the end of the body
+    }
+    return true;
+  }
+
   bool wait(short events, int timeout_ms) const {
     pollfd p{sock_, events, 0};
     int r;
@@ -183,12 +442,24 @@ class GuardStream final : public httplib::Stream {
 
   socket_t sock_;
   HttpLimits limits_;
+  size_t max_body_;
   int read_timeout_ms_, write_timeout_ms_;
   std::vector<char> buf_;
   size_t pos_ = 0, len_ = 0;
+  size_t written_ = 0;
   bool in_headers_ = true;
-  size_t header_bytes_ = 0, header_lines_ = 0, line_bytes_ = 0;
-  char prev_ = 0;  // the header byte before the current one
+  size_t header_bytes_ = 0, header_lines_ = 0;
+  std::string line_;  // the header line being read, its LF not included
+  std::string method_, target_;
+  bool http10_ = false;
+  size_t te_lines_ = 0;
+  std::string te_, content_encoding_, content_length_;
+  bool has_content_length_ = false;
+  bool chunked_ = false;
+  ChunkState chunk_state_ = ChunkState::Size;
+  uint64_t chunk_left_ = 0, body_bytes_ = 0;
+  size_t chunk_line_ = 0, chunk_digits_ = 0;
+  bool ext_ = false;
   Clock::time_point header_deadline_, receive_deadline_;
 };
 
@@ -209,6 +480,7 @@ bool current_client_gone() {
 
 GuardRefusal current_guard_refusal() { return t_refusal; }
 void close_after_response() { t_close_after = true; }
+std::string current_client_addr() { return t_peer; }
 
 std::string guard_refusal_message(GuardRefusal r, const HttpLimits& l) {
   auto num = [](double x) {
@@ -221,23 +493,99 @@ std::string guard_refusal_message(GuardRefusal r, const HttpLimits& l) {
     case GuardRefusal::HeadersTooLarge:
       return "request line and headers exceed " + std::to_string(l.max_header_bytes) + " bytes or " +
              std::to_string(l.max_header_lines) + " lines";
+    case GuardRefusal::HeaderLineTooLong:
+      return "a header line exceeds " + std::to_string(kLineMax) + " bytes, the limit for one line (all headers: " +
+             std::to_string(l.max_header_bytes) + " bytes, " + std::to_string(l.max_header_lines) + " lines)";
+    case GuardRefusal::UriTooLong:
+      return "the request line exceeds " + std::to_string(std::min(kRequestLineMax, l.max_header_bytes)) +
+             " bytes: the URL (path and query) is too long";
     case GuardRefusal::HeaderTimeout:
       return "request headers did not arrive within " + num(l.header_timeout_s) + " s";
     case GuardRefusal::ReceiveTimeout:
       return "request body did not arrive within " + num(l.receive_timeout_s) + " s of the request's start";
+    case GuardRefusal::BodyTooLarge:
+      return "Request body too large: the chunked body exceeds the limit of " + t_detail + " bytes.";
+    case GuardRefusal::BadRequest:
+    case GuardRefusal::BadFraming:
+    case GuardRefusal::NotImplemented:
+    case GuardRefusal::UnsupportedEncoding:
+      return t_detail;
     case GuardRefusal::None:
       break;
   }
   return "";
 }
 
+GuardAnswer guard_refusal_answer(GuardRefusal r, const HttpLimits& l) {
+  GuardAnswer a;
+  a.type = "invalid_request_error";
+  a.message = guard_refusal_message(r, l);
+  switch (r) {
+    case GuardRefusal::HeadersTooLarge:
+    case GuardRefusal::HeaderLineTooLong: a.status = 431, a.code = "headers_too_large"; break;
+    case GuardRefusal::UriTooLong: a.status = 414, a.code = "uri_too_long"; break;
+    case GuardRefusal::HeaderTimeout:
+    case GuardRefusal::ReceiveTimeout: a.status = 408, a.code = "request_timeout"; break;
+    case GuardRefusal::BadRequest: a.status = 400, a.code = "bad_request"; break;
+    case GuardRefusal::BadFraming: a.status = 400, a.code = "bad_framing"; break;
+    case GuardRefusal::NotImplemented: a.status = 501, a.code = "not_implemented"; break;
+    case GuardRefusal::UnsupportedEncoding: a.status = 415, a.code = "unsupported_content_encoding"; break;
+    case GuardRefusal::BodyTooLarge: a.status = 413, a.code = "request_too_large"; break;
+    case GuardRefusal::None: break;
+  }
+  return a;
+}
+
+namespace {
+
+const char* reason_phrase(int status) {
+  switch (status) {
+    case 400: return "Bad Request";
+    case 408: return "Request Timeout";
+    case 413: return "Payload Too Large";
+    case 414: return "URI Too Long";
+    case 415: return "Unsupported Media Type";
+    case 431: return "Request Header Fields Too Large";
+    case 501: return "Not Implemented";
+    default: return "Error";
+  }
+}
+
+}  // namespace
+
+GuardedHttpServer::GuardedHttpServer(const HttpLimits& l) : limits_(l) {
+  // cpp-httplib adds "Connection: close" or "Keep-Alive" after the handlers ran, beside any
+  // Connection header they set: a response that closes the connection says so once, and
+  // never offers keep-alive.
+  set_post_routing_handler([](const httplib::Request&, httplib::Response& res) {
+    bool close = t_close_after;
+    for (auto [it, end] = res.headers.equal_range("Connection"); it != end; ++it) close = close || lower(it->second) == "close";
+    if (!close) return;
+    t_close_after = true;
+    res.headers.erase("Connection");
+    res.headers.erase("Keep-Alive");
+    res.headers.emplace("Connection", "close");
+  });
+}
+
+GuardedHttpServer& GuardedHttpServer::set_logger(httplib::Logger logger) {
+  logger_ = logger;
+  httplib::Server::set_logger(std::move(logger));
+  return *this;
+}
+
 bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
   const int read_ms = static_cast<int>(read_timeout_sec_ * 1000 + read_timeout_usec_ / 1000);
   const int write_ms = static_cast<int>(write_timeout_sec_ * 1000 + write_timeout_usec_ / 1000);
-  GuardStream strm(sock, limits_, std::max(read_ms, 1), std::max(write_ms, 1));
+  GuardStream strm(sock, limits_, payload_max_length_, std::max(read_ms, 1), std::max(write_ms, 1));
   t_sock = sock;
+  int peer_port = 0;
+  strm.get_remote_ip_and_port(t_peer, peer_port);
   struct Forget {
-    ~Forget() { t_sock = INVALID_SOCKET; }
+    ~Forget() {
+      t_sock = INVALID_SOCKET;
+      t_peer.clear();
+    }
   } forget;
   bool ret = false;
   for (size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET; --left) {
@@ -255,16 +603,29 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
     bool closed = false;
     ret = process_request(strm, left == 1, closed, {});
     const GuardRefusal why = current_guard_refusal();
-    if (!ret && why == GuardRefusal::HeaderTimeout) {
-      // The request line itself did not arrive: cpp-httplib wrote nothing; answer 408 here.
-      const std::string body =
-          nlohmann::json{{"error", {{"message", guard_refusal_message(why, limits_)}, {"type", "invalid_request_error"},
-                                    {"param", nullptr}, {"code", "request_timeout"}}}}.dump();
-      const std::string head = "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nConnection: close\r\n"
-                               "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+    if (!ret && why != GuardRefusal::None && strm.written() == 0) {
+      // Refused on the request line (too long, an unknown method, or it did not arrive):
+      // cpp-httplib wrote nothing; answer here.
+      const GuardAnswer a = guard_refusal_answer(why, limits_);
+      const std::string body = nlohmann::json{{"error", {{"message", a.message}, {"type", a.type}, {"param", nullptr},
+                                                         {"code", a.code}}}}.dump(-1, ' ', false,
+                                                                                  nlohmann::json::error_handler_t::replace);
+      const std::string head = "HTTP/1.1 " + std::to_string(a.status) + " " + reason_phrase(a.status) +
+                               "\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
+                               std::to_string(body.size()) + "\r\n\r\n";
       strm.write((head + body).data(), head.size() + body.size());
+      if (logger_) {
+        httplib::Request req;
+        req.remote_addr = t_peer;
+        req.method = strm.method();
+        req.path = strm.target().substr(0, strm.target().find('?'));
+        httplib::Response res;
+        res.status = a.status;
+        logger_(req, res);
+      }
     }
-    if (why == GuardRefusal::HeadersTooLarge) too_large_.fetch_add(1);
+    if (why == GuardRefusal::HeadersTooLarge || why == GuardRefusal::HeaderLineTooLong || why == GuardRefusal::UriTooLong)
+      too_large_.fetch_add(1);
     if (why == GuardRefusal::HeaderTimeout || why == GuardRefusal::ReceiveTimeout) timeouts_.fetch_add(1);
     if (!ret || closed || why != GuardRefusal::None || t_close_after) break;
   }

@@ -23,23 +23,48 @@ struct HttpLimits {
 };
 
 /// Why the guard refused the current request on this thread (read by the error handler, which
-/// runs on the same thread, to answer 431 or 408 instead of cpp-httplib's generic 400).
-enum class GuardRefusal { None, HeadersTooLarge, HeaderTimeout, ReceiveTimeout };
+/// runs on the same thread, to answer with guard_refusal_answer() instead of cpp-httplib's
+/// generic 400). Besides sizes and deadlines the guard checks what cpp-httplib 0.11 would
+/// accept silently or misread (RFC 9112): the syntax of each header line, the request's method
+/// token, Transfer-Encoding and Content-Encoding, and the framing of a chunked body.
+enum class GuardRefusal {
+  None,
+  HeadersTooLarge,       ///< request line + headers over max_header_bytes or max_header_lines (431)
+  HeaderLineTooLong,     ///< one header line over cpp-httplib's per-line limit, 8192 bytes (431)
+  UriTooLong,            ///< the request line over 8192 bytes (or max_header_bytes): 414
+  HeaderTimeout,         ///< 408
+  ReceiveTimeout,        ///< 408
+  BadRequest,            ///< a header line RFC 9112 says to reject (400 bad_request)
+  BadFraming,            ///< Transfer-Encoding or chunked framing that cannot be trusted (400 bad_framing)
+  NotImplemented,        ///< an unknown method or transfer coding (501)
+  UnsupportedEncoding,   ///< a Content-Encoding other than identity on a request with a body (415)
+  BodyTooLarge,          ///< a chunked body over the server's payload limit (413)
+};
 /// The refusal of the request being read on the calling thread (None when not refused).
 GuardRefusal current_guard_refusal();
 /// When the request being handled on the calling thread began to arrive (its first bytes were
 /// ready), for the access log; every request the guard reads has one, refused ones included.
 std::chrono::steady_clock::time_point current_request_start();
+/// The peer address of the connection served on the calling thread ("" when none), for the
+/// access log of requests whose line did not parse (cpp-httplib fills remote_addr after it).
+std::string current_client_addr();
 /// Whether the client of the request being handled on the calling thread has closed its end
 /// (end of stream or a socket error, without waiting). Bytes it sent ahead (a pipelined next
 /// request) do not count as gone. For handlers that wait without writing (non-streamed
 /// completions), so that a client that went away frees its slot at once.
 bool current_client_gone();
 /// Close the connection once the current response is written (a refusal that left the request
-/// unread: what follows on the socket must not be read as a next request).
+/// unread: what follows on the socket must not be read as a next request). The response then
+/// carries one `Connection: close` and no `Keep-Alive`.
 void close_after_response();
-/// Text for a refusal: what was exceeded and the bound.
+/// Text for a refusal: what was exceeded and the bound, or what is wrong with the request.
 std::string guard_refusal_message(GuardRefusal r, const HttpLimits& l);
+/// The answer to a refusal: status, OpenAI error type and code, and message.
+struct GuardAnswer {
+  int status = 0;
+  std::string type, code, message;
+};
+GuardAnswer guard_refusal_answer(GuardRefusal r, const HttpLimits& l);
 
 /// httplib::Server with guarded connections: the keep-alive loop of cpp-httplib (up to
 /// keep_alive_max_count requests, keep_alive_timeout between them, stop() honoured) over a
@@ -47,17 +72,22 @@ std::string guard_refusal_message(GuardRefusal r, const HttpLimits& l);
 /// timeouts set with set_read_timeout / set_write_timeout) is cpp-httplib's.
 class GuardedHttpServer : public httplib::Server {
  public:
-  explicit GuardedHttpServer(const HttpLimits& l = {}) : limits_(l) {}
+  explicit GuardedHttpServer(const HttpLimits& l = {});
   /// Set before listening.
   void set_limits(const HttpLimits& l) { limits_ = l; }
   const HttpLimits& limits() const { return limits_; }
   /// Requests refused for oversized headers / for a missed deadline, since start.
   uint64_t refused_too_large() const { return too_large_.load(); }
   uint64_t refused_timeout() const { return timeouts_.load(); }
+  /// cpp-httplib's logger, also called for the refusals the guard answers itself (a request
+  /// line too long or with an unknown method, a request line that never arrived), which
+  /// cpp-httplib never sees as requests. Hides httplib::Server::set_logger.
+  GuardedHttpServer& set_logger(httplib::Logger logger);
 
  private:
   bool process_and_close_socket(socket_t sock) override;
   HttpLimits limits_;
+  httplib::Logger logger_;
   std::atomic<uint64_t> too_large_{0}, timeouts_{0};
 };
 

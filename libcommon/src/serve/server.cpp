@@ -115,13 +115,14 @@ std::string random_id(const char* prefix) {
   return o.str();
 }
 
-/// `s` for one field of an access-log line: bytes below 0x21, 0x7f and '\\' as \xNN, so a
-/// client cannot forge a line or a field with a decoded %0A or %20 in its path.
+/// `s` for one field of an access-log line: bytes below 0x21, from 0x7f up and '\\' as \xNN, so
+/// a client cannot forge a line or a field with a decoded %0A or %20 in its path, and the log
+/// stays ASCII (valid UTF-8) whatever bytes a path decodes to.
 std::string log_escape(const std::string& s) {
   if (s.empty()) return "-";  // a request refused before its request line was parsed
   std::string out;
   for (const unsigned char c : s) {
-    if (c > 0x20 && c != 0x7f && c != '\\') {
+    if (c > 0x20 && c < 0x7f && c != '\\') {
       out += static_cast<char>(c);
       continue;
     }
@@ -560,7 +561,9 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
       const std::string engine = res.get_header_value("X-Rtx-Engine");
       char ms_text[32];
       std::snprintf(ms_text, sizeof ms_text, "%.1f", ms);
-      const std::string line = std::string(when) + " " + log_escape(req.remote_addr) + " " + log_escape(req.method) + " " +
+      // A request line that did not parse leaves remote_addr unset; the connection has one.
+      const std::string& client = req.remote_addr.empty() ? current_client_addr() : req.remote_addr;
+      const std::string line = std::string(when) + " " + log_escape(client) + " " + log_escape(req.method) + " " +
                                log_escape(req.path) + " " +
                                std::to_string(res.status) + " " + ms_text + " " + (engine.empty() ? "-" : engine) + "\n";
       std::fputs(line.c_str(), I->cfg.access_log);
@@ -618,10 +621,9 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
   });
   http.set_error_handler([I](const httplib::Request& req, httplib::Response& res) {
     if (const GuardRefusal why = current_guard_refusal(); why != GuardRefusal::None) {
-      const bool big = why == GuardRefusal::HeadersTooLarge;
-      res.status = big ? 431 : 408;
-      I->send_error(res, status_error(res.status, "invalid_request_error", guard_refusal_message(why, I->http.limits()),
-                                      big ? "headers_too_large" : "request_timeout"));
+      const GuardAnswer a = guard_refusal_answer(why, I->http.limits());
+      res.status = a.status;
+      I->send_error(res, status_error(a.status, a.type, a.message, a.code));
       res.set_header("Connection", "close");
       close_after_response();
       return;

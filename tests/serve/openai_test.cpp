@@ -209,6 +209,22 @@ TEST_CASE("chat: wrong types and out-of-range values are 400 naming the field", 
   CHECK(parse_chat_request(R"({"messages":[{"role":"assistant","content":"x","tool_calls":[]}]})").messages.size() == 1);
 }
 
+TEST_CASE("duplicate keys are refused at any depth, naming the key", "[cpu]") {
+  const ApiError top = error_of(parse_completion_request, R"({"prompt":"a","max_tokens":"x","max_tokens":2})");
+  CHECK(top.status == 400);
+  CHECK(top.code == "invalid_json");
+  CHECK(top.param == "max_tokens");
+  CHECK(top.message.find("\"max_tokens\" appears twice") != std::string::npos);
+  const ApiError nested = error_of(parse_chat_request,
+                                   R"({"messages":[{"role":"user","content":"a","role":"system"}]})");
+  CHECK(nested.code == "invalid_json");
+  CHECK(nested.message.find("\"role\" appears twice in one object") != std::string::npos);
+  // The same key in sibling objects, or in an object and its child, is fine.
+  CHECK(parse_chat_request(R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}],
+      "stream_options":null,"logit_bias":{"1":1}})").messages.size() == 2);
+  CHECK(parse_completion_request(R"({"prompt":"a","response_format":{"type":"text","x":{"type":1}}})").prompt == "a");
+}
+
 TEST_CASE("malformed JSON names the byte offset", "[cpu]") {
   for (auto [body, byte] : std::vector<std::pair<std::string, int>>{
            {R"({"a":1,})", 7}, {R"({"model": )", 10}, {"", 0}, {R"({"model":"x")", 12}}) {

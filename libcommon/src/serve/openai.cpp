@@ -8,6 +8,8 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <unordered_set>
+#include <vector>
 
 #include "rtx/serve/text.hpp"
 
@@ -174,10 +176,33 @@ double get_number(const json& v, const std::string& param, double lo, double hi,
   return x;
 }
 
+/// Thrown by parse_body's callback at a key its object already has.
+struct DuplicateKey {
+  std::string key;
+  int depth;
+};
+
 json parse_body(std::string_view body) {
   json j;
+  // RFC 8259 leaves duplicate names' meaning open (parsers keep the first, the last, or both),
+  // so a body a proxy read one way could be served another: refuse them. One key set per
+  // object being parsed.
+  std::vector<std::unordered_set<std::string>> keys;
+  const json::parser_callback_t unique = [&](int depth, json::parse_event_t ev, json& parsed) {
+    if (ev == json::parse_event_t::object_start) keys.emplace_back();
+    else if (ev == json::parse_event_t::object_end) keys.pop_back();
+    else if (ev == json::parse_event_t::key && !keys.back().insert(parsed.get<std::string>()).second)
+      throw DuplicateKey{parsed.get<std::string>(), depth};
+    return true;
+  };
   try {
-    j = json::parse(body.begin(), body.end());
+    j = json::parse(body.begin(), body.end(), unique);
+  } catch (const DuplicateKey& d) {
+    throw ApiException(invalid_request("We could not parse the JSON body of your request: the key " + json(d.key).dump() +
+                                           (d.depth <= 1 ? std::string(" appears twice.")
+                                                         : " appears twice in one object (nesting depth " +
+                                                               std::to_string(d.depth) + ")."),
+                                       d.depth <= 1 ? d.key : "", "invalid_json"));
   } catch (const json::out_of_range& e) {  // a number past double's range (1e400): bad input too
     throw ApiException(invalid_request(std::string("We could not parse the JSON body of your request: a number is out of range (") +
                                            e.what() + ")", "", "invalid_json"));

@@ -17,7 +17,8 @@ using nlohmann::json;
 namespace {
 
 // The ApiError a parser throws for `body` (fails the test when it does not throw one).
-ApiError error_of(Request (*parse)(std::string_view), const std::string& body) {
+template <class Parsed>
+ApiError error_of(Parsed (*parse)(std::string_view), const std::string& body) {
   try {
     parse(body);
   } catch (const ApiException& e) {
@@ -32,7 +33,8 @@ struct BadCase {
   std::string param;  // the field the error must name
 };
 
-void check_bad(Request (*parse)(std::string_view), const std::vector<BadCase>& cases) {
+template <class Parsed>
+void check_bad(Parsed (*parse)(std::string_view), const std::vector<BadCase>& cases) {
   for (const auto& c : cases) {
     INFO("body: " << c.body);
     const ApiError e = error_of(parse, c.body);
@@ -223,6 +225,37 @@ TEST_CASE("duplicate keys are refused at any depth, naming the key", "[cpu]") {
   CHECK(parse_chat_request(R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}],
       "stream_options":null,"logit_bias":{"1":1}})").messages.size() == 2);
   CHECK(parse_completion_request(R"({"prompt":"a","response_format":{"type":"text","x":{"type":1}}})").prompt == "a");
+}
+
+TEST_CASE("tokenize and detokenize bodies", "[cpu]") {
+  const TokenizeRequest t = parse_tokenize_request(R"({"model":"m","prompt":"hi","add_special_tokens":false})");
+  CHECK(t.model == "m");
+  CHECK_FALSE(t.chat);
+  CHECK(t.prompt == "hi");
+  CHECK_FALSE(t.add_special_tokens);
+  const TokenizeRequest c = parse_tokenize_request(R"({"messages":[{"role":"developer","content":[{"type":"text","text":"x"}]}]})");
+  CHECK(c.chat);
+  REQUIRE(c.messages.size() == 1);
+  CHECK(c.messages[0].role == "system");
+  CHECK(c.add_special_tokens);
+  check_bad(parse_tokenize_request, {
+      {R"({})", "prompt"},
+      {R"({"prompt":["a"]})", "prompt"},
+      {R"({"prompt":"a","messages":[{"role":"user","content":"b"}]})", "prompt"},
+      {R"({"messages":[]})", "messages"},
+      {R"({"prompt":"a","model":""})", "model"},
+      {R"({"prompt":"a","add_special_tokens":1})", "add_special_tokens"},
+  });
+  CHECK(parse_detokenize_request(R"({"tokens":[0,5,2147483647]})").tokens == std::vector<int32_t>{0, 5, 2147483647});
+  CHECK(parse_detokenize_request(R"({"tokens":[]})").tokens.empty());
+  check_bad(parse_detokenize_request, {
+      {R"({})", "tokens"},
+      {R"({"tokens":5})", "tokens"},
+      {R"({"tokens":[1,-2]})", "tokens[1]"},
+      {R"({"tokens":[1,2.5]})", "tokens[1]"},
+      {R"({"tokens":[2147483648]})", "tokens[0]"},
+      {R"({"tokens":[1],"model":5})", "model"},
+  });
 }
 
 TEST_CASE("malformed JSON names the byte offset", "[cpu]") {

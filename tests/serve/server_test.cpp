@@ -457,6 +457,59 @@ TEST_CASE("serve: chat's default max_tokens fits a KV pool smaller than the cont
   CHECK(s.stats().kv_blocks_used == 0);
 }
 
+TEST_CASE("serve: /tokenize counts what the endpoints run; /detokenize inverts it", "[cpu][serve]") {
+  Running s;
+  const std::unique_ptr<Model> own = load_model(model_path());
+  const io::Tokenizer& tok = own->tokenizer();
+  for (const std::string text : {"Once upon a time", "Lily and Tom saw a big dog.", "a", "caf\xc3\xa9 \xf0\x9f\x90\xb6"}) {
+    INFO(text);
+    const auto [st, t] = s.post("/tokenize", json{{"prompt", text}}.dump());
+    REQUIRE(st == 200);
+    std::vector<int32_t> want{own->info().bos};
+    const auto ids = tok.encode(text);
+    want.insert(want.end(), ids.begin(), ids.end());
+    CHECK(t["tokens"] == json(want));
+    CHECK(t["count"] == want.size());
+    CHECK(t["max_model_len"] == 512);
+    // The count is the prompt_tokens a completion of that prompt reports.
+    const auto [cst, c] = s.post("/v1/completions", completion(text, 1).dump());
+    REQUIRE(cst == 200);
+    CHECK(c["usage"]["prompt_tokens"] == t["count"]);
+    // detokenize(tokenize(s)) == s, with or without the BOS.
+    const auto [dst, d] = s.post("/detokenize", json{{"tokens", t["tokens"]}}.dump());
+    REQUIRE(dst == 200);
+    CHECK(d["prompt"] == text);
+    const auto [nst, n] = s.post("/tokenize", json{{"prompt", text}, {"add_special_tokens", false}}.dump());
+    CHECK(n["tokens"] == json(ids));
+    CHECK(s.post("/detokenize", json{{"tokens", n["tokens"]}}.dump()).second["prompt"] == text);
+  }
+  // Chat: the rendered template's tokens, as many as the chat endpoint's prompt_tokens.
+  const json msgs = {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "hi"}}};
+  const auto [st, t] = s.post("/tokenize", json{{"messages", msgs}}.dump());
+  REQUIRE(st == 200);
+  const auto [cst, c] = s.post("/v1/chat/completions", json{{"messages", msgs}, {"max_tokens", 1}}.dump());
+  REQUIRE(cst == 200);
+  CHECK(c["usage"]["prompt_tokens"] == t["count"]);
+  // Bad input: named, and the right status.
+  const auto expect = [&](const std::string& path, const json& body, int status, const std::string& param) {
+    const auto [code, e] = s.post(path, body.dump());
+    INFO(path << " " << body.dump());
+    CHECK(code == status);
+    CHECK(e["error"]["param"] == (param.empty() ? json() : json(param)));
+  };
+  expect("/tokenize", json::object(), 400, "prompt");
+  expect("/tokenize", {{"prompt", "a"}, {"messages", msgs}}, 400, "prompt");
+  expect("/tokenize", {{"prompt", 5}}, 400, "prompt");
+  expect("/tokenize", {{"prompt", "a"}, {"add_special_tokens", "yes"}}, 400, "add_special_tokens");
+  expect("/tokenize", {{"messages", {{{"role", "bot"}, {"content", "x"}}}}}, 400, "messages[0].role");
+  expect("/tokenize", {{"prompt", "a"}, {"model", "gpt-4"}}, 404, "");
+  expect("/detokenize", json::object(), 400, "tokens");
+  expect("/detokenize", {{"tokens", {1, 512}}}, 400, "tokens[1]");
+  expect("/detokenize", {{"tokens", {1, -1}}}, 400, "tokens[1]");
+  expect("/detokenize", {{"tokens", "1 2"}}, 400, "tokens");
+  CHECK(s.client().Get("/tokenize")->status == 405);
+}
+
 TEST_CASE("serve: a known route with the wrong method is 405 with Allow; /v1/models/{id}", "[cpu][serve]") {
   Running s;
   auto c = s.client();
@@ -586,6 +639,9 @@ TEST_CASE("serve: --api-key guards every route but /health", "[cpu][serve]") {
   CHECK(s.post("/v1/completions", completion("Once", 2).dump()).first == 401);
   CHECK(s.post("/v1/completions", completion("Once", 2).dump(), "wrong").first == 401);
   CHECK(s.post("/v1/completions", completion("Once", 2).dump(), "sekret").first == 200);
+  CHECK(s.post("/tokenize", R"({"prompt":"a"})").first == 401);
+  CHECK(s.post("/detokenize", R"({"tokens":[1]})").first == 401);
+  CHECK(s.post("/tokenize", R"({"prompt":"a"})", "sekret").first == 200);
   auto c = s.client();
   CHECK(c.Get("/health")->status == 200);
   CHECK(c.Get("/metrics")->status == 401);

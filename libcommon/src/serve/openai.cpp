@@ -408,14 +408,10 @@ Request parse_completion_request(std::string_view body) {
   return r;
 }
 
-Request parse_chat_request(std::string_view body) {
-  const json b = parse_body(body);
-  Request r;
-  r.endpoint = Endpoint::ChatCompletions;
-  parse_common(b, r);
-  if (const json* v = opt(b, "max_completion_tokens"))
-    r.max_tokens = get_int(*v, "max_completion_tokens", 1, std::numeric_limits<int32_t>::max());
-
+namespace {
+// The `messages` array of a chat body (required, non-empty).
+std::vector<ChatMessage> parse_messages(const json& b) {
+  std::vector<ChatMessage> out;
   const json* msgs = opt(b, "messages");
   if (!msgs) fail("you must provide a messages parameter", "messages", "missing_required_parameter");
   if (!msgs->is_array()) wrong_type("messages", "an array", *msgs);
@@ -442,8 +438,21 @@ Request parse_chat_request(std::string_view body) {
         if (!(v->is_array() && v->empty()))
           fail("Invalid value for '" + p + "." + calls + "': tool calls are not supported by this server.",
                p + "." + calls);
-    r.messages.push_back(std::move(msg));
+    out.push_back(std::move(msg));
   }
+  return out;
+}
+}  // namespace
+
+Request parse_chat_request(std::string_view body) {
+  const json b = parse_body(body);
+  Request r;
+  r.endpoint = Endpoint::ChatCompletions;
+  parse_common(b, r);
+  if (const json* v = opt(b, "max_completion_tokens"))
+    r.max_tokens = get_int(*v, "max_completion_tokens", 1, std::numeric_limits<int32_t>::max());
+
+  r.messages = parse_messages(b);
   // Chat fields this server does not implement: neutral values only (see parse_common).
   if (const json* v = opt(b, "functions")) {
     if (!v->is_array()) wrong_type("functions", "an array", *v);
@@ -472,6 +481,45 @@ Request parse_chat_request(std::string_view body) {
       fail("Invalid value for 'top_logprobs': 'logprobs' must be true when 'top_logprobs' is used.",
            "top_logprobs");
   }
+  return r;
+}
+
+TokenizeRequest parse_tokenize_request(std::string_view body) {
+  const json b = parse_body(body);
+  TokenizeRequest r;
+  if (const json* model = opt(b, "model")) {
+    r.model = get_string(*model, "model");
+    if (r.model.empty()) fail("Invalid value for 'model': must not be empty.", "model");
+  }
+  const json* prompt = opt(b, "prompt");
+  const bool has_messages = opt(b, "messages") != nullptr;
+  if (prompt && has_messages) fail("Give either 'prompt' or 'messages', not both.", "prompt");
+  if (!prompt && !has_messages)
+    fail("you must provide a prompt (a string) or messages parameter", "prompt", "missing_required_parameter");
+  if (prompt) {
+    r.prompt = get_string(*prompt, "prompt");
+  } else {
+    r.chat = true;
+    r.messages = parse_messages(b);
+  }
+  if (const json* v = opt(b, "add_special_tokens")) r.add_special_tokens = get_bool(*v, "add_special_tokens");
+  return r;
+}
+
+DetokenizeRequest parse_detokenize_request(std::string_view body) {
+  const json b = parse_body(body);
+  DetokenizeRequest r;
+  if (const json* model = opt(b, "model")) {
+    r.model = get_string(*model, "model");
+    if (r.model.empty()) fail("Invalid value for 'model': must not be empty.", "model");
+  }
+  const json* t = opt(b, "tokens");
+  if (!t) fail("you must provide a tokens parameter", "tokens", "missing_required_parameter");
+  if (!t->is_array()) wrong_type("tokens", "an array of integers", *t);
+  r.tokens.reserve(t->size());
+  for (size_t i = 0; i < t->size(); ++i)
+    r.tokens.push_back(static_cast<int32_t>(
+        get_int((*t)[i], "tokens[" + std::to_string(i) + "]", 0, std::numeric_limits<int32_t>::max())));
   return r;
 }
 

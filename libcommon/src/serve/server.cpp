@@ -136,7 +136,8 @@ std::string log_escape(const std::string& s) {
 /// The methods the server's route at `path` takes ("POST", or "GET, HEAD": cpp-httplib answers
 /// HEAD from a GET route), or "" where none matches.
 std::string route_methods(const std::string& path) {
-  if (path == "/v1/completions" || path == "/v1/chat/completions") return "POST";
+  if (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/tokenize" || path == "/detokenize")
+    return "POST";
   if (path == "/v1/models" || path.rfind("/v1/models/", 0) == 0 || path == "/health" || path == "/metrics") return "GET, HEAD";
   return "";
 }
@@ -208,6 +209,69 @@ struct Server::Impl {
     res.set_content(dump_json(error_body(e)), "application/json");
     if (e.status == 429) res.set_header("Retry-After", "1");
     count(engine, e.status);
+  }
+
+  std::once_flag space_prefix_once;
+  bool space_prefix = false;  // the tokenizer adds a space before the text (SentencePiece)
+
+  /// POST /tokenize and /detokenize (vLLM's extensions): the main engine's tokenizer; the
+  /// ids /tokenize returns are the prompt the completions or chat endpoint would run.
+  void handle_tokens(const httplib::Request& hreq, httplib::Response& res, bool detokenize) {
+    if (hreq.body.size() > cfg.max_body_bytes) {
+      send_error(res, body_too_large(hreq.body.size(), cfg.max_body_bytes));
+      return;
+    }
+    const Model& model = *main.model;
+    const ModelInfo& mi = model.info();
+    const io::Tokenizer& tok = model.tokenizer();
+    const std::string served = cfg.model_name.empty() ? mi.name : cfg.model_name;
+    try {
+      if (detokenize) {
+        const DetokenizeRequest rq = parse_detokenize_request(hreq.body);
+        if (auto e = check_model(rq.model.empty() ? served : rq.model, {served})) return send_error(res, *e);
+        for (size_t i = 0; i < rq.tokens.size(); ++i)
+          if (rq.tokens[i] >= tok.vocab_size())
+            return send_error(res, invalid_request("token " + std::to_string(rq.tokens[i]) + " at index " +
+                                                       std::to_string(i) + " is outside the vocabulary of " +
+                                                       std::to_string(tok.vocab_size()) + " tokens",
+                                                   "tokens[" + std::to_string(i) + "]", "invalid_value"));
+        // SentencePiece's decode drops the space its encoder put before the text (the
+        // add_space_prefix of a llama tokenizer), so that detokenize(tokenize(s)) is s.
+        std::call_once(space_prefix_once, [&] {
+          space_prefix = tok.kind() == "llama" && tok.to_json().value("add_space_prefix", false);
+        });
+        std::string text = tok.decode(rq.tokens);
+        if (space_prefix) {
+          size_t first = 0;
+          while (first < rq.tokens.size() && tok.token_bytes(rq.tokens[first]).empty()) ++first;  // BOS and the like
+          if (first < rq.tokens.size() && tok.token_bytes(rq.tokens[first]).rfind(' ', 0) == 0 && !text.empty() &&
+              text[0] == ' ')
+            text.erase(0, 1);
+        }
+        res.set_content(dump_json({{"prompt", text}}), "application/json");
+      } else {
+        const TokenizeRequest rq = parse_tokenize_request(hreq.body);
+        if (auto e = check_model(rq.model.empty() ? served : rq.model, {served})) return send_error(res, *e);
+        const std::string param = rq.chat ? "messages" : "prompt";
+        std::vector<int32_t> ids;
+        try {
+          const std::string text = rq.chat ? render_chat(cfg.chat, rq.messages) : rq.prompt;
+          if (rq.add_special_tokens && mi.bos >= 0) ids.push_back(mi.bos);
+          const auto enc = tok.encode(text);
+          ids.insert(ids.end(), enc.begin(), enc.end());
+        } catch (const ApiException&) {
+          throw;
+        } catch (const Error& e) {
+          return send_error(res, invalid_request(std::string("the ") + param + " cannot be tokenized: " + e.what(), param,
+                                                 "invalid_value"));
+        }
+        res.set_content(dump_json({{"count", ids.size()}, {"max_model_len", mi.context}, {"tokens", ids}}),
+                        "application/json");
+      }
+    } catch (const ApiException& e) {
+      return send_error(res, e.error());
+    }
+    count("main", 200);
   }
 
   void handle(const httplib::Request& hreq, httplib::Response& res, Endpoint ep) {
@@ -681,6 +745,8 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
             [I](const httplib::Request& q, httplib::Response& r) { I->handle(q, r, Endpoint::Completions); });
   http.Post("/v1/chat/completions",
             [I](const httplib::Request& q, httplib::Response& r) { I->handle(q, r, Endpoint::ChatCompletions); });
+  http.Post("/tokenize", [I](const httplib::Request& q, httplib::Response& r) { I->handle_tokens(q, r, false); });
+  http.Post("/detokenize", [I](const httplib::Request& q, httplib::Response& r) { I->handle_tokens(q, r, true); });
   // OpenAI's model object for the served model (GET /v1/models and /v1/models/{id}).
   auto model_object = [I] {
     const ModelInfo& mi = I->main.model->info();

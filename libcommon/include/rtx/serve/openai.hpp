@@ -133,6 +133,27 @@ Request parse_completion_request(std::string_view body);
 /// `audio`, `prediction`, `web_search_options`.
 Request parse_chat_request(std::string_view body);
 
+/// POST /tokenize (vLLM's extension; llama.cpp's server has one too): the ids a completions or
+/// chat request would send to the model, so a client can count tokens against the context.
+struct TokenizeRequest {
+  std::string model;                  ///< "" when absent (the served model)
+  bool chat = false;                  ///< messages given (rendered by the chat template)
+  std::string prompt;                 ///< when !chat
+  std::vector<ChatMessage> messages;  ///< when chat: as parse_chat_request reads them
+  bool add_special_tokens = true;     ///< BOS first where the model has one (as the endpoints do)
+};
+/// Parses {"prompt": string} or {"messages": [...]}, optional "model" and "add_special_tokens"
+/// (bool). Throws ApiException(400) as parse_completion_request does; both or neither of
+/// prompt and messages is an error naming "prompt".
+TokenizeRequest parse_tokenize_request(std::string_view body);
+/// POST /detokenize (vLLM's extension): {"tokens": [id, ...]} (each an integer >= 0; the vocab
+/// bound is the caller's), optional "model".
+struct DetokenizeRequest {
+  std::string model;
+  std::vector<int32_t> tokens;
+};
+DetokenizeRequest parse_detokenize_request(std::string_view body);
+
 // ---- chat templates -----------------------------------------------------------------------------
 
 /// How messages become one prompt string. Affix templates wrap each message as

@@ -1,4 +1,8 @@
 // `rtx-serve run`: load a model, start the scheduler(s) and the HTTP server, stop on SIGTERM.
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -48,7 +52,48 @@ struct RunArgs {
   /// promoted config, which beats the built-in default.
   std::vector<std::pair<std::string, CLI::Option*>> sched_flags;
   CLI::Option* threads_flag = nullptr;
+  /// String flags whose empty value would silently mean "not given".
+  std::vector<CLI::Option*> nonempty_flags;
+  CLI::Option* api_key_flag = nullptr;
 };
+
+/// Refuses an API key that would disable authentication (empty) or could never be matched
+/// (cpp-httplib trims a header's surrounding whitespace; control bytes cannot be sent).
+void check_api_key(const std::string& key, const std::string& where, const char* how_to_omit) {
+  if (key.empty()) rtx::throw_usage(std::string("empty API key: it would turn authentication off; ") + how_to_omit, where);
+  for (const char c : key)
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
+      rtx::throw_usage("the API key has whitespace or a control byte, which a client cannot send in an Authorization "
+                       "header",
+                       where, "use printable ASCII without spaces");
+}
+
+/// Refuses a --host that does not parse as an address or resolve as a name (bind() would only
+/// say "in use, or not permitted").
+void check_host(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), "0", &hints, &res);
+  if (res) ::freeaddrinfo(res);
+  if (rc != 0)
+    rtx::throw_usage("'" + host + "' cannot be parsed as an address nor resolved as a host name (" + ::gai_strerror(rc) + ")",
+                     "--host", "e.g. --host 127.0.0.1, --host 0.0.0.0 or --host ::1");
+}
+
+/// Refuses a --model that is a directory or not a regular file (a device, FIFO), which the
+/// loaders would misreport ("its first bytes are \"\"", "0 bytes").
+void check_model_path(const std::string& path) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st)) return;  // the loader says it cannot open it
+  if (std::filesystem::is_directory(st))
+    rtx::throw_input("is a directory, not a model file", path, "give the .gguf or .safetensors file inside it (--model)");
+  if (!std::filesystem::is_regular_file(st))
+    rtx::throw_input("is not a regular file (a device, FIFO or socket)", path, "give a .gguf or .safetensors file (--model)");
+}
 
 /// Apply the configs rtx-evolve promoted for this SKU (scheduler, parallelism) under the flags
 /// the user gave explicitly. A promoted value that is not valid here is ignored with a warning:
@@ -210,12 +255,16 @@ rtx::kernels::MatmulParams profile_matmul(const std::string& db, int M, int N, i
 Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
   auto a = std::make_shared<RunArgs>();
   s.add_option("-m,--model", a->model, "GGUF (gpt2 or llama; f32, f16, bf16, Q8_0, Q4/Q5, K-quants) or rtx checkpoint (.safetensors)")->required();
-  s.add_option("--host", a->host, "Address to bind (loopback by default; 0.0.0.0 exposes it)")->capture_default_str();
+  a->nonempty_flags.push_back(
+      s.add_option("--host", a->host, "Address to bind (loopback by default; 0.0.0.0 exposes it)")->capture_default_str());
   s.add_option("--port", a->port, "TCP port (0 = any free port, printed at start)")->capture_default_str();
   a->threads_flag = s.add_option("-t,--threads", a->threads, "Threads for the forward pass (0 = OpenMP default)")->capture_default_str();
-  s.add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY' on every route but /health (or RTX_API_KEY)");
-  s.add_option("--model-name", a->served_name, "Model id in /v1/models and requests (default: general.name or file name)");
-  s.add_option("--chat-template", a->chat_template, "chatml | llama2 | plain (default) | a JSON template file");
+  a->api_key_flag =
+      s.add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY' on every route but /health (or RTX_API_KEY)");
+  a->nonempty_flags.push_back(
+      s.add_option("--model-name", a->served_name, "Model id in /v1/models and requests (default: general.name or file name)"));
+  a->nonempty_flags.push_back(
+      s.add_option("--chat-template", a->chat_template, "chatml | llama2 | plain (default) | a JSON template file"));
   const auto sched_opt = [&](const char* flag, auto& member, const char* key, const char* help) {
     a->sched_flags.emplace_back(key, s.add_option(flag, member, help)->capture_default_str());
   };
@@ -259,8 +308,9 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
       ->capture_default_str();
   s.add_option("--receive-timeout", a->receive_timeout_s, "Seconds a whole request (headers + body) may take to arrive (then 408)")
       ->capture_default_str();
-  s.add_option("--canary-profile", a->canary_profile,
-               "Engine configuration JSON for the canary ({\"scheduler\":{...},\"threads\":N,\"matmul\":{...}})");
+  a->nonempty_flags.push_back(
+      s.add_option("--canary-profile", a->canary_profile,
+                   "Engine configuration JSON for the canary ({\"scheduler\":{...},\"threads\":N,\"matmul\":{...}})"));
   s.add_option("--canary-fraction", a->canary_fraction, "Share of requests routed to the canary engine, [0, 1]")
       ->capture_default_str();
   s.add_option("--shutdown-deadline", a->shutdown_deadline_s, "Seconds in-flight requests get after SIGTERM")
@@ -282,10 +332,33 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
              "Do not load tuned profiles (rtx-tune: matmul parameters, scheduler knobs and threads) nor what rtx-evolve promoted");
   return [a, &common]() {
     using namespace rtx::serve;
-    if (a->api_key.empty())
-      if (const char* k = std::getenv("RTX_API_KEY")) a->api_key = k;
+    for (const CLI::Option* opt : a->nonempty_flags)
+      if (opt->count() > 0 && opt->as<std::string>().find_first_not_of(" \t") == std::string::npos)
+        rtx::throw_usage("is empty (or blank); leave the flag out for its default", opt->get_name());
+    if (a->api_key_flag->count() > 0) {
+      check_api_key(a->api_key, "--api-key", "leave out --api-key to run without one");
+    } else if (const char* k = std::getenv("RTX_API_KEY")) {
+      a->api_key = k;
+      check_api_key(a->api_key, "RTX_API_KEY", "unset RTX_API_KEY to run without one");
+    }
     if (a->port < 0 || a->port > 65535) rtx::throw_usage("must be in [0, 65535]", "--port");
     if (a->threads < 0) rtx::throw_usage("must be >= 0", "--threads");
+    if (a->max_body < 1) rtx::throw_usage("must be >= 1 (0 would refuse every POST with 413)", "--max-body-bytes");
+    const auto num = [](double x) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%g", x);
+      return std::string(b);
+    };
+    const auto finite = [&](double x, const char* flag, const char* rule) {
+      if (!std::isfinite(x)) rtx::throw_usage(std::string("must be a finite number ") + rule + " (got " + num(x) + ")", flag);
+    };
+    finite(a->header_timeout_s, "--header-timeout", "of seconds > 0");
+    finite(a->receive_timeout_s, "--receive-timeout", "of seconds > 0");
+    finite(a->shutdown_deadline_s, "--shutdown-deadline", "of seconds >= 0");
+    if (!(a->canary_fraction >= 0 && a->canary_fraction <= 1))
+      rtx::throw_usage("must be in [0, 1] (got " + num(a->canary_fraction) + ")", "--canary-fraction");
+    for (const auto& [key, opt] : a->sched_flags)
+      if (key == "request_timeout_s" && opt->count() > 0) finite(a->sched.request_timeout_s, "--request-timeout", "of seconds > 0");
     const std::string db = common.db.empty() ? rtx::store::default_db_path() : common.db;
     if (!a->no_profile) {
       apply_tuned(*a, db, common.quiet);
@@ -303,11 +376,19 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
         if (key == e.where() && opt->count() > 0) rtx::throw_usage(e.message(), opt->get_name(), e.hint());
       throw;
     }
+    if (a->sched.max_queue < 1) {  // the scheduler takes 0, but then refuses every request with 429, even idle
+      std::string flag = "--max-queue";
+      for (const auto& [key, opt] : a->sched_flags)
+        if (key == "max_queue" && opt->count() == 0) flag = "max_queue (from a tuned or promoted config)";
+      rtx::throw_usage("must be >= 1 (0 would answer every request 429, even when idle)", flag);
+    }
     if (a->canary_fraction > 0 && a->canary_profile.empty())
       rtx::throw_usage("--canary-fraction needs --canary-profile", "--canary-fraction");
     if (!a->canary_profile.empty() && !(a->canary_fraction > 0) && !common.quiet)
       std::fprintf(stderr, "rtx-serve: warning: --canary-profile without --canary-fraction: the canary engine is "
                            "loaded but gets no requests (fraction 0)\n");
+    check_host(a->host);
+    check_model_path(a->model);
     LoadOptions lo;
     lo.threads = a->threads;
     lo.keep_quantized = !a->dequantize;

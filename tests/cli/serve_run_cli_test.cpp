@@ -1,0 +1,56 @@
+// rtx-serve run as a subprocess: flag values that would start a server that cannot work (every
+// request 429 or 413, authentication silently off, a name that cannot be bound) are refused at
+// start, exit 2, with a message naming the flag or variable and what is wrong.
+#include <catch2/catch.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "test_util.hpp"
+
+using rtx::test::run;
+
+TEST_CASE("rtx-serve run: values that would make a useless server are refused at start, exit 2, naming the flag",
+          "[cpu][cli]") {
+  const std::string model = rtx::test::data_dir() + "/stories260k/tinyllamas-stories-260k-f32.gguf";
+  // timeout: a value let through would start a server that never exits.
+  const std::string serve = "timeout 30 " + rtx::test::tool_path("rtx-serve") + " run --port 0 --no-profile ";
+  const std::string dir = rtx::test::temp_dir();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--max-queue 0", "rtx-serve: error: --max-queue: must be >= 1 (0 would answer every request 429, even when idle)"},
+      {"--max-body-bytes 0", "rtx-serve: error: --max-body-bytes: must be >= 1"},
+      {"--api-key ''", "rtx-serve: error: --api-key: empty API key: it would turn authentication off; leave out --api-key"},
+      {"--api-key 'a b'", "rtx-serve: error: --api-key: the API key has whitespace or a control byte"},
+      {"--host 999.1.1.1", "rtx-serve: error: --host: '999.1.1.1' cannot be parsed as an address nor resolved"},
+      {"--host example.invalid", "rtx-serve: error: --host: 'example.invalid' cannot be parsed as an address nor resolved"},
+      {"--host ''", "rtx-serve: error: --host: is empty"},
+      {"--request-timeout inf", "rtx-serve: error: --request-timeout: must be a finite number of seconds > 0 (got inf)"},
+      {"--header-timeout inf", "rtx-serve: error: --header-timeout: must be a finite number of seconds > 0 (got inf)"},
+      {"--receive-timeout nan", "rtx-serve: error: --receive-timeout: must be a finite number of seconds > 0 (got nan)"},
+      {"--shutdown-deadline inf", "rtx-serve: error: --shutdown-deadline: must be a finite number of seconds >= 0"},
+      // The range first: "needs --canary-profile" would send the user after the wrong fix.
+      {"--canary-fraction 2", "rtx-serve: error: --canary-fraction: must be in [0, 1] (got 2)"},
+      {"--canary-fraction -0.5", "rtx-serve: error: --canary-fraction: must be in [0, 1] (got -0.5)"},
+      {"--model-name ''", "rtx-serve: error: --model-name: is empty (or blank); leave the flag out for its default"},
+      {"--chat-template ''", "rtx-serve: error: --chat-template: is empty"},
+  };
+  for (const auto& [args, want] : cases) {
+    const auto p = run(serve + "-m " + model + " " + args);
+    INFO(args << "\nstderr: " << p.err);
+    CHECK(p.exit_code == 2);
+    CHECK_THAT(p.err, Catch::StartsWith(want));
+    CHECK_THAT(p.err, !Catch::Contains("in use, or not permitted"));
+  }
+  // An empty RTX_API_KEY is refused, naming the variable; a key on the command line wins over it.
+  const auto empty_env = run(serve + "-m " + model, "RTX_API_KEY=");
+  CHECK(empty_env.exit_code == 2);
+  CHECK_THAT(empty_env.err, Catch::StartsWith("rtx-serve: error: RTX_API_KEY: empty API key: it would turn "
+                                              "authentication off; unset RTX_API_KEY to run without one"));
+  // -m naming a directory or a device: said so, not what a loader made of it.
+  const auto d = run(serve + "-m " + dir);
+  CHECK(d.exit_code == 2);
+  CHECK_THAT(d.err, Catch::StartsWith("rtx-serve: error: " + dir + ": is a directory, not a model file"));
+  const auto z = run(serve + "-m /dev/zero");
+  CHECK(z.exit_code == 2);
+  CHECK_THAT(z.err, Catch::StartsWith("rtx-serve: error: /dev/zero: is not a regular file"));
+}

@@ -1,5 +1,5 @@
-// Fuzz target: rtx-serve's OpenAI request parsers (parse_completion_request and
-// parse_chat_request) on arbitrary bytes as the HTTP body, then chat rendering with every
+// Fuzz target: rtx-serve's OpenAI request parsers (parse_completion_request,
+// parse_chat_request, and /tokenize's and /detokenize's) on arbitrary bytes as the HTTP body, then chat rendering with every
 // built-in template. Rejections must be ApiException (an rtx::Error) with a 4xx status.
 #include <string>
 #include <string_view>
@@ -21,6 +21,10 @@ void check_common(const rtx::serve::Request& r) {
   for (const auto& s : r.stop) RTX_FUZZ_CHECK(!s.empty(), "empty stop accepted");
   RTX_FUZZ_CHECK(r.top_logprobs >= 0 && r.top_logprobs <= 20, "top_logprobs out of 0..20");
   RTX_FUZZ_CHECK(!r.include_usage || r.stream, "include_usage without stream");
+  RTX_FUZZ_CHECK(r.frequency_penalty >= -2 && r.frequency_penalty <= 2, "frequency_penalty out of [-2, 2]");
+  RTX_FUZZ_CHECK(r.presence_penalty >= -2 && r.presence_penalty <= 2, "presence_penalty out of [-2, 2]");
+  RTX_FUZZ_CHECK(r.repetition_penalty > 0 && r.repetition_penalty <= 10, "repetition_penalty out of (0, 10]");
+  for (const auto& [id, b] : r.logit_bias) RTX_FUZZ_CHECK(id >= 0 && b >= -100 && b <= 100, "logit_bias entry");
   // What the server does with a parsed request's text fields must not throw either.
   (void)rtx::serve::dump_json(nlohmann::json{{"model", r.model}, {"prompt", r.prompt}});
 }
@@ -55,6 +59,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         RTX_FUZZ_CHECK(e.error().status == 400, "render_chat status");
       }
     }
+  } catch (const ApiException& e) {
+    RTX_FUZZ_CHECK(e.error().status >= 400 && e.error().status < 500, "non-4xx status for a bad body");
+  } catch (const rtx::Error&) {
+  }
+  try {
+    const TokenizeRequest t = parse_tokenize_request(body);
+    RTX_FUZZ_CHECK(t.chat != t.messages.empty(), "tokenize: messages iff chat");
+  } catch (const ApiException& e) {
+    RTX_FUZZ_CHECK(e.error().status >= 400 && e.error().status < 500, "non-4xx status for a bad body");
+  } catch (const rtx::Error&) {
+  }
+  try {
+    for (int32_t t : parse_detokenize_request(body).tokens) RTX_FUZZ_CHECK(t >= 0, "detokenize: negative id");
   } catch (const ApiException& e) {
     RTX_FUZZ_CHECK(e.error().status >= 400 && e.error().status < 500, "non-4xx status for a bad body");
   } catch (const rtx::Error&) {

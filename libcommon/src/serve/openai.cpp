@@ -220,13 +220,19 @@ json parse_body(std::string_view body) {
   return j;
 }
 
+// "model": may be absent (as llama.cpp's server allows; "" then: the server uses the one it
+// serves), else a non-empty string.
+std::string parse_model(const json& b) {
+  const json* model = opt(b, "model");
+  if (!model) return {};
+  std::string m = get_string(*model, "model");
+  if (m.empty()) fail("Invalid value for 'model': must not be empty.", "model");
+  return m;
+}
+
 // The fields both endpoints share.
 void parse_common(const json& b, Request& r) {
-  // "model" may be absent (as llama.cpp's server allows): the server then uses the one it serves.
-  if (const json* model = opt(b, "model")) {
-    r.model = get_string(*model, "model");
-    if (r.model.empty()) fail("Invalid value for 'model': must not be empty.", "model");
-  }
+  r.model = parse_model(b);
 
   if (const json* v = opt(b, "max_tokens"))
     r.max_tokens = get_int(*v, "max_tokens", 1, std::numeric_limits<int32_t>::max());
@@ -487,10 +493,7 @@ Request parse_chat_request(std::string_view body) {
 TokenizeRequest parse_tokenize_request(std::string_view body) {
   const json b = parse_body(body);
   TokenizeRequest r;
-  if (const json* model = opt(b, "model")) {
-    r.model = get_string(*model, "model");
-    if (r.model.empty()) fail("Invalid value for 'model': must not be empty.", "model");
-  }
+  r.model = parse_model(b);
   const json* prompt = opt(b, "prompt");
   const bool has_messages = opt(b, "messages") != nullptr;
   if (prompt && has_messages) fail("Give either 'prompt' or 'messages', not both.", "prompt");
@@ -509,10 +512,7 @@ TokenizeRequest parse_tokenize_request(std::string_view body) {
 DetokenizeRequest parse_detokenize_request(std::string_view body) {
   const json b = parse_body(body);
   DetokenizeRequest r;
-  if (const json* model = opt(b, "model")) {
-    r.model = get_string(*model, "model");
-    if (r.model.empty()) fail("Invalid value for 'model': must not be empty.", "model");
-  }
+  r.model = parse_model(b);
   const json* t = opt(b, "tokens");
   if (!t) fail("you must provide a tokens parameter", "tokens", "missing_required_parameter");
   if (!t->is_array()) wrong_type("tokens", "an array of integers", *t);

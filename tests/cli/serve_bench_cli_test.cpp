@@ -1,6 +1,9 @@
 // rtx-serve bench as a subprocess: configuration errors name the flag that set the value; a run
 // in which every request fails says why, next to the summary and in the artifact, and exits 1.
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -8,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -45,7 +49,76 @@ struct RefusingServer {
   }
 };
 
+/// A loopback port that accepts connections (the kernel's backlog) and never answers.
+struct SilentServer {
+  int fd = -1, port = 0;
+  SilentServer() {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(fd, 64) == 0);
+    socklen_t len = sizeof a;
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port = ntohs(a.sin_port);
+  }
+  ~SilentServer() { ::close(fd); }
+};
+
 }  // namespace
+
+TEST_CASE("rtx-serve bench: prompts files, -o and --extra-body are checked before any request, naming the file",
+          "[cpu][cli]") {
+  SilentServer srv;  // a request sent would time out: none may be
+  const std::string dir = rtx::test::temp_dir();
+  const auto write = [&](const std::string& name, const std::string& bytes) {
+    std::ofstream(dir + "/" + name, std::ios::binary) << bytes;
+    return dir + "/" + name;
+  };
+  const std::string bench = serve() + " bench --port " + std::to_string(srv.port) + " -n 1 --timeout 30 ";
+  const std::vector<std::tuple<std::string, int, std::string>> cases = {
+      {"--prompts-file " + write("empty.txt", ""), 2, "rtx-serve: error: " + dir + "/empty.txt: the prompts file is empty"},
+      {"--prompts-file " + write("blank.txt", "\n  \r\n\t\n"), 2,
+       "rtx-serve: error: " + dir + "/blank.txt: the prompts file has no prompt (every line is blank)"},
+      {"--prompts-file " + write("latin1.txt", "Once\ncaf\xe9\n"), 2,
+       "rtx-serve: error: " + dir + "/latin1.txt: line 2 is not valid UTF-8"},
+      {"--prompt \"$(printf '\\377')\"", 2, "rtx-serve: error: --prompt: prompt 1 is not valid UTF-8"},
+      // The fields the load generator sets itself.
+      {"--extra-body '{\"stream\": false}'", 2, "rtx-serve: error: --extra-body: \"stream\" cannot be given in extra_body: "
+                                               "every request streams"},
+      {"--extra-body '{\"stream_options\": {}}'", 2, "rtx-serve: error: --extra-body: \"stream_options\" cannot be given"},
+      {"--extra-body '{\"max_tokens\": 3}'", 2,
+       "rtx-serve: error: --extra-body: \"max_tokens\" cannot be given in extra_body: set by --max-tokens"},
+      {"--extra-body '{\"prompt\": \"x\"}'", 2, "rtx-serve: error: --extra-body: \"prompt\" cannot be given"},
+      // An unwritable -o: an environment error (README: 3), said before the run, naming the path.
+      {"-o " + dir + "/no/such/dir/b.json", 3, "rtx-serve: error: " + dir + "/no/such/dir/b.json: -o: cannot write the artifact"},
+      {"-o " + dir, 2, "rtx-serve: error: " + dir + ": -o: cannot write the artifact: is a directory"},
+  };
+  for (const auto& [args, code, want] : cases) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto p = run(bench + args);
+    INFO(args << "\nstderr: " << p.err);
+    CHECK(p.exit_code == code);
+    CHECK_THAT(p.err, Catch::StartsWith(want));
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));  // no request waited for
+  }
+  // The -o probe leaves nothing behind.
+  const auto ls = run("ls -A " + dir);
+  CHECK(ls.out == "blank.txt\nempty.txt\nlatin1.txt\n");
+}
+
+TEST_CASE("rtx-serve bench: a server that never answers is reported as a timeout after --timeout s", "[cpu][cli]") {
+  SilentServer srv;
+  const auto p = run(serve() + " bench --port " + std::to_string(srv.port) + " -n 2 -c 2 --timeout 1.5");
+  INFO("stdout: " << p.out << "\nstderr: " << p.err);
+  CHECK(p.exit_code == 1);
+  const std::string want = "timeout: no answer from 127.0.0.1:" + std::to_string(srv.port) +
+                           "/v1/completions within 1.5 s (--timeout)";
+  CHECK(p.err == "rtx-serve bench: error: no request succeeded (2 failed): " + want + "\n");
+  CHECK_THAT(p.out, Catch::Contains("2 x transport_error (first: request ") && Catch::Contains(want));
+  CHECK_THAT(p.out + p.err, !Catch::Contains("(Read)") && !Catch::Contains("1.500000"));
+}
 
 TEST_CASE("rtx-serve bench: a bad value is reported under its flag, once, before any connection", "[cpu][cli]") {
   // Nothing is contacted: the configuration is refused before the first connection.

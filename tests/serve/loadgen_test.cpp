@@ -354,6 +354,14 @@ TEST_CASE("request body and configuration checks", "[cpu]") {
   CHECK_THROWS_AS(rtx::serve::validate(bad([](LoadConfig& x) { x.port = 70000; })), rtx::Error);
   CHECK_THROWS_AS(rtx::serve::validate(bad([](LoadConfig& x) { x.prompts.clear(); })), rtx::Error);
   CHECK_THROWS_AS(rtx::serve::validate(bad([](LoadConfig& x) { x.extra_body = json::array({1}); })), rtx::Error);
+  // validate refuses the fields build_request_body sets (its merge would override them).
+  for (const char* own : {"stream", "stream_options", "prompt", "messages", "model", "max_tokens", "temperature",
+                          "ignore_eos", "seed"}) {
+    INFO(own);
+    CHECK_THROWS_WITH(rtx::serve::validate(bad([&](LoadConfig& x) { x.extra_body = {{own, 1}}; })),
+                      Catch::Contains(std::string("\"") + own + "\" cannot be given in extra_body"));
+  }
+  CHECK_NOTHROW(rtx::serve::validate(bad([](LoadConfig& x) { x.extra_body = {{"cache_prompt", false}}; })));
   CHECK_THROWS_AS(rtx::serve::validate(bad([](LoadConfig& x) { x.max_tokens = 0; })), rtx::Error);
   CHECK_THROWS_AS(rtx::serve::validate(bad([](LoadConfig& x) { x.num_requests = 0; })), rtx::Error);
   CHECK_THROWS_AS(rtx::serve::validate(bad([](LoadConfig& x) { x.endpoint = "v1"; })), rtx::Error);

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -12,7 +13,9 @@
 #include "commands.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/io/artifact.hpp"
+#include "rtx/io/atomic_file.hpp"
 #include "rtx/serve/loadgen.hpp"
+#include "rtx/serve/text.hpp"
 
 namespace rtx_serve {
 
@@ -38,6 +41,7 @@ struct BenchArgs {
   int warmup = 0;
   std::string extra_body;
   CLI::Option* extra_body_opt = nullptr;
+  CLI::Option* prompts_file_opt = nullptr;
   /// The flag that sets each LoadConfig field validate() checks, by field name.
   std::vector<std::pair<std::string, CLI::Option*>> field_flags;
   CLI::Option* num_requests_opt = nullptr;
@@ -95,7 +99,8 @@ Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
                                                      "Stop starting requests after this many s (0: no limit)")
                                             ->capture_default_str());
   field("prompts", s.add_option("--prompt", a->prompts, "A prompt (repeatable; request i sends prompt i mod count)"));
-  s.add_option("--prompts-file", a->prompts_file, "File with one prompt per line (added to --prompt)");
+  a->prompts_file_opt =
+      s.add_option("--prompts-file", a->prompts_file, "File with one prompt per line (added to --prompt; blank lines skipped)");
   field("max_tokens", s.add_option("--max-tokens", cfg.max_tokens, "max_tokens of each request")->capture_default_str());
   s.add_flag("--no-ignore-eos", a->no_ignore_eos, "Do not send \"ignore_eos\": true");
   field("temperature", s.add_option("--temperature", cfg.temperature, "Sampling temperature")->capture_default_str());
@@ -116,12 +121,31 @@ Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
     const CLI::App* parent = s.get_parent();
     const CLI::Option* seed = parent ? parent->get_option_no_throw("--seed") : nullptr;
     if (seed && seed->count() > 0) cfg.seed = common.seed;
-    if (!a->prompts_file.empty()) {
+    for (size_t i = 0; i < a->prompts.size(); ++i)
+      if (!rtx::serve::utf8_valid(a->prompts[i]))
+        rtx::throw_usage("prompt " + std::to_string(i + 1) + " is not valid UTF-8", "--prompt",
+                         "a JSON request body must be UTF-8");
+    if (a->prompts_file_opt->count() > 0) {
+      // Lines that are empty or blank are skipped (a CR before the LF is dropped); a file with
+      // none left is an error, not the default prompt.
       std::ifstream in(a->prompts_file);
       if (!in) rtx::throw_input("cannot open prompts file", a->prompts_file, "check the path given to --prompts-file");
       std::string line;
-      while (std::getline(in, line))
-        if (!line.empty()) a->prompts.push_back(line);
+      size_t n = 0, kept = 0;
+      while (std::getline(in, line)) {
+        ++n;
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (line.find_first_not_of(" \t\f\v") == std::string::npos) continue;
+        if (!rtx::serve::utf8_valid(line))
+          rtx::throw_input("line " + std::to_string(n) + " is not valid UTF-8", a->prompts_file,
+                           "a JSON request body must be UTF-8; convert the file (e.g. iconv -t UTF-8)");
+        a->prompts.push_back(line);
+        ++kept;
+      }
+      if (in.bad()) rtx::throw_env("cannot read prompts file", a->prompts_file);
+      if (kept == 0)
+        rtx::throw_input(n == 0 ? "the prompts file is empty" : "the prompts file has no prompt (every line is blank)",
+                         a->prompts_file, "put one prompt per line (--prompts-file)");
     }
     if (a->extra_body_opt->count() > 0) {
       std::string why;
@@ -139,6 +163,20 @@ Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
     if (cfg.prompts.empty()) cfg.prompts = {"Once upon a time"};
     validate_flags(*a);
     if (a->warmup < 0) rtx::throw_usage("--warmup must be >= 0", "--warmup");
+    std::error_code ec;
+    const auto out_status = std::filesystem::status(a->out_path, ec);
+    const bool special = std::filesystem::exists(out_status) && !std::filesystem::is_regular_file(out_status) &&
+                         !std::filesystem::is_directory(out_status);  // /dev/null, a FIFO: written in place
+    if (!a->out_path.empty() && a->out_path != "-" && !special) {
+      // Whether -o can be written, before any request is sent (not after the whole run): a temp
+      // file in its directory, removed again. An unwritable path is an environment error (3).
+      try {
+        rtx::io::AtomicFileWriter probe(a->out_path);
+      } catch (const rtx::Error& e) {
+        throw rtx::Error(e.category(), "-o: cannot write the artifact: " + e.message(), a->out_path,
+                         "give a path in a writable directory");
+      }
+    }
     if (a->warmup > 0) {
       rtx::serve::LoadConfig w = cfg;
       w.concurrency = 1;

@@ -243,6 +243,13 @@ bool is_chat_endpoint(const std::string& endpoint) {
 
 // The first `n` bytes of `s` (what a server sent) for an error message: cut between UTF-8
 // characters and ill-formed bytes replaced (U+FFFD), so that the artifact stays valid JSON.
+/// Seconds as a person writes them: "3", "0.5", "1e-05".
+std::string secs(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", x);
+  return b;
+}
+
 std::string excerpt(const std::string& s, size_t n = 200) {
   if (s.size() <= n) return utf8_sanitize(s);
   while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // not inside a UTF-8 character
@@ -403,7 +410,19 @@ RequestResult run_one(httplib::Client& cli, const LoadConfig& cfg, int64_t index
 
   if (timed_out) {
     r.status = RequestStatus::Transport;
-    r.error = "timeout: no complete answer within " + std::to_string(cfg.timeout_s) + " s";
+    r.error = "timeout: no complete answer within " + secs(cfg.timeout_s) + " s";
+    return r;
+  }
+  // A read that ran into the client's timeout (cpp-httplib says only "Read"): a server that
+  // accepted the connection but did not answer in time.
+  const bool read_timed_out = !ok && (err == httplib::Error::Read || err == httplib::Error::ConnectionTimeout) &&
+                              seconds(Clock::now() - sent) >= 0.99 * cfg.timeout_s;
+  if (read_timed_out && status == 0) {
+    r.status = RequestStatus::Transport;
+    r.connect_failed = err == httplib::Error::ConnectionTimeout;
+    r.error = std::string("timeout: ") +
+              (err == httplib::Error::ConnectionTimeout ? "could not connect to " : "no answer from ") + cfg.host + ":" +
+              std::to_string(cfg.port) + cfg.endpoint + " within " + secs(cfg.timeout_s) + " s (--timeout)";
     return r;
   }
   if (!ok && status == 0) {
@@ -425,7 +444,8 @@ RequestResult run_one(httplib::Client& cli, const LoadConfig& cfg, int64_t index
   }
   if (!ok && stream.protocol_error().empty()) {
     r.status = RequestStatus::Transport;
-    r.error = std::string("transport error (") + httplib::to_string(err) + ") in the middle of the stream";
+    r.error = read_timed_out ? "timeout: the stream stalled; no complete answer within " + secs(cfg.timeout_s) + " s (--timeout)"
+                             : std::string("transport error (") + httplib::to_string(err) + ") in the middle of the stream";
     return r;
   }
   if (!stream.protocol_error().empty()) {
@@ -486,6 +506,23 @@ void validate(const LoadConfig& cfg) {
   if (!cfg.extra_body.is_object())
     throw_usage("extra_body must be a JSON object, got " + cfg.extra_body.dump(), where + ".extra_body",
                 "e.g. {\"cache_prompt\": false}");
+  // Fields the load generator sets itself: overriding one would break the measurement (a
+  // non-streamed answer has no TTFT) or make the artifact's config say what was not sent.
+  static const std::pair<const char*, const char*> kOwn[] = {
+      {"stream", "every request streams (the measurement needs it)"},
+      {"stream_options", "the load generator asks for include_usage to count output tokens"},
+      {"prompt", "set by --prompt / --prompts-file"},
+      {"messages", "set by --prompt / --prompts-file"},
+      {"model", "set by --model"},
+      {"max_tokens", "set by --max-tokens"},
+      {"temperature", "set by --temperature"},
+      {"ignore_eos", "set by --no-ignore-eos"},
+      {"seed", "set by --seed"},
+  };
+  for (const auto& [key, why] : kOwn)
+    if (cfg.extra_body.is_object() && cfg.extra_body.contains(key))
+      throw_usage(std::string("\"") + key + "\" cannot be given in extra_body: " + why, where + ".extra_body",
+                  "remove it from the object");
   if (cfg.max_tokens < 1) throw_usage("max_tokens must be >= 1", where + ".max_tokens");
   if (!(cfg.temperature >= 0) || !std::isfinite(cfg.temperature))
     throw_usage("temperature must be a finite number >= 0", where + ".temperature");
@@ -497,9 +534,9 @@ void validate(const LoadConfig& cfg) {
   // Deadlines are steady_clock time points (nanoseconds in 64 bits: ~292 years from boot);
   // cap the spans so they cannot overflow.
   if (cfg.timeout_s > 7 * 86400.0)
-    throw_usage("timeout_s " + std::to_string(cfg.timeout_s) + " is more than a week", where + ".timeout_s");
+    throw_usage("timeout_s " + secs(cfg.timeout_s) + " is more than a week", where + ".timeout_s");
   if (cfg.duration_s > 30 * 86400.0)
-    throw_usage("duration_s " + std::to_string(cfg.duration_s) + " is more than 30 days", where + ".duration_s");
+    throw_usage("duration_s " + secs(cfg.duration_s) + " is more than 30 days", where + ".duration_s");
   // Last, so that a field out of range is reported as such first.
   if (cfg.num_requests == 0 && cfg.duration_s == 0)
     throw_usage("neither num_requests nor duration_s is set: the run would never end", where,

@@ -253,23 +253,33 @@ TEST_CASE("sampler: empirical frequencies follow temperature, top-k and top-p", 
   std::vector<double> pt2(V);  // temperature 2: p^(1/2), renormalised
   for (int v = 0; v < V; ++v) pt2[v] = std::sqrt(p[v]);
   struct Case {
-    SamplerConfig cfg;
+    SamplerConfig settings;  // temperature, top_k, top_p, seed
     std::vector<double> want;
   };
-  const std::vector<Case> cases = {
-      {{1.0f, 0, 1.0f, 1}, p},
-      {{2.0f, 0, 1.0f, 2}, normalise(pt2)},
-      {{1.0f, 2, 1.0f, 3}, normalise({0.5, 0.25, 0, 0, 0})},
-      {{1.0f, 0, 0.8f, 4}, normalise({0.5, 0.25, 0.125, 0, 0})},   // 0.5+0.25 < 0.8 <= 0.875
-      {{1.0f, 0, 0.7f, 5}, normalise({0.5, 0.25, 0, 0, 0})},
-      {{1.0f, 0, 0.4f, 6}, {1, 0, 0, 0, 0}},
-      // top-k 4 (mass 0.9375, id 3 wins the tie with id 4), then 0.9 of that mass = 0.84375 <= 0.875
-      {{1.0f, 4, 0.9f, 7}, normalise({0.5, 0.25, 0.125, 0, 0})},
+  // Built one by one: a braced list of these (each holding a vector) trips GCC 12's
+  // -Wmaybe-uninitialized on SamplerConfig::logit_bias.
+  std::vector<Case> cases;
+  const auto add = [&](float t, int k, float top_p, uint64_t seed, std::vector<double> want) {
+    Case c;
+    c.settings.temperature = t;
+    c.settings.top_k = k;
+    c.settings.top_p = top_p;
+    c.settings.seed = seed;
+    c.want = std::move(want);
+    cases.push_back(std::move(c));
   };
+  add(1.0f, 0, 1.0f, 1, p);
+  add(2.0f, 0, 1.0f, 2, normalise(pt2));
+  add(1.0f, 2, 1.0f, 3, normalise({0.5, 0.25, 0, 0, 0}));
+  add(1.0f, 0, 0.8f, 4, normalise({0.5, 0.25, 0.125, 0, 0}));   // 0.5+0.25 < 0.8 <= 0.875
+  add(1.0f, 0, 0.7f, 5, normalise({0.5, 0.25, 0, 0, 0}));
+  add(1.0f, 0, 0.4f, 6, {1, 0, 0, 0, 0});
+  // top-k 4 (mass 0.9375, id 3 wins the tie with id 4), then 0.9 of that mass = 0.84375 <= 0.875
+  add(1.0f, 4, 0.9f, 7, normalise({0.5, 0.25, 0.125, 0, 0}));
   const int N = 40000;
   for (const Case& cs : cases) {
-    INFO("temperature " << cs.cfg.temperature << " top_k " << cs.cfg.top_k << " top_p " << cs.cfg.top_p);
-    Sampler s(cs.cfg);
+    INFO("temperature " << cs.settings.temperature << " top_k " << cs.settings.top_k << " top_p " << cs.settings.top_p);
+    Sampler s(cs.settings);
     const auto dist = s.distribution(logits.data(), V);
     for (int v = 0; v < V; ++v) CHECK(dist[v] == Approx(cs.want[v]).margin(1e-6));
     std::vector<int> count(V, 0);

@@ -102,6 +102,7 @@ class LlamaTokenizer final : public io::Tokenizer {
   }
 
   std::string kind() const override { return "llama"; }
+  bool adds_space_prefix() const override { return v_.add_space_prefix; }
   int vocab_size() const override { return static_cast<int>(v_.tokens.size()); }
   int32_t eot_id() const override { return v_.eos; }
 

@@ -211,9 +211,6 @@ struct Server::Impl {
     count(engine, e.status);
   }
 
-  std::once_flag space_prefix_once;
-  bool space_prefix = false;  // the tokenizer adds a space before the text (SentencePiece)
-
   /// POST /tokenize and /detokenize (vLLM's extensions): the main engine's tokenizer; the
   /// ids /tokenize returns are the prompt the completions or chat endpoint would run.
   void handle_tokens(const httplib::Request& hreq, httplib::Response& res, bool detokenize) {
@@ -237,11 +234,8 @@ struct Server::Impl {
                                                    "tokens[" + std::to_string(i) + "]", "invalid_value"));
         // SentencePiece's decode drops the space its encoder put before the text (the
         // add_space_prefix of a llama tokenizer), so that detokenize(tokenize(s)) is s.
-        std::call_once(space_prefix_once, [&] {
-          space_prefix = tok.kind() == "llama" && tok.to_json().value("add_space_prefix", false);
-        });
         std::string text = tok.decode(rq.tokens);
-        if (space_prefix) {
+        if (tok.adds_space_prefix()) {
           size_t first = 0;
           while (first < rq.tokens.size() && tok.token_bytes(rq.tokens[first]).empty()) ++first;  // BOS and the like
           if (first < rq.tokens.size() && tok.token_bytes(rq.tokens[first]).rfind(' ', 0) == 0 && !text.empty() &&

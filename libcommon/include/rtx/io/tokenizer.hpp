@@ -28,6 +28,9 @@ class Tokenizer {
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
   /// The raw bytes of one token (what decode({id}) gives).
   virtual std::string token_bytes(int32_t id) const = 0;
+  /// True when encode() puts a space before the text (SentencePiece's add_space_prefix), so
+  /// that a decoder drops it again at the start of a sequence.
+  virtual bool adds_space_prefix() const { return false; }
   /// End-of-text id (GPT-2: 50256 "<|endoftext|>"), or -1 when the vocabulary has none.
   virtual int32_t eot_id() const = 0;
   /// Everything needed to rebuild this tokenizer without the source files (stored in

@@ -479,52 +479,66 @@ TEST_CASE("custom chat template from a JSON file", "[cpu]") {
 
 TEST_CASE("completion response bodies", "[cpu]") {
   const ResponseMeta m{"cmpl-abc", 1700000000, "stories260k", false};
-  CHECK(completion_response(m, "Once", "length", Usage{5, 2}) == json::parse(R"({
+  CHECK(json(completion_response(m, "Once", "length", Usage{5, 2})) == json::parse(R"({
       "id":"cmpl-abc","object":"text_completion","created":1700000000,"model":"stories260k",
       "choices":[{"text":"Once","index":0,"logprobs":null,"finish_reason":"length"}],
       "usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7,"prompt_tokens_details":{"cached_tokens":0}}})"));
 
   const std::vector<TokenLogprob> lp = {{"On", -0.5, {{"On", -0.5}, {"In", -1.25}}, 0},
                                         {"\xE2\x82", -2.0, {{"\xE2\x82", -2.0}}, 2}};
-  CHECK(completion_response(m, "On", "stop", Usage{3, 2, 2}, &lp) == json::parse(R"({
+  CHECK(json(completion_response(m, "On", "stop", Usage{3, 2, 2}, &lp)) == json::parse(R"({
       "id":"cmpl-abc","object":"text_completion","created":1700000000,"model":"stories260k",
       "choices":[{"text":"On","index":0,"finish_reason":"stop","logprobs":{
         "tokens":["On","bytes:\\xe2\\x82"],"token_logprobs":[-0.5,-2.0],
         "top_logprobs":[{"On":-0.5,"In":-1.25},{"bytes:\\xe2\\x82":-2.0}],"text_offset":[0,2]}}],
       "usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5,"prompt_tokens_details":{"cached_tokens":2}}})"));
-  CHECK(completion_logprobs(lp, 10)["text_offset"] == json::parse("[10,12]"));
+  CHECK(json(completion_logprobs(lp, 10)["text_offset"]) == json::parse("[10,12]"));
+
+  // Each top_logprobs object goes out most likely first (TokenLogprob::top's order), not in
+  // key order, and the body's fields in OpenAI's order; a repeated display text keeps the first.
+  const std::vector<TokenLogprob> ranked = {
+      {"the", -0.25, {{"the", -0.25}, {"a", -1.5}, {"\xFF", -3.0}, {"\xFF", -4.0}, {"An", -5.0}}, 0}};
+  const std::string body = dump_response(completion_response(m, "the", "length", Usage{1, 1}, &ranked));
+  const size_t top = body.find("\"top_logprobs\":[{");
+  REQUIRE(top != std::string::npos);
+  const std::string want_top = R"("top_logprobs":[{"the":-0.25,"a":-1.5,"bytes:\\xff":-3.0,"An":-5.0}],"text_offset")";
+  CHECK(body.substr(top, want_top.size()) == want_top);
+  const std::string want_head =
+      R"({"id":"cmpl-abc","object":"text_completion","created":1700000000,"model":"stories260k","choices":[)";
+  CHECK(body.substr(0, want_head.size()) == want_head);
+  CHECK(body.find(R"(,"usage":{"prompt_tokens":1,)") != std::string::npos);
 }
 
 TEST_CASE("chat response bodies", "[cpu]") {
   const ResponseMeta m{"chatcmpl-1", 42, "m", false};
-  CHECK(chat_response(m, "Hi!", "stop", Usage{10, 3}) == json::parse(R"({
+  CHECK(json(chat_response(m, "Hi!", "stop", Usage{10, 3})) == json::parse(R"({
       "id":"chatcmpl-1","object":"chat.completion","created":42,"model":"m",
       "choices":[{"index":0,"message":{"role":"assistant","content":"Hi!"},"logprobs":null,"finish_reason":"stop"}],
       "usage":{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13,"prompt_tokens_details":{"cached_tokens":0}}})"));
   const std::vector<TokenLogprob> lp = {{"Hi", -0.25, {{"Hi", -0.25}, {"\xC3", -3.0}}, 0}};
-  CHECK(chat_response(m, "Hi", "length", Usage{1, 1}, &lp)["choices"][0]["logprobs"] == json::parse(R"({
+  CHECK(json(chat_response(m, "Hi", "length", Usage{1, 1}, &lp)["choices"][0]["logprobs"]) == json::parse(R"({
       "content":[{"token":"Hi","logprob":-0.25,"bytes":[72,105],"top_logprobs":[
         {"token":"Hi","logprob":-0.25,"bytes":[72,105]},{"token":"bytes:\\xc3","logprob":-3.0,"bytes":[195]}]}]})"));
 }
 
 TEST_CASE("streaming chunks, usage chunk and SSE framing", "[cpu]") {
   ResponseMeta m{"chatcmpl-7", 99, "m", false};
-  CHECK(chat_chunk_role(m) == json::parse(R"({"id":"chatcmpl-7","object":"chat.completion.chunk","created":99,
+  CHECK(json(chat_chunk_role(m)) == json::parse(R"({"id":"chatcmpl-7","object":"chat.completion.chunk","created":99,
       "model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]})"));
-  CHECK(chat_chunk_content(m, "Once") == json::parse(R"({"id":"chatcmpl-7","object":"chat.completion.chunk",
+  CHECK(json(chat_chunk_content(m, "Once")) == json::parse(R"({"id":"chatcmpl-7","object":"chat.completion.chunk",
       "created":99,"model":"m","choices":[{"index":0,"delta":{"content":"Once"},"logprobs":null,"finish_reason":null}]})"));
-  CHECK(chat_chunk_finish(m, "stop") == json::parse(R"({"id":"chatcmpl-7","object":"chat.completion.chunk",
+  CHECK(json(chat_chunk_finish(m, "stop")) == json::parse(R"({"id":"chatcmpl-7","object":"chat.completion.chunk",
       "created":99,"model":"m","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]})"));
   m.include_usage = true;
   CHECK(chat_chunk_content(m, "x")["usage"].is_null());
   CHECK(chat_chunk_content(m, "x").contains("usage"));
-  CHECK(usage_chunk(m, "chat.completion.chunk", Usage{4, 6}) == json::parse(R"({"id":"chatcmpl-7",
+  CHECK(json(usage_chunk(m, "chat.completion.chunk", Usage{4, 6})) == json::parse(R"({"id":"chatcmpl-7",
       "object":"chat.completion.chunk","created":99,"model":"m","choices":[],
       "usage":{"prompt_tokens":4,"completion_tokens":6,"total_tokens":10,"prompt_tokens_details":{"cached_tokens":0}}})"));
   CHECK_THROWS_AS(usage_chunk(m, "chat.completion", Usage{}), Error);
 
   const ResponseMeta c{"cmpl-9", 5, "m", false};
-  CHECK(completion_chunk(c, " upon") == json::parse(R"({"id":"cmpl-9","object":"text_completion","created":5,
+  CHECK(json(completion_chunk(c, " upon")) == json::parse(R"({"id":"cmpl-9","object":"text_completion","created":5,
       "model":"m","choices":[{"text":" upon","index":0,"logprobs":null,"finish_reason":null}]})"));
   CHECK(completion_chunk(c, "", "length")["choices"][0]["finish_reason"] == "length");
   CHECK_FALSE(completion_chunk(c, "x").contains("usage"));

@@ -664,21 +664,21 @@ std::string token_display(std::string_view bytes) {
 
 namespace {
 
-json bytes_array(std::string_view s) {
-  json a = json::array();
+ResponseJson bytes_array(std::string_view s) {
+  ResponseJson a = ResponseJson::array();
   for (char c : s) a.push_back(static_cast<int>(static_cast<unsigned char>(c)));
   return a;
 }
 
-json usage_json(const Usage& u) {
-  return json{{"prompt_tokens", u.prompt_tokens},
-              {"completion_tokens", u.completion_tokens},
-              {"total_tokens", u.prompt_tokens + u.completion_tokens},
-              {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+ResponseJson usage_json(const Usage& u) {
+  return ResponseJson{{"prompt_tokens", u.prompt_tokens},
+                      {"completion_tokens", u.completion_tokens},
+                      {"total_tokens", u.prompt_tokens + u.completion_tokens},
+                      {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
-json base(const ResponseMeta& m, const char* object) {
-  json j = json::object();
+ResponseJson base(const ResponseMeta& m, const char* object) {
+  ResponseJson j = ResponseJson::object();
   j["id"] = m.id;
   j["object"] = object;
   j["created"] = m.created;
@@ -686,107 +686,125 @@ json base(const ResponseMeta& m, const char* object) {
   return j;
 }
 
-json finish_json(const std::string& reason) { return reason.empty() ? json(nullptr) : json(reason); }
+ResponseJson finish_json(const std::string& reason) {
+  return reason.empty() ? ResponseJson(nullptr) : ResponseJson(reason);
+}
 
 }  // namespace
 
-json completion_logprobs(const std::vector<TokenLogprob>& lp, int64_t base_offset) {
-  json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
+ResponseJson completion_logprobs(const std::vector<TokenLogprob>& lp, int64_t base_offset) {
+  ResponseJson tokens = ResponseJson::array(), token_logprobs = ResponseJson::array(), top = ResponseJson::array(),
+               offsets = ResponseJson::array();
   for (const auto& t : lp) {
     tokens.push_back(token_display(t.token));
     token_logprobs.push_back(t.logprob);
-    json alt = json::object();
-    for (const auto& a : t.top) alt[token_display(a.token)] = a.logprob;
+    ResponseJson alt = ResponseJson::object();
+    for (const auto& a : t.top) {
+      std::string key = token_display(a.token);
+      if (!alt.contains(key)) alt[std::move(key)] = a.logprob;
+    }
     top.push_back(alt);
     offsets.push_back(base_offset + t.text_offset);
   }
-  return json{{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+  return ResponseJson{
+      {"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
 }
 
-json chat_logprobs(const std::vector<TokenLogprob>& lp) {
-  json content = json::array();
+ResponseJson chat_logprobs(const std::vector<TokenLogprob>& lp) {
+  ResponseJson content = ResponseJson::array();
   for (const auto& t : lp) {
-    json alts = json::array();
+    ResponseJson alts = ResponseJson::array();
     for (const auto& a : t.top)
-      alts.push_back(json{{"token", token_display(a.token)}, {"logprob", a.logprob}, {"bytes", bytes_array(a.token)}});
-    content.push_back(json{{"token", token_display(t.token)},
-                           {"logprob", t.logprob},
-                           {"bytes", bytes_array(t.token)},
-                           {"top_logprobs", alts}});
+      alts.push_back(
+          ResponseJson{{"token", token_display(a.token)}, {"logprob", a.logprob}, {"bytes", bytes_array(a.token)}});
+    content.push_back(ResponseJson{{"token", token_display(t.token)},
+                                   {"logprob", t.logprob},
+                                   {"bytes", bytes_array(t.token)},
+                                   {"top_logprobs", alts}});
   }
-  return json{{"content", content}};
+  return ResponseJson{{"content", content}};
 }
 
-json completion_response(const ResponseMeta& m, const std::string& text, const std::string& finish_reason,
-                         const Usage& u, const std::vector<TokenLogprob>* lp) {
-  json j = base(m, "text_completion");
-  j["choices"] = json::array({json{{"text", text},
-                                   {"index", 0},
-                                   {"logprobs", lp ? completion_logprobs(*lp) : json(nullptr)},
-                                   {"finish_reason", finish_json(finish_reason)}}});
+ResponseJson completion_response(const ResponseMeta& m, const std::string& text, const std::string& finish_reason,
+                                 const Usage& u, const std::vector<TokenLogprob>* lp) {
+  ResponseJson j = base(m, "text_completion");
+  j["choices"] = ResponseJson::array({ResponseJson{{"text", text},
+                                                   {"index", 0},
+                                                   {"logprobs", lp ? completion_logprobs(*lp) : ResponseJson(nullptr)},
+                                                   {"finish_reason", finish_json(finish_reason)}}});
   j["usage"] = usage_json(u);
   return j;
 }
 
-json chat_response(const ResponseMeta& m, const std::string& content, const std::string& finish_reason,
-                   const Usage& u, const std::vector<TokenLogprob>* lp) {
-  json j = base(m, "chat.completion");
-  j["choices"] = json::array({json{{"index", 0},
-                                   {"message", json{{"role", "assistant"}, {"content", content}}},
-                                   {"logprobs", lp ? chat_logprobs(*lp) : json(nullptr)},
-                                   {"finish_reason", finish_json(finish_reason)}}});
+ResponseJson chat_response(const ResponseMeta& m, const std::string& content, const std::string& finish_reason,
+                           const Usage& u, const std::vector<TokenLogprob>* lp) {
+  ResponseJson j = base(m, "chat.completion");
+  j["choices"] =
+      ResponseJson::array({ResponseJson{{"index", 0},
+                                        {"message", ResponseJson{{"role", "assistant"}, {"content", content}}},
+                                        {"logprobs", lp ? chat_logprobs(*lp) : ResponseJson(nullptr)},
+                                        {"finish_reason", finish_json(finish_reason)}}});
   j["usage"] = usage_json(u);
   return j;
 }
 
-json completion_chunk(const ResponseMeta& m, const std::string& text, const std::string& finish_reason,
-                      const std::vector<TokenLogprob>* lp, int64_t base_offset) {
-  json j = base(m, "text_completion");
-  j["choices"] = json::array({json{{"text", text},
-                                   {"index", 0},
-                                   {"logprobs", lp ? completion_logprobs(*lp, base_offset) : json(nullptr)},
-                                   {"finish_reason", finish_json(finish_reason)}}});
+ResponseJson completion_chunk(const ResponseMeta& m, const std::string& text, const std::string& finish_reason,
+                              const std::vector<TokenLogprob>* lp, int64_t base_offset) {
+  ResponseJson j = base(m, "text_completion");
+  j["choices"] = ResponseJson::array(
+      {ResponseJson{{"text", text},
+                    {"index", 0},
+                    {"logprobs", lp ? completion_logprobs(*lp, base_offset) : ResponseJson(nullptr)},
+                    {"finish_reason", finish_json(finish_reason)}}});
   if (m.include_usage) j["usage"] = nullptr;
   return j;
 }
 
 namespace {
-json chat_chunk(const ResponseMeta& m, json delta, json logprobs, const std::string& finish_reason) {
-  json j = base(m, "chat.completion.chunk");
-  j["choices"] = json::array({json{{"index", 0},
-                                   {"delta", std::move(delta)},
-                                   {"logprobs", std::move(logprobs)},
-                                   {"finish_reason", finish_json(finish_reason)}}});
+ResponseJson chat_chunk(const ResponseMeta& m, ResponseJson delta, ResponseJson logprobs,
+                        const std::string& finish_reason) {
+  ResponseJson j = base(m, "chat.completion.chunk");
+  j["choices"] = ResponseJson::array({ResponseJson{{"index", 0},
+                                                   {"delta", std::move(delta)},
+                                                   {"logprobs", std::move(logprobs)},
+                                                   {"finish_reason", finish_json(finish_reason)}}});
   if (m.include_usage) j["usage"] = nullptr;
   return j;
 }
 }  // namespace
 
-json chat_chunk_role(const ResponseMeta& m) {
-  return chat_chunk(m, json{{"role", "assistant"}, {"content", ""}}, nullptr, {});
+ResponseJson chat_chunk_role(const ResponseMeta& m) {
+  return chat_chunk(m, ResponseJson{{"role", "assistant"}, {"content", ""}}, nullptr, {});
 }
 
-json chat_chunk_content(const ResponseMeta& m, const std::string& content, const std::vector<TokenLogprob>* lp) {
-  return chat_chunk(m, json{{"content", content}}, lp ? chat_logprobs(*lp) : json(nullptr), {});
+ResponseJson chat_chunk_content(const ResponseMeta& m, const std::string& content,
+                                const std::vector<TokenLogprob>* lp) {
+  return chat_chunk(m, ResponseJson{{"content", content}}, lp ? chat_logprobs(*lp) : ResponseJson(nullptr), {});
 }
 
-json chat_chunk_finish(const ResponseMeta& m, const std::string& finish_reason) {
-  return chat_chunk(m, json::object(), nullptr, finish_reason);
+ResponseJson chat_chunk_finish(const ResponseMeta& m, const std::string& finish_reason) {
+  return chat_chunk(m, ResponseJson::object(), nullptr, finish_reason);
 }
 
-json usage_chunk(const ResponseMeta& m, const std::string& object, const Usage& u) {
+ResponseJson usage_chunk(const ResponseMeta& m, const std::string& object, const Usage& u) {
   if (object != "text_completion" && object != "chat.completion.chunk")
     throw_usage("usage_chunk: object must be text_completion or chat.completion.chunk, got '" + object + "'",
                 "rtx::serve::usage_chunk");
-  json j = base(m, object.c_str());
-  j["choices"] = json::array();
+  ResponseJson j = base(m, object.c_str());
+  j["choices"] = ResponseJson::array();
   j["usage"] = usage_json(u);
   return j;
 }
 
 std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+std::string dump_response(const ResponseJson& j) {
+  return j.dump(-1, ' ', false, ResponseJson::error_handler_t::replace);
+}
+
 std::string sse_event(const json& j) { return "data: " + dump_json(j) + "\n\n"; }
+
+std::string sse_event(const ResponseJson& j) { return "data: " + dump_response(j) + "\n\n"; }
 
 std::string sse_done() { return "data: [DONE]\n\n"; }
 

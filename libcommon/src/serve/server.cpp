@@ -417,7 +417,7 @@ struct Server::Impl {
       const auto body = ep == Endpoint::Completions
                             ? completion_response(meta, text, finish_name(fin), u, rq.logprobs ? &lps : nullptr)
                             : chat_response(meta, text, finish_name(fin), u, rq.logprobs ? &lps : nullptr);
-      res.set_content(dump_json(body), "application/json");
+      res.set_content(dump_response(body), "application/json");
       count(eng.label, 200);
       return;
     }

@@ -234,48 +234,55 @@ struct TokenLogprob {
 /// OpenAI's "bytes:\\xNN..." form (lower-case hex per byte), e.g. "bytes:\\xe2\\x80".
 std::string token_display(std::string_view bytes);
 
+/// A response body or chunk: JSON whose objects keep insertion order, so that fields go out in
+/// OpenAI's order (id, object, created, model, choices, usage) and each completions
+/// `top_logprobs` object lists its tokens most likely first, the order OpenAI's responses show (JSON
+/// objects are unordered by RFC 8259, but clients read `next(iter(d))` as the top choice).
+using ResponseJson = nlohmann::ordered_json;
+
 /// Completions' logprobs object {tokens, token_logprobs, top_logprobs:[{token: logprob}],
-/// text_offset}; `text_offset` values are added to `base_offset`.
-nlohmann::json completion_logprobs(const std::vector<TokenLogprob>& lp, int64_t base_offset = 0);
+/// text_offset}; `text_offset` values are added to `base_offset`; each top_logprobs object in
+/// the order of TokenLogprob::top (most likely first). Two alternatives with the same display
+/// text (not possible for distinct valid-UTF-8 tokens of one vocabulary) keep the first.
+ResponseJson completion_logprobs(const std::vector<TokenLogprob>& lp, int64_t base_offset = 0);
 /// Chat's logprobs object {content:[{token, logprob, bytes:[int], top_logprobs:[{token,
 /// logprob, bytes}]}]}; `token` is token_display(bytes), `bytes` the exact bytes.
-nlohmann::json chat_logprobs(const std::vector<TokenLogprob>& lp);
+ResponseJson chat_logprobs(const std::vector<TokenLogprob>& lp);
 
 /// Non-streaming POST /v1/completions body: object "text_completion", choices[0] {text, index 0,
 /// logprobs (null when `lp` is null), finish_reason "stop"|"length"}, usage {prompt_tokens,
 /// completion_tokens, total_tokens}.
-nlohmann::json completion_response(const ResponseMeta& m, const std::string& text,
-                                   const std::string& finish_reason, const Usage& u,
-                                   const std::vector<TokenLogprob>* lp = nullptr);
+ResponseJson completion_response(const ResponseMeta& m, const std::string& text, const std::string& finish_reason,
+                                 const Usage& u, const std::vector<TokenLogprob>* lp = nullptr);
 /// Non-streaming POST /v1/chat/completions body: object "chat.completion", choices[0] {index,
 /// message {role "assistant", content}, logprobs (null or chat_logprobs), finish_reason}, usage.
-nlohmann::json chat_response(const ResponseMeta& m, const std::string& content,
-                             const std::string& finish_reason, const Usage& u,
-                             const std::vector<TokenLogprob>* lp = nullptr);
+ResponseJson chat_response(const ResponseMeta& m, const std::string& content, const std::string& finish_reason,
+                           const Usage& u, const std::vector<TokenLogprob>* lp = nullptr);
 
 /// A streaming completions chunk: object "text_completion", choices[0] {text, index 0, logprobs
 /// (null or completion_logprobs from base_offset), finish_reason (null when empty)}.
-nlohmann::json completion_chunk(const ResponseMeta& m, const std::string& text,
-                                const std::string& finish_reason = {},
-                                const std::vector<TokenLogprob>* lp = nullptr,
-                                int64_t base_offset = 0);
+ResponseJson completion_chunk(const ResponseMeta& m, const std::string& text, const std::string& finish_reason = {},
+                              const std::vector<TokenLogprob>* lp = nullptr, int64_t base_offset = 0);
 /// The first chat chunk: delta {role "assistant", content ""}, finish_reason null.
-nlohmann::json chat_chunk_role(const ResponseMeta& m);
+ResponseJson chat_chunk_role(const ResponseMeta& m);
 /// A chat content chunk: delta {content}, logprobs null or chat_logprobs, finish_reason null.
-nlohmann::json chat_chunk_content(const ResponseMeta& m, const std::string& content,
-                                  const std::vector<TokenLogprob>* lp = nullptr);
+ResponseJson chat_chunk_content(const ResponseMeta& m, const std::string& content,
+                                const std::vector<TokenLogprob>* lp = nullptr);
 /// The last chat chunk: empty delta {} and finish_reason.
-nlohmann::json chat_chunk_finish(const ResponseMeta& m, const std::string& finish_reason);
+ResponseJson chat_chunk_finish(const ResponseMeta& m, const std::string& finish_reason);
 /// The usage chunk sent after the last one when include_usage: `choices` [] and usage set.
 /// `object` is "text_completion" or "chat.completion.chunk".
-nlohmann::json usage_chunk(const ResponseMeta& m, const std::string& object, const Usage& u);
+ResponseJson usage_chunk(const ResponseMeta& m, const std::string& object, const Usage& u);
 
 /// Server-sent event framing: "data: " + compact JSON + "\n\n". Invalid UTF-8 in strings is
 /// replaced by U+FFFD rather than throwing.
 std::string sse_event(const nlohmann::json& j);
+std::string sse_event(const ResponseJson& j);
 /// The end of a stream: "data: [DONE]\n\n".
 std::string sse_done();
 /// Compact JSON for a response body, invalid UTF-8 replaced by U+FFFD.
 std::string dump_json(const nlohmann::json& j);
+/// dump_json for a response body built by the functions above (insertion order kept).
+std::string dump_response(const ResponseJson& j);
 
 }  // namespace rtx::serve

@@ -235,6 +235,81 @@ TEST_CASE("evolve mcp: version negotiation and float ids", "[cpu]") {
   CHECK_FALSE(s2.initialized());
 }
 
+TEST_CASE("evolve mcp: older revisions are echoed and served as they define", "[cpu]") {
+  Fixture f;
+  const json args = {{"question", "improved"}};
+  // 2024-11-05 (what many clients still send): echoed; tools without title/outputSchema, tool
+  // results without structuredContent (the JSON is still the text content), no batches.
+  {
+    McpServer srv(f.st, f.opts());
+    const auto r = session(srv, {init(1, "2024-11-05"), kInitialized, req(2, "tools/list"),
+                                 call(3, "query_knowledge", args), R"([{"jsonrpc":"2.0","id":4,"method":"ping"}])"});
+    REQUIRE(r.size() == 4);
+    CHECK(r[0]["result"]["protocolVersion"] == "2024-11-05");
+    CHECK(r[0]["result"]["serverInfo"]["name"] == "rtx-evolve");
+    CHECK_FALSE(r[0]["result"]["serverInfo"].contains("title"));
+    const json& tools = r[1]["result"]["tools"];
+    REQUIRE(tools.size() == McpServer::tool_definitions().size());
+    for (size_t i = 0; i < tools.size(); ++i) {
+      INFO(tools[i].dump());
+      CHECK(tools[i]["name"] == McpServer::tool_definitions()[i]["name"]);
+      CHECK(tools[i]["inputSchema"] == McpServer::tool_definitions()[i]["inputSchema"]);
+      CHECK_FALSE(tools[i].contains("outputSchema"));
+      CHECK_FALSE(tools[i].contains("title"));
+    }
+    INFO(r[2].dump());
+    REQUIRE(r[2].contains("result"));
+    const json& res = r[2]["result"];
+    CHECK(res["isError"] == false);
+    CHECK_FALSE(res.contains("structuredContent"));
+    CHECK(json::parse(res["content"][0]["text"].get<std::string>()).contains("question"));
+    CHECK(error_code(r[3]) == -32600);
+    CHECK_THAT(r[3]["error"]["message"].get<std::string>(), Catch::Contains("in MCP 2024-11-05"));
+  }
+  // 2025-03-26: servers MUST accept batches; answers come back as one array, notifications get
+  // none, a notifications-only batch gets no reply, `initialize` may not be batched.
+  {
+    McpServer srv(f.st, f.opts());
+    const auto r = session(srv, {init(1, "2025-03-26"),
+                                 R"([{"jsonrpc":"2.0","id":"a","method":"ping"},)"
+                                 R"({"jsonrpc":"2.0","method":"notifications/initialized"},)"
+                                 R"({"jsonrpc":"2.0","id":"b","method":"no/such"},7,)"
+                                 R"({"jsonrpc":"2.0","id":"c","method":"initialize","params":{"protocolVersion":"2025-03-26"}}])",
+                                 R"([{"jsonrpc":"2.0","method":"notifications/cancelled"}])", "[]",
+                                 call(5, "query_knowledge", args)});
+    REQUIRE(r.size() == 4);
+    CHECK(r[0]["result"]["protocolVersion"] == "2025-03-26");
+    const json& b = r[1];
+    REQUIRE(b.is_array());
+    REQUIRE(b.size() == 4);
+    CHECK(b[0]["id"] == "a");
+    CHECK(b[0]["result"] == json::object());
+    CHECK(b[1]["id"] == "b");
+    CHECK(error_code(b[1]) == -32601);
+    CHECK(b[2]["id"] == nullptr);
+    CHECK(error_code(b[2]) == -32600);
+    CHECK(b[3]["id"] == "c");
+    CHECK(error_code(b[3]) == -32600);
+    CHECK(error_code(r[2]) == -32600);  // the empty batch
+    REQUIRE(r[3].contains("result"));
+    CHECK(r[3]["result"]["isError"] == false);
+    CHECK_FALSE(r[3]["result"].contains("structuredContent"));
+    CHECK(srv.protocol_version() == "2025-03-26");
+  }
+  // The current revision keeps its additions and refuses batches.
+  {
+    McpServer srv(f.st, f.opts());
+    const auto r = session(srv, {init(1), req(2, "tools/list"), R"([{"jsonrpc":"2.0","id":3,"method":"ping"}])"});
+    REQUIRE(r.size() == 3);
+    CHECK(r[1]["result"]["tools"] == McpServer::tool_definitions());
+    CHECK(error_code(r[2]) == -32600);
+  }
+  CHECK(rtx::evolve::mcp_has_structured_output("2025-06-18"));
+  CHECK_FALSE(rtx::evolve::mcp_has_structured_output("2025-03-26"));
+  CHECK(rtx::evolve::mcp_accepts_batches("2025-03-26"));
+  CHECK_FALSE(rtx::evolve::mcp_accepts_batches("2024-11-05"));
+}
+
 TEST_CASE("evolve mcp: list_benchmarks and get_baseline", "[cpu]") {
   Fixture f;
   McpServer srv(f.st, f.opts());

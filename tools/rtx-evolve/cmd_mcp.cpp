@@ -18,8 +18,9 @@ Body add_mcp(CLI::App& app, const rtx::cli::CommonOptions& common) {
       ->capture_default_str()->check(CLI::Range(1.0, 3600.0));
   app.add_option("--model", o->validate.model_path, "Serving model for scheduler-domain validation");
   app.footer(
-      "Speaks MCP 2025-06-18 over stdio: one JSON-RPC 2.0 message per line on stdin, replies on stdout, logs on stderr;\n"
-      "JSON-RPC batches and messages over 16 MiB are refused (-32600). Ends with exit 0 at end of input, exit 3 when\n"
+      "Speaks MCP 2025-06-18 (or 2025-03-26, 2024-11-05 when the client asks) over stdio: one JSON-RPC 2.0 message\n"
+      "per line on stdin, replies on stdout, logs on stderr; JSON-RPC batches (except in 2025-03-26) and messages over\n"
+      "16 MiB are refused (-32600). Ends with exit 0 at end of input, exit 3 when\n"
       "stdout is closed. Tools: list_benchmarks, get_baseline, submit_proposal, proposal_status, query_knowledge\n"
       "(docs/evolution.md, \"MCP server\").");
   return [&common, o]() {

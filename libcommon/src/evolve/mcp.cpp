@@ -23,9 +23,13 @@ namespace rtx::evolve {
 using nlohmann::json;
 
 const std::vector<std::string>& mcp_supported_versions() {
-  static const std::vector<std::string> v{kMcpProtocolVersion};
+  static const std::vector<std::string> v{kMcpProtocolVersion, "2025-03-26", "2024-11-05"};
   return v;
 }
+
+bool mcp_has_structured_output(const std::string& version) { return version >= "2025-06-18"; }
+
+bool mcp_accepts_batches(const std::string& version) { return version == "2025-03-26"; }
 
 // ---- argument checking (the JSON Schema subset the tool schemas use) --------------------------
 
@@ -493,9 +497,32 @@ std::optional<json> McpServer::handle_line(const std::string& raw) {
 }
 
 std::optional<json> McpServer::handle(const json& msg) {
-  if (msg.is_array())
-    return rpc_error(nullptr, kInvalidRequest,
-                     "JSON-RPC batches are not supported: MCP 2025-06-18 removed batching; send one message per line");
+  if (msg.is_array()) {
+    // 2025-03-26 says servers MUST accept batches (and that `initialize` is never in one);
+    // 2024-11-05 does not have them and 2025-06-18 removed them.
+    if (!initialized_ || !mcp_accepts_batches(protocol_version_))
+      return rpc_error(nullptr, kInvalidRequest,
+                       "JSON-RPC batches are not supported" +
+                           std::string(initialized_ ? " in MCP " + protocol_version_ : " before 'initialize'") +
+                           " (only 2025-03-26 has them); send one message per line");
+    if (msg.empty()) return rpc_error(nullptr, kInvalidRequest, "invalid request: an empty batch");
+    json replies = json::array();
+    for (const json& m : msg) {
+      if (m.is_array()) {
+        replies.push_back(rpc_error(nullptr, kInvalidRequest, "invalid request: a batch inside a batch"));
+        continue;
+      }
+      if (m.is_object() && m.value("method", json()) == "initialize") {
+        replies.push_back(rpc_error(m.contains("id") && valid_id(m["id"]) ? m["id"] : json(nullptr), kInvalidRequest,
+                                    "invalid request: 'initialize' must not be part of a JSON-RPC batch"));
+        continue;
+      }
+      if (std::optional<json> r = handle(m)) replies.push_back(std::move(*r));
+    }
+    // A batch of notifications only gets no reply at all (JSON-RPC 2.0, section 6).
+    if (replies.empty()) return std::nullopt;
+    return replies;
+  }
   if (!msg.is_object()) return rpc_error(nullptr, kInvalidRequest, "invalid request: expected a JSON-RPC 2.0 object, got " + std::string(msg.type_name()));
   const bool has_id = msg.contains("id");
   const json id = has_id && valid_id(msg["id"]) ? msg["id"] : json(nullptr);
@@ -556,16 +583,27 @@ json McpServer::dispatch(const std::string& method, const json& params) {
       *o_.log << "rtx-evolve mcp: initialized by " << (ci.is_object() ? ci.value("name", std::string("?")) : std::string("?"))
               << " (asked " << asked << ", speaking " << protocol_version_ << ")\n";
     }
+    json server_info = {{"name", "rtx-evolve"}, {"title", "rtx-evolve proposals and knowledge"}, {"version", rtx::version()}};
+    if (!mcp_has_structured_output(protocol_version_)) server_info.erase("title");  // Implementation.title is 2025-06-18's
     return {{"protocolVersion", protocol_version_},
             {"capabilities", {{"tools", {{"listChanged", false}}}}},
-            {"serverInfo", {{"name", "rtx-evolve"}, {"title", "rtx-evolve proposals and knowledge"}, {"version", rtx::version()}}},
+            {"serverInfo", server_info},
             {"instructions",
              "rtx-evolve: propose performance changes for this host. list_benchmarks and get_baseline show what runs now; "
              "submit_proposal stores a signed rtx.proposal.v1 (validate: true runs the sandboxed A/B gates, minutes); "
              "proposal_status shows gates and the approve/rollback commands (a person approves with `rtx-evolve approve "
              "ID`); query_knowledge asks what improved, hurt determinism or failed before."}};
   }
-  if (method == "tools/list") return {{"tools", tool_definitions()}};
+  if (method == "tools/list") {
+    if (mcp_has_structured_output(protocol_version_)) return {{"tools", tool_definitions()}};
+    // Before 2025-06-18 a Tool has no title and no outputSchema.
+    json tools = tool_definitions();
+    for (json& t : tools) {
+      t.erase("title");
+      t.erase("outputSchema");
+    }
+    return {{"tools", tools}};
+  }
   if (method == "tools/call") return call_tool(params);
   throw RpcError{kMethodNotFound, "method not found: '" + method + "' (this server has initialize, ping, tools/list, tools/call)"};
 }
@@ -593,6 +631,7 @@ json McpServer::call_tool(const json& params) {
       content.push_back({{"type", "text"},
                          {"text", format_report({{"proposals", json::array({structured})}, {"summary", summary}, {"notes", json::array()}}, "text")}});
     }
+    if (!mcp_has_structured_output(protocol_version_)) return {{"content", content}, {"isError", false}};
     return {{"content", content}, {"structuredContent", structured}, {"isError", false}};
   } catch (const Error& e) {
     if (e.category() == ErrorCategory::Internal) throw;

@@ -17,9 +17,19 @@ namespace rtx::evolve {
 
 /// The MCP revision this server implements (https://modelcontextprotocol.io/specification/2025-06-18).
 inline constexpr const char* kMcpProtocolVersion = "2025-06-18";
-/// Revisions `initialize` accepts and echoes; any other requested revision is answered with
+/// Revisions `initialize` accepts and echoes: 2025-06-18, 2025-03-26 and 2024-11-05 (the ones
+/// clients of the MCP SDKs still send); any other requested revision is answered with
 /// kMcpProtocolVersion (the client then decides whether to go on, per the lifecycle spec).
+/// The session then follows the agreed revision: see mcp_has_structured_output and
+/// mcp_accepts_batches.
 const std::vector<std::string>& mcp_supported_versions();
+/// Whether revision `version` (YYYY-MM-DD) has 2025-06-18's additions this server uses: Tool
+/// `title` and `outputSchema`, tools/call `structuredContent`, Implementation `title`. Older
+/// sessions get the same tools without them (the JSON stays in the text content).
+bool mcp_has_structured_output(const std::string& version);
+/// Whether revision `version` has JSON-RPC batches (an array of requests and notifications
+/// on one line, answered by one array): only 2025-03-26, which says servers MUST accept them.
+bool mcp_accepts_batches(const std::string& version);
 
 /// JSON-RPC 2.0 error codes (https://www.jsonrpc.org/specification#error_object).
 enum McpErrorCode : int {
@@ -73,7 +83,8 @@ class McpServer {
   /// response, a blank line). A line over max_message_bytes is kInvalidRequest, one nested
   /// deeper than max_depth kParseError.
   std::optional<nlohmann::json> handle_line(const std::string& line);
-  /// Handle one parsed message (an object, or an array: refused as a batch).
+  /// Handle one parsed message: an object, or an array (a batch: answered by an array of the
+  /// replies in a 2025-03-26 session, nullopt when all were notifications; refused otherwise).
   std::optional<nlohmann::json> handle(const nlohmann::json& msg);
 
   /// True once `initialize` was answered.

@@ -223,6 +223,24 @@ TEST_CASE("evolve proposal: the failed-before prior matches fingerprint and SKU"
   CHECK_FALSE(failed_before(st, make_fingerprint("parallelism", p.key, {{"threads", 4}}), "cpu:test"));
   CHECK(list_proposals(st, "failed", 10) == std::vector<int64_t>{id});
   CHECK(load_proposal(st, id).validation.contains("gates"));
+
+  // Undecided performance (the host's noise decided) is not a learned failure; a decisive
+  // failure of any other gate next to it is.
+  auto failed_with = [&](const json& threads, const std::vector<GateResult>& gates) {
+    Proposal q = sample("parallelism", "parallelism|cpu:test", {{"threads", 2}}, {{"threads", threads}});
+    const int64_t qid = insert_proposal(st, q, 0);
+    record_gates(st, qid, 0, gates);
+    set_status(st, qid, "failed", json{{"gates", json::array()}});
+    return failed_before(st, q.fingerprint, "cpu:test");
+  };
+  const GateResult undecided{"performance", false, "improvement_lo_frac", -0.01, 0.03, {{"undecided", true}}};
+  const GateResult decided{"performance", false, "improvement_lo_frac", -0.2, 0.03, {{"undecided", false}}};
+  const GateResult det_fail{"determinism", false, "mismatches", 1, 0, json::object()};
+  const GateResult det_pass{"determinism", true, "mismatches", 0, 0, json::object()};
+  CHECK_FALSE(failed_with(5, {det_pass, undecided}));
+  CHECK(failed_with(6, {det_pass, decided}));
+  CHECK(failed_with(7, {det_fail, undecided}));
+  CHECK(failed_with(8, {GateResult{"performance", false, "improvement_lo_frac", -0.2, 0.03, json::object()}}));
   CHECK_THROWS_AS(load_proposal(st, 999), rtx::Error);
   CHECK_THROWS_AS(set_status(st, 999, "failed"), rtx::Error);
 }

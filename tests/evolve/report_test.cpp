@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rtx/core/error.hpp"
+#include "rtx/evolve/loop.hpp"
 #include "rtx/evolve/proposal.hpp"
 #include "rtx/evolve/report.hpp"
 #include "rtx/store/store.hpp"
@@ -204,6 +205,41 @@ TEST_CASE("report: JSON numbers match hand-computed counts and rates", "[cpu]") 
 
   // JSON rendering round-trips.
   CHECK(json::parse(render_report(r, "json")) == r);
+}
+
+TEST_CASE("report: an undecided performance gate is told apart from a failure", "[cpu]") {
+  rtx::store::Store st(":memory:");
+  Proposal dec = make("parallelism", "parallelism|SKU-A", "SKU-A", "failed");
+  insert_proposal(st, dec, 0);
+  record_gates(st, dec.id, 0, {ok("safety"), perf(false, -0.20, -0.25, -0.15, "slower: CI below 0")});
+  Proposal und = make("scheduler", "scheduler|SKU-A", "SKU-A", "failed");
+  insert_proposal(st, und, 0);
+  GateResult borderline = perf(false, 0.09, 0.02, 0.16, "CI straddles +10.0% (still borderline after re-measuring)");
+  borderline.detail["undecided"] = true;
+  record_gates(st, und.id, 0, {ok("safety"), borderline});
+
+  const json rows = status_report(st, 10)["proposals"];
+  REQUIRE(rows.size() == 2);
+  CHECK_FALSE(failed_undecided_only(rows[1]["gates"]));  // newest first: #2 undecided, #1 decided
+  CHECK(failed_undecided_only(rows[0]["gates"]));
+  CHECK_FALSE(failed_undecided_only(json::array()));
+  const std::string text = format_report(status_report(st, 10), "text");
+  INFO(text);
+  CHECK_THAT(text, Catch::Contains("2 failed (1 undecided)"));
+  CHECK_THAT(text, Catch::Contains("Failed (not retried on this SKU):\n  #1 performance: slower: CI below 0\n"));
+  CHECK_THAT(text, Catch::Contains("Undecided (not promoted; this host's noise hid the effect; a later run proposes "
+                                   "them again):\n  #2 performance: CI straddles"));
+  CHECK(status_report(st, 10)["summary"]["undecided"] == 1);
+
+  const json r = build_report(st, ReportOptions{});
+  for (const auto& p : r["queue"]["proposals"]) {
+    const std::string action = p["action"];
+    if (p["id"] == 1) CHECK_THAT(action, Catch::Contains("not retried on this SKU"));
+    if (p["id"] == 2) CHECK_THAT(action, Catch::StartsWith("none now: undecided performance") && Catch::Contains("a later run proposes it again"));
+  }
+  // The prior that keeps a failure from being proposed again ignores the undecided one.
+  CHECK(failed_before(st, dec.fingerprint, "SKU-A"));
+  CHECK_FALSE(failed_before(st, und.fingerprint, "SKU-A"));
 }
 
 TEST_CASE("report: --since and --limit", "[cpu]") {

@@ -541,6 +541,18 @@ std::string change_text(const Proposal& p) {
   return s.empty() ? p.changeset.value("candidate", json::object()).dump() : s;
 }
 
+bool failed_undecided_only(const json& gates) {
+  bool any = false;
+  for (const auto& g : gates) {
+    if (g.value("passed", true) || g.value("gate", std::string()) == "approval") continue;
+    const bool undecided = g.value("gate", std::string()) == "performance" && g.contains("detail") &&
+                           g["detail"].is_object() && g["detail"].value("undecided", false);
+    if (!undecided) return false;
+    any = true;
+  }
+  return any;
+}
+
 json gates_json(store::Store& st, int64_t id) {
   json gates = json::array();
   for (const auto& r : gate_results(st, id))
@@ -587,14 +599,15 @@ json proposal_row(store::Store& st, const Proposal& p) {
 namespace {
 
 json summarize(const json& rows) {
-  size_t passed = 0, failed = 0, promoted = 0;
+  size_t passed = 0, failed = 0, promoted = 0, undecided = 0;
   for (const auto& r : rows) {
     const std::string s = r["status"];
     if (s == "failed") ++failed;
+    if (s == "failed" && failed_undecided_only(r["gates"])) ++undecided;
     else if (s == "passed" || s == "approved" || s == "promoted" || s == "superseded" || s == "rolled_back") ++passed;
     if (s == "promoted") ++promoted;
   }
-  return {{"proposed", rows.size()}, {"passed", passed}, {"failed", failed}, {"promoted", promoted}};
+  return {{"proposed", rows.size()}, {"passed", passed}, {"failed", failed}, {"undecided", undecided}, {"promoted", promoted}};
 }
 
 std::string default_model_path() {
@@ -770,7 +783,9 @@ std::string format_report(const json& r, const std::string& format) {
   const json sum = r.value("summary", json::object());
   if (md) s << "## rtx-evolve " << (r.value("kind", "") == "evolve.run" ? "run" : "status") << "\n\n";
   s << (md ? "" : "rtx-evolve: ") << sum.value("proposed", 0) << " proposed, " << sum.value("passed", 0) << " passed every gate, "
-    << sum.value("failed", 0) << " failed, " << sum.value("promoted", 0) << " promoted" << (r.contains("sku") ? " on " + r["sku"].get<std::string>() : "")
+    << sum.value("failed", 0) << " failed"
+    << (sum.value("undecided", 0) > 0 ? " (" + std::to_string(sum.value("undecided", 0)) + " undecided)" : std::string())
+    << ", " << sum.value("promoted", 0) << " promoted" << (r.contains("sku") ? " on " + r["sku"].get<std::string>() : "")
     << "\n\n";
   if (md) s << "| # | domain | change | status | gates |\n|---|---|---|---|---|\n";
   for (const auto& p : r["proposals"]) {
@@ -790,13 +805,19 @@ std::string format_report(const json& r, const std::string& format) {
         << p["status"].get<std::string>() << "\n    gates: " << gates << "\n";
   }
   s << "\n";
-  std::vector<std::string> promoted, waiting, failed, stuck;
+  std::vector<std::string> promoted, waiting, failed, stuck, undecided;
   for (const auto& p : r["proposals"]) {
     const std::string st = p["status"], id = std::to_string(p["id"].get<int64_t>());
     if (st == "promoted") promoted.push_back(id);
     if (st == "passed") waiting.push_back(id);
     if (st == "approved") stuck.push_back(id);
-    if (st == "failed") {
+    if (st == "failed" && failed_undecided_only(p["gates"])) {
+      for (const auto& g : p["gates"])
+        if (!g["passed"].get<bool>()) {
+          undecided.push_back("#" + id + " performance: " + g.value("reason", std::string()));
+          break;
+        }
+    } else if (st == "failed") {
       std::string why;
       for (const auto& g : p["gates"])
         if (!g["passed"].get<bool>()) {
@@ -830,6 +851,12 @@ std::string format_report(const json& r, const std::string& format) {
   if (!failed.empty()) {
     s << (md ? "**Failed** (not retried on this SKU):\n\n" : "Failed (not retried on this SKU):\n");
     for (const auto& f : failed) s << b << f << "\n";
+    s << "\n";
+  }
+  if (!undecided.empty()) {
+    s << (md ? "**Undecided** (not promoted; this host's noise hid the effect; a later run proposes them again):\n\n"
+             : "Undecided (not promoted; this host's noise hid the effect; a later run proposes them again):\n");
+    for (const auto& f : undecided) s << b << f << "\n";
     s << "\n";
   }
   for (const auto& n : r.value("notes", json::array())) s << b << "note: " << n.get<std::string>() << "\n";

@@ -57,6 +57,12 @@ Validation validate(store::Store& st, int64_t proposal_id, const KeyPair& key, c
 std::string change_text(const Proposal& p);
 /// A proposal's gates as report rows: gate, passed, metric, value, threshold, reason, detail.
 nlohmann::json gates_json(store::Store& st, int64_t proposal_id);
+/// True when gate rows (gates_json's shape) failed only on undecided performance gates
+/// (detail.undecided: the 95% CI straddled the threshold after re-measuring), i.e. the host's
+/// noise decided, not the change; false when nothing failed or another gate failed. Such a
+/// failure is reported as "undecided" and does not stop a later run proposing it again
+/// (failed_before).
+bool failed_undecided_only(const nlohmann::json& gates);
 /// A gate's recorded value with its unit, for reports: "+12.0% CI lo", "1.2e+06 B",
 /// "3e-07 rel err", "0 failures", "p99 41.2 ms".
 std::string gate_value_text(const nlohmann::json& gate_row);
@@ -92,7 +98,8 @@ nlohmann::json run_loop(store::Store& st, const RunOptions& o, std::ostream& err
 /// document of the same shape as run_loop's.
 nlohmann::json status_report(store::Store& st, size_t limit);
 
-/// Render a report document: "md" (markdown for CI logs), "text", "json". Throws
+/// Render a report document: "md" (markdown for CI logs), "text", "json"; text and md list
+/// promoted, waiting, approved-not-promoted, failed and undecided proposals apart. Throws
 /// rtx::Error(Usage) for another format.
 std::string format_report(const nlohmann::json& report, const std::string& format);
 

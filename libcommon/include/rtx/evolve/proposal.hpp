@@ -117,6 +117,8 @@ void insert_gates(store::Store& st, int64_t proposal_id, int64_t run_id, const s
 std::vector<GateResult> gate_results(store::Store& st, int64_t proposal_id);
 
 /// True when a proposal with this fingerprint already failed a gate on `sku` (the learned prior).
+/// A failure whose only failed gates are undecided performance gates (detail.undecided: the CI
+/// straddled the threshold after re-measuring) does not count: a later run may propose it again.
 bool failed_before(store::Store& st, const std::string& fingerprint, const std::string& sku);
 
 }  // namespace rtx::evolve

@@ -58,6 +58,15 @@ TEST_CASE("quick doctor reports host, store and GPU checks", "[cpu]") {
     for (const auto& c : r.checks)
       if (c.group == "GPU" && c.status == d::Status::Warn) ++warn;
     CHECK(warn >= 1);  // no GPU / no driver is explained, not silently passed
+    const auto& hw = rtx::telemetry::hardware_profile();
+    if (hw.cuda_built && hw.driver_version == 0) {
+      // No driver at all: said once and plainly, not as the runtime's "driver version is
+      // insufficient" (which reads as an old driver).
+      REQUIRE(find(r, "gpu.driver") != nullptr);
+      CHECK(find(r, "gpu.driver")->detail.find("no NVIDIA driver installed") != std::string::npos);
+      CHECK(hw.cuda_unavailable == "no NVIDIA driver installed (libcuda.so.1 not found)");
+      for (const auto& c : r.checks) CHECK(c.detail.find("insufficient") == std::string::npos);
+    }
   }
   CHECK(r.exit_code() == (r.count(d::Status::Fail) > 0 ? 1 : 0));
 

@@ -255,7 +255,8 @@ void gpu_checks(std::vector<Check>& checks, const tel::HardwareProfile& hw) {
   }
   if (hw.driver_version == 0)
     b.add("gpu.driver", Status::Warn,
-          "no NVIDIA driver (libcuda) found; CUDA runtime " + cuda_ver(hw.runtime_version) + ": " + hw.cuda_unavailable,
+          "no NVIDIA driver installed (libcuda.so.1 not found): this build's CUDA " + cuda_ver(hw.runtime_version) +
+              " runtime cannot reach a GPU",
           "install the NVIDIA driver and check it with nvidia-smi", 0, "");
   else if (hw.driver_version < hw.runtime_version)
     b.add("gpu.driver", Status::Fail,

@@ -26,6 +26,14 @@ int cuda_device_count() noexcept {
 }
 
 std::string cuda_unavailable_reason() {
+  // Without a driver the runtime's own error reads "CUDA driver version is insufficient for CUDA
+  // runtime version", which sounds like an old driver; cudaDriverGetVersion reports 0 when there
+  // is none at all (CUDA Runtime API, cudaDriverGetVersion).
+  int driver = 0;
+  if (cudaDriverGetVersion(&driver) != cudaSuccess || driver == 0) {
+    cudaGetLastError();
+    return "no NVIDIA driver installed (libcuda.so.1 not found)";
+  }
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {

@@ -11,6 +11,12 @@ void probe_gpus(HardwareProfile& p) {
   cudaRuntimeGetVersion(&p.runtime_version);
   if (cudaDriverGetVersion(&p.driver_version) != cudaSuccess) p.driver_version = 0;
   p.nvml_driver = nvml_driver_version();
+  if (p.driver_version == 0) {
+    // cudaGetDeviceCount would say cudaErrorInsufficientDriver ("driver version is insufficient"),
+    // which reads as an old driver; cudaDriverGetVersion's 0 means there is none.
+    p.cuda_unavailable = "no NVIDIA driver installed (libcuda.so.1 not found)";
+    return;
+  }
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {

@@ -398,6 +398,20 @@ TEST_CASE("stats of the sample: per category, count/total/mean/min/max/share", "
   for (const auto& r : g["ops"]->rows)
     if (r.name == "aten::relu") relu = r.total_us == Approx(100) && r.count == 1;  // from the B/E pair
   CHECK(relu);
+  // Self times of the sample's CPU ops, by hand: ProfilerStep#1 [0,1000) holds aten::linear
+  // [10,310), aten::relu [400,500), aten::mm [600,700); linear holds addmm [20,220), which holds
+  // a 10 us cudaLaunchKernel; relu a 5 us launch; mm a 20 us cudaMemcpyAsync.
+  std::map<std::string, double> self;
+  for (const auto& r : g["ops"]->rows) self[r.name] = r.self_us;
+  CHECK(self["ProfilerStep#1"] == Approx(1000 - 300 - 100 - 100));
+  CHECK(self["aten::linear"] == Approx(300 - 200));
+  CHECK(self["aten::addmm"] == Approx(200 - 10));
+  CHECK(self["aten::relu"] == Approx(100 - 5));
+  CHECK(self["aten::mm"] == Approx(100 - 20));
+  CHECK(g["ops"]->total_us == Approx(1000 - 35));  // the step's time less the 35 us of CUDA API calls
+  CHECK(g["ops"]->rows[0].name == "ProfilerStep#1");
+  CHECK(g["ops"]->rows[0].share == Approx(500.0 / 965));
+  CHECK(k.rows[0].self_us == Approx(120));  // GPU slices on their stream track: nothing nests
   const std::string csv = stats_csv(s);
   CHECK_THAT(csv, Catch::Contains("gpu_kernels,\"ampere_sgemm_32x32\",1,120000,"));
   CHECK(stats_json(s, 0)["groups"].size() == 4);
@@ -423,4 +437,122 @@ TEST_CASE("merge puts each input process on its own track, flows kept paired", "
   CHECK(pnames["GPU 0"] == 2);
   CHECK(x_events == 2 * 10);
   CHECK(validate(m.events).empty());
+}
+
+TEST_CASE("stats: self time of nested slices, three levels, two threads, clipped overrun, ties", "[cpu]") {
+  // pid 1. Thread 1 (all "cpu_op" but one cuda_runtime call), as intervals in us:
+  //   step      [0,100)   children forward, backward, optimizer
+  //   forward   [10,50)   children matmul [15,35), over [45,60) clipped to [45,50)
+  //   matmul    [15,35)   child zero [20,20)
+  //   zero      [20,20)   zero duration
+  //   over      [45,60)   overruns forward by 10: clipped; [50,60) is then backward's
+  //   backward  [50,80)   starts exactly at forward's end: forward's sibling, not its child;
+  //                       children matmul [50,60) (same start, shorter) and cudaLaunchKernel [60,65)
+  //   optimizer [80,90)   a B/E pair; starts where backward ends: step's child
+  // Thread 2: step [5,55) and matmul [5,55), identical: step (earlier in the file) encloses.
+  //   It overlaps thread 1's slices in time but never nests with them.
+  // Thread 3 (a GPU stream on the same pid): kernel k [10,40.25) and [40.25,50.25), touching.
+  // File order is shuffled (children before parents, as rtx's own writer emits them).
+  const std::string dir = rtx::test::temp_dir();
+  write_file(dir + "/n.json", R"({"traceEvents":[
+    {"ph":"X","cat":"cpu_op","name":"matmul","pid":1,"tid":1,"ts":15,"dur":20},
+    {"ph":"X","cat":"cpu_op","name":"step","pid":1,"tid":2,"ts":5,"dur":50},
+    {"ph":"X","cat":"cpu_op","name":"zero","pid":1,"tid":1,"ts":20,"dur":0},
+    {"ph":"X","cat":"kernel","name":"k","pid":1,"tid":3,"ts":40.25,"dur":10},
+    {"ph":"X","cat":"cpu_op","name":"over","pid":1,"tid":1,"ts":45,"dur":15},
+    {"ph":"X","cat":"cpu_op","name":"forward","pid":1,"tid":1,"ts":10,"dur":40},
+    {"ph":"X","cat":"cpu_op","name":"matmul","pid":1,"tid":2,"ts":5,"dur":50},
+    {"ph":"X","cat":"cpu_op","name":"matmul","pid":1,"tid":1,"ts":50,"dur":10},
+    {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":60,"dur":5},
+    {"ph":"X","cat":"kernel","name":"k","pid":1,"tid":3,"ts":10,"dur":30.25},
+    {"ph":"X","cat":"cpu_op","name":"backward","pid":1,"tid":1,"ts":50,"dur":30},
+    {"ph":"B","cat":"cpu_op","name":"optimizer","pid":1,"tid":1,"ts":80},
+    {"ph":"E","pid":1,"tid":1,"ts":90},
+    {"ph":"X","cat":"cpu_op","name":"step","pid":1,"tid":1,"ts":0,"dur":100}
+  ]})");
+  const TraceStats s = compute_stats(dir + "/n.json");
+  std::map<std::string, const StatGroup*> g;
+  for (const auto& x : s.groups) g[x.category] = &x;
+  REQUIRE(g.size() == 3);
+  REQUIRE(g.count("ops"));
+  REQUIRE(g.count("cuda_api"));
+  REQUIRE(g.count("gpu_kernels"));
+  std::map<std::string, const StatRow*> ops;
+  for (const auto& r : g["ops"]->rows) ops[r.name] = &r;
+  REQUIRE(ops.size() == 7);
+
+  // Self, by hand from the intervals above.
+  const double step_self = (100 - 40 - 30 - 10) + (50 - 50);  // thread 1 minus its 3 children; thread 2 all matmul
+  const double forward_self = 40 - 20 - (50 - 45);             // minus matmul and the clipped part of over
+  const double matmul_self = (20 - 0) + (10) + (50);          // zero takes nothing; the others have no children
+  const double over_self = 50 - 45;                            // clipped to forward's end
+  const double backward_self = 30 - 10 - 5;                    // minus matmul and cudaLaunchKernel
+  const double optimizer_self = 90 - 80;
+  CHECK(ops["step"]->self_us == Approx(step_self));  // 20
+  CHECK(ops["forward"]->self_us == Approx(forward_self));  // 15
+  CHECK(ops["matmul"]->self_us == Approx(matmul_self));  // 80
+  CHECK(ops["zero"]->self_us == 0);
+  CHECK(ops["over"]->self_us == Approx(over_self));  // 5
+  CHECK(ops["backward"]->self_us == Approx(backward_self));  // 15
+  CHECK(ops["optimizer"]->self_us == Approx(optimizer_self));  // 10
+
+  // Inclusive totals and per-slice statistics stay the durations.
+  CHECK(ops["step"]->count == 2);
+  CHECK(ops["step"]->total_us == Approx(100 + 50));
+  CHECK(ops["step"]->mean_us == Approx(75));
+  CHECK(ops["step"]->min_us == Approx(50));
+  CHECK(ops["step"]->max_us == Approx(100));
+  CHECK(ops["step"]->stddev_us == Approx(25));
+  CHECK(ops["matmul"]->count == 3);
+  CHECK(ops["matmul"]->total_us == Approx(20 + 10 + 50));
+  CHECK(ops["over"]->total_us == Approx(15));  // the unclipped duration
+  CHECK(ops["zero"]->count == 1);
+  CHECK(ops["optimizer"]->total_us == Approx(10));
+
+  // The category's total is its busy time: thread 1's 100 us less the 5 us in cudaLaunchKernel,
+  // plus thread 2's 50 us; the shares are of it and sum to 1.
+  const double ops_busy = (100 - 5) + 50;
+  CHECK(g["ops"]->total_us == Approx(ops_busy));
+  CHECK(ops["step"]->share == Approx(step_self / ops_busy));  // not (100 + 50) / (sum of all durations)
+  CHECK(ops["matmul"]->share == Approx(matmul_self / ops_busy));
+  double share_sum = 0;
+  for (const auto& r : g["ops"]->rows) share_sum += r.share;
+  CHECK(share_sum == Approx(1.0));
+  // Rows by self time; forward and backward tie at 15 and go by total (40 before 30).
+  std::vector<std::string> order;
+  for (const auto& r : g["ops"]->rows) order.push_back(r.name);
+  CHECK(order == std::vector<std::string>{"matmul", "step", "forward", "backward", "optimizer", "over", "zero"});
+
+  const StatRow& launch = g["cuda_api"]->rows.at(0);
+  CHECK(launch.self_us == Approx(5));
+  CHECK(g["cuda_api"]->total_us == Approx(5));
+  const StatRow& k = g["gpu_kernels"]->rows.at(0);
+  CHECK(k.count == 2);
+  CHECK(k.self_us == Approx(30.25 + 10));  // touching kernels do not nest; thread 3 is not thread 1
+  CHECK(k.share == Approx(1.0));
+  // Nothing is counted twice: the categories' totals add up to the threads' busy time.
+  CHECK(g["ops"]->total_us + g["cuda_api"]->total_us + g["gpu_kernels"]->total_us == Approx(100 + 50 + 40.25));
+
+  // Outputs: self_ns as CSV's last column and a JSON field; a "self" column in the table.
+  const std::string csv = stats_csv(s);
+  CHECK_THAT(csv, Catch::StartsWith("category,name,count,total_ns,mean_ns,min_ns,max_ns,stddev_ns,share,self_ns\n"));
+  CHECK_THAT(csv, Catch::Contains("ops,\"step\",2,150000,75000.0,50000,100000,25000.0,0.137931,20000\n"));
+  CHECK_THAT(csv, Catch::Contains("gpu_kernels,\"k\",2,40250,20125.0,10000,30250,10125.0,1.000000,40250\n"));
+  const auto j = stats_json(s, 0);
+  CHECK(j["groups"][0]["category"] == "gpu_kernels");
+  const auto& jops = j["groups"][2];
+  REQUIRE(jops["category"] == "ops");
+  CHECK(jops["total_ns"].get<double>() == Approx(145000));
+  CHECK(jops["rows"][1]["name"] == "step");
+  CHECK(jops["rows"][1]["self_ns"].get<double>() == Approx(20000));
+  CHECK(jops["rows"][1]["total_ns"].get<double>() == Approx(150000));
+  const std::string table = stats_table(s, 0);
+  CHECK_THAT(table, Catch::Contains("== ops: 7 names, busy 145.000 us"));
+  CHECK_THAT(table, Catch::Contains("  share         self        total     count"));
+  CHECK_THAT(table, Catch::Contains(" 13.79%    20.000 us   150.000 us         2 "));
+
+  // rtx-flame's CPU folding weighs each slice by the same self time (kernels left out).
+  StackTrie t;
+  const FoldResult f = fold_trace(dir + "/n.json", t, 0, FoldMode::Cpu);
+  CHECK(f.total_ns == 145000 + 5000);
 }

@@ -1,5 +1,26 @@
 // Trace statistics like `nsys stats`: per category (GPU kernels, GPU memory ops, CUDA API,
-// ops/ranges), per name: count, total, mean, min, max, stddev, share; table, CSV or JSON.
+// ops/ranges), per name: count, inclusive total, exclusive (self) time, mean, min, max,
+// stddev, share of the category's self time; table, CSV or JSON.
+//
+// Definitions (Chrome Trace Event Format slices: complete events "X" with ts/dur and B/E
+// pairs, times in us; https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU):
+//  - total (inclusive): the sum of a name's slice durations. Nested slices of one name (a
+//    recursive op) are each counted, so totals of names can overlap and do not add up.
+//  - self (exclusive): a slice's duration minus the time covered by its direct children,
+//    i.e. the time during which it is the innermost open slice of its thread. Slices nest
+//    only on the same (pid, tid), whatever their category (a cudaLaunchKernel inside an op is
+//    the op's child). Per thread, slices are taken by start time (ties: the longer one
+//    encloses; equal start and duration: the earlier in the file encloses); a slice that
+//    starts at or after the open slice's end is not its child (touching slices are
+//    siblings); a child that overruns its parent is clipped to the parent's end (as if it
+//    ended with the parent: the overrun is self time of whatever encloses the parent, if
+//    anything). Zero-duration slices have self 0. This is the self weight of rtx-flame's CPU
+//    mode (fold_trace) and of FlameGraph's frames.
+//  - the category's total: the sum of its names' self times = the time during which the
+//    innermost slice of some thread belongs to the category, summed over threads/streams.
+//    No time is counted twice, within or across categories.
+//  - share: a name's self / its category's total; a category's shares sum to 1.
+//  - mean, min, max, stddev: of the slices' (inclusive) durations.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -11,13 +32,15 @@ namespace rtx::trace {
 struct StatRow {
   std::string name;
   uint64_t count = 0;
-  double total_us = 0, mean_us = 0, min_us = 0, max_us = 0, stddev_us = 0;  ///< stddev: population
-  double share = 0;  ///< total / the group's total (0..1)
+  double total_us = 0;  ///< inclusive: sum of the slices' durations, us
+  double self_us = 0;   ///< exclusive: sum of the slices' self times (see the file comment), us
+  double mean_us = 0, min_us = 0, max_us = 0, stddev_us = 0;  ///< of durations (inclusive), us; stddev: population
+  double share = 0;     ///< self_us / the group's total_us (0..1; 0 when that is 0)
 };
 struct StatGroup {
   std::string category;  ///< "gpu_kernels" | "gpu_memory" | "cuda_api" | "ops"
-  double total_us = 0;
-  std::vector<StatRow> rows;  ///< by total, descending (ties: name)
+  double total_us = 0;   ///< the category's busy time: sum of its rows' self_us, us
+  std::vector<StatRow> rows;  ///< by self time, descending (ties: total descending, then name)
 };
 struct TraceStats {
   std::string file;
@@ -26,15 +49,22 @@ struct TraceStats {
   std::vector<StatGroup> groups;  ///< non-empty groups only, in the order above
 };
 
-/// Duration statistics of the X slices and B/E pairs of a trace file (streamed; memory grows
-/// with distinct names). Errors: read_trace's.
+/// Duration statistics of the X slices (dur >= 0) and B/E pairs of a trace file, with self
+/// times as defined in the file comment. The file is streamed; memory grows with distinct
+/// names and with slices (about 32 bytes each, kept per thread to nest them). A slice whose
+/// ts is missing or beyond +-1e15 us is counted with self = its duration and nests with
+/// nothing. Errors: read_trace's.
 TraceStats compute_stats(const std::string& path);
 
-/// Fixed-width table with units (top `top` rows per group; 0 = all).
+/// Fixed-width table with units: share (of self), self, total, count, mean, min, max, stddev,
+/// name; top `top` rows per group (0 = all).
 std::string stats_table(const TraceStats& s, size_t top);
-/// CSV: category,name,count,total_ns,mean_ns,min_ns,max_ns,stddev_ns,share (all rows).
+/// CSV: category,name,count,total_ns,mean_ns,min_ns,max_ns,stddev_ns,share,self_ns (all rows;
+/// self_ns last so that readers of the older columns keep working).
 std::string stats_csv(const TraceStats& s);
-/// {"schema":"rtx.trace_stats.v1","file","events","groups":[{"category","total_ns","rows":[...]}]}.
+/// {"schema":"rtx.trace_stats.v1","file","events","unmatched_be","groups":[{"category",
+/// "total_ns" (sum of self_ns), "names","rows":[{"name","count","total_ns","self_ns",
+/// "mean_ns","min_ns","max_ns","stddev_ns","share"}]}]}; top `top` rows per group (0 = all).
 nlohmann::json stats_json(const TraceStats& s, size_t top);
 
 }  // namespace rtx::trace

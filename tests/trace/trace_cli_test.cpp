@@ -1,6 +1,8 @@
 // rtx-trace and rtx-flame as subprocesses: record a tiny rtx-train run (engine spans), exit
 // status passthrough, capture window and cap, stats/merge/validate, flame graphs from the
 // sample and from folded stacks, and exit 2 with a clear message for bad input.
+#include <dlfcn.h>
+
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -115,6 +117,54 @@ TEST_CASE("rtx-trace record passes the exit status through and rejects a missing
   CHECK(run(trace_bin() + " record -o " + dir + "/n.json").exit_code == 2);  // no command
 }
 
+TEST_CASE("rtx-trace record claims CUDA capture only with an injection library and a CUDA device", "[cpu][cli]") {
+  const std::string dir = rtx::test::temp_dir();
+  // The child prints whether it got the CUPTI injection variable.
+  const std::string child = " -- sh -c 'echo inject=${CUDA_INJECTION64_PATH-unset}'";
+  const auto off = run(trace_bin() + " record --cuda off -o " + dir + "/off.json" + child);
+  INFO(off.err);
+  REQUIRE(off.exit_code == 0);
+  CHECK_THAT(off.err, Catch::Contains("; CUDA capture off: --cuda off\n"));
+  CHECK(off.out == "inject=unset\n");
+
+#ifndef RTX_HAVE_CUDA
+  // A CPU-only build has no injection library to inject.
+  const auto cpu = run(trace_bin() + " record -o " + dir + "/cpu.json" + child, "RTX_TRACE_INJECT=");
+  INFO(cpu.err);
+  REQUIRE(cpu.exit_code == 0);
+  CHECK_THAT(cpu.err, Catch::Contains("; CUDA capture off: rtx-trace was built without CUDA/CUPTI"));
+  CHECK_THAT(cpu.err, !Catch::Contains("CUDA capture on"));
+  CHECK(cpu.out == "inject=unset\n");
+#endif
+
+  // An injection library is there (any readable file: it is never loaded) but no device is:
+  // CUDA_VISIBLE_DEVICES="" hides any GPU, and this machine may have no driver at all.
+  write_file(dir + "/fake_inject.so", "");
+  const std::string env = "RTX_TRACE_INJECT=" + dir + "/fake_inject.so CUDA_VISIBLE_DEVICES=";
+  const auto nodev = run(trace_bin() + " record -o " + dir + "/nodev.json" + child, env);
+  INFO(nodev.err);
+  REQUIRE(nodev.exit_code == 0);
+  CHECK_THAT(nodev.err, Catch::Contains("; CUDA capture off: no CUDA device ("));
+  CHECK_THAT(nodev.err, !Catch::Contains("CUDA capture on"));
+  CHECK(nodev.out == "inject=unset\n");  // nothing injected
+  void* libcuda = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (!libcuda) CHECK_THAT(nodev.err, Catch::Contains("no CUDA device (no NVIDIA driver (libcuda.so.1 cannot be loaded))"));
+  else ::dlclose(libcuda);
+  const auto js = run(trace_bin() + " record --json -o " + dir + "/nodev2.json -- true", env);
+  REQUIRE(js.exit_code == 0);
+  const auto j = nlohmann::json::parse(js.out);
+  CHECK(j["cuda_capture"] == false);
+  CHECK_THAT(j["cuda_off_reason"].get<std::string>(), Catch::StartsWith("no CUDA device ("));
+  // The empty-recording hint names the same reason.
+  CHECK_THAT(js.err, Catch::Contains("no CUDA activity was captured (CUDA capture off: no CUDA device ("));
+
+  // A named injection library that does not exist is not claimed either.
+  const auto missing =
+      run(trace_bin() + " record -o " + dir + "/m.json -- true", "RTX_TRACE_INJECT=" + dir + "/none.so");
+  REQUIRE(missing.exit_code == 0);
+  CHECK_THAT(missing.err, Catch::Contains("CUDA capture off: injection library " + dir + "/none.so is not readable"));
+}
+
 TEST_CASE("rtx-trace stats, merge and validate on the hand-written sample", "[cpu][cli]") {
   const std::string dir = rtx::test::temp_dir();
   const auto t = run(trace_bin() + " stats " + sample());
@@ -122,6 +172,14 @@ TEST_CASE("rtx-trace stats, merge and validate on the hand-written sample", "[cp
   CHECK_THAT(t.out, Catch::Contains("gpu_kernels") && Catch::Contains("ampere_sgemm_32x32") && Catch::Contains("120.000 us"));
   const auto c = run(trace_bin() + " stats --format csv " + sample());
   CHECK_THAT(c.out, Catch::Contains("cuda_api,\"cudaLaunchKernel\",2,15000,7500.0,5000,10000,2500.0"));
+  // Self time (last column) and the share of it: the step's 1000 us less its three ops'
+  // 500 us, of the ops' busy time 1000 - 35 us (the CUDA API calls inside them).
+  CHECK_THAT(c.out, Catch::Contains("ops,\"ProfilerStep#1\",1,1000000,1000000.0,1000000,1000000,0.0,0.518135,500000\n"));
+  CHECK_THAT(t.out, Catch::Contains("== ops: 5 names, busy 965.000 us") && Catch::Contains(" self ") &&
+                        Catch::Contains(" 51.81%   500.000 us     1.000 ms         1 "));
+  const auto h = run(trace_bin() + " stats --help");
+  CHECK(h.exit_code == 0);
+  CHECK_THAT(h.out, Catch::Contains("self    exclusive: duration minus the time covered by direct children"));
   const auto j = run(trace_bin() + " stats --json " + sample());
   REQUIRE(j.exit_code == 0);
   CHECK(nlohmann::json::parse(j.out)["schema"] == "rtx.trace_stats.v1");

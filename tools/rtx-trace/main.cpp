@@ -1,6 +1,7 @@
 // rtx-trace: record a program's timeline (engine spans, CUDA activity via CUPTI injection) as
 // a Chrome trace, print per-kernel/op statistics, merge traces, check a trace's rules.
 // Flags only; the logic lives in libcommon (rtx/trace/*).
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <climits>
@@ -25,9 +26,10 @@ std::string self_dir() {
   return p.substr(0, p.find_last_of('/'));
 }
 
-/// The CUPTI injection library: $RTX_TRACE_INJECT, else next to the binary (../lib or same dir).
+/// The CUPTI injection library: $RTX_TRACE_INJECT (when set and not empty), else next to the
+/// binary (../lib or same dir); "" when none.
 std::string find_inject_lib() {
-  if (const char* e = std::getenv("RTX_TRACE_INJECT")) return e;
+  if (const char* e = std::getenv("RTX_TRACE_INJECT"); e && *e) return e;
   const std::string d = self_dir();
   for (const std::string& p : {d + "/../lib/librtx_cupti_inject.so", d + "/librtx_cupti_inject.so"})
     if (::access(p.c_str(), R_OK) == 0) return p;
@@ -41,6 +43,66 @@ std::string cupti_library() {
 #else
   return {};
 #endif
+}
+
+/// Whether a CUDA program started from here would see a CUDA device: loads the driver
+/// (libcuda.so.1, dlopen, so any build can ask) and calls cuInit(0) and cuDeviceGetCount, the
+/// calls the child's CUDA runtime makes (CUDA_VISIBLE_DEVICES applies as in the child).
+/// Returns the device count; `why` says why it is 0. Never throws.
+int cuda_driver_devices(std::string& why) {
+  using CUresult = int;  // CUDA driver API (cuda.h): CUDA_SUCCESS = 0
+  void* h = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    why = "no NVIDIA driver (libcuda.so.1 cannot be loaded)";
+    return 0;
+  }
+  auto init = reinterpret_cast<CUresult (*)(unsigned)>(::dlsym(h, "cuInit"));
+  auto count = reinterpret_cast<CUresult (*)(int*)>(::dlsym(h, "cuDeviceGetCount"));
+  auto err_name = reinterpret_cast<CUresult (*)(CUresult, const char**)>(::dlsym(h, "cuGetErrorName"));
+  if (!init || !count) {
+    why = "the NVIDIA driver's libcuda.so.1 lacks cuInit/cuDeviceGetCount";
+    return 0;
+  }
+  int n = 0;
+  const char* call = "cuInit";
+  CUresult r = init(0);
+  if (r == 0) {
+    call = "cuDeviceGetCount";
+    r = count(&n);
+  }
+  if (r != 0) {
+    const char* name = nullptr;
+    if (err_name) err_name(r, &name);
+    why = std::string(call) + " failed: " + (name ? name : "CUresult " + std::to_string(r));
+    return 0;
+  }
+  if (n == 0) why = "the driver reports 0 devices";
+  return n;
+}
+
+/// Decide CUDA capture for `record`: on only when the CUPTI injection library exists and a
+/// CUDA device is present (probed only once the library is found). When on, sets
+/// o.inject_lib and o.nvtx_lib (record() then sets CUDA_INJECTION64_PATH and
+/// NVTX_INJECTION64_PATH in the child) and returns ""; otherwise leaves them empty, so the
+/// child gets no injection, and returns why capture is off.
+std::string decide_cuda_capture(const std::string& mode, rtx::trace::RecordOptions& o) {
+  o.inject_lib.clear();
+  o.nvtx_lib.clear();
+  if (mode == "off") return "--cuda off";
+  const std::string lib = find_inject_lib();
+  if (lib.empty()) {
+#ifdef RTX_CUPTI_LIBRARY
+    return "librtx_cupti_inject.so not found next to rtx-trace (set RTX_TRACE_INJECT)";
+#else
+    return "rtx-trace was built without CUDA/CUPTI (no injection library: rebuild with the CUDA toolkit)";
+#endif
+  }
+  if (::access(lib.c_str(), R_OK) != 0) return "injection library " + lib + " is not readable";
+  std::string why;
+  if (cuda_driver_devices(why) == 0) return "no CUDA device (" + why + ")";
+  o.inject_lib = lib;
+  o.nvtx_lib = cupti_library();
+  return {};
 }
 
 void say(const rtx::cli::CommonOptions& c, const std::string& msg) {
@@ -68,21 +130,22 @@ int main(int argc, char** argv) {
     s.add_option("--nvtx-range", o->capture.range,
                  "Keep only what starts inside the first NVTX range / engine span of this name (e.g. train.step)");
     s.add_option("--max-events", o->capture.max_events, "Cap on recorded events (default 2000000; 0 = no cap)");
-    s.add_option("--cuda", *cuda, "CUDA capture by CUPTI injection: auto (when built) or off")
+    s.add_option("--cuda", *cuda,
+                 "CUDA capture by CUPTI injection: auto (on when built with CUPTI and a CUDA device is present) or off")
         ->check(CLI::IsMember({"auto", "off"}));
     s.add_option("command", o->command, "The program and its arguments, after --")->required();
     return [&, o, cuda]() {
-      if (*cuda == "auto") {
-        o->inject_lib = find_inject_lib();
-        o->nvtx_lib = cupti_library();
-      }
+      std::string cuda_off = decide_cuda_capture(*cuda, *o);
       const auto r = rtx::trace::record(*o);
+      if (!r.cuda_capture && cuda_off.empty()) cuda_off = "injection library " + o->inject_lib + " is not readable";
       const auto& c = r.convert;
       for (const auto& n : c.notes) say(common, "CUPTI: " + n);
       std::string msg = "wrote " + o->output + ": " + std::to_string(c.written) + " events (spans " +
                         std::to_string(c.spans) + ", GPU " + std::to_string(c.gpu) + ", CUDA API " +
                         std::to_string(c.api) + ", NVTX " + std::to_string(c.ranges) + ", flows " +
-                        std::to_string(c.flows) + "); " + (r.cuda_capture ? "CUDA capture on" : "CUDA capture off");
+                        std::to_string(c.flows) + "); " +
+                        (r.cuda_capture ? "CUDA capture on (CUPTI injection " + o->inject_lib + ")"
+                                        : "CUDA capture off: " + cuda_off);
       say(common, msg);
       if (c.outside_window) say(common, std::to_string(c.outside_window) + " events outside the capture window left out");
       if (c.over_cap)
@@ -97,11 +160,12 @@ int main(int argc, char** argv) {
       if (c.written == 0 && c.range_found)
         say(common, "no events recorded: the program published no engine spans (is it an rtx tool run without "
                     "--events?) and no CUDA activity was captured" +
-                        std::string(r.cuda_capture ? "" : " (no CUPTI injection library: built without CUDA, or --cuda off)"));
+                        std::string(r.cuda_capture ? "" : " (CUDA capture off: " + cuda_off + ")"));
       if (common.json) {
         nlohmann::json j = {{"schema", "rtx.trace_record.v1"}, {"output", o->output}, {"exit_code", r.exit_code},
-                            {"cuda_capture", r.cuda_capture}, {"events", c.written}, {"spans", c.spans},
-                            {"gpu", c.gpu}, {"api", c.api}, {"nvtx", c.ranges}, {"flows", c.flows},
+                            {"cuda_capture", r.cuda_capture}, {"cuda_off_reason", cuda_off},
+                            {"events", c.written}, {"spans", c.spans}, {"gpu", c.gpu}, {"api", c.api},
+                            {"nvtx", c.ranges}, {"flows", c.flows},
                             {"outside_window", c.outside_window}, {"over_cap", c.over_cap},
                             {"cupti_dropped", c.cupti_dropped}, {"notes", c.notes}};
         std::cout << j.dump(2) << std::endl;
@@ -110,11 +174,24 @@ int main(int argc, char** argv) {
     };
   });
 
-  subs.add("stats", "Per-kernel / per-op statistics of a trace (count, total, mean, min, max, stddev, share)",
+  subs.add("stats", "Per-kernel / per-op statistics of a trace (count, self, total, mean, min, max, stddev, share of self)",
            [&](CLI::App& s) -> rtx::cli::Subcommands::Body {
     auto file = std::make_shared<std::string>();
     auto format = std::make_shared<std::string>("table");
     auto top = std::make_shared<size_t>(20);
+    s.footer(
+        "Per category (gpu_kernels, gpu_memory, cuda_api, ops) and name, over X slices and B/E pairs:\n"
+        "  total   inclusive: the sum of the slices' durations (children included)\n"
+        "  self    exclusive: duration minus the time covered by direct children, i.e. the time the\n"
+        "          slice is the innermost open one on its thread. Slices nest only on the same\n"
+        "          pid+tid, whatever their category; by start time (ties: the longer encloses, then\n"
+        "          file order); touching slices are siblings; a child overrunning its parent is\n"
+        "          clipped to the parent's end; a zero-duration slice has self 0\n"
+        "  busy    a category's total (json: the group's total_ns): the sum of its self times, i.e.\n"
+        "          its busy time summed over threads and streams; nothing is counted twice\n"
+        "  share   self / busy: a category's shares sum to 1\n"
+        "  mean, min, max, stddev (population): of the slices' durations\n"
+        "Rows are sorted by self time. csv/json times are ns (self_ns is csv's last column).");
     s.add_option("file", *file, "Chrome trace (.json/.json.gz; '-' = stdin)")->required();
     s.add_option("--format", *format, "table, csv or json (--json = json)")->check(CLI::IsMember({"table", "csv", "json"}));
     s.add_option("--top", *top, "Rows per category in table/json (0 = all; default 20)");

@@ -5,10 +5,14 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
 
 #include "rtx/core/philox.hpp"
 #include "rtx/kernels/cpu_features.hpp"
@@ -348,7 +352,14 @@ TEST_CASE("run --baseline-exe: ABBA rounds against another build; A/A is never s
   INFO(p.out);
   rep = json::parse(p.out);
   CHECK(rep["summary"]["slower"] == 0);
-  CHECK(rep["summary"]["faster"] == 1);
+  if (rep["summary"]["undecided"] == 1) {
+    // The host was busy during some round (other jobs on a shared CI machine): the right
+    // verdict is then undecided, but the statistics underneath must still read faster.
+    WARN("host busy during the planted comparison: " << rep["cases"][0]["reason"]);
+    CHECK(rep["cases"][0]["measured_verdict"] == "faster");
+  } else {
+    CHECK(rep["summary"]["faster"] == 1);
+  }
 
   // Bad input: exit 2 naming the flag, nothing written.
   p = run(bench() + common + "--baseline-exe " + bench() + " -o " + d + "/x.json");
@@ -386,4 +397,63 @@ TEST_CASE("run --baseline-exe: ABBA rounds against another build; A/A is never s
   CHECK_THAT(p.err, Catch::Contains("baseline round 1/12") && Catch::Contains("wrote no valid rtx.bench.v1 artifact"));
   CHECK_FALSE(std::filesystem::exists(d + "/x.json"));
   CHECK_FALSE(std::filesystem::exists(d + "/b.json"));
+}
+
+// Host contention end to end: spinning threads in this process (two per logical CPU, so every
+// CPU has two runnable competitors whatever the machine's size) while `run` samples a tiny
+// case for 0.5 s with one thread. The measuring thread then gets about a third of a CPU
+// (0.33 measured on the 2-CPU dev VM, PSI stall share 1.0, 121 involuntary switches/s), far
+// beyond the 80% / 10% / 50/s thresholds. The margin is large: the
+// test fails only if the evidence is not collected or not reported.
+TEST_CASE("run under a busy loop warns, records host.contended; compare calls it undecided", "[cpu][cli]") {
+  const std::string d = rtx::test::temp_dir();
+  write(d + "/tiny.json", R"({"schema": "rtx.benchpack.v1", "name": "tiny", "cases": [
+    {"name": "gelu", "op": "gelu_forward", "shape": "N=1000"}]})");
+  // --min-samples above what 0.5 s can take: the case samples for the whole --max-time.
+  const std::string args = " run " + d + "/tiny.json --threads 1 --max-time 0.5 --min-samples 10000000 " +
+                           "--max-samples 100000000 --no-store --json";
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> spinners;
+  const unsigned n = std::min(64u, std::max(4u, 2 * std::thread::hardware_concurrency()));
+  for (unsigned i = 0; i < n; ++i)
+    spinners.emplace_back([&stop] {
+      volatile unsigned long x = 0;
+      while (!stop.load(std::memory_order_relaxed)) x = x + 1;
+    });
+  auto p = run(bench() + args + " -o " + d + "/busy.json");
+  stop = true;
+  for (auto& t : spinners) t.join();
+  INFO(p.err);
+  REQUIRE(p.exit_code == 0);
+  const json doc = json::parse(p.out);
+  const json& c = doc["cases"][0];
+  if (c["status"] == "skipped") {  // Catch2 v2 has no SKIP(): say why and leave
+    WARN("SKIPPED: gelu_forward is not registered in this build");
+    return;
+  }
+  REQUIRE(c.contains("host"));
+  const json& h = c["host"];
+  INFO(h.dump());
+  CHECK(h["window_s"].get<double>() >= 0.45);
+  CHECK(h["cpu_share"].get<double>() < 0.8);
+  CHECK(h["contended"] == true);
+  CHECK(h["reason"].get<std::string>().find("measuring thread ran") != std::string::npos);
+  if (h.contains("psi_cpu_some_share")) CHECK(h["psi_cpu_some_share"].get<double>() > 0.1);
+  CHECK(doc["summary"]["contended"] == 1);
+  CHECK(doc["host"]["contended_cases"] == 1);
+  // One warning for the run, naming the case and the evidence.
+  CHECK_THAT(p.err, Catch::Contains("rtx-bench: warning: the host was busy while 1 case(s) were measured"));
+  CHECK_THAT(p.err, Catch::Contains(c["id"].get<std::string>() + ": measuring thread ran"));
+  CHECK_THAT(p.err, Catch::Contains("1-minute load average"));
+  CHECK_THAT(p.err, Catch::Contains("busy-host"));  // the table's status column
+
+  // compare: undecided (named, with the reason), exit 0, a warning on stderr.
+  auto q = run(bench() + " compare " + d + "/busy.json " + d + "/busy.json --format json");
+  INFO(q.out);
+  CHECK(q.exit_code == 0);
+  const json rep = json::parse(q.out);
+  CHECK(rep["summary"]["undecided"] == 1);
+  CHECK(rep["cases"][0]["verdict"] == "undecided");
+  CHECK(rep["cases"][0]["reason"].get<std::string>().find("host busy during base: measuring thread ran") == 0);
+  CHECK_THAT(q.err, Catch::Contains("1 case(s) undecided"));
 }

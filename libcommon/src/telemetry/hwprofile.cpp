@@ -419,6 +419,35 @@ std::string busy_host_warning(const HardwareProfile& p) {
   return buf;
 }
 
+CpuPressure parse_cpu_pressure(const std::string& text) {
+  CpuPressure p;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("some ", 0) != 0) continue;
+    double a10 = 0, a60 = 0, a300 = 0;
+    unsigned long long total = 0;
+    if (std::sscanf(line.c_str(), "some avg10=%lf avg60=%lf avg300=%lf total=%llu", &a10, &a60, &a300, &total) == 4 &&
+        a10 >= 0 && a60 >= 0) {
+      p.valid = true;
+      p.some_avg10 = a10;
+      p.some_avg60 = a60;
+      p.some_total_us = total;
+    }
+    break;
+  }
+  return p;
+}
+
+CpuPressure read_cpu_pressure(const char* path) {
+  std::FILE* f = std::fopen(path, "r");
+  if (!f) return {};
+  char buf[512];
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  return parse_cpu_pressure(std::string(buf, n));
+}
+
 double cpu_peak_fp32_flops(const HardwareProfile& p) {
   const double mhz = p.max_mhz > 0 ? p.max_mhz : p.base_mhz;
   return static_cast<double>(p.physical_cores) * p.fma_units * (p.vector_bits / 32.0) * 2.0 * mhz * 1e6;

@@ -3,7 +3,9 @@
 // The tool (tools/rtx-bench) only binds flags to the *Command structs and calls run_*.
 #pragma once
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -115,6 +117,100 @@ std::string runner_option_problem(const std::string& key, double value);
 /// Throws rtx::Error(Usage) naming --seed otherwise.
 uint64_t parse_seed(const std::string& text);
 
+// ---- host contention ------------------------------------------------------------------------
+// Evidence, taken around each case's sampling window (not before the run), that other work
+// competed with the measurement. Readings are plain structs so tests can inject them.
+
+/// One reading of the signals, taken just before and just after a sampling window.
+struct HostSample {
+  double wall_s = 0;                 ///< steady_clock, s (arbitrary epoch; only deltas are used)
+  double thread_cpu_s = 0;           ///< getrusage(RUSAGE_THREAD) user+system of the measuring thread, s
+  double process_cpu_s = 0;          ///< getrusage(RUSAGE_SELF) user+system of all threads, s
+  int64_t involuntary_switches = 0;  ///< getrusage(RUSAGE_SELF) ru_nivcsw: preemptions of any thread
+  bool psi_valid = false;            ///< /proc/pressure/cpu was readable (telemetry::read_cpu_pressure)
+  uint64_t psi_some_total_us = 0;    ///< PSI cpu "some" total, us (system-wide)
+  double psi_some_avg10 = 0;         ///< PSI cpu "some avg10", %
+  double load1 = 0;                  ///< /proc/loadavg 1-minute load average (telemetry::load_average_1m)
+};
+/// Read all signals now (a few syscalls and two /proc reads: ~20 us, never inside a sample).
+HostSample sample_host();
+
+/// Thresholds of judge_contention. Any one crossed flags the case as measured on a busy host.
+/// Numbers measured on the 2-CPU development VM with one busy thread for 1 s: idle: CPU share
+/// 0.99-1.00, 4-13 involuntary switches/s, PSI stall 1%; a -j2 build running: 0.85, 81/s, 52%;
+/// 4 spinning threads: 0.34-0.38, 91-101/s, 88-100%.
+///  - PSI cpu "some" stall > 10% of the window: for a tenth of the time a runnable task was
+///    queued behind another (idle: ~1%); a competitor that large shifts medians past
+///    compare's default 5% threshold.
+///  - CPU backend: the measuring thread ran < 80% of the window. It is runnable for the
+///    whole window (it times the kernels and joins every OpenMP region), so an idle host
+///    gives ~0.99; 0.8 means a fifth of the window was lost to preemption, 4x the 5% threshold.
+///    Not judged on CUDA, where the thread may block in cudaEventSynchronize by design.
+///  - > 50 involuntary context switches per s (all threads of the process), and at least
+///    kMinInvoluntarySwitches of them: the scheduler is time-slicing the process against
+///    other runnable tasks (idle: <= 13/s; busy: >= 81/s). This one catches contention on
+///    kernels without PSI when the CPU share alone stays above 0.8. The count floor keeps a
+///    short window with 3 ordinary preemptions from reading as 60/s.
+///  A case window shorter than kMinJudgedWindow is not judged on its own (one 4 ms time slice
+///  in a 20 ms window would already look like 20% contention): such a case, typically a
+///  microsecond kernel that converged in a few ms, takes the verdict of the whole run's window
+///  (judged_on "run"), since a host busy around it was busy while it was measured too. When
+///  the run is that short as well, the PSI "some avg10" (the kernel's 10 s average, read at
+///  the window's end) above 10% decides (judged_on "avg10"); without PSI it stays unjudged.
+inline constexpr double kMaxPsiStallShare = 0.10;
+inline constexpr double kMinCpuShare = 0.80;
+inline constexpr double kMaxInvoluntaryPerS = 50;
+inline constexpr double kMinJudgedWindow = 0.05;  ///< s
+inline constexpr int64_t kMinInvoluntarySwitches = 10;
+
+/// Contention evidence of one case: sums over its sampling windows (one window per case run
+/// sequentially, one per batch under --interleave, all rounds' windows after merge_rounds).
+struct HostEvidence {
+  bool measured = false;             ///< at least one window was recorded
+  double window_s = 0;               ///< wall time of the windows, s
+  double thread_cpu_s = 0;           ///< measuring-thread CPU time in them, s
+  double process_cpu_s = 0;          ///< process CPU time in them, s
+  int threads = 1;                   ///< OpenMP threads of the run
+  int64_t involuntary_switches = 0;  ///< ru_nivcsw delta
+  bool psi_valid = false;            ///< every window had a PSI reading
+  double psi_stall_s = 0;            ///< PSI cpu some total delta, s
+  double psi_avg10_max = 0;          ///< largest PSI "some avg10" at a window's end, %
+  double load1_start = 0, load1_end = 0;  ///< 1-minute load average before the first / after the last window
+  size_t rounds = 0;                 ///< merged artifacts: rounds merged (0: a single process)
+  size_t rounds_contended = 0;       ///< merged artifacts: rounds judged contended on their own
+  bool contended = false;            ///< a threshold was crossed (judge_contention)
+  std::string reason;                ///< "" or the evidence, e.g. "measuring thread ran 43% of the window, PSI cpu stall 38%"
+  /// "case": judged on this window; "run": too short, took the whole run's verdict
+  /// (inherit_run_contention); "avg10": run too short as well, judged on PSI avg10;
+  /// "": not judged (too short, no PSI).
+  std::string judged_on;
+
+  double cpu_share() const { return window_s > 0 ? thread_cpu_s / window_s : 0; }  ///< thread CPU / wall
+  /// Process CPU / (wall x threads): informational (an op that does not parallelize gives 1/threads).
+  double process_cpu_per_thread() const { return window_s > 0 ? process_cpu_s / (window_s * std::max(1, threads)) : 0; }
+  double involuntary_per_s() const { return window_s > 0 ? static_cast<double>(involuntary_switches) / window_s : 0; }
+  double psi_share() const { return window_s > 0 ? psi_stall_s / window_s : 0; }  ///< PSI stall / wall
+};
+
+/// Add the window [before, after] to `e` (load1_start taken from the first window).
+void add_window(HostEvidence& e, const HostSample& before, const HostSample& after);
+/// Set e.contended and e.reason from the thresholds above (the CPU-share rule only for
+/// Backend::CPU); a window shorter than kMinJudgedWindow is not contended.
+void judge_contention(HostEvidence& e, Backend backend);
+/// One window, judged: the pure function the runner's readings go through (tests inject them).
+HostEvidence contention_evidence(const HostSample& before, const HostSample& after, int threads, Backend backend);
+/// A case whose own window was too short to judge (judged_on "") takes the run's verdict when
+/// the run's window was judged (judged_on "run", reason prefixed "whole run (...)"), else,
+/// with PSI, the verdict of its PSI avg10 against kMaxPsiStallShare (judged_on "avg10").
+void inherit_run_contention(HostEvidence& c, const HostEvidence& run);
+/// The "host" object of a case in rtx.bench.v1 (fields: docs/tools/rtx-bench.md).
+nlohmann::json to_json(const HostEvidence& e);
+/// Read a case's "host" object (at JSON pointer `pointer` of file `source`) back; derived
+/// fields (cpu_share, ...) are recomputed, not read. Throws rtx::Error(Input) naming source and
+/// field for a wrong type or a negative value ("a.json: field '/cases/2/host/contended':
+/// expected boolean, got string"), and for a missing `contended`.
+HostEvidence host_evidence_from_json(const nlohmann::json& j, const std::string& source, const std::string& pointer);
+
 /// Sampling policy (see docs/tools/rtx-bench.md "How a case is measured").
 struct RunnerOptions {
   double max_rel_ci = 0.02;   ///< stop when the 95% median CI half-width / median <= this
@@ -127,6 +223,9 @@ struct RunnerOptions {
   size_t batch = 5;           ///< samples per case per interleave round
   uint64_t seed = 0;          ///< input seed of every instance and the interleave order
   bool progress = false;      ///< one-line progress display on stderr (TTY only)
+  /// Reads the contention signals around each sampling window; empty: sample_host. Tests
+  /// inject fixed readings here.
+  std::function<HostSample()> host_sampler;
 };
 
 /// Measured machine peaks for roofline fractions (from the latest doctor report).
@@ -162,6 +261,7 @@ struct CaseResult {
   /// `run --rounds R`: the median of each round's samples (one per child process), in
   /// round order; empty for a single-process run (the artifact then omits round_medians_s).
   std::vector<double> round_medians;
+  HostEvidence host;               ///< contention evidence of the sampling windows (ok cases)
 };
 
 /// Result of run_cases: per-case results (input order) and the execution schedule (case
@@ -169,6 +269,9 @@ struct CaseResult {
 struct RunResult {
   std::vector<CaseResult> cases;
   std::vector<size_t> schedule;
+  /// Contention evidence of the whole run_cases call (first reading to last); not measured
+  /// for merged rounds (each round's cases carry their own).
+  HostEvidence host;
 };
 
 /// Rank order used by --interleave for round `round`: a Fisher-Yates shuffle of 0..n-1
@@ -210,6 +313,9 @@ struct ArtifactMeta {
   bool pinned = false;
   Peaks peaks;
   size_t rounds = 1;        ///< processes merged (written as options.rounds only when > 1)
+  /// 1-minute load average (telemetry::load_average_1m) when the run started / ended, written
+  /// to the document's "host" object; < 0: not recorded.
+  double load1_start = -1, load1_end = -1;
   nlohmann::json hardware = nlohmann::json::object();  ///< hardware profile
 };
 
@@ -255,7 +361,11 @@ struct CompareRow {
   /// "rounds": judged on round_medians_s (both sides have >= kMinRoundsForBasis rounds:
   /// between-process variance included); "samples": on the raw samples_s.
   std::string basis = "samples";
-  stats::Comparison cmp;
+  stats::Comparison cmp;    ///< the statistical verdict (kept as `measured_verdict` when undecided)
+  /// "" or why the row is undecided: either side's case has host.contended (recorded by the
+  /// runner), e.g. "host busy during base: measuring thread ran 43% of the window". Such a
+  /// row counts as `undecided`, never as slower/faster/same, so it cannot fail compare.
+  std::string busy;
 };
 
 /// All rows and the counts by verdict.
@@ -264,11 +374,14 @@ struct CompareReport {
   double threshold = 0.05;
   std::vector<CompareRow> rows;
   size_t same = 0, faster = 0, slower = 0, ambiguous = 0, unmatched = 0;
+  size_t undecided = 0;     ///< judged on both sides but measured on a busy host (CompareRow::busy)
 };
 
 /// Compare two checked bench artifacts case by case (matched by id). A case whose two sides
 /// both carry round_medians_s with >= kMinRoundsForBasis rounds is judged on the round
 /// medians (o.min_samples lowered to kMinRoundsForBasis), otherwise on the raw samples.
+/// A case whose base or new side has host.contended = true is reported undecided (CompareRow::busy)
+/// whatever the statistics say; artifacts without host evidence (older runs) are judged as before.
 CompareReport compare_artifacts(const nlohmann::json& base, const nlohmann::json& fresh, const stats::CompareOptions& o,
                                 const std::string& base_source = "base", const std::string& new_source = "new");
 /// Render a report: "table" (aligned text), "md" (GitHub markdown), "csv", "json".
@@ -324,7 +437,8 @@ struct CompareCommand {
   std::string format = "table";
   bool json = false;        ///< same as --format json
 };
-/// Print the comparison on `out`; returns 1 when any case is slower, else 0. Throws
+/// Print the comparison on `out`; returns 1 when any case is slower, else 0 (undecided cases,
+/// measured on a busy host, do not count as slower; a warning on `err` names them). Throws
 /// rtx::Error(Usage) when both files are "-" (stdin can be read only once).
 int run_compare(const CompareCommand& c, std::ostream& out, std::ostream& err);
 

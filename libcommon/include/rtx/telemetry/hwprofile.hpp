@@ -108,4 +108,20 @@ double load_average_1m();
 /// threads get descheduled mid-region). rtx-doctor's host.load check and rtx-tune share it.
 std::string busy_host_warning(const HardwareProfile& p);
 
+/// One reading of Linux pressure-stall information for the CPU ("some" line of
+/// /proc/pressure/cpu, kernel Documentation/accounting/psi.rst): the share of wall time in
+/// which at least one runnable task waited for a CPU. System-wide, not per process.
+struct CpuPressure {
+  bool valid = false;          ///< false: no PSI (kernel < 4.20, CONFIG_PSI off, psi=0) or unparsable
+  double some_avg10 = 0;       ///< % of the last 10 s with a task waiting (kernel's running average)
+  double some_avg60 = 0;       ///< % of the last 60 s
+  uint64_t some_total_us = 0;  ///< cumulative stall time, us (monotonic; deltas give any window)
+};
+/// Parse the text of /proc/pressure/cpu ("some avg10=1.50 avg60=0.30 avg300=0.10 total=12345",
+/// optionally followed by a "full ..." line). Returns valid=false when the "some" line is
+/// missing or malformed; never throws.
+CpuPressure parse_cpu_pressure(const std::string& text);
+/// Read and parse `path` (default /proc/pressure/cpu); valid=false when it cannot be read.
+CpuPressure read_cpu_pressure(const char* path = "/proc/pressure/cpu");
+
 }  // namespace rtx::telemetry

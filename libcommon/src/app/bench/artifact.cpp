@@ -68,7 +68,7 @@ json to_json(const RunResult& r, const ArtifactMeta& m) {
   if (m.peaks.flops > 0) peaks["flops_per_s"] = m.peaks.flops;
   if (m.peaks.bytes_per_s > 0) peaks["bytes_per_s"] = m.peaks.bytes_per_s;
   doc["peaks"] = peaks;
-  size_t ok = 0, failed = 0, skipped = 0, noisy = 0;
+  size_t ok = 0, failed = 0, skipped = 0, noisy = 0, contended = 0;
   json cases = json::array();
   for (const CaseResult& c : r.cases) {
     json j;
@@ -112,6 +112,10 @@ json to_json(const RunResult& r, const ArtifactMeta& m) {
       j["gpu_clock"] = {{"sm_mhz", c.sm_clock_mhz}, {"throttled_samples", c.throttled_samples}};
     j["throttled"] = c.throttled_samples > 0;
     j["sampling_s"] = c.sampling_s;
+    if (c.host.measured) {
+      j["host"] = to_json(c.host);
+      contended += c.host.contended;
+    }
     j["time"] = {{"median_s", c.median},
                  {"p10_s", c.p10},
                  {"p90_s", c.p90},
@@ -126,7 +130,19 @@ json to_json(const RunResult& r, const ArtifactMeta& m) {
     cases.push_back(j);
   }
   doc["cases"] = cases;
-  doc["summary"] = {{"cases", r.cases.size()}, {"ok", ok}, {"failed", failed}, {"skipped", skipped}, {"noisy", noisy}};
+  doc["summary"] = {{"cases", r.cases.size()}, {"ok", ok}, {"failed", failed}, {"skipped", skipped}, {"noisy", noisy},
+                    {"contended", contended}};
+  // The rule the per-case host.contended flags were judged by (contention.cpp).
+  json host = {{"thresholds",
+                {{"psi_cpu_some_share_max", kMaxPsiStallShare},
+                 {"cpu_share_min", kMinCpuShare},
+                 {"involuntary_per_s_max", kMaxInvoluntaryPerS},
+                 {"min_window_s", kMinJudgedWindow}}},
+               {"contended_cases", contended}};
+  if (r.host.measured) host["run"] = to_json(r.host);
+  if (m.load1_start >= 0) host["load1_start"] = m.load1_start;
+  if (m.load1_end >= 0) host["load1_end"] = m.load1_end;
+  doc["host"] = host;
   return doc;
 }
 
@@ -141,7 +157,11 @@ json check_bench_artifact(const json& doc, const std::string& source) {
                 {"/cases/*/time", JsonType::Object, false},
                 {"/cases/*/time/median_s", JsonType::Number, false},
                 {"/seed", JsonType::Integer, false},
-                {"/hardware", JsonType::Object, false}});
+                {"/hardware", JsonType::Object, false},
+                {"/host", JsonType::Object, false},
+                {"/host/run", JsonType::Object, false},
+                {"/cases/*/host", JsonType::Object, false}});
+  if (doc.contains("host") && doc["host"].contains("run")) (void)host_evidence_from_json(doc["host"]["run"], source, "/host/run");
   const json& cases = doc["cases"];
   auto bad = [&](const std::string& field, const std::string& what) {
     throw_input(what, source + ": field '" + field + "'", "was the file edited by hand?");
@@ -171,6 +191,9 @@ json check_bench_artifact(const json& doc, const std::string& source) {
         if (!rm[k].is_number() || !std::isfinite(rm[k].get<double>()) || !(rm[k].get<double>() > 0))
           bad(at + "/round_medians_s/" + std::to_string(k), "expected a finite positive number of seconds, got " + rm[k].dump());
     }
+    // Contention evidence (absent in artifacts written before it existed): types checked here
+    // so compare's undecided rule cannot trip over a malformed field.
+    if (c.contains("host")) (void)host_evidence_from_json(c["host"], source, at + "/host");
     if (status != "ok") continue;
     if (s.empty()) bad(at + "/samples_s", "an ok case has no samples");
     // Displays use time.median_s: it must be the samples' median (up to rounding).
@@ -221,7 +244,36 @@ CaseResult case_from_json(const json& j) {
     r.sm_clock_mhz = j["gpu_clock"].value("sm_mhz", std::vector<uint32_t>{});
     r.throttled_samples = j["gpu_clock"].value("throttled_samples", size_t{0});
   }
+  if (j.contains("host")) r.host = host_evidence_from_json(j["host"], "round artifact", "/cases/" + r.c.id + "/host");
   return r;
+}
+
+/// Add round `k` (0-based) of `total`'s evidence `x` to the merged evidence `m`: windows summed,
+/// each round judged on its own (by its process) and counted in rounds_contended.
+void merge_host(HostEvidence& m, const HostEvidence& x, size_t k, size_t total) {
+  if (!x.measured) return;
+  if (!m.measured) {
+    m = x;
+    m.rounds = 1;
+    m.rounds_contended = 0;
+    m.reason.clear();
+  } else {
+    m.window_s += x.window_s;
+    m.thread_cpu_s += x.thread_cpu_s;
+    m.process_cpu_s += x.process_cpu_s;
+    m.involuntary_switches += x.involuntary_switches;
+    m.psi_valid = m.psi_valid && x.psi_valid;
+    m.psi_stall_s += x.psi_stall_s;
+    m.psi_avg10_max = std::max(m.psi_avg10_max, x.psi_avg10_max);
+    m.load1_end = x.load1_end;
+    ++m.rounds;
+    if (x.judged_on == "case" || m.judged_on.empty()) m.judged_on = x.judged_on.empty() ? m.judged_on : x.judged_on;
+  }
+  if (x.contended) {
+    if (m.rounds_contended == 0) m.reason = "round " + std::to_string(k + 1) + "/" + std::to_string(total) + ": " + x.reason;
+    ++m.rounds_contended;
+  }
+  m.contended = m.rounds_contended > 0;
 }
 
 }  // namespace
@@ -230,8 +282,12 @@ RunResult merge_rounds(const std::vector<json>& rounds) {
   if (rounds.empty()) throw_input("no round artifacts to merge", "run --rounds", "report this: the run produced no rounds");
   RunResult out;
   for (const auto& c : rounds[0]["cases"]) out.cases.push_back(case_from_json(c));
-  for (CaseResult& r : out.cases)
+  for (CaseResult& r : out.cases) {
     if (r.status != "skipped" && !r.samples.empty()) r.round_medians.push_back(stats::median(r.samples));
+    const HostEvidence first = r.host;
+    r.host = {};
+    merge_host(r.host, first, 0, rounds.size());
+  }
   for (size_t k = 1; k < rounds.size(); ++k) {
     const json& cases = rounds[k]["cases"];
     const std::string where = "run --rounds: round " + std::to_string(k + 1);
@@ -256,6 +312,7 @@ RunResult merge_rounds(const std::vector<json>& rounds) {
       r.sampling_s += x.sampling_s;
       r.throttled_samples += x.throttled_samples;
       r.sm_clock_mhz.insert(r.sm_clock_mhz.end(), x.sm_clock_mhz.begin(), x.sm_clock_mhz.end());
+      merge_host(r.host, x.host, k, rounds.size());
       if (r.stop_reason != x.stop_reason && r.status == "ok") r.stop_reason = "mixed";
     }
   }
@@ -324,6 +381,7 @@ std::string format_table(const json& a, bool color) {
     std::string flag = st;
     if (c.value("noisy", false)) flag += " noisy";
     if (c.value("throttled", false)) flag += " throttled";
+    if (c.contains("host") && c["host"].value("contended", false)) flag += " busy-host";
     row.push_back(flag);
     rows.push_back(row);
     tint.push_back(st == "failed" ? red : (c.value("noisy", false) ? yel : ""));
@@ -345,6 +403,7 @@ std::string format_table(const json& a, bool color) {
     const auto& s = a["summary"];
     os << s.value("ok", 0) << " ok, " << s.value("failed", 0) << " failed, " << s.value("skipped", 0) << " skipped, "
        << s.value("noisy", 0) << " noisy";
+    if (s.value("contended", 0) > 0) os << ", " << s.value("contended", 0) << " measured on a busy host";
     if (a.contains("peaks")) os << "; peaks: " << a["peaks"].value("source", std::string());
     os << "\n";
   }

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include <cerrno>
@@ -289,6 +290,46 @@ std::pair<std::vector<json>, std::vector<json>> run_rounds(const RunCommand& c, 
   return docs;
 }
 
+/// The run's one contention warning ("" when no case crossed a threshold): the cases by id
+/// (at most 6, then a count), each with its evidence, and the load average around the run.
+/// `baseline`: the --baseline-exe side's merged result, named separately.
+std::string contention_warning(const RunResult& r, const ArtifactMeta& meta, const RunResult* baseline) {
+  // Cases with the same evidence (all those judged on the whole run) share one line.
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups;  // reason -> ids
+  size_t n = 0;
+  auto scan = [&](const RunResult& x, const char* side) {
+    for (const CaseResult& c : x.cases) {
+      if (!c.host.contended) continue;
+      ++n;
+      auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& p) { return p.first == c.host.reason; });
+      if (g == groups.end()) g = groups.insert(groups.end(), {c.host.reason, {}});
+      g->second.push_back(side + c.c.id);
+    }
+  };
+  scan(r, "");
+  if (baseline) scan(*baseline, "baseline ");
+  if (!n) return "";
+  std::vector<std::string> lines;
+  for (const auto& [reason, ids] : groups) {
+    std::string l = "  ";
+    for (size_t i = 0; i < ids.size() && i < 4; ++i) l += (i ? ", " : "") + ids[i];
+    if (ids.size() > 4) l += " and " + std::to_string(ids.size() - 4) + " more";
+    lines.push_back(l + ": " + reason);
+  }
+  const size_t shown = std::min<size_t>(lines.size(), 6);
+  const size_t hidden_groups = lines.size() - shown;
+  lines.resize(shown);
+  std::ostringstream os;
+  char load[160];
+  std::snprintf(load, sizeof load, "1-minute load average %.2f at the start, %.2f at the end, on %d logical CPUs", meta.load1_start,
+                meta.load1_end, telemetry::hardware_profile().logical_cpus);
+  os << "rtx-bench: warning: the host was busy while " << n << " case(s) were measured; their timings are not "
+     << "trustworthy and `rtx-bench compare` reports them undecided (" << load << "):\n";
+  for (const auto& l : lines) os << l << "\n";
+  if (hidden_groups) os << "  ... and " << hidden_groups << " more groups of cases (host.contended in the artifact)\n";
+  return os.str();
+}
+
 }  // namespace
 
 int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out_stream, std::ostream& err) {
@@ -381,6 +422,7 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
   meta.hardware = telemetry::to_json(telemetry::hardware_profile());
 
   const std::string started_at = utc_now_iso();
+  meta.load1_start = telemetry::load_average_1m();
   RunResult r, rb;
   if (rounds > 1) {
     auto docs = run_rounds(c, rounds, err);
@@ -389,6 +431,7 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
   } else {
     r = run_cases(cases, reg, ro);
   }
+  meta.load1_end = telemetry::load_average_1m();
   bool failed = false;
   for (CaseResult& x : r.cases) {
     annotate_roofline(x, meta.peaks);
@@ -397,7 +440,7 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
                 {{"id", x.c.id}, {"op", x.c.op}, {"variant", x.c.variant}, {"backend", kernels::backend_name(x.c.backend)},
                  {"shape", kernels::shape_to_string(x.c.shape)}, {"dtype", dtype_name(x.c.dtype)}, {"status", x.status},
                  {"n", x.samples.size()}, {"median_s", x.median}, {"ci_rel", x.rel_ci}, {"noisy", x.noisy},
-                 {"checksum", x.checksum}});
+                 {"contended", x.host.contended}, {"checksum", x.checksum}});
   }
   json doc = to_json(r, meta);
   json doc_b;
@@ -412,6 +455,8 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
 
   if (!lead_rank) return failed ? 1 : 0;
   if (!c.quiet) err << format_table(doc, cli::use_color());
+  // Printed even with -q: it says the numbers above (and in the artifact) are not trustworthy.
+  if (const std::string w = contention_warning(r, meta, rb.cases.empty() ? nullptr : &rb); !w.empty()) err << w;
   if (c.out == "-" || c.json) out_stream << doc.dump(2) << std::endl;
   // The baseline first: if it cannot be written, neither file is.
   if (!c.baseline_out.empty()) io::write_artifact(c.baseline_out, doc_b);
@@ -438,6 +483,10 @@ int run_compare(const CompareCommand& c, std::ostream& out, std::ostream& err) {
   const json fresh = read_bench_artifact(c.fresh);
   const CompareReport rep = compare_artifacts(base, fresh, o, c.base, c.fresh);
   out << format_compare(rep, format);
+  if (rep.undecided)
+    err << "rtx-bench: warning: " << rep.undecided
+        << " case(s) undecided: the host was busy while measuring them (see the verdict column); not counted as "
+           "slower or faster; measure both sides again on a quiet machine\n";
   if (rep.slower) err << "rtx-bench: " << rep.slower << " case(s) slower beyond " << 100 * rep.threshold << "% (exit 1)\n";
   return rep.slower ? 1 : 0;
 }

@@ -54,6 +54,21 @@ std::string csv_quote(const std::string& s) {
   return o + "\"";
 }
 
+/// "" or "host busy during base: <evidence>" / "... during new: ..." / both, from each case's
+/// host.contended and host.reason (checked by check_bench_artifact).
+std::string busy_reason(const json& b, const json& n) {
+  std::string out;
+  for (const auto& [side, c] : {std::pair<const char*, const json*>{"base", &b}, {"new", &n}}) {
+    if (!c->contains("host")) continue;
+    const json& h = (*c)["host"];
+    if (!h.value("contended", false)) continue;
+    std::string why = h.value("reason", std::string());
+    if (why.empty()) why = "flagged contended";
+    out += (out.empty() ? "" : "; ") + std::string("host busy during ") + side + ": " + why;
+  }
+  return out;
+}
+
 }  // namespace
 
 double parse_threshold(const std::string& s, const char* flag) {
@@ -124,6 +139,14 @@ CompareReport compare_artifacts(const json& base, const json& fresh, const stats
     } else {
       row.cmp = stats::compare_samples(samples_of(b), samples_of(n), o);
     }
+    // Contention rule: a side measured while other work competed for the CPU says more about
+    // the neighbours than about the code, so no verdict (an A/A with one busy side read +9315%).
+    row.busy = busy_reason(b, n);
+    if (!row.busy.empty()) {
+      ++rep.undecided;
+      rep.rows.push_back(row);
+      continue;
+    }
     switch (row.cmp.verdict) {
       case stats::Verdict::Same: ++rep.same; break;
       case stats::Verdict::Faster: ++rep.faster; break;
@@ -147,7 +170,8 @@ CompareReport compare_artifacts(const json& base, const json& fresh, const stats
 std::string format_compare(const CompareReport& r, const std::string& format) {
   std::ostringstream os;
   auto verdict = [](const CompareRow& row) {
-    return row.presence == "both" ? std::string(stats::verdict_name(row.cmp.verdict)) : row.presence;
+    if (row.presence != "both") return row.presence;
+    return row.busy.empty() ? std::string(stats::verdict_name(row.cmp.verdict)) : "undecided (" + row.busy + ")";
   };
   auto cells = [&](const CompareRow& row) -> std::vector<std::string> {
     if (row.presence != "both")
@@ -164,14 +188,19 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
             verdict(row)};
   };
   const std::vector<std::string> head{"case", "base", "new", "change", "95% CI", "p", "basis", "verdict"};
-  char summary[256];
+  char summary[320];
   std::snprintf(summary, sizeof summary, "%zu slower, %zu faster, %zu same, %zu ambiguous, %zu not compared (threshold %.1f%%)",
                 r.slower, r.faster, r.same, r.ambiguous, r.unmatched, 100 * r.threshold);
+  if (r.undecided) {
+    const std::string busy = std::string(summary) + "; " + std::to_string(r.undecided) +
+                             " UNDECIDED: measured on a busy host, not judged (rerun them on a quiet machine)";
+    std::snprintf(summary, sizeof summary, "%s", busy.c_str());
+  }
   // A verdict on one process per side cannot see between-process variance (code and page
   // placement, thread start-up, neighbours: 8-47% on a shared 2-vCPU VM), so say so next to it.
   size_t single_process = 0;
   for (const auto& row : r.rows)
-    single_process += row.presence == "both" && row.basis == "samples" &&
+    single_process += row.presence == "both" && row.busy.empty() && row.basis == "samples" &&
                       (row.cmp.verdict == stats::Verdict::Slower || row.cmp.verdict == stats::Verdict::Faster);
   std::string note;
   if (single_process)
@@ -185,7 +214,8 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
     j["base"] = r.base_source;
     j["new"] = r.new_source;
     j["threshold"] = r.threshold;
-    j["summary"] = {{"slower", r.slower}, {"faster", r.faster}, {"same", r.same}, {"ambiguous", r.ambiguous}, {"unmatched", r.unmatched}};
+    j["summary"] = {{"slower", r.slower},       {"faster", r.faster},       {"same", r.same},
+                    {"ambiguous", r.ambiguous}, {"unmatched", r.unmatched}, {"undecided", r.undecided}};
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& row : r.rows) {
       nlohmann::json x = {{"id", row.id}, {"presence", row.presence}};
@@ -200,6 +230,13 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
         x["n_new"] = row.cmp.n_new;
         x["reason"] = row.cmp.reason;
         x["basis"] = row.basis;
+        if (!row.busy.empty()) {
+          // What the statistics alone would have said stays visible, but is not the verdict.
+          x["verdict"] = "undecided";
+          x["measured_verdict"] = stats::verdict_name(row.cmp.verdict);
+          x["reason"] = row.busy;
+          x["measured_reason"] = row.cmp.reason;
+        }
       } else if (!row.note.empty()) {
         x["note"] = row.note;
       }
@@ -224,7 +261,8 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
     os << " |\n|---|---:|---:|---:|---|---:|---|---|\n";
     for (const auto& row : r.rows) {
       auto c = cells(row);
-      if (row.presence == "both" && row.cmp.verdict == stats::Verdict::Slower) c.back() = "**slower**";
+      if (row.presence == "both" && !row.busy.empty()) c.back() = "**undecided** (" + row.busy + ")";
+      else if (row.presence == "both" && row.cmp.verdict == stats::Verdict::Slower) c.back() = "**slower**";
       // A code span cannot hold its own delimiter: use `` when the id has a backtick.
       const std::string tick = c[0].find('`') == std::string::npos ? "`" : "`` ";
       const std::string untick = tick == "`" ? "`" : " ``";

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <memory>
 
@@ -235,9 +236,15 @@ RunResult run_cases(const std::vector<BenchCase>& cases, const kernels::Registry
     return inst;
   };
 
+  // Contention readings around every sampling window (outside the timed samples).
+  const std::function<HostSample()> read_host = o.host_sampler ? o.host_sampler : std::function<HostSample()>(sample_host);
+  const int threads = omp_get_max_threads();
+  const HostSample run_before = read_host();
+
   // Sample case `L` up to `limit` more samples; marks it done when a stop rule fires.
   auto sample = [&](Live& L, size_t limit) {
     CaseResult& r = out.cases[L.index];
+    const HostSample before = read_host();
     const auto t0 = Clock::now();
     for (size_t k = 0; k < limit && !L.done; ++k) {
       r.samples.push_back(sample_once(*L.inst, o.cold));
@@ -265,7 +272,11 @@ RunResult run_cases(const std::vector<BenchCase>& cases, const kernels::Registry
       }
     }
     r.sampling_s += seconds_since(t0);
+    const HostSample after = read_host();
+    r.host.threads = threads;
+    add_window(r.host, before, after);
     if (L.done) {
+      judge_contention(r.host, r.c.backend);
       L.inst.reset();  // free memory early
       summarize(r);
       r.noisy = r.stop_reason != "converged" && !converged(r.samples, o.max_rel_ci, o.min_samples);
@@ -307,6 +318,11 @@ RunResult run_cases(const std::vector<BenchCase>& cases, const kernels::Registry
       live.erase(std::remove_if(live.begin(), live.end(), [](const Live& L) { return L.done; }), live.end());
     }
   }
+  out.host.threads = threads;
+  add_window(out.host, run_before, read_host());
+  judge_contention(out.host, cases.empty() ? Backend::CPU : cases.front().backend);  // one backend per run
+  for (CaseResult& r : out.cases)
+    if (r.status == "ok") inherit_run_contention(r.host, out.host);
   if (o.progress && total) std::fprintf(stderr, "\r\033[K");
   return out;
 }

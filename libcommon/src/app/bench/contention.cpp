@@ -1,0 +1,193 @@
+// Host-contention evidence for rtx-bench: readings (getrusage, /proc/pressure/cpu,
+// /proc/loadavg) around each case's sampling window, the thresholds that flag a case as
+// measured on a busy host, and the artifact's per-case "host" object. Not a scheduler model:
+// it reports what the kernel counted, and compare refuses to judge flagged cases.
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <type_traits>
+
+#include "rtx/app/bench.hpp"
+#include "rtx/core/error.hpp"
+#include "rtx/telemetry/hwprofile.hpp"
+
+namespace rtx::app::bench {
+namespace {
+
+using nlohmann::json;
+
+double cpu_seconds(const rusage& u) {
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+std::string fmt(const char* f, double v) {
+  char b[96];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+}  // namespace
+
+HostSample sample_host() {
+  HostSample s;
+  s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  rusage self{}, thread{};
+  if (::getrusage(RUSAGE_SELF, &self) == 0) {
+    s.process_cpu_s = cpu_seconds(self);
+    s.involuntary_switches = self.ru_nivcsw;
+  }
+  if (::getrusage(RUSAGE_THREAD, &thread) == 0) s.thread_cpu_s = cpu_seconds(thread);
+  const telemetry::CpuPressure p = telemetry::read_cpu_pressure();
+  s.psi_valid = p.valid;
+  s.psi_some_total_us = p.some_total_us;
+  s.psi_some_avg10 = p.some_avg10;
+  s.load1 = telemetry::load_average_1m();
+  return s;
+}
+
+void add_window(HostEvidence& e, const HostSample& before, const HostSample& after) {
+  if (!e.measured) {
+    e.load1_start = before.load1;
+    e.psi_valid = true;  // and-ed with each window below
+  }
+  e.measured = true;
+  e.window_s += std::max(0.0, after.wall_s - before.wall_s);
+  e.thread_cpu_s += std::max(0.0, after.thread_cpu_s - before.thread_cpu_s);
+  e.process_cpu_s += std::max(0.0, after.process_cpu_s - before.process_cpu_s);
+  e.involuntary_switches += std::max<int64_t>(0, after.involuntary_switches - before.involuntary_switches);
+  const bool psi = before.psi_valid && after.psi_valid && after.psi_some_total_us >= before.psi_some_total_us;
+  e.psi_valid = e.psi_valid && psi;
+  if (psi) {
+    e.psi_stall_s += 1e-6 * static_cast<double>(after.psi_some_total_us - before.psi_some_total_us);
+    e.psi_avg10_max = std::max(e.psi_avg10_max, after.psi_some_avg10);
+  }
+  e.load1_end = after.load1;
+}
+
+void judge_contention(HostEvidence& e, Backend backend) {
+  e.contended = false;
+  e.reason.clear();
+  e.judged_on.clear();
+  if (!e.measured || e.window_s < kMinJudgedWindow) return;
+  e.judged_on = "case";
+  std::string why;
+  auto add = [&](const std::string& s) { why += (why.empty() ? "" : ", ") + s; };
+  if (backend == Backend::CPU && e.cpu_share() < kMinCpuShare)
+    add("measuring thread ran " + fmt("%.0f%%", 100 * e.cpu_share()) + " of the window (< " + fmt("%.0f%%", 100 * kMinCpuShare) + ")");
+  if (e.psi_valid && e.psi_share() > kMaxPsiStallShare)
+    add("PSI cpu stall " + fmt("%.0f%%", 100 * e.psi_share()) + " of the window (> " + fmt("%.0f%%", 100 * kMaxPsiStallShare) + ")");
+  if (e.involuntary_per_s() > kMaxInvoluntaryPerS && e.involuntary_switches >= kMinInvoluntarySwitches)
+    add(fmt("%.0f", e.involuntary_per_s()) + " involuntary context switches/s (> " + fmt("%.0f", kMaxInvoluntaryPerS) + ")");
+  e.contended = !why.empty();
+  e.reason = why;
+}
+
+HostEvidence contention_evidence(const HostSample& before, const HostSample& after, int threads, Backend backend) {
+  HostEvidence e;
+  e.threads = threads;
+  add_window(e, before, after);
+  judge_contention(e, backend);
+  return e;
+}
+
+void inherit_run_contention(HostEvidence& c, const HostEvidence& run) {
+  if (!c.measured || !c.judged_on.empty()) return;
+  if (run.judged_on.empty()) {
+    // The whole run was short too (a pack of a few microsecond kernels): fall back on the
+    // kernel's own 10 s average of the PSI stall share, read at the end of the window.
+    if (!c.psi_valid) return;
+    c.judged_on = "avg10";
+    c.contended = c.psi_avg10_max > 100 * kMaxPsiStallShare;
+    c.reason = c.contended ? "PSI cpu some avg10 " + fmt("%.0f%%", c.psi_avg10_max) + " (> " + fmt("%.0f%%", 100 * kMaxPsiStallShare) +
+                                 "; the kernel's 10 s average: this case and its run were too short to judge alone)"
+                           : "";
+    return;
+  }
+  c.judged_on = "run";
+  c.contended = run.contended;
+  char w[64];
+  std::snprintf(w, sizeof w, "%.3g", run.window_s);
+  c.reason = run.contended ? "whole run (" + std::string(w) + " s; this case's window is too short to judge alone): " + run.reason : "";
+}
+
+json to_json(const HostEvidence& e) {
+  json j = {{"window_s", e.window_s},
+            {"thread_cpu_s", e.thread_cpu_s},
+            {"cpu_share", e.cpu_share()},
+            {"process_cpu_s", e.process_cpu_s},
+            {"threads", e.threads},
+            {"process_cpu_per_thread", e.process_cpu_per_thread()},
+            {"involuntary_switches", e.involuntary_switches},
+            {"involuntary_per_s", e.involuntary_per_s()},
+            {"load1_start", e.load1_start},
+            {"load1_end", e.load1_end},
+            {"contended", e.contended},
+            {"reason", e.reason},
+            {"judged_on", e.judged_on.empty() ? "none" : e.judged_on}};
+  if (e.psi_valid) {
+    j["psi_cpu_some_stall_s"] = e.psi_stall_s;
+    j["psi_cpu_some_share"] = e.psi_share();
+    j["psi_cpu_some_avg10_pct"] = e.psi_avg10_max;
+  }
+  if (e.rounds) {
+    j["rounds"] = e.rounds;
+    j["rounds_contended"] = e.rounds_contended;
+  }
+  return j;
+}
+
+HostEvidence host_evidence_from_json(const json& j, const std::string& source, const std::string& pointer) {
+  auto bad = [&](const std::string& field, const std::string& what) {
+    throw_input(what, source + ": field '" + pointer + (field.empty() ? "" : "/" + field) + "'", "was the file edited by hand?");
+  };
+  if (!j.is_object()) bad("", std::string("expected object, got ") + j.type_name());
+  HostEvidence e;
+  e.measured = true;
+  auto number = [&](const char* key, double& out) {
+    if (!j.contains(key)) return;
+    const json& v = j[key];
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+      bad(key, "expected a finite number >= 0, got " + v.dump());
+    out = v.get<double>();
+  };
+  auto count = [&](const char* key, auto& out) {
+    if (!j.contains(key)) return;
+    const json& v = j[key];
+    if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0))
+      bad(key, "expected an integer >= 0, got " + v.dump());
+    out = static_cast<std::remove_reference_t<decltype(out)>>(v.get<uint64_t>());
+  };
+  number("window_s", e.window_s);
+  number("thread_cpu_s", e.thread_cpu_s);
+  number("process_cpu_s", e.process_cpu_s);
+  count("threads", e.threads);
+  count("involuntary_switches", e.involuntary_switches);
+  number("load1_start", e.load1_start);
+  number("load1_end", e.load1_end);
+  if (j.contains("psi_cpu_some_stall_s")) {
+    e.psi_valid = true;
+    number("psi_cpu_some_stall_s", e.psi_stall_s);
+    number("psi_cpu_some_avg10_pct", e.psi_avg10_max);
+  }
+  count("rounds", e.rounds);
+  count("rounds_contended", e.rounds_contended);
+  if (!j.contains("contended")) bad("contended", "missing (expected boolean)");
+  if (!j["contended"].is_boolean()) bad("contended", std::string("expected boolean, got ") + j["contended"].type_name());
+  e.contended = j["contended"].get<bool>();
+  if (j.contains("reason")) {
+    if (!j["reason"].is_string()) bad("reason", std::string("expected string, got ") + j["reason"].type_name());
+    e.reason = j["reason"].get<std::string>();
+  }
+  if (j.contains("judged_on")) {
+    const json& v = j["judged_on"];
+    if (!v.is_string() || (v != "case" && v != "run" && v != "avg10" && v != "none"))
+      bad("judged_on", "expected \"case\", \"run\", \"avg10\" or \"none\", got " + v.dump());
+    e.judged_on = v == "none" ? "" : v.get<std::string>();
+  }
+  if (e.contended && e.reason.empty()) e.reason = "flagged contended (no evidence recorded)";
+  return e;
+}
+
+}  // namespace rtx::app::bench

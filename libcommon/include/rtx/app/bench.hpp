@@ -136,9 +136,9 @@ struct HostSample {
 HostSample sample_host();
 
 /// Thresholds of judge_contention. Any one crossed flags the case as measured on a busy host.
-/// Numbers measured on the 2-CPU development VM with one busy thread for 1 s: idle: CPU share
-/// 0.99-1.00, 4-13 involuntary switches/s, PSI stall 1%; a -j2 build running: 0.85, 81/s, 52%;
-/// 4 spinning threads: 0.34-0.38, 91-101/s, 88-100%.
+/// Numbers measured on the 2-CPU development VM with one busy thread for 0.5-1 s: idle: CPU
+/// share 0.99-1.00, 2-28 involuntary switches/s, PSI stall 0.1-1%; a -j2 build running: 0.85,
+/// 81/s, 52%; 4 spinning threads: 0.33-0.51, 91-121/s, 88-100% (docs/tools/rtx-bench.md).
 ///  - PSI cpu "some" stall > 10% of the window: for a tenth of the time a runnable task was
 ///    queued behind another (idle: ~1%); a competitor that large shifts medians past
 ///    compare's default 5% threshold.
@@ -148,7 +148,7 @@ HostSample sample_host();
 ///    Not judged on CUDA, where the thread may block in cudaEventSynchronize by design.
 ///  - > 50 involuntary context switches per s (all threads of the process), and at least
 ///    kMinInvoluntarySwitches of them: the scheduler is time-slicing the process against
-///    other runnable tasks (idle: <= 13/s; busy: >= 81/s). This one catches contention on
+///    other runnable tasks (idle: <= 28/s; busy: >= 81/s). This one catches contention on
 ///    kernels without PSI when the CPU share alone stays above 0.8. The count floor keeps a
 ///    short window with 3 ordinary preemptions from reading as 60/s.
 ///  A case window shorter than kMinJudgedWindow is not judged on its own (one 4 ms time slice

@@ -16,6 +16,8 @@
 
 #include "rtx/core/philox.hpp"
 #include "rtx/kernels/cpu_features.hpp"
+#include "rtx/store/store.hpp"
+#include "rtx/telemetry/hwprofile.hpp"
 #include "test_util.hpp"
 
 using nlohmann::json;
@@ -99,6 +101,50 @@ TEST_CASE("rtx-bench run --json writes a valid rtx.bench.v1 artifact", "[cpu][cl
   REQUIRE(doc2["cases"].size() == doc["cases"].size());
   for (size_t i = 0; i < doc["cases"].size(); ++i)
     if (doc["cases"][i]["status"] == "ok") CHECK(doc2["cases"][i]["checksum"] == doc["cases"][i]["checksum"]);
+}
+
+TEST_CASE("run --no-store reads the doctor's peaks from the store read-only and writes nothing", "[cpu][cli]") {
+  const std::string d = rtx::test::temp_dir();
+  const std::string db = d + "/rtx.db";
+  const auto& hw = rtx::telemetry::hardware_profile();
+  std::string key = rtx::telemetry::cpu_sku_key(hw);  // the doctor's machine identity (doctor.hpp, hw_key)
+  for (const auto& g : hw.gpus) key += "|" + rtx::telemetry::gpu_sku_key(g);
+  const auto runs = [&] {
+    rtx::store::Store st(db);
+    auto& q = st.prepare("SELECT COUNT(*) FROM runs");
+    q.step();
+    const int64_t n = q.column_int64(0);
+    q.reset();
+    return n;
+  };
+  {
+    rtx::store::Store st(db);
+    const json rep = {{"schema", "rtx.doctor.v1"},
+                      {"probes", {{"peaks", {{"cpu_sgemm_flops", 1.5e11}, {"cpu_stream_bytes_per_s", 2.5e10},
+                                             {"hw_key", key}, {"measured_at", "2026-12-03T00:00:00.000Z"}}}}}};
+    st.put_doctor_report(0, rep.dump());
+  }
+  const int64_t before = runs();
+  auto p = run(bench() + " run " + smoke() + " --json --max-time 0.02 --threads 1 --filter gelu --no-store --db " + db);
+  INFO(p.err);
+  REQUIRE(p.exit_code == 0);
+  const json doc = json::parse(p.out);
+  CHECK(doc["peaks"]["source"] == "rtx-doctor 2026-12-03T00:00:00.000Z: cblas_sgemm FLOP/s, STREAM triad B/s");
+  CHECK(doc["peaks"]["flops_per_s"].get<double>() == 1.5e11);
+  CHECK(doc["peaks"]["bytes_per_s"].get<double>() == 2.5e10);
+  bool roofline = false;
+  for (const auto& c : doc["cases"])
+    if (c["status"] == "ok") roofline |= c["roofline"].contains("peak_fraction");
+  CHECK(roofline);
+  CHECK(runs() == before);  // --no-store: the run was not recorded
+
+  // No store there: said in peaks.source, and none is created.
+  auto q = run(bench() + " run " + smoke() + " --json --max-time 0.02 --threads 1 --filter gelu --no-store --db " + d +
+               "/sub/none.db");
+  INFO(q.err);
+  REQUIRE(q.exit_code == 0);
+  CHECK_THAT(json::parse(q.out)["peaks"]["source"].get<std::string>(), Catch::Contains("no store at"));
+  CHECK_FALSE(std::filesystem::exists(d + "/sub"));
 }
 
 TEST_CASE("a pack with a bad field exits 2 naming case and field", "[cpu][cli]") {

@@ -160,6 +160,54 @@ TEST_CASE("store: reopen is idempotent and keeps data", "[cpu]") {
   CHECK(raw_int(path, "SELECT count(*) FROM runs") == 1);
 }
 
+TEST_CASE("store: read_only opens an existing store without writing; missing and older stores are refused", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir();
+  const std::string path = dir + "/rtx.db";
+  StoreOptions ro;
+  ro.read_only = true;
+  {
+    Store s(path);
+    s.put_doctor_report(0, "{\"schema\":\"rtx.doctor.v1\",\"n\":7}");
+  }
+  const std::string before = slurp(path);
+  {
+    Store s(path, ro);
+    CHECK(s.schema_version() == Store::latest_schema_version());
+    CHECK(s.latest_doctor_report() == std::string("{\"schema\":\"rtx.doctor.v1\",\"n\":7}"));
+    try {
+      s.put_doctor_report(0, "{}");
+      FAIL("a read-only store was written");
+    } catch (const Error& e) {
+      CHECK(e.category() == ErrorCategory::Environment);
+    }
+  }
+  CHECK(slurp(path) == before);
+
+  try {
+    Store s(dir + "/missing/rtx.db", ro);
+    FAIL("a missing store opened");
+  } catch (const Error& e) {
+    CHECK(e.category() == ErrorCategory::Environment);
+    CHECK_THAT(std::string(e.what()), Catch::Contains("no store at " + dir + "/missing/rtx.db"));
+  }
+  CHECK_FALSE(std::filesystem::exists(dir + "/missing"));
+
+  // An older schema is not migrated by a read-only open.
+  {
+    Store s(path);
+    s.exec("PRAGMA user_version = 1");
+  }
+  const std::string old = slurp(path);
+  try {
+    Store s(path, ro);
+    FAIL("an older store opened read-only");
+  } catch (const Error& e) {
+    CHECK(e.category() == ErrorCategory::Environment);
+    CHECK_THAT(std::string(e.what()), Catch::Contains("store schema version 1 is older than this rtx's"));
+  }
+  CHECK(slurp(path) == old);
+}
+
 TEST_CASE("store: a store from a newer rtx is refused and left unmodified", "[cpu]") {
   const std::string path = rtx::test::temp_dir() + "/rtx.db";
   { 

@@ -29,7 +29,7 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common, int argc, char*
   s.add_option("--threads", c->threads, "OpenMP threads (0: the runtime's default)");
   s.add_flag("--pin", c->pin, "Pin OpenMP threads to CPUs (OMP_PROC_BIND=close)");
   s.add_flag("--strict", c->strict, "Unknown ops in the pack are errors, not skips");
-  s.add_flag("--no-store", c->no_store, "Do not record the run in the store");
+  s.add_flag("--no-store", c->no_store, "Do not record the run in the store (it is only read, for the doctor's peaks)");
   CLI::App* parent = s.get_parent();
   return [c, num, rel, mt, ms, wu, mx, rd, parent, &common, argc, argv]() {
     // Ranges are checked in libcommon (run_run), shared with the pack's defaults.

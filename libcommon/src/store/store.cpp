@@ -138,12 +138,18 @@ Store::Store(const std::string& path, const StoreOptions& options) {
   auto c = std::make_unique<Connection>();
   c->path = path;
   c->busy_timeout_ms = options.busy_timeout_ms;
+  if (options.read_only && !is_memory(path)) {
+    std::error_code ec;
+    if (!fs::exists(path, ec))
+      throw Error(ErrorCategory::Environment, "no store at " + path + (ec ? " (" + ec.message() + ")" : ""), path);
+  }
   if (!is_memory(path)) {
-    make_parent_dir(path);
+    if (!options.read_only) make_parent_dir(path);
     check_header(path);
   }
 
-  const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  const int flags = options.read_only ? SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX
+                                      : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
   const int rc = sqlite3_open_v2(path.c_str(), &c->db, flags, nullptr);
   if (rc != SQLITE_OK) {
     if (!c->db) throw Error(ErrorCategory::Environment, "cannot open store: out of memory", path);
@@ -162,6 +168,16 @@ Store::Store(const std::string& path, const StoreOptions& options) {
                 path);
   check_not_foreign(c.get(), version);
   c->schema_version = static_cast<int>(version);
+  if (options.read_only) {
+    if (version < latest)
+      throw Error(ErrorCategory::Environment, "store schema version " + std::to_string(version) +
+                                                  " is older than this rtx's (" + std::to_string(latest) +
+                                                  ") and a read-only open does not migrate it",
+                  path, "run any rtx command that writes the store (e.g. rtx-doctor --quick) once");
+    probe_schema(c.get());
+    conn_ = std::move(c);
+    return;
+  }
 
   if (!is_memory(path)) {
     Statement st(c.get(), "PRAGMA journal_mode = WAL");

@@ -26,6 +26,12 @@ struct StoreOptions {
   /// How long (ms) a write waits for another process's write lock before failing with
   /// rtx::Error(Environment) "store is locked by another process (busy for N ms)".
   int busy_timeout_ms = 5000;
+  /// Open an existing store for reading only (SQLITE_OPEN_READONLY): nothing is created,
+  /// migrated or switched to WAL, and every write fails with rtx::Error(Environment). A
+  /// missing file is rtx::Error(Environment) "no store at <path>"; a store at an older schema
+  /// than this build's is rtx::Error(Environment) naming both versions (any rtx command that
+  /// writes migrates it). For commands told not to write (`rtx-bench run --no-store`).
+  bool read_only = false;
 };
 
 /// A prepared SQL statement (RAII; finalized on destruction). Obtain one from

@@ -37,12 +37,23 @@ namespace {
 
 using nlohmann::json;
 
-/// Peaks for the backend from the latest doctor report measured on this machine.
-Peaks peaks_for(store::Store* st, Backend b) {
+/// Peaks for the backend from the latest doctor report measured on this machine. `st` is the
+/// run's store; null under --no-store, when the store at `db_path` is opened read-only just
+/// for them (nothing is created or written; a missing or unreadable store is said in
+/// Peaks::source, never an error).
+Peaks peaks_for(store::Store* st, Backend b, const std::string& db_path) {
   Peaks p;
+  std::unique_ptr<store::Store> ro;
   if (!st) {
-    p.source = "store disabled (--no-store): no doctor report read";
-    return p;
+    try {
+      store::StoreOptions o;
+      o.read_only = true;
+      ro = std::make_unique<store::Store>(db_path, o);
+      st = ro.get();
+    } catch (const Error& e) {
+      p.source = "--no-store: no doctor report read (" + e.message() + ")";
+      return p;
+    }
   }
   const auto m = doctor::latest_measured_peaks(*st);
   if (!m) {
@@ -417,7 +428,7 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
   meta.filter = c.filter;
   meta.threads = threads;
   meta.pinned = pinned;
-  meta.peaks = peaks_for(st.get(), backend);
+  meta.peaks = peaks_for(st.get(), backend, store::resolve_db_path(c.db));
   meta.rounds = rounds;
   meta.hardware = telemetry::to_json(telemetry::hardware_profile());
 

@@ -1,6 +1,9 @@
 // rtx-train as a subprocess: prepare -> run -> resume -> sample -> export on tiny-shakespeare
 // with a tiny model; --json outputs; exit codes for bad flags, bad data and corrupt checkpoints.
 #include <catch2/catch.hpp>
+#include <vector>
+#include <thread>
+#include <atomic>
 
 #include <fstream>
 #include <sstream>
@@ -58,6 +61,32 @@ const char* kTinyCfg = R"({"model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "b
 
 }  // namespace
 
+TEST_CASE("rtx-train run under a busy loop warns that its tok/s is not comparable", "[cpu][cli]") {
+  const std::string dir = rtx::test::temp_dir();
+  write_file(dir + "/cfg.json", kTinyCfg);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> spinners;
+  const unsigned n = std::min(64u, std::max(4u, 2 * std::thread::hardware_concurrency()));
+  for (unsigned i = 0; i < n; ++i)
+    spinners.emplace_back([&stop] {
+      volatile unsigned long x = 0;
+      while (!stop.load(std::memory_order_relaxed)) x = x + 1;
+    });
+  const auto p = run(train() + " run --data " + dataset() + " --config " + dir +
+                     "/cfg.json --threads 2 --steps 30 --eval-iters 0 --out " + dir + "/busy --json");
+  stop = true;
+  for (auto& t : spinners) t.join();
+  INFO(p.err);
+  REQUIRE(p.exit_code == 0);
+  const auto r = nlohmann::json::parse(p.out);
+  INFO(r["host"].dump());
+  // 2 OpenMP threads against >= 4 spinners: the training thread gets about a third of the time.
+  CHECK(r["host"]["cpu_share"].get<double>() < 0.8);
+  CHECK(r["host"]["contended"] == true);
+  CHECK_THAT(p.err, Catch::Contains("rtx-train: warning: other work competed with this run (") &&
+                        Catch::Contains("): its tok/s is not comparable"));
+}
+
 TEST_CASE("rtx-train run, resume, sample and export end to end", "[cpu][cli]") {
   const std::string dir = rtx::test::temp_dir();
   write_file(dir + "/cfg.json", kTinyCfg);
@@ -71,6 +100,12 @@ TEST_CASE("rtx-train run, resume, sample and export end to end", "[cpu][cli]") {
   CHECK(r["final_val_loss"].get<double>() < 4.0);
   CHECK(r["tokens_per_s"].get<double>() > 0);
   CHECK(r["config"]["model"]["n_embd"] == 32);
+  // Host contention over the whole run (rtx-bench's fields): the window covers the training.
+  INFO(r["host"].dump());
+  CHECK(r["host"]["threads"] == 2);
+  CHECK(r["host"]["window_s"].get<double>() >= 0.9 * r["wall_s"].get<double>());
+  CHECK(r["host"]["contended"].is_boolean());
+  CHECK(r["host"]["contended"] == (full.err.find("other work competed with this run") != std::string::npos));
 
   // The same run in two processes: 10 steps, then --resume to 16.
   REQUIRE(run(base + " --steps 10 --lr-decay-steps 16 --out " + dir + "/split -q").exit_code == 0);

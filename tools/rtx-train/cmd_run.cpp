@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "rtx/app/bench.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/core/allocator.hpp"
 #include "rtx/dist/comm.hpp"
@@ -227,7 +228,14 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
     cb.should_stop = [] { return stop != 0; };
+    // Evidence that other work competed with the run (rtx-bench's rules, docs/tools/rtx-bench.md
+    // "Host contention"): the tok/s of a contended run says little about this build.
+    namespace bench = rtx::app::bench;
+    const bench::HostSample host_before = bench::sample_host();
     const rtx::models::TrainResult r = rtx::models::train(c, a->data, a->out, a->resume, cb, &world);
+    const bench::HostEvidence host = bench::contention_evidence(
+        host_before, bench::sample_host(), omp_get_max_threads(),
+        c.backend == rtx::models::Backend::Cuda ? bench::Backend::CUDA : bench::Backend::CPU);
     std::signal(SIGINT, SIG_DFL);
     std::signal(SIGTERM, SIG_DFL);
     const bool evaluated = c.eval_iters > 0;  // else no loss was estimated: null, not 0
@@ -246,6 +254,7 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
                                   {"ranks", r.ranks},
                                   {"comm_s", r.comm_s},
                                   {"exposed_comm_s", r.exposed_comm_s},
+                                  {"host", bench::to_json(host)},
                                   {"config", c.to_json()}}
                        .dump(2)
                 << "\n";
@@ -260,6 +269,9 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
                    r.wall_s, human_tokens(r.mean_tokens_per_s).c_str(), losses.c_str(),
                    r.checkpoint.empty() ? "" : ", checkpoint ", r.checkpoint.c_str());
     }
+    if (!quiet && host.contended)
+      std::fprintf(stderr, "rtx-train: warning: other work competed with this run (%s): its tok/s is not comparable\n",
+                   host.reason.c_str());
     return r.interrupted ? 130 : 0;
   };
 }

@@ -1154,3 +1154,201 @@ TEST_CASE("serve: a canary engine takes its share of requests, with its own metr
   CHECK_THROWS_AS(Server(Engine{&shared_model(), &main_sched, "main"}, Engine{canary_model.get(), &canary, ""}, bad),
                   Error);
 }
+
+namespace {
+
+/// What a refused raw request must get: `status`, the OpenAI error object with `code` and a
+/// message containing `says`, and one `Connection: close`.
+void check_refusal(const std::string& r, int status, const std::string& code, const std::string& says) {
+  CHECK(r.rfind("HTTP/1.1 " + std::to_string(status) + " ", 0) == 0);
+  const json j = body_of(r);
+  REQUIRE(j.is_object());
+  CHECK(j["error"]["type"] == "invalid_request_error");
+  CHECK(j["error"]["code"] == code);
+  CHECK(j["error"].contains("param"));
+  CHECK_THAT(j["error"]["message"].get<std::string>(), Catch::Contains(says));
+  CHECK(header_values(r, "Connection") == std::vector<std::string>{"close"});
+}
+
+}  // namespace
+
+TEST_CASE("serve: an HTTP/1.1 request needs one valid Host (RFC 9112 3.2); HTTP/1.0 may leave it out", "[cpu][serve]") {
+  Running s;
+  struct Case {
+    std::string request, says;
+  };
+  const std::vector<Case> refused = {
+      {"GET /health HTTP/1.1\r\n\r\n", "no Host header: an HTTP/1.1 request must have one"},
+      {"GET /health HTTP/1.1\r\nConnection: close\r\n\r\n", "no Host header"},
+      {"GET /health HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", "Host sent 2 times; send it once"},
+      {"GET /health HTTP/1.0\r\nHost: a\r\nhost: b\r\n\r\n", "Host sent 2 times"},  // any version
+      {"GET /health HTTP/1.1\r\nHost: a b\r\n\r\n", "Host 'a b' is not a valid host[:port]: it has ' ', a byte"},
+      {"GET /health HTTP/1.1\r\nHost: user@a\r\n\r\n", "user information"},
+      {"GET /health HTTP/1.1\r\nHost: a/b\r\n\r\n", "it has '/', a byte a host name cannot have"},
+      {"GET /health HTTP/1.1\r\nHost: a:8o\r\n\r\n", "a port, '8o', that is not a number"},
+      {"GET /health HTTP/1.1\r\nHost: :80\r\n\r\n", "an empty host name"},
+      {"GET /health HTTP/1.1\r\nHost: [::1\r\n\r\n", "without its closing ']'"},
+      {"GET /health HTTP/1.1\r\nHost: [::g]:80\r\n\r\n", "'[::g]', that is not an IPv6 address"},
+      {"GET /health HTTP/1.1\r\nHost: [::1]x\r\n\r\n", "not ':port'"},
+      {"GET /health HTTP/1.1\r\nHost: a%4\r\n\r\n", "not followed by two hex digits"},
+  };
+  for (const auto& c : refused) {
+    RawConn conn(s.port);
+    conn.send(c.request);
+    const std::string r = conn.read_all(5);
+    INFO(c.request << "\n -> " << r.substr(0, 400));
+    check_refusal(r, 400, "bad_request", c.says);
+  }
+  const std::vector<std::string> accepted = {
+      "GET /health HTTP/1.0\r\n\r\n",  // HTTP/1.0 without Host
+      "GET /health HTTP/1.1\r\nHost:\r\nConnection: close\r\n\r\n",  // empty: a URI without authority
+      "GET /health HTTP/1.1\r\nhOST: 127.0.0.1:8080\r\nConnection: close\r\n\r\n",
+      "GET /health HTTP/1.1\r\nHost: [::1]:8080\r\nConnection: close\r\n\r\n",
+      "GET /health HTTP/1.1\r\nHost: [v1.fe:80]\r\nConnection: close\r\n\r\n",
+      "GET /health HTTP/1.1\r\nHost: my-host.example_1.~%41\r\nConnection: close\r\n\r\n",
+      "GET /health HTTP/1.1\r\nHost: x:\r\nConnection: close\r\n\r\n",  // port = *DIGIT (RFC 3986 3.2.3)
+  };
+  for (const auto& req : accepted) {
+    RawConn conn(s.port);
+    conn.send(req);
+    const std::string r = conn.read_all(5);
+    INFO(req << "\n -> " << r.substr(0, 400));
+    CHECK(r.rfind("HTTP/1.1 200 ", 0) == 0);
+    CHECK(body_of(r) == json{{"status", "ok"}});
+  }
+}
+
+TEST_CASE("serve: absolute-form targets are routed by their path; CONNECT, OPTIONS * and other forms get 501 or 400",
+          "[cpu][serve]") {
+  Running s;
+  {  // routed by the URI's path, its Host ignored; pipelined on one connection
+    RawConn conn(s.port);
+    const std::string body = completion("Once", 2).dump();
+    conn.send("GET http://example.com/health HTTP/1.1\r\nHost: other.example\r\n\r\n"
+              "GET HTTP://Example.COM:8080/v1/models?x=1 HTTP/1.1\r\nHost: example.com:8080\r\n\r\n"
+              "POST https://[::1]:8080/v1/completions HTTP/1.1\r\nHost: [::1]:8080\r\nContent-Type: application/json\r\n"
+              "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body);
+    const std::string r = conn.read_all(10);
+    INFO(r.substr(0, 1200));
+    std::vector<size_t> at;
+    for (size_t i = r.find("HTTP/1.1 "); i != std::string::npos; i = r.find("HTTP/1.1 ", i + 1)) at.push_back(i);
+    REQUIRE(at.size() == 3);
+    const std::string r1 = r.substr(at[0], at[1] - at[0]), r2 = r.substr(at[1], at[2] - at[1]), r3 = r.substr(at[2]);
+    CHECK(r1.rfind("HTTP/1.1 200 ", 0) == 0);
+    CHECK(body_of(r1) == json{{"status", "ok"}});
+    CHECK(r2.rfind("HTTP/1.1 200 ", 0) == 0);
+    const json models = body_of(r2);
+    REQUIRE(models.is_object());
+    CHECK(models["object"] == "list");
+    CHECK(models["data"][0]["id"] == name());
+    CHECK(r3.rfind("HTTP/1.1 200 ", 0) == 0);
+    const json done = body_of(r3);
+    REQUIRE(done.is_object());
+    CHECK(done["object"] == "text_completion");
+    CHECK(done["usage"]["completion_tokens"] == 2);
+  }
+  {  // an empty path is "/" (RFC 9112 3.2.1): no route there, the same 404 as for "GET /"
+    RawConn a(s.port), b(s.port);
+    a.send("GET http://example.com?q=1 HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n");
+    b.send("GET / HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n");
+    const std::string ra = a.read_all(5), rb = b.read_all(5);
+    CHECK(ra.rfind("HTTP/1.1 404 ", 0) == 0);
+    CHECK(body_of(ra) == body_of(rb));
+    CHECK(body_of(ra)["error"]["message"] == "no route GET /");
+  }
+  struct Case {
+    std::string request;
+    int status;
+    std::string code, says;
+  };
+  const std::vector<Case> cases = {
+      {"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", 501, "not_implemented",
+       "CONNECT (a tunnel, RFC 9110 9.3.6) is not implemented: this server is not a proxy"},
+      {"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", 501, "not_implemented", "OPTIONS * (about the whole server, RFC 9112 3.2.4)"},
+      {"GET * HTTP/1.1\r\nHost: x\r\n\r\n", 400, "bad_request", "request target '*' is for OPTIONS only"},
+      {"GET example.com:80 HTTP/1.1\r\nHost: x\r\n\r\n", 400, "bad_request",
+       "request target 'example.com:80' is neither a path ('/...') nor an absolute http URI"},
+      {"GET health HTTP/1.1\r\nHost: x\r\n\r\n", 400, "bad_request", "'health' is neither a path"},
+      {"GET ftp://x/health HTTP/1.1\r\nHost: x\r\n\r\n", 400, "bad_request", "is a 'ftp' URI"},
+      {"GET http://user:pw@x/health HTTP/1.1\r\nHost: x\r\n\r\n", 400, "bad_request",
+       "its authority 'user:pw@x' has user information"},
+      {"GET http:///health HTTP/1.1\r\nHost: x\r\n\r\n", 400, "bad_request", "its authority '' has an empty host name"},
+      {"GET http://x:y/health HTTP/1.1\r\nHost: x\r\n\r\n", 400, "bad_request", "a port, 'y', that is not a number"},
+      // The Host rules hold for absolute-form too (RFC 9112 3.2).
+      {"GET http://x/health HTTP/1.1\r\n\r\n", 400, "bad_request", "no Host header"},
+  };
+  for (const auto& c : cases) {
+    RawConn conn(s.port);
+    conn.send(c.request);
+    const std::string r = conn.read_all(5);
+    INFO(c.request << "\n -> " << r.substr(0, 400));
+    check_refusal(r, c.status, c.code, c.says);
+  }
+  // An origin-form CONNECT is still a method the route does not take (405), as before.
+  RawConn conn(s.port);
+  conn.send("CONNECT /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n");
+  const std::string r = conn.read_all(5);
+  INFO(r);
+  CHECK(r.rfind("HTTP/1.1 405 ", 0) == 0);
+}
+
+TEST_CASE("serve: every guard refusal counts in rtx_http_refused_total under its reason; all reasons listed from 0",
+          "[cpu][serve]") {
+  ServerConfig cfg;
+  cfg.max_header_lines = 10;
+  cfg.header_timeout_s = 0.5;
+  cfg.max_body_bytes = 1000;
+  Running s({}, cfg);
+  const std::vector<std::string> reasons = {"headers_too_large", "uri_too_long",   "timeout",
+                                            "bad_request",       "bad_framing",    "not_implemented",
+                                            "unsupported_encoding", "body_too_large"};
+  {  // one HELP and TYPE, then every reason, at 0 before any refusal
+    auto c = s.client();
+    auto m = c.Get("/metrics");
+    REQUIRE(m);
+    CHECK_THAT(m->body, Catch::Contains("# TYPE rtx_http_refused_total counter\n"));
+    size_t series = 0;
+    for (size_t at = m->body.find("\nrtx_http_refused_total{"); at != std::string::npos;
+         at = m->body.find("\nrtx_http_refused_total{", at + 1))
+      ++series;
+    CHECK(series == reasons.size());
+  }
+  for (const auto& r : reasons) CHECK(s.metric("rtx_http_refused_total{reason=\"" + r + "\"}") == 0);
+  const std::string body = completion("Once", 1).dump();
+  const std::string post = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n";
+  std::string many = "GET /health HTTP/1.1\r\nHost: x\r\n";
+  for (int i = 0; i < 12; ++i) many += "X-H" + std::to_string(i) + ": 1\r\n";
+  const std::vector<std::tuple<std::string, int, std::string>> sent = {
+      {many + "\r\n", 431, "headers_too_large"},
+      {"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(9000, 'a') + "\r\n\r\n", 431, "headers_too_large"},
+      {"GET /health?" + std::string(9000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n", 414, "uri_too_long"},
+      {"GET /health HTTP/1.1\r\nHost: x\r\n", 408, "timeout"},  // never finished
+      {"GET /health HTTP/1.1\r\n\r\n", 400, "bad_request"},
+      {"GET /health HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400, "bad_request"},
+      {"GET http://u@x/health HTTP/1.1\r\nHost: x\r\n\r\n", 400, "bad_request"},
+      {post + "Transfer-Encoding: gzip\r\n\r\n" + body, 400, "bad_framing"},
+      {"FOO /health HTTP/1.1\r\nHost: x\r\n\r\n", 501, "not_implemented"},
+      {"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", 501, "not_implemented"},
+      {post + "Content-Encoding: gzip\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body, 415,
+       "unsupported_encoding"},
+      {post + "Transfer-Encoding: chunked\r\n\r\n800\r\n", 413, "body_too_large"},
+  };
+  std::map<std::string, int> want;
+  for (const auto& [request, status, reason] : sent) {
+    RawConn conn(s.port);
+    conn.send(request);
+    const std::string r = conn.read_all(5);
+    INFO(request.substr(0, 120) << "\n -> " << r.substr(0, 300));
+    CHECK(r.rfind("HTTP/1.1 " + std::to_string(status) + " ", 0) == 0);
+    ++want[reason];
+  }
+  // An answer the server's handlers give (here 404: no route) is not a guard refusal.
+  RawConn other(s.port);
+  other.send("PUT /nowhere HTTP/1.1\r\nHost: x\r\n\r\n");
+  CHECK(other.read_all(5).rfind("HTTP/1.1 404 ", 0) == 0);
+  for (const auto& r : reasons) {
+    INFO(r);
+    CHECK(s.metric("rtx_http_refused_total{reason=\"" + r + "\"}") == want[r]);
+  }
+  CHECK(want.size() == reasons.size());
+}

@@ -1,6 +1,7 @@
 // The guarded connection loop of rtx-serve's HTTP server (http_guard.hpp): a buffered socket
-// stream that counts request-header bytes and lines and enforces the header and request
-// deadlines, and the keep-alive loop that drives cpp-httplib's process_request over it.
+// stream that counts request-header bytes and lines, checks their syntax (Host, target form,
+// framing; an absolute-form target is rewritten to origin-form), enforces the header and
+// request deadlines, and the keep-alive loop that drives cpp-httplib's process_request over it.
 #include "http_guard.hpp"
 
 #include <arpa/inet.h>
@@ -72,6 +73,63 @@ std::string_view trim_ows(std::string_view s) {
   return s;
 }
 
+/// RFC 3986 2.3 unreserved and 2.2 sub-delims: the bytes a reg-name may have besides %HH.
+bool reg_name_char(unsigned char c) {
+  return std::isalnum(c) || (c != 0 && std::strchr("-._~!$&'()*+,;=", c) != nullptr);
+}
+
+/// Why `v` is not a valid `uri-host [ ":" port ]` (RFC 9110 7.2 and 4.2.1 for Host, RFC 3986
+/// 3.2.2-3.2.3: an IP-literal in brackets, an IPv4 address or a reg-name, then digits), or ""
+/// when it is. The empty value RFC 9112 3.2 allows for Host is the caller's to accept; here
+/// a host must not be empty.
+std::string authority_problem(std::string_view v) {
+  if (v.find('@') != std::string_view::npos)
+    return "user information ('user@') before the host, which HTTP does not take (RFC 9110 4.2.4)";
+  std::string_view host = v, port;
+  if (!v.empty() && v.front() == '[') {
+    const size_t close = v.find(']');
+    if (close == std::string_view::npos) return "an IP literal without its closing ']'";
+    const std::string lit(v.substr(1, close - 1));
+    const std::string_view after = v.substr(close + 1);
+    if (!after.empty() && after.front() != ':') return "bytes after the IP literal's ']' that are not ':port'";
+    host = v.substr(0, close + 1);
+    port = after.empty() ? after : after.substr(1);
+    in6_addr a6{};
+    const bool future = lit.size() > 2 && (lit[0] == 'v' || lit[0] == 'V');  // IPvFuture: v1.x
+    if (future) {
+      const size_t dot = lit.find('.');
+      const bool ok = dot != std::string::npos && dot > 1 && dot + 1 < lit.size() &&
+                      std::all_of(lit.begin() + 1, lit.begin() + static_cast<std::ptrdiff_t>(dot),
+                                  [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; }) &&
+                      std::all_of(lit.begin() + static_cast<std::ptrdiff_t>(dot) + 1, lit.end(), [](char c) {
+                        return c == ':' || reg_name_char(static_cast<unsigned char>(c));
+                      });
+      if (!ok) return "an IP literal that is neither an IPv6 address nor 'v<hex>.<text>'";
+    } else if (::inet_pton(AF_INET6, lit.c_str(), &a6) != 1) {
+      return "an IP literal, '[" + shown(lit) + "]', that is not an IPv6 address";
+    }
+  } else {
+    const size_t colon = v.find(':');
+    host = v.substr(0, colon);
+    port = colon == std::string_view::npos ? std::string_view() : v.substr(colon + 1);
+    if (host.empty()) return "an empty host name";
+    for (size_t i = 0; i < host.size(); ++i) {
+      const auto c = static_cast<unsigned char>(host[i]);
+      if (c == '%') {
+        if (i + 2 >= host.size() || !std::isxdigit(static_cast<unsigned char>(host[i + 1])) ||
+            !std::isxdigit(static_cast<unsigned char>(host[i + 2])))
+          return "a '%' in the host name not followed by two hex digits";
+        i += 2;
+      } else if (!reg_name_char(c)) {
+        return "'" + shown(std::string_view(host.data() + i, 1)) + "', a byte a host name cannot have";
+      }
+    }
+  }
+  if (port.find_first_not_of("0123456789") != std::string_view::npos)
+    return "a port, '" + shown(port) + "', that is not a number";
+  return "";
+}
+
 /// Milliseconds from now until `t`, rounded up (0 when past), capped at `cap_ms`.
 int ms_until(Clock::time_point t, int cap_ms) {
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(t - Clock::now()).count();
@@ -112,7 +170,10 @@ class GuardStream final : public httplib::Stream {
     written_ = 0;
     method_.clear();
     target_.clear();
-    http10_ = false;
+    http10_ = http11_ = false;
+    out_.clear();
+    out_pos_ = 0;
+    host_lines_ = 0;
     te_lines_ = 0;
     te_.clear();
     content_encoding_.clear();
@@ -132,7 +193,7 @@ class GuardStream final : public httplib::Stream {
     receive_deadline_ = now + std::chrono::microseconds(static_cast<int64_t>(limits_.receive_timeout_s * 1e6));
     t_refusal = GuardRefusal::None;
   }
-  bool buffered() const { return pos_ < len_; }
+  bool buffered() const { return pos_ < len_ || out_pos_ < out_.size(); }
   /// Bytes written for the current request (0: nothing answered yet).
   size_t written() const { return written_; }
   /// The request line's method and target, as far as they arrived (for the access log of a
@@ -155,35 +216,23 @@ class GuardStream final : public httplib::Stream {
 
   ssize_t read(char* ptr, size_t size) override {
     if (t_refusal != GuardRefusal::None) return -1;
-    // Deadlines hold however the bytes trickle in (one byte per second keeps a per-read
-    // timeout from ever firing).
-    const Clock::time_point deadline = in_headers_ ? header_deadline_ : receive_deadline_;
-    if (Clock::now() >= deadline) {
-      t_refusal = in_headers_ ? GuardRefusal::HeaderTimeout : GuardRefusal::ReceiveTimeout;
-      return -1;
+    // The request line is held back until its LF has arrived, so that request_line() can
+    // rewrite its target (absolute-form to origin-form) before cpp-httplib reads it; it is then
+    // handed out from out_.
+    while (in_headers_ && header_lines_ == 0) {
+      if (!fill()) return -1;
+      size_t i = 0;
+      while (i < len_ - pos_ && header_lines_ == 0)
+        if (!header_byte(buf_[pos_ + i++])) return -1;
+      pos_ += i;
     }
-    if (!buffered()) {
-      // Wait for bytes until the deadline or cpp-httplib's read timeout, whichever comes first.
-      const Clock::time_point give_up = std::min(deadline, Clock::now() + std::chrono::milliseconds(read_timeout_ms_));
-      for (;;) {
-        pollfd p{sock_, POLLIN, 0};
-        const int r = ::poll(&p, 1, ms_until(give_up, read_timeout_ms_));
-        if (r > 0) break;
-        if (r < 0 && errno != EINTR) return -1;
-        if (Clock::now() >= deadline) {
-          t_refusal = in_headers_ ? GuardRefusal::HeaderTimeout : GuardRefusal::ReceiveTimeout;
-          return -1;
-        }
-        if (Clock::now() >= give_up) return -1;
-      }
-      ssize_t n;
-      do {
-        n = ::recv(sock_, buf_.data(), buf_.size(), 0);
-      } while (n < 0 && errno == EINTR);
-      if (n <= 0) return -1;
-      pos_ = 0;
-      len_ = static_cast<size_t>(n);
+    if (out_pos_ < out_.size()) {
+      const size_t k = std::min(size, out_.size() - out_pos_);
+      std::memcpy(ptr, out_.data() + out_pos_, k);
+      out_pos_ += k;
+      return static_cast<ssize_t>(k);
     }
+    if (!fill()) return -1;
     size_t k = std::min(size, len_ - pos_);
     if (in_headers_) {
       // Hand out bytes up to the end of the headers at most, counting and checking them.
@@ -229,6 +278,35 @@ class GuardStream final : public httplib::Stream {
  private:
   enum class ChunkState { Size, SizeTail, SizeLf, Data, DataCr, DataLf, LastCr, LastLf, Done };
 
+  /// Bytes in buf_ to read, waiting for them if there are none, within the current deadline
+  /// (which holds however the bytes trickle in: one byte per second keeps a per-read timeout
+  /// from ever firing) and cpp-httplib's read timeout. False on a refusal (a missed deadline),
+  /// a read timeout, end of stream or a socket error.
+  bool fill() {
+    const Clock::time_point deadline = in_headers_ ? header_deadline_ : receive_deadline_;
+    if (Clock::now() >= deadline) return refuse(in_headers_ ? GuardRefusal::HeaderTimeout : GuardRefusal::ReceiveTimeout);
+    if (pos_ < len_) return true;
+    // Wait for bytes until the deadline or cpp-httplib's read timeout, whichever comes first.
+    const Clock::time_point give_up = std::min(deadline, Clock::now() + std::chrono::milliseconds(read_timeout_ms_));
+    for (;;) {
+      pollfd p{sock_, POLLIN, 0};
+      const int r = ::poll(&p, 1, ms_until(give_up, read_timeout_ms_));
+      if (r > 0) break;
+      if (r < 0 && errno != EINTR) return false;
+      if (Clock::now() >= deadline)
+        return refuse(in_headers_ ? GuardRefusal::HeaderTimeout : GuardRefusal::ReceiveTimeout);
+      if (Clock::now() >= give_up) return false;
+    }
+    ssize_t n;
+    do {
+      n = ::recv(sock_, buf_.data(), buf_.size(), 0);
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0) return false;
+    pos_ = 0;
+    len_ = static_cast<size_t>(n);
+    return true;
+  }
+
   bool refuse(GuardRefusal why, std::string detail = {}) {
     t_refusal = why;
     t_detail = std::move(detail);
@@ -263,10 +341,13 @@ class GuardStream final : public httplib::Stream {
     return true;
   }
 
-  /// The request line: its method and target are kept; a method cpp-httplib does not know,
-  /// in an otherwise well-formed line, is 501 (cpp-httplib's 400 says nothing). Any other
+  /// The request line (its LF not in line_): its method and target are kept, and the line to
+  /// hand cpp-httplib is put in out_. A method cpp-httplib does not know, in an otherwise
+  /// well-formed line, is 501 (cpp-httplib's 400 says nothing); so is CONNECT and OPTIONS *.
+  /// A target that is not origin-form is rewritten or refused (target_form()). Any other
   /// malformed line is left to cpp-httplib's 400.
   bool request_line() {
+    out_ = line_ + "\n";
     std::string_view l(line_);
     if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
     const size_t sp1 = l.find(' ');
@@ -276,6 +357,7 @@ class GuardStream final : public httplib::Stream {
     target_ = std::string(l.substr(sp1 + 1, sp2 - sp1 - 1));
     const std::string_view version = l.substr(sp2 + 1);
     http10_ = version == "HTTP/1.0";
+    http11_ = version == "HTTP/1.1";
     static const char* const kKnown[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "PRI"};
     const bool token = !method_.empty() && std::all_of(method_.begin(), method_.end(), [](char c) {
       return tchar(static_cast<unsigned char>(c));
@@ -284,6 +366,59 @@ class GuardStream final : public httplib::Stream {
     if (token && !known && version.rfind("HTTP/", 0) == 0 && version.find(' ') == std::string_view::npos)
       return refuse(GuardRefusal::NotImplemented,
                     "method '" + shown(method_) + "' is not implemented; this server takes GET, HEAD and POST");
+    if (known && (http10_ || http11_) && !target_.empty() && line_.back() == '\r') return target_form(version);
+    return true;
+  }
+
+  /// The four forms of request-target (RFC 9112 3.2), for a well-formed request line:
+  /// - origin-form (`/path?query`): passed on as it is.
+  /// - absolute-form (`http://host:port/path?query`, 3.2.2): "a server MUST accept the
+  ///   absolute-form in requests even though most HTTP/1.1 clients will only send [it] to a
+  ///   proxy", so it is not refused. cpp-httplib 0.11 takes the whole URI as the path and
+  ///   answers 404; the guard rewrites the line to origin-form (the path, "/" when empty, and
+  ///   the query) so that it is routed by its path, as the RFC asks. The received Host is then
+  ///   to be ignored in favour of the URI's authority: nothing in the server reads Host (it is
+  ///   only checked, 3.2), so the rewrite loses nothing. Only http and https URIs are taken;
+  ///   user information or an empty host in them is refused (RFC 9110 4.2.1, 4.2.4).
+  /// - authority-form (`host:port`, 3.2.3) is for CONNECT only: CONNECT (a tunnel through a
+  ///   proxy, RFC 9110 9.3.6) is 501, this server is not a proxy; any other method with it 400.
+  /// - asterisk-form (`*`, 3.2.4) is for OPTIONS only: OPTIONS * asks about the server as a
+  ///   whole, which is not implemented (501); any other method with it 400.
+  bool target_form(std::string_view version) {
+    const std::string& t = target_;
+    if (method_ == "CONNECT" && t.front() != '/')
+      return refuse(GuardRefusal::NotImplemented, "CONNECT (a tunnel, RFC 9110 9.3.6) is not implemented: this server is "
+                                                  "not a proxy; it takes GET, HEAD and POST on its paths");
+    if (t.front() == '/') return true;
+    if (t == "*") {
+      if (method_ == "OPTIONS")
+        return refuse(GuardRefusal::NotImplemented, "OPTIONS * (about the whole server, RFC 9112 3.2.4) is not "
+                                                    "implemented; this server takes GET, HEAD and POST on its paths");
+      return refuse(GuardRefusal::BadRequest,
+                    "request target '*' is for OPTIONS only (RFC 9112 3.2.4); send a path, e.g. " + method_ + " /health");
+    }
+    const size_t sep = t.find("://");
+    const bool scheme = sep != std::string::npos && sep > 0 && std::isalpha(static_cast<unsigned char>(t[0])) &&
+                        std::all_of(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(sep), [](char c) {
+                          return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '.';
+                        });
+    if (!scheme)
+      return refuse(GuardRefusal::BadRequest, "request target '" + shown(t) +
+                                                  "' is neither a path ('/...') nor an absolute http URI "
+                                                  "(RFC 9112 3.2); authority-form is for CONNECT only");
+    const std::string name = lower(std::string_view(t).substr(0, sep));
+    if (name != "http" && name != "https")
+      return refuse(GuardRefusal::BadRequest, "request target '" + shown(t) + "' is a '" + shown(name) +
+                                                  "' URI; this server takes paths and http or https URIs");
+    const size_t start = sep + 3;
+    const size_t end = std::min(t.find_first_of("/?#", start), t.size());
+    const std::string_view authority = std::string_view(t).substr(start, end - start);
+    if (const std::string why = authority_problem(authority); !why.empty())
+      return refuse(GuardRefusal::BadRequest, "request target '" + shown(t) + "': its authority '" + shown(authority) +
+                                                  "' has " + why);
+    std::string origin = t.substr(end);
+    if (origin.empty() || origin.front() != '/') origin.insert(0, "/");  // RFC 9112 3.2.1: an empty path is "/"
+    out_ = method_ + " " + origin + " " + std::string(version) + "\r\n";
     return true;
   }
 
@@ -320,7 +455,16 @@ class GuardStream final : public httplib::Stream {
       }
     }
     const std::string key = lower(name);
-    if (key == "transfer-encoding") {
+    if (key == "host") {
+      // RFC 9112 3.2: more than one Host line, or an invalid value, is 400 for any request.
+      if (++host_lines_ > 1)
+        return refuse(GuardRefusal::BadRequest, "Host sent " + std::to_string(host_lines_) +
+                                                    " times; send it once (RFC 9112 3.2)");
+      if (!value.empty())  // empty is what a client sends for a URI without an authority (3.2)
+        if (const std::string why = authority_problem(value); !why.empty())
+          return refuse(GuardRefusal::BadRequest, "Host '" + shown(value) + "' is not a valid host[:port]: it has " +
+                                                      why + " (RFC 9112 3.2, RFC 3986 3.2.2)");
+    } else if (key == "transfer-encoding") {
       ++te_lines_;
       te_ = std::string(value);
     } else if (key == "content-encoding") {
@@ -332,8 +476,12 @@ class GuardStream final : public httplib::Stream {
     return true;
   }
 
-  /// The body's framing and coding, once all headers are in (RFC 9112 6.1, 6.3).
+  /// Once all headers are in: the Host an HTTP/1.1 request must have (RFC 9112 3.2; HTTP/1.0
+  /// may leave it out), and the body's framing and coding (RFC 9112 6.1, 6.3).
   bool end_of_headers() {
+    if (http11_ && host_lines_ == 0)
+      return refuse(GuardRefusal::BadRequest, "no Host header: an HTTP/1.1 request must have one (RFC 9112 3.2), "
+                                              "e.g. 'Host: localhost:8080'");
     if (has_content_length_ && content_length_.find_first_not_of("0123456789") != std::string::npos)
       return refuse(GuardRefusal::BadFraming, "Content-Length '" + shown(content_length_) + "' is not a byte count");
     if (te_lines_ > 0) {
@@ -451,7 +599,10 @@ class GuardStream final : public httplib::Stream {
   size_t header_bytes_ = 0, header_lines_ = 0;
   std::string line_;  // the header line being read, its LF not included
   std::string method_, target_;
-  bool http10_ = false;
+  bool http10_ = false, http11_ = false;
+  std::string out_;     // the request line as cpp-httplib is to read it (target in origin-form)
+  size_t out_pos_ = 0;  // bytes of out_ handed out
+  size_t host_lines_ = 0;
   size_t te_lines_ = 0;
   std::string te_, content_encoding_, content_length_;
   bool has_content_length_ = false;
@@ -516,6 +667,23 @@ std::string guard_refusal_message(GuardRefusal r, const HttpLimits& l) {
   return "";
 }
 
+const char* guard_refusal_reason(GuardRefusal r) {
+  switch (r) {
+    case GuardRefusal::HeadersTooLarge:
+    case GuardRefusal::HeaderLineTooLong: return "headers_too_large";
+    case GuardRefusal::UriTooLong: return "uri_too_long";
+    case GuardRefusal::HeaderTimeout:
+    case GuardRefusal::ReceiveTimeout: return "timeout";
+    case GuardRefusal::BadRequest: return "bad_request";
+    case GuardRefusal::BadFraming: return "bad_framing";
+    case GuardRefusal::NotImplemented: return "not_implemented";
+    case GuardRefusal::UnsupportedEncoding: return "unsupported_encoding";
+    case GuardRefusal::BodyTooLarge: return "body_too_large";
+    case GuardRefusal::None: break;
+  }
+  return "";
+}
+
 GuardAnswer guard_refusal_answer(GuardRefusal r, const HttpLimits& l) {
   GuardAnswer a;
   a.type = "invalid_request_error";
@@ -566,6 +734,12 @@ GuardedHttpServer::GuardedHttpServer(const HttpLimits& l) : limits_(l) {
     res.headers.erase("Keep-Alive");
     res.headers.emplace("Connection", "close");
   });
+}
+
+uint64_t GuardedHttpServer::refused(std::string_view reason) const {
+  for (size_t i = 0; i < kGuardRefusalReasonCount; ++i)
+    if (reason == kGuardRefusalReasons[i]) return refused_[i].load();
+  return 0;
 }
 
 GuardedHttpServer& GuardedHttpServer::set_logger(httplib::Logger logger) {
@@ -624,9 +798,11 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
         logger_(req, res);
       }
     }
-    if (why == GuardRefusal::HeadersTooLarge || why == GuardRefusal::HeaderLineTooLong || why == GuardRefusal::UriTooLong)
-      too_large_.fetch_add(1);
-    if (why == GuardRefusal::HeaderTimeout || why == GuardRefusal::ReceiveTimeout) timeouts_.fetch_add(1);
+    if (why != GuardRefusal::None) {  // each refused request once, by its reason label
+      const std::string_view reason = guard_refusal_reason(why);
+      for (size_t i = 0; i < kGuardRefusalReasonCount; ++i)
+        if (reason == kGuardRefusalReasons[i]) refused_[i].fetch_add(1);
+    }
     if (!ret || closed || why != GuardRefusal::None || t_close_after) break;
   }
   ::shutdown(sock, SHUT_RDWR);

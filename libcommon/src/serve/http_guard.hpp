@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <chrono>
 #include <string>
+#include <string_view>
 
 namespace rtx::serve {
 
@@ -26,7 +27,9 @@ struct HttpLimits {
 /// runs on the same thread, to answer with guard_refusal_answer() instead of cpp-httplib's
 /// generic 400). Besides sizes and deadlines the guard checks what cpp-httplib 0.11 would
 /// accept silently or misread (RFC 9112): the syntax of each header line, the request's method
-/// token, Transfer-Encoding and Content-Encoding, and the framing of a chunked body.
+/// token and target form (3.2), the Host header (3.2), Transfer-Encoding and Content-Encoding,
+/// and the framing of a chunked body. An absolute-form target (`GET http://h/v1/models`, 3.2.2)
+/// is not refused: the guard rewrites it to origin-form before cpp-httplib reads it.
 enum class GuardRefusal {
   None,
   HeadersTooLarge,       ///< request line + headers over max_header_bytes or max_header_lines (431)
@@ -34,9 +37,9 @@ enum class GuardRefusal {
   UriTooLong,            ///< the request line over 8192 bytes (or max_header_bytes): 414
   HeaderTimeout,         ///< 408
   ReceiveTimeout,        ///< 408
-  BadRequest,            ///< a header line RFC 9112 says to reject (400 bad_request)
+  BadRequest,            ///< a header line, Host or request target RFC 9112 says to reject (400 bad_request)
   BadFraming,            ///< Transfer-Encoding or chunked framing that cannot be trusted (400 bad_framing)
-  NotImplemented,        ///< an unknown method or transfer coding (501)
+  NotImplemented,        ///< an unknown method or transfer coding, CONNECT, OPTIONS * (501)
   UnsupportedEncoding,   ///< a Content-Encoding other than identity on a request with a body (415)
   BodyTooLarge,          ///< a chunked body over the server's payload limit (413)
 };
@@ -66,6 +69,18 @@ struct GuardAnswer {
 };
 GuardAnswer guard_refusal_answer(GuardRefusal r, const HttpLimits& l);
 
+/// The `reason` label of a refusal in rtx_http_refused_total ("" for None): headers_too_large
+/// (431, HeadersTooLarge and HeaderLineTooLong), uri_too_long (414), timeout (408, both
+/// deadlines), bad_request and bad_framing (400), not_implemented (501), unsupported_encoding
+/// (415), body_too_large (413, a chunked body). headers_too_large and timeout are the labels
+/// of the first version of the metric; 414 counted under headers_too_large before it had its own.
+const char* guard_refusal_reason(GuardRefusal r);
+/// Every reason label guard_refusal_reason() returns, once each, in the order /metrics lists them.
+inline constexpr const char* kGuardRefusalReasons[] = {"headers_too_large", "uri_too_long",   "timeout",
+                                                       "bad_request",       "bad_framing",    "not_implemented",
+                                                       "unsupported_encoding", "body_too_large"};
+inline constexpr size_t kGuardRefusalReasonCount = sizeof kGuardRefusalReasons / sizeof kGuardRefusalReasons[0];
+
 /// httplib::Server with guarded connections: the keep-alive loop of cpp-httplib (up to
 /// keep_alive_max_count requests, keep_alive_timeout between them, stop() honoured) over a
 /// socket stream that enforces `HttpLimits`. Everything else (routes, handlers, thread pool,
@@ -76,9 +91,15 @@ class GuardedHttpServer : public httplib::Server {
   /// Set before listening.
   void set_limits(const HttpLimits& l) { limits_ = l; }
   const HttpLimits& limits() const { return limits_; }
-  /// Requests refused for oversized headers / for a missed deadline, since start.
-  uint64_t refused_too_large() const { return too_large_.load(); }
-  uint64_t refused_timeout() const { return timeouts_.load(); }
+  /// Requests the guard refused with `reason` (a kGuardRefusalReasons label) since start; 0 for
+  /// a label that is not one of them. Each refused request counts once, whoever answered it
+  /// (the error handler or the connection loop). Refusals made by the server's own handlers
+  /// (pre-routing: several Content-Length, a declared body over the limit, 401, 411) are not
+  /// counted here.
+  uint64_t refused(std::string_view reason) const;
+  /// refused("headers_too_large") and refused("timeout"), the first version's two counters.
+  uint64_t refused_too_large() const { return refused("headers_too_large"); }
+  uint64_t refused_timeout() const { return refused("timeout"); }
   /// cpp-httplib's logger, also called for the refusals the guard answers itself (a request
   /// line too long or with an unknown method, a request line that never arrived), which
   /// cpp-httplib never sees as requests. Hides httplib::Server::set_logger.
@@ -88,7 +109,7 @@ class GuardedHttpServer : public httplib::Server {
   bool process_and_close_socket(socket_t sock) override;
   HttpLimits limits_;
   httplib::Logger logger_;
-  std::atomic<uint64_t> too_large_{0}, timeouts_{0};
+  std::atomic<uint64_t> refused_[kGuardRefusalReasonCount] = {};  // by kGuardRefusalReasons index
 };
 
 }  // namespace rtx::serve

@@ -494,10 +494,13 @@ struct Server::Impl {
           << "\n";
       }
     }
+    // Every reason of the HTTP guard (http_guard.hpp, guard_refusal_reason), 0 included.
     family("rtx_http_refused_total", "counter",
-           "Connections closed before routing: headers over the size limit (431) or a request not received in time (408).");
-    o << "rtx_http_refused_total{reason=\"headers_too_large\"} " << http.refused_too_large() << "\n";
-    o << "rtx_http_refused_total{reason=\"timeout\"} " << http.refused_timeout() << "\n";
+           "Requests the HTTP guard refused (the connection then closed), by reason: headers_too_large (431), "
+           "uri_too_long (414), timeout (408), bad_request and bad_framing (400), not_implemented (501), "
+           "unsupported_encoding (415), body_too_large (413, a chunked body).");
+    for (const char* reason : kGuardRefusalReasons)
+      o << "rtx_http_refused_total{reason=\"" << reason << "\"} " << http.refused(reason) << "\n";
     family("rtx_requests_finished_total", "counter", "Generation requests finished, by finish reason.");
     for (const auto& [e, s] : st)
       for (int f = 1; f < 6; ++f)

@@ -205,3 +205,26 @@ TEST_CASE("rtx-serve bench --help lists the common options (--json, ...) it acce
                        !Catch::Contains("--help"));
   CHECK_THAT(run(serve() + " run --help").out, Catch::Contains("Common options of rtx-serve") && Catch::Contains("\n  --json "));
 }
+
+TEST_CASE("rtx-serve bench: an empty or unsendable API key is refused at start, exit 2, naming the flag or variable",
+          "[cpu][cli]") {
+  SilentServer srv;  // a request sent would hang until --timeout: none may be
+  const std::string bench = "timeout 60 " + serve() + " bench --port " + std::to_string(srv.port) + " -n 1 --timeout 30 ";
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {"--api-key ''", "", "rtx-serve: error: --api-key: empty API key: requests would be sent without one; leave out --api-key"},
+      {"--api-key 'a b'", "", "rtx-serve: error: --api-key: the API key has whitespace or a control byte"},
+      {"", "RTX_API_KEY=", "rtx-serve: error: RTX_API_KEY: empty API key: requests would be sent without one; unset RTX_API_KEY"},
+      {"", "RTX_API_KEY='k y'", "rtx-serve: error: RTX_API_KEY: the API key has whitespace or a control byte"},
+      // A key on the command line wins over the variable, and is checked, not the variable.
+      {"--api-key ''", "RTX_API_KEY=good", "rtx-serve: error: --api-key: empty API key"},
+  };
+  for (const auto& [args, env, want] : cases) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto p = run(bench + args, env);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    INFO(args << " [" << env << "]\nstderr: " << p.err);
+    CHECK(p.exit_code == 2);
+    CHECK_THAT(p.err, Catch::StartsWith(want));
+    CHECK(took < 20);  // refused before any request (one would wait the 30 s --timeout)
+  }
+}

@@ -1,6 +1,11 @@
 // `rtx-serve run`: load a model, start the scheduler(s) and the HTTP server, stop on SIGTERM.
 #include <netdb.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <cmath>
 #include <csignal>
@@ -81,6 +86,52 @@ void check_host(const std::string& host) {
   if (rc != 0)
     rtx::throw_usage("'" + host + "' cannot be parsed as an address nor resolved as a host name (" + ::gai_strerror(rc) + ")",
                      "--host", "e.g. --host 127.0.0.1, --host 0.0.0.0 or --host ::1");
+}
+
+/// Throws why `host`:`port` could not be bound, as an environment error (exit 3): the server's
+/// bind reports only that it failed, so the address is bound again on a probe socket (with the
+/// server's SO_REUSEADDR) to read bind(2)'s errno, whose text is in the message:
+/// "cannot bind 192.0.2.1:8080: Cannot assign requested address (not an address of this
+/// machine)". `where` is the flag to change: --host for an address this machine does not have,
+/// --port for a port in use or reserved (below 1024 without privileges). `fallback` (the
+/// server's error) is thrown as it is when the probe binds (the port came free meanwhile).
+[[noreturn]] void throw_bind_error(const std::string& host, int port, const rtx::Error& fallback) {
+  const std::string addr = port == 0 ? host + " (--port 0: any free port)" : host + ":" + std::to_string(port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  int err = 0;
+  if (const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); rc != 0)
+    rtx::throw_env("cannot bind " + addr + ": " + ::gai_strerror(rc), "--host");
+  for (const addrinfo* r = res; r; r = r->ai_next) {
+    const int fd = ::socket(r->ai_family, r->ai_socktype | SOCK_CLOEXEC, r->ai_protocol);
+    if (fd < 0) {
+      err = errno;
+      continue;
+    }
+    int yes = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    const bool bound = ::bind(fd, r->ai_addr, r->ai_addrlen) == 0;
+    err = bound ? 0 : errno;
+    ::close(fd);
+    if (bound) break;
+  }
+  ::freeaddrinfo(res);
+  if (err == 0) throw fallback;
+  const std::string why = "cannot bind " + addr + ": " + std::strerror(err);
+  switch (err) {
+    case EADDRNOTAVAIL:
+      rtx::throw_env(why + " (not an address of this machine)", "--host",
+                     "bind one of this machine's addresses ('ip addr' lists them), 127.0.0.1, or 0.0.0.0 for all");
+    case EADDRINUSE:
+      rtx::throw_env(why + " (another process listens there)", "--port", "pick another --port, or stop the process holding it");
+    case EACCES:
+      rtx::throw_env(why + " (ports below 1024 need privileges)", "--port", "pick a --port of 1024 or above");
+    default:
+      rtx::throw_env(why, "--host", fallback.hint());
+  }
 }
 
 /// Refuses a --model that is a directory or not a regular file (a device, FIFO), which the
@@ -427,7 +478,13 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
     sc.shutdown_deadline_s = a->shutdown_deadline_s;
     Server server(Engine{model.get(), &sched, "main"},
                   Engine{canary_model.get(), canary_sched.get(), "canary"}, sc);
-    const int port = server.bind();
+    int port = 0;
+    try {
+      port = server.bind();
+    } catch (const rtx::Error& e) {
+      if (e.category() != rtx::ErrorCategory::Environment) throw;
+      throw_bind_error(a->host, a->port, e);
+    }
     const ModelInfo& mi = model->info();
     if (!common.quiet)
       std::fprintf(stderr,

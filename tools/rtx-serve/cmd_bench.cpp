@@ -49,19 +49,6 @@ struct BenchArgs {
   CLI::Option* api_key_opt = nullptr;
 };
 
-/// Refuses an API key that would send requests without authentication (empty) or that cannot
-/// be sent (whitespace, which the server trims, or a control byte in an Authorization header),
-/// as `rtx-serve run` refuses one: a usage error (exit 2) naming `where` (the flag or variable).
-void check_api_key(const std::string& key, const std::string& where, const char* how_to_omit) {
-  if (key.empty())
-    rtx::throw_usage(std::string("empty API key: requests would be sent without one; ") + how_to_omit, where);
-  for (const char c : key)
-    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
-      rtx::throw_usage("the API key has whitespace or a control byte, which a client cannot send in an Authorization "
-                       "header",
-                       where, "use printable ASCII without spaces");
-}
-
 /// rtx::serve::validate with its errors naming the flag ("--max-tokens"), not the LoadConfig
 /// field ("rtx::serve::LoadConfig.max_tokens"), as `run` does for the scheduler's keys. A run
 /// without an end (-n and --duration both 0) says which of the two was given as 0.
@@ -130,10 +117,10 @@ Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
   return [a, &common, &s]() -> int {
     auto& cfg = a->cfg;
     if (a->api_key_opt->count() > 0) {
-      check_api_key(cfg.api_key, "--api-key", "leave out --api-key to send none");
+      check_api_key(cfg.api_key, "--api-key", "requests would be sent without one", "leave out --api-key to send none");
     } else if (const char* k = std::getenv("RTX_API_KEY")) {
       cfg.api_key = k;
-      check_api_key(cfg.api_key, "RTX_API_KEY", "unset RTX_API_KEY to send none");
+      check_api_key(cfg.api_key, "RTX_API_KEY", "requests would be sent without one", "unset RTX_API_KEY to send none");
     }
     cfg.ignore_eos = !a->no_ignore_eos;
     const CLI::App* parent = s.get_parent();

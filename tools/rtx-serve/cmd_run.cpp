@@ -62,17 +62,6 @@ struct RunArgs {
   CLI::Option* api_key_flag = nullptr;
 };
 
-/// Refuses an API key that would disable authentication (empty) or could never be matched
-/// (cpp-httplib trims a header's surrounding whitespace; control bytes cannot be sent).
-void check_api_key(const std::string& key, const std::string& where, const char* how_to_omit) {
-  if (key.empty()) rtx::throw_usage(std::string("empty API key: it would turn authentication off; ") + how_to_omit, where);
-  for (const char c : key)
-    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
-      rtx::throw_usage("the API key has whitespace or a control byte, which a client cannot send in an Authorization "
-                       "header",
-                       where, "use printable ASCII without spaces");
-}
-
 /// Refuses a --host that does not parse as an address or resolve as a name (bind() would only
 /// say "in use, or not permitted").
 void check_host(const std::string& host) {
@@ -387,10 +376,10 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
       if (opt->count() > 0 && opt->as<std::string>().find_first_not_of(" \t") == std::string::npos)
         rtx::throw_usage("is empty (or blank); leave the flag out for its default", opt->get_name());
     if (a->api_key_flag->count() > 0) {
-      check_api_key(a->api_key, "--api-key", "leave out --api-key to run without one");
+      check_api_key(a->api_key, "--api-key", "it would turn authentication off", "leave out --api-key to run without one");
     } else if (const char* k = std::getenv("RTX_API_KEY")) {
       a->api_key = k;
-      check_api_key(a->api_key, "RTX_API_KEY", "unset RTX_API_KEY to run without one");
+      check_api_key(a->api_key, "RTX_API_KEY", "it would turn authentication off", "unset RTX_API_KEY to run without one");
     }
     if (a->port < 0 || a->port > 65535) rtx::throw_usage("must be in [0, 65535]", "--port");
     if (a->threads < 0) rtx::throw_usage("must be >= 0", "--threads");

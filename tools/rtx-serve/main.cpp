@@ -13,6 +13,6 @@ int main(int argc, char** argv) {
   subs.add("bench", "Load-test an OpenAI-compatible server: TTFT, TPOT, ITL percentiles and tokens/s",
            [&](CLI::App& s) { return rtx_serve::add_bench(s, common); });
   app.footer("Exit codes: 0 ok (run: after a graceful shutdown on SIGTERM/SIGINT); 2 usage or input error\n"
-             "(bad flag, unreadable model); 3 environment (port in use); 4 internal error.");
+             "(bad flag, unreadable model); 3 environment (port in use, an address not on this machine); 4 internal error.");
   return rtx::cli::run_tool(app, argc, argv, common, [&]() { return subs.run(); });
 }

@@ -24,6 +24,15 @@ namespace {
 
 std::string serve() { return rtx::test::tool_path("rtx-serve"); }
 
+/// `err` without the busy-host warning, which a loaded test machine (ctest -j) may add before
+/// the run: "rtx-serve bench: warning: before any request was sent, 1-minute load average ...".
+std::string without_busy_warning(const std::string& err) {
+  const std::string head = "rtx-serve bench: warning: before any request was sent, 1-minute load average ";
+  if (err.rfind(head, 0) != 0) return err;
+  const size_t nl = err.find('\n');
+  return nl == std::string::npos ? std::string() : err.substr(nl + 1);
+}
+
 /// A loopback server that answers every completion request with rtx-serve's 400 for a prompt
 /// longer than the context.
 struct RefusingServer {
@@ -115,7 +124,7 @@ TEST_CASE("rtx-serve bench: a server that never answers is reported as a timeout
   CHECK(p.exit_code == 1);
   const std::string want = "timeout: no answer from 127.0.0.1:" + std::to_string(srv.port) +
                            "/v1/completions within 1.5 s (--timeout)";
-  CHECK(p.err == "rtx-serve bench: error: no request succeeded (2 failed): " + want + "\n");
+  CHECK(without_busy_warning(p.err) == "rtx-serve bench: error: no request succeeded (2 failed): " + want + "\n");
   CHECK_THAT(p.out, Catch::Contains("2 x transport_error (first: request ") && Catch::Contains(want));
   CHECK_THAT(p.out + p.err, !Catch::Contains("(Read)") && !Catch::Contains("1.500000"));
 }
@@ -170,13 +179,25 @@ TEST_CASE("rtx-serve bench: when every request fails, the reason is in the summa
   CHECK(at < p.out.find("Time to First Token"));
   CHECK_THAT(p.out.substr(at), Catch::Contains("\nAll 3 requests failed: the latency figures below are empty.\n"
                                                "3 x http_error (first: request 0): " + reason + "\n"));
-  CHECK(p.err == "rtx-serve bench: error: no request succeeded (3 failed): " + reason + "\n");
+  CHECK(without_busy_warning(p.err) == "rtx-serve bench: error: no request succeeded (3 failed): " + reason + "\n");
   // The artifact keeps "errors" (counts per status) and adds the groups with their message.
   std::ifstream f(dir + "/b.json");
   const json doc = json::parse(f);
   CHECK(doc["completed"] == 0);
   CHECK(doc["failed"] == 3);
   CHECK(doc["errors"] == json({{"http_error", 3}}));
+  // The host's state around the run; only the start is judged (a warning on stderr).
+  INFO(doc["host"].dump());
+  CHECK(doc["host"]["load1_start"].get<double>() >= 0);
+  CHECK(doc["host"]["load1_end"].get<double>() >= 0);
+  const bool busy = doc["host"]["busy_at_start"].get<bool>();
+  CHECK(doc["host"].contains("warning") == busy);
+  CHECK((p.err.find("; if the server runs on this host, its latencies are not comparable\n") != std::string::npos) ==
+        busy);
+  if (std::ifstream("/proc/pressure/cpu").good()) {
+    CHECK(doc["host"]["psi_cpu_some_share"].get<double>() >= 0);
+    CHECK(doc["host"]["psi_cpu_some_share"].get<double>() <= 2.0);  // system-wide "some": at most ~1 (+ read skew)
+  }
   REQUIRE(doc["failures"].size() == 1);
   CHECK(doc["failures"][0] == json({{"count", 3}, {"status", "http_error"}, {"http_status", 400}, {"error", reason},
                                     {"first_request", 0}}));

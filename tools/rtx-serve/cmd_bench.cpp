@@ -11,11 +11,13 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "rtx/app/bench.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/io/artifact.hpp"
 #include "rtx/io/atomic_file.hpp"
 #include "rtx/serve/loadgen.hpp"
 #include "rtx/serve/text.hpp"
+#include "rtx/telemetry/hwprofile.hpp"
 
 namespace rtx_serve {
 
@@ -182,6 +184,13 @@ Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
                          "give a path in a writable directory");
       }
     }
+    // Other work on this host before any load is sent (a server on this host shares its CPUs
+    // with the clients, so the load the bench itself makes is not counted against it).
+    const std::string busy = rtx::telemetry::busy_host_warning(rtx::telemetry::hardware_profile());
+    const rtx::app::bench::HostSample host_start = rtx::app::bench::sample_host();
+    if (!busy.empty() && !common.quiet)
+      std::cerr << "rtx-serve bench: warning: before any request was sent, " << busy
+                << "; if the server runs on this host, its latencies are not comparable\n";
     if (a->warmup > 0) {
       rtx::serve::LoadConfig w = cfg;
       w.concurrency = 1;
@@ -201,7 +210,15 @@ Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
     cfg.interrupt = &g_interrupted;
     const rtx::serve::LoadReport report = rtx::serve::run_load(cfg);
     sigaction(SIGINT, &old_sa, nullptr);
-    const nlohmann::json doc = rtx::serve::to_json(report, a->with_requests);
+    const rtx::app::bench::HostSample host_end = rtx::app::bench::sample_host();
+    nlohmann::json doc = rtx::serve::to_json(report, a->with_requests);
+    // Recorded, not judged: the clients (and a server on this host) load the CPUs themselves.
+    nlohmann::json host = {{"load1_start", host_start.load1}, {"load1_end", host_end.load1}, {"busy_at_start", !busy.empty()}};
+    if (!busy.empty()) host["warning"] = busy;
+    if (host_start.psi_valid && host_end.psi_valid && host_end.wall_s > host_start.wall_s)
+      host["psi_cpu_some_share"] = static_cast<double>(host_end.psi_some_total_us - host_start.psi_some_total_us) / 1e6 /
+                                   (host_end.wall_s - host_start.wall_s);
+    doc["host"] = host;
     if (!a->out_path.empty() && !(common.json && a->out_path == "-")) rtx::io::write_artifact(a->out_path, doc);
     if (common.json) {
       std::cout << doc.dump(2) << "\n";

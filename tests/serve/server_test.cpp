@@ -1207,6 +1207,8 @@ TEST_CASE("serve: an HTTP/1.1 request needs one valid Host (RFC 9112 3.2); HTTP/
       "GET /health HTTP/1.1\r\nHost: [v1.fe:80]\r\nConnection: close\r\n\r\n",
       "GET /health HTTP/1.1\r\nHost: my-host.example_1.~%41\r\nConnection: close\r\n\r\n",
       "GET /health HTTP/1.1\r\nHost: x:\r\nConnection: close\r\n\r\n",  // port = *DIGIT (RFC 3986 3.2.3)
+      // Empty lines before the request line are skipped (RFC 9112 2.2).
+      "\r\n\r\n\nGET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
   };
   for (const auto& req : accepted) {
     RawConn conn(s.port);
@@ -1215,6 +1217,16 @@ TEST_CASE("serve: an HTTP/1.1 request needs one valid Host (RFC 9112 3.2); HTTP/
     INFO(req << "\n -> " << r.substr(0, 400));
     CHECK(r.rfind("HTTP/1.1 200 ", 0) == 0);
     CHECK(body_of(r) == json{{"status", "ok"}});
+  }
+  {  // ... also between two requests on one keep-alive connection
+    RawConn conn(s.port);
+    conn.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    const std::string r = conn.read_all(5);
+    INFO(r.substr(0, 800));
+    size_t ok = 0;
+    for (size_t at = r.find("HTTP/1.1 200 "); at != std::string::npos; at = r.find("HTTP/1.1 200 ", at + 1)) ++ok;
+    CHECK(ok == 2);
+    CHECK(r.find("HTTP/1.1 400") == std::string::npos);
   }
 }
 

@@ -329,6 +329,12 @@ class GuardStream final : public httplib::Stream {
     }
     // A whole line, its LF not in line_.
     if (header_lines_ == 0) {
+      // Empty lines before the request line are skipped, as RFC 9112 2.2 says a server SHOULD
+      // (a client may send a CRLF after a POST body); they still count against the byte limit.
+      if (line_.empty() || line_ == "\r") {
+        line_.clear();
+        return true;
+      }
       if (!request_line()) return false;
     } else if (line_ == "\r") {  // the end of the headers (not counted as a line)
       in_headers_ = false;

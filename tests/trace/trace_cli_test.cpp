@@ -182,7 +182,7 @@ TEST_CASE("rtx-trace stats, merge and validate on the hand-written sample", "[cp
   CHECK_THAT(h.out, Catch::Contains("self    exclusive: duration minus the time covered by direct children"));
   const auto j = run(trace_bin() + " stats --json " + sample());
   REQUIRE(j.exit_code == 0);
-  CHECK(nlohmann::json::parse(j.out)["schema"] == "rtx.trace_stats.v1");
+  CHECK(nlohmann::json::parse(j.out)["schema"] == "rtx.trace_stats.v2");
   const auto m = run(trace_bin() + " merge " + sample() + " " + sample() + " -o " + dir + "/m.json");
   REQUIRE(m.exit_code == 0);
   CHECK(run(trace_bin() + " validate " + dir + "/m.json").exit_code == 0);

@@ -231,7 +231,7 @@ nlohmann::json stats_json(const TraceStats& s, size_t top) {
     }
     groups.push_back({{"category", g.category}, {"total_ns", g.total_us * 1e3}, {"names", g.rows.size()}, {"rows", rows}});
   }
-  return {{"schema", "rtx.trace_stats.v1"}, {"file", s.file}, {"events", s.events}, {"unmatched_be", s.unmatched},
+  return {{"schema", "rtx.trace_stats.v2"}, {"file", s.file}, {"events", s.events}, {"unmatched_be", s.unmatched},
           {"groups", groups}};
 }
 

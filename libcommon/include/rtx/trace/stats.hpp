@@ -62,9 +62,11 @@ std::string stats_table(const TraceStats& s, size_t top);
 /// CSV: category,name,count,total_ns,mean_ns,min_ns,max_ns,stddev_ns,share,self_ns (all rows;
 /// self_ns last so that readers of the older columns keep working).
 std::string stats_csv(const TraceStats& s);
-/// {"schema":"rtx.trace_stats.v1","file","events","unmatched_be","groups":[{"category",
+/// {"schema":"rtx.trace_stats.v2","file","events","unmatched_be","groups":[{"category",
 /// "total_ns" (sum of self_ns), "names","rows":[{"name","count","total_ns","self_ns",
 /// "mean_ns","min_ns","max_ns","stddev_ns","share"}]}]}; top `top` rows per group (0 = all).
+/// v2 (2026-12): the group's total_ns and each share come from self time; v1 summed the
+/// inclusive durations, counting nested spans twice.
 nlohmann::json stats_json(const TraceStats& s, size_t top);
 
 }  // namespace rtx::trace

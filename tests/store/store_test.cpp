@@ -170,8 +170,13 @@ TEST_CASE("store: read_only opens an existing store without writing; missing and
     s.put_doctor_report(0, "{\"schema\":\"rtx.doctor.v1\",\"n\":7}");
   }
   const std::string before = slurp(path);
+  REQUIRE_FALSE(std::filesystem::exists(path + "-wal"));  // the writer's close checkpointed it
   {
     Store s(path, ro);
+    // Opened immutable: no -wal or -shm appears beside the store (a 0444 -shm would break
+    // the next writer).
+    CHECK_FALSE(std::filesystem::exists(path + "-wal"));
+    CHECK_FALSE(std::filesystem::exists(path + "-shm"));
     CHECK(s.schema_version() == Store::latest_schema_version());
     CHECK(s.latest_doctor_report() == std::string("{\"schema\":\"rtx.doctor.v1\",\"n\":7}"));
     try {
@@ -182,6 +187,23 @@ TEST_CASE("store: read_only opens an existing store without writing; missing and
     }
   }
   CHECK(slurp(path) == before);
+  CHECK_FALSE(std::filesystem::exists(path + "-shm"));
+  {  // URI-special characters in the path are encoded, not read as URI syntax.
+    const std::string odd = dir + "/a?b#c%41 d.db";
+    {
+      Store w(odd);
+      w.put_doctor_report(0, "{\"n\":3}");
+    }
+    Store r(odd, ro);
+    CHECK(r.latest_doctor_report() == std::string("{\"n\":3}"));
+  }
+  {  // With a -wal beside it (a writer is open), a reader still sees the writer's pages.
+    Store w(path);
+    w.put_doctor_report(0, "{\"schema\":\"rtx.doctor.v1\",\"n\":8}");
+    REQUIRE(std::filesystem::exists(path + "-wal"));
+    Store r(path, ro);
+    CHECK(r.latest_doctor_report() == std::string("{\"schema\":\"rtx.doctor.v1\",\"n\":8}"));
+  }
 
   try {
     Store s(dir + "/missing/rtx.db", ro);

@@ -57,6 +57,24 @@ void make_parent_dir(const std::string& path) {
 // SQLite treats a file shorter than one page as an empty database and would overwrite it,
 // so check the 100-byte header ourselves: magic string, page size, whole pages.
 // (An empty file is a new store; in WAL mode its pages may still be in the -wal file.)
+/// `path` as the path part of an SQLite URI filename (https://sqlite.org/uri.html): '%', '?'
+/// and '#' and bytes outside printable ASCII percent-encoded.
+std::string uri_path(const std::string& path) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (const char ch : path) {
+    const unsigned char u = static_cast<unsigned char>(ch);
+    if (u <= 0x20 || u >= 0x7f || ch == '%' || ch == '?' || ch == '#') {
+      out += '%';
+      out += hex[u >> 4];
+      out += hex[u & 15];
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 void check_header(const std::string& path) {
   std::error_code ec;
   const auto size = fs::file_size(path, ec);
@@ -148,9 +166,20 @@ Store::Store(const std::string& path, const StoreOptions& options) {
     check_header(path);
   }
 
-  const int flags = options.read_only ? SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX
-                                      : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
-  const int rc = sqlite3_open_v2(path.c_str(), &c->db, flags, nullptr);
+  int flags = options.read_only ? SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX
+                                : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  std::string name = path;
+  std::error_code wal_ec;
+  if (options.read_only && !is_memory(path) && !fs::exists(path + "-wal", wal_ec)) {
+    // No -wal file: no connection is open (the last close checkpointed everything into the
+    // main file), so it is opened immutable (SQLite URI parameter `immutable=1`): a plain
+    // read-only open of a WAL store would create -wal and -shm beside it (with the file's
+    // mode: a 0444 -shm then breaks later writers) and fails in a read-only directory. With
+    // a -wal present a writer may be live, and the normal read-only open sees its pages.
+    name = "file:" + uri_path(path) + "?immutable=1";
+    flags |= SQLITE_OPEN_URI;
+  }
+  const int rc = sqlite3_open_v2(name.c_str(), &c->db, flags, nullptr);
   if (rc != SQLITE_OK) {
     if (!c->db) throw Error(ErrorCategory::Environment, "cannot open store: out of memory", path);
     RTX_SQLITE_CHECK(c.get(), rc, "open");

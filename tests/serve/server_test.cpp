@@ -1230,6 +1230,51 @@ TEST_CASE("serve: an HTTP/1.1 request needs one valid Host (RFC 9112 3.2); HTTP/
   }
 }
 
+TEST_CASE("serve: a request line is method SP target SP version: other spacing is 400, never served unchecked",
+          "[cpu][serve]") {
+  Running s;
+  // cpp-httplib splits on runs of whitespace; the guard reads exactly two single spaces, so
+  // these would have been served with the Host / target / framing checks skipped.
+  const std::vector<std::string> refused = {
+      "GET  /health HTTP/1.1\r\n\r\n",                          // no Host, doubled space
+      "GET /health  HTTP/1.1\r\n\r\n",
+      "GET /health HTTP/1.1 \r\n\r\n",                          // trailing space
+      "GET\t/health HTTP/1.1\r\nHost: x\r\n\r\n",              // tab
+      " GET /health HTTP/1.1\r\nHost: x\r\n\r\n",               // leading space
+      "OPTIONS * HTTP/1.1 \r\nHost: x\r\n\r\n",
+      "GET  http://localhost/health HTTP/1.1\r\nHost: x\r\n\r\n",
+      "POST /v1/completions HTTP/1.0 \r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+      "GARBAGE\r\n\r\n",
+  };
+  for (const auto& req : refused) {
+    RawConn conn(s.port);
+    conn.send(req);
+    const std::string r = conn.read_all(5);
+    INFO(req << "\n -> " << r.substr(0, 400));
+    check_refusal(r, 400, "bad_request", "malformed request line");
+  }
+  {
+    RawConn conn(s.port);
+    conn.send("GET /health HTTP/1.1\nHost: x\r\n\r\n");
+    check_refusal(conn.read_all(5), 400, "bad_request", "the request line ends in a bare LF");
+  }
+  {  // a HEAD refused on its request line gets no content (RFC 9110 9.3.2)
+    RawConn conn(s.port);
+    conn.send("HEAD * HTTP/1.1\r\nHost: x\r\n\r\n");
+    const std::string r = conn.read_all(5);
+    INFO(r);
+    CHECK(r.rfind("HTTP/1.1 400 ", 0) == 0);
+    REQUIRE(r.find("\r\n\r\n") != std::string::npos);
+    CHECK(r.substr(r.find("\r\n\r\n") + 4).empty());
+  }
+  // Each counted under bad_request.
+  RawConn m(s.port);
+  m.send("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  const std::string metrics = m.read_all(5);
+  CHECK_THAT(metrics, Catch::Contains("rtx_http_refused_total{reason=\"bad_request\"} " +
+                                      std::to_string(refused.size() + 2) + "\n"));
+}
+
 TEST_CASE("serve: absolute-form targets are routed by their path; CONNECT, OPTIONS * and other forms get 501 or 400",
           "[cpu][serve]") {
   Running s;

@@ -359,7 +359,20 @@ class GuardStream final : public httplib::Stream {
     const size_t sp1 = l.find(' ');
     const size_t sp2 = sp1 == std::string_view::npos ? sp1 : l.find(' ', sp1 + 1);
     method_ = std::string(l.substr(0, std::min(sp1, l.size())));
-    if (sp2 == std::string_view::npos) return true;
+    // request-line = method SP request-target SP HTTP-version (RFC 9112 3): exactly two single
+    // spaces. cpp-httplib splits on runs of whitespace, so a line with doubled or trailing
+    // spaces or tabs would be served with the checks below skipped (Host, request-target
+    // forms, Transfer-Encoding on HTTP/1.0 read the version from this split).
+    const bool three_parts = sp1 != std::string_view::npos && sp1 > 0 && sp2 != std::string_view::npos &&
+                             sp2 > sp1 + 1 && sp2 + 1 < l.size() &&
+                             l.find_first_of(" \t", sp2 + 1) == std::string_view::npos &&
+                             l.find('\t') == std::string_view::npos;
+    if (!three_parts)
+      return refuse(GuardRefusal::BadRequest, "malformed request line '" + shown(l) +
+                                                  "': send the method, one space, the target, one space and "
+                                                  "HTTP/1.1 (RFC 9112 3)");
+    if (line_.back() != '\r')
+      return refuse(GuardRefusal::BadRequest, "the request line ends in a bare LF; lines end in CRLF (RFC 9112 2.2)");
     target_ = std::string(l.substr(sp1 + 1, sp2 - sp1 - 1));
     const std::string_view version = l.substr(sp2 + 1);
     http10_ = version == "HTTP/1.0";
@@ -793,7 +806,10 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
       const std::string head = "HTTP/1.1 " + std::to_string(a.status) + " " + reason_phrase(a.status) +
                                "\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
                                std::to_string(body.size()) + "\r\n\r\n";
-      strm.write((head + body).data(), head.size() + body.size());
+      // A response to HEAD has no content (RFC 9110 9.3.2); its Content-Length still says what
+      // a GET would get.
+      const std::string out = strm.method() == "HEAD" ? head : head + body;
+      strm.write(out.data(), out.size());
       if (logger_) {
         httplib::Request req;
         req.remote_addr = t_peer;

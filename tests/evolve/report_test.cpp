@@ -217,16 +217,24 @@ TEST_CASE("report: an undecided performance gate is told apart from a failure", 
   GateResult borderline = perf(false, 0.09, 0.02, 0.16, "CI straddles +10.0% (still borderline after re-measuring)");
   borderline.detail["undecided"] = true;
   record_gates(st, und.id, 0, {ok("safety"), borderline});
+  // Undecided performance, but the memory gate failed: a failure, and memory is the reason.
+  Proposal mem = make("memory", "memory|SKU-A", "SKU-A", "failed");
+  insert_proposal(st, mem, 0);
+  record_gates(st, mem.id, 0, {ok("safety"), borderline,
+                               GateResult{"memory", false, "peak_reserved_bytes", 2e6, 1e6,
+                                          {{"reason", "no reduction of peak or fragmentation"}}}});
 
   const json rows = status_report(st, 10)["proposals"];
-  REQUIRE(rows.size() == 2);
-  CHECK_FALSE(failed_undecided_only(rows[1]["gates"]));  // newest first: #2 undecided, #1 decided
-  CHECK(failed_undecided_only(rows[0]["gates"]));
+  REQUIRE(rows.size() == 3);
+  CHECK_FALSE(failed_undecided_only(rows[0]["gates"]));  // newest first: #3 memory, #2 undecided, #1 decided
+  CHECK_FALSE(failed_undecided_only(rows[2]["gates"]));
+  CHECK(failed_undecided_only(rows[1]["gates"]));
   CHECK_FALSE(failed_undecided_only(json::array()));
   const std::string text = format_report(status_report(st, 10), "text");
   INFO(text);
-  CHECK_THAT(text, Catch::Contains("2 failed (1 undecided)"));
-  CHECK_THAT(text, Catch::Contains("Failed (not retried on this SKU):\n  #1 performance: slower: CI below 0\n"));
+  CHECK_THAT(text, Catch::Contains("3 failed (1 undecided)"));
+  CHECK_THAT(text, Catch::Contains("Failed (not retried on this SKU):\n  #3 memory: no reduction of peak or "
+                                   "fragmentation\n  #1 performance: slower: CI below 0\n"));
   CHECK_THAT(text, Catch::Contains("Undecided (not promoted; this host's noise hid the effect; a later run proposes "
                                    "them again):\n  #2 performance: CI straddles"));
   CHECK(status_report(st, 10)["summary"]["undecided"] == 1);
@@ -235,11 +243,13 @@ TEST_CASE("report: an undecided performance gate is told apart from a failure", 
   for (const auto& p : r["queue"]["proposals"]) {
     const std::string action = p["action"];
     if (p["id"] == 1) CHECK_THAT(action, Catch::Contains("not retried on this SKU"));
+    if (p["id"] == 3) CHECK_THAT(action, Catch::StartsWith("none: failed memory: no reduction of peak"));
     if (p["id"] == 2) CHECK_THAT(action, Catch::StartsWith("none now: undecided performance") && Catch::Contains("a later run proposes it again"));
   }
   // The prior that keeps a failure from being proposed again ignores the undecided one.
   CHECK(failed_before(st, dec.fingerprint, "SKU-A"));
   CHECK_FALSE(failed_before(st, und.fingerprint, "SKU-A"));
+  CHECK(failed_before(st, mem.fingerprint, "SKU-A"));
 }
 
 TEST_CASE("report: --since and --limit", "[cpu]") {

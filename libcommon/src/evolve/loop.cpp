@@ -818,14 +818,19 @@ std::string format_report(const json& r, const std::string& format) {
           break;
         }
     } else if (st == "failed") {
+      // The gate that decided: the first failed one that is not an undecided performance gate
+      // (a memory or held-out failure next to an undecided performance gate is the reason).
       std::string why;
-      for (const auto& g : p["gates"])
-        if (!g["passed"].get<bool>()) {
-          why = g["gate"].get<std::string>() + ": " + g.value("reason", std::string());
-          if (g["gate"] == "safety" && g.value("reason", std::string()).empty() && g["detail"].contains("failures"))
-            why += g["detail"]["failures"].dump();
-          break;
-        }
+      for (const auto& g : p["gates"]) {
+        if (g["passed"].get<bool>() || g["gate"] == "approval") continue;
+        const bool undecided_perf = g["gate"] == "performance" && g.contains("detail") && g["detail"].is_object() &&
+                                    g["detail"].value("undecided", false);
+        if (undecided_perf && !why.empty()) continue;
+        why = g["gate"].get<std::string>() + ": " + g.value("reason", std::string());
+        if (g["gate"] == "safety" && g.value("reason", std::string()).empty() && g["detail"].contains("failures"))
+          why += g["detail"]["failures"].dump();
+        if (!undecided_perf) break;
+      }
       failed.push_back("#" + id + " " + why);
     }
   }

@@ -212,6 +212,7 @@ json build_report(store::Store& st, const ReportOptions& o) {
     // Numbers of the performance verdict as JSON (null when absent).
     json improvement, ci_lo, ci_hi, threshold;
     std::string failed_why;
+    bool failed_why_undecided = false;
     json gate_rows = json::array();
     for (const auto& g : gates) {
       const std::string reason = gate_reason_text(g.gate, g.passed, g.detail);  // reason, else detail.failures, ...
@@ -225,7 +226,12 @@ json build_report(store::Store& st, const ReportOptions& o) {
           const std::string r = reason.empty() ? "(no reason recorded)" : reason;
           auto& rc = reasons[{g.gate, reason_class(r)}];
           if (rc.count++ == 0) rc.example = r;
-          if (failed_why.empty()) failed_why = g.gate + (reason.empty() ? "" : ": " + reason);
+          // The deciding gate: the first failed one that is not an undecided performance gate.
+          const bool undecided_perf = g.gate == "performance" && g.detail.is_object() && g.detail.value("undecided", false);
+          if (failed_why.empty() || (failed_why_undecided && !undecided_perf)) {
+            failed_why = g.gate + (reason.empty() ? "" : ": " + reason);
+            failed_why_undecided = undecided_perf;
+          }
         }
       }
       if (g.gate == "performance") {

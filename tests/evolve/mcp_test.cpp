@@ -295,6 +295,22 @@ TEST_CASE("evolve mcp: older revisions are echoed and served as they define", "[
     CHECK(r[3]["result"]["isError"] == false);
     CHECK_FALSE(r[3]["result"].contains("structuredContent"));
     CHECK(srv.protocol_version() == "2025-03-26");
+    // At most kMcpMaxBatch messages; an initialize notification in a batch gets no reply.
+    const auto pings = [](size_t n) {
+      std::string b = "[";
+      for (size_t i = 0; i < n; ++i) b += (i ? "," : "") + req(i, "ping");
+      return b + "]";
+    };
+    const auto big = session(srv, {pings(rtx::evolve::kMcpMaxBatch + 1),
+                                   R"([{"jsonrpc":"2.0","method":"initialize","params":{}}])",
+                                   pings(rtx::evolve::kMcpMaxBatch)});
+    INFO(big.back().dump().substr(0, 300));
+    REQUIRE(big.size() == 2);
+    CHECK(error_code(big[0]) == -32600);
+    CHECK_THAT(big[0]["error"]["message"].get<std::string>(), Catch::Contains("a batch of 1001 messages; at most 1000"));
+    REQUIRE(big[1].is_array());
+    CHECK(big[1].size() == rtx::evolve::kMcpMaxBatch);
+    CHECK(big[1].back()["result"] == json::object());
   }
   // The current revision keeps its additions and refuses batches.
   {

@@ -506,13 +506,19 @@ std::optional<json> McpServer::handle(const json& msg) {
                            std::string(initialized_ ? " in MCP " + protocol_version_ : " before 'initialize'") +
                            " (only 2025-03-26 has them); send one message per line");
     if (msg.empty()) return rpc_error(nullptr, kInvalidRequest, "invalid request: an empty batch");
+    // Replies can be ~100x the request ([1,1,...] is 2 bytes an element, each answered by a
+    // ~120-byte error): a bound keeps a 16 MiB line from becoming a 1 GB reply.
+    if (msg.size() > kMcpMaxBatch)
+      return rpc_error(nullptr, kInvalidRequest,
+                       "invalid request: a batch of " + std::to_string(msg.size()) + " messages; at most " +
+                           std::to_string(kMcpMaxBatch) + " per batch");
     json replies = json::array();
     for (const json& m : msg) {
       if (m.is_array()) {
         replies.push_back(rpc_error(nullptr, kInvalidRequest, "invalid request: a batch inside a batch"));
         continue;
       }
-      if (m.is_object() && m.value("method", json()) == "initialize") {
+      if (m.is_object() && m.value("method", json()) == "initialize" && m.contains("id")) {
         replies.push_back(rpc_error(m.contains("id") && valid_id(m["id"]) ? m["id"] : json(nullptr), kInvalidRequest,
                                     "invalid request: 'initialize' must not be part of a JSON-RPC batch"));
         continue;

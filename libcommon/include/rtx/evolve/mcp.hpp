@@ -30,6 +30,8 @@ bool mcp_has_structured_output(const std::string& version);
 /// Whether revision `version` has JSON-RPC batches (an array of requests and notifications
 /// on one line, answered by one array): only 2025-03-26, which says servers MUST accept them.
 bool mcp_accepts_batches(const std::string& version);
+/// Most messages in one batch; a longer batch is answered by one kInvalidRequest error.
+inline constexpr size_t kMcpMaxBatch = 1000;
 
 /// JSON-RPC 2.0 error codes (https://www.jsonrpc.org/specification#error_object).
 enum McpErrorCode : int {

@@ -418,6 +418,42 @@ TEST_CASE("stats of the sample: per category, count/total/mean/min/max/share", "
   CHECK_THAT(stats_table(s, 1), Catch::Contains("more (use --top 0)"));
 }
 
+TEST_CASE("stats: out-of-range, missing or negative times are input errors naming the event", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir();
+  struct Case {
+    const char* events;
+    const char* says;
+  };
+  const Case bad[] = {
+      {R"({"name":"a","ph":"X","ts":1,"dur":1e308,"pid":1,"tid":1})", "event #0 has a duration out of range"},
+      {R"({"name":"a","ph":"X","ts":-2e15,"dur":1,"pid":1,"tid":1})", "event #0 has a timestamp out of range"},
+      {R"({"name":"a","ph":"X","ts":1,"dur":-5,"pid":1,"tid":1})", "has a negative \"dur\" (-5.000000 us)"},
+      {R"({"name":"a","ph":"X","ts":1,"pid":1,"tid":1})", "event #0 (ph X \"a\") has no \"dur\""},
+      {R"({"name":"a","ph":"B","ts":5,"pid":1,"tid":1},{"name":"a","ph":"E","ts":4,"pid":1,"tid":1})",
+       "event #1 (ph E) ends at 4.000000 us, before its B event #0 began"},
+  };
+  int i = 0;
+  for (const auto& c : bad) {
+    const std::string f = dir + "/bad" + std::to_string(i++) + ".json";
+    write_file(f, std::string(R"({"traceEvents":[)") + c.events + "]}");
+    INFO(c.events);
+    CHECK_THROWS_WITH(compute_stats(f), Catch::Contains(c.says) && Catch::Contains(f));
+  }
+  // A B never closed is counted in unmatched_be and makes no row; JSON times are whole ns.
+  const std::string f = dir + "/open.json";
+  write_file(f, R"({"traceEvents":[{"name":"never","ph":"B","ts":1,"pid":1,"tid":1},)"
+                R"({"name":"x","ph":"X","ts":1,"dur":0.3334,"pid":1,"tid":1},{"name":"x","ph":"X","ts":2,"dur":0.3333,"pid":1,"tid":1}]})");
+  const TraceStats st = compute_stats(f);
+  CHECK(st.unmatched == 1);
+  REQUIRE(st.groups.size() == 1);
+  REQUIRE(st.groups[0].rows.size() == 1);
+  CHECK(st.groups[0].rows[0].name == "x");
+  const nlohmann::json j = stats_json(st, 0);
+  CHECK(j["groups"][0]["rows"][0]["total_ns"] == 666);  // 333 + 333: each slice to whole ns first
+  CHECK(j["groups"][0]["rows"][0]["self_ns"] == 666);
+  CHECK(j["groups"][0]["total_ns"] == 666);
+}
+
 TEST_CASE("merge puts each input process on its own track, flows kept paired", "[cpu]") {
   const std::string dir = rtx::test::temp_dir();
   const auto r = merge_traces({sample(), sample()}, dir + "/m.json.gz");

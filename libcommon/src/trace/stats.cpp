@@ -10,6 +10,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "rtx/core/error.hpp"
 #include "rtx/trace/trace_event.hpp"
 
 namespace rtx::trace {
@@ -108,12 +109,20 @@ TraceStats compute_stats(const std::string& path) {
   };
   std::map<std::pair<int64_t, int64_t>, std::vector<OpenB>> open;
   std::map<std::pair<int64_t, int64_t>, std::vector<Slice>> slices;  // per (pid, tid)
-  // A slice whose start or duration cannot be nested counts its whole duration as self.
+  // Times outside +-1e15 us (31.7 years; rtx-flame's bound) or not finite are refused, naming
+  // the event, rather than summed into inf/nan totals.
   auto add_slice = [&](int64_t pid, int64_t tid, uint32_t key, double ts_us, double dur_us, uint64_t order) {
-    acc[key].add(dur_us);
     int64_t ts = 0, dur = 0;
-    if (to_ns(ts_us, ts) && to_ns(dur_us, dur)) slices[{pid, tid}].push_back({ts, dur, key, order});
-    else acc[key].self_ns += dur_us * 1e3;
+    const bool ts_ok = to_ns(ts_us, ts);
+    if (!ts_ok || !to_ns(dur_us, dur)) {
+      const double bad = ts_ok ? dur_us : ts_us;
+      throw_input("event #" + std::to_string(order) + (std::isnan(bad) ? std::string(" has no ") + (ts_ok ? "dur" : "ts")
+                                                                       : std::string(" has a ") + (ts_ok ? "duration" : "timestamp") +
+                                                                             " out of range (" + std::to_string(bad) + " us)"),
+                  path, "times and durations are microseconds within +-1e15 (31.7 years)");
+    }
+    acc[key].add(static_cast<double>(dur) / 1e3);  // the ns the self times are computed in
+    slices[{pid, tid}].push_back({ts, dur, key, order});
   };
   uint64_t index = 0;
   ReadOptions ro;
@@ -121,7 +130,12 @@ TraceStats compute_stats(const std::string& path) {
   TraceInfo info = read_trace(path, [&](Event&& e) {
     const uint64_t order = index++;
     if (e.ph == 'X') {
-      if (e.dur >= 0) add_slice(e.pid, e.tid, key_of(e.cat, e.name), e.ts, e.dur, order);
+      if (!(e.dur >= 0))  // the reader leaves -1 where an X event has no "dur"
+        throw_input("event #" + std::to_string(order) + " (ph X \"" + e.name.substr(0, 60) + "\") has " +
+                        (e.dur == -1 ? std::string("no \"dur\" (or dur -1)")
+                                     : "a negative \"dur\" (" + std::to_string(e.dur) + " us)"),
+                    path, "a complete event (ph X) lasts dur >= 0 microseconds");
+      add_slice(e.pid, e.tid, key_of(e.cat, e.name), e.ts, e.dur, order);
     } else if (e.ph == 'B') {
       open[{e.pid, e.tid}].push_back({key_of(e.cat, e.name), e.ts, order});
     } else if (e.ph == 'E') {
@@ -132,7 +146,11 @@ TraceStats compute_stats(const std::string& path) {
       }
       const OpenB b = v.back();
       v.pop_back();
-      add_slice(e.pid, e.tid, b.key, b.ts, std::max(0.0, e.ts - b.ts), b.order);
+      if (e.ts < b.ts)
+        throw_input("event #" + std::to_string(order) + " (ph E) ends at " + std::to_string(e.ts) +
+                        " us, before its B event #" + std::to_string(b.order) + " began (" + std::to_string(b.ts) + " us)",
+                    path, "an E event closes the latest open B of its thread and comes after it");
+      add_slice(e.pid, e.tid, b.key, b.ts, e.ts - b.ts, b.order);
     }
   }, ro);
   for (auto& [k, v] : open) st.unmatched += v.size();
@@ -144,6 +162,7 @@ TraceStats compute_stats(const std::string& path) {
     for (auto& [k, i] : keys) {
       if (k.first != g) continue;
       const Acc& a = acc[i];
+      if (a.n == 0) continue;  // a name only on B events never closed (counted in unmatched_be)
       StatRow r;
       r.name = k.second;
       r.count = a.n;
@@ -225,11 +244,14 @@ nlohmann::json stats_json(const TraceStats& s, size_t top) {
     size_t n = 0;
     for (const auto& r : g.rows) {
       if (top && n++ >= top) break;
-      rows.push_back({{"name", r.name}, {"count", r.count}, {"total_ns", r.total_us * 1e3}, {"self_ns", r.self_us * 1e3},
+      // Whole ns (the sums are float us): total_ns >= self_ns holds exactly as it does in fact.
+      rows.push_back({{"name", r.name}, {"count", r.count}, {"total_ns", std::llround(r.total_us * 1e3)},
+                      {"self_ns", std::llround(r.self_us * 1e3)},
                       {"mean_ns", r.mean_us * 1e3}, {"min_ns", r.min_us * 1e3}, {"max_ns", r.max_us * 1e3},
                       {"stddev_ns", r.stddev_us * 1e3}, {"share", r.share}});
     }
-    groups.push_back({{"category", g.category}, {"total_ns", g.total_us * 1e3}, {"names", g.rows.size()}, {"rows", rows}});
+    groups.push_back(
+        {{"category", g.category}, {"total_ns", std::llround(g.total_us * 1e3)}, {"names", g.rows.size()}, {"rows", rows}});
   }
   return {{"schema", "rtx.trace_stats.v2"}, {"file", s.file}, {"events", s.events}, {"unmatched_be", s.unmatched},
           {"groups", groups}};

@@ -1182,7 +1182,7 @@ TEST_CASE("serve: an HTTP/1.1 request needs one valid Host (RFC 9112 3.2); HTTP/
       {"GET /health HTTP/1.1\r\nConnection: close\r\n\r\n", "no Host header"},
       {"GET /health HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", "Host sent 2 times; send it once"},
       {"GET /health HTTP/1.0\r\nHost: a\r\nhost: b\r\n\r\n", "Host sent 2 times"},  // any version
-      {"GET /health HTTP/1.1\r\nHost: a b\r\n\r\n", "Host 'a b' is not a valid host[:port]: it has ' ', a byte"},
+      {"GET /health HTTP/1.1\r\nHost: a b\r\n\r\n", "Host 'a b' is not a valid host[:port] (RFC 9112 3.2, RFC 3986 3.2.2): it has ' ', a byte"},
       {"GET /health HTTP/1.1\r\nHost: user@a\r\n\r\n", "user information"},
       {"GET /health HTTP/1.1\r\nHost: a/b\r\n\r\n", "it has '/', a byte a host name cannot have"},
       {"GET /health HTTP/1.1\r\nHost: a:8o\r\n\r\n", "a port, '8o', that is not a number"},
@@ -1217,6 +1217,9 @@ TEST_CASE("serve: an HTTP/1.1 request needs one valid Host (RFC 9112 3.2); HTTP/
     INFO(req << "\n -> " << r.substr(0, 400));
     CHECK(r.rfind("HTTP/1.1 200 ", 0) == 0);
     CHECK(body_of(r) == json{{"status", "ok"}});
+    // Each closes (Connection: close, or HTTP/1.0), and says so once, with no Keep-Alive.
+    CHECK(header_values(r, "Connection") == std::vector<std::string>{"close"});
+    CHECK(header_values(r, "Keep-Alive").empty());
   }
   {  // ... also between two requests on one keep-alive connection
     RawConn conn(s.port);

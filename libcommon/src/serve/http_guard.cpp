@@ -84,7 +84,7 @@ bool reg_name_char(unsigned char c) {
 /// a host must not be empty.
 std::string authority_problem(std::string_view v) {
   if (v.find('@') != std::string_view::npos)
-    return "user information ('user@') before the host, which HTTP does not take (RFC 9110 4.2.4)";
+    return "user information ('user@') before the host, which HTTP does not take (RFC 9110 4.2.4; RFC 3986 3.2.1)";
   std::string_view host = v, port;
   if (!v.empty() && v.front() == '[') {
     const size_t close = v.find(']');
@@ -481,8 +481,8 @@ class GuardStream final : public httplib::Stream {
                                                     " times; send it once (RFC 9112 3.2)");
       if (!value.empty())  // empty is what a client sends for a URI without an authority (3.2)
         if (const std::string why = authority_problem(value); !why.empty())
-          return refuse(GuardRefusal::BadRequest, "Host '" + shown(value) + "' is not a valid host[:port]: it has " +
-                                                      why + " (RFC 9112 3.2, RFC 3986 3.2.2)");
+          return refuse(GuardRefusal::BadRequest, "Host '" + shown(value) + "' is not a valid host[:port] (RFC 9112 3.2, "
+                                                      "RFC 3986 3.2.2): it has " + why);
     } else if (key == "transfer-encoding") {
       ++te_lines_;
       te_ = std::string(value);
@@ -744,8 +744,11 @@ GuardedHttpServer::GuardedHttpServer(const HttpLimits& l) : limits_(l) {
   // cpp-httplib adds "Connection: close" or "Keep-Alive" after the handlers ran, beside any
   // Connection header they set: a response that closes the connection says so once, and
   // never offers keep-alive.
-  set_post_routing_handler([](const httplib::Request&, httplib::Response& res) {
+  set_post_routing_handler([](const httplib::Request& req, httplib::Response& res) {
     bool close = t_close_after;
+    // HTTP/1.0 closes unless the client asked to keep the connection (RFC 9112 9.3); cpp-httplib
+    // does close it, but would still offer Keep-Alive.
+    if (req.version == "HTTP/1.0" && lower(req.get_header_value("Connection")) != "keep-alive") close = true;
     for (auto [it, end] = res.headers.equal_range("Connection"); it != end; ++it) close = close || lower(it->second) == "close";
     if (!close) return;
     t_close_after = true;

@@ -485,7 +485,7 @@ struct Server::Impl {
     std::vector<std::pair<const Engine*, SchedulerStats>> st;
     for (const Engine* e : engines) st.emplace_back(e, e->scheduler->stats());
     const auto L = [](const Engine* e) { return std::string("engine=\"") + e->label + "\""; };
-    family("rtx_requests_total", "counter", "HTTP requests answered, by engine and status code.");
+    family("rtx_requests_total", "counter", "Answers of the API routes and refusals (not /health, /metrics), by engine and status code.");
     {
       std::lock_guard<std::mutex> g(const_cast<std::mutex&>(stat_mu));
       for (const auto& [k, v] : status_counts) {

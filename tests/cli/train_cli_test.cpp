@@ -80,9 +80,12 @@ TEST_CASE("rtx-train run under a busy loop warns that its tok/s is not comparabl
   REQUIRE(p.exit_code == 0);
   const auto r = nlohmann::json::parse(p.out);
   INFO(r["host"].dump());
-  // 2 OpenMP threads against >= 4 spinners: the training thread gets about a third of the time.
+  // 2 OpenMP threads against >= 4 spinners: the training thread gets about a third of the time
+  // (recorded); the verdict comes from PSI stall and preemptions (a training run blocks on
+  // checkpoint writes by design, so its CPU share is not judged).
   CHECK(r["host"]["cpu_share"].get<double>() < 0.8);
   CHECK(r["host"]["contended"] == true);
+  CHECK_THAT(r["host"]["reason"].get<std::string>(), !Catch::Contains("measuring thread ran"));
   CHECK_THAT(p.err, Catch::Contains("rtx-train: warning: other work competed with this run (") &&
                         Catch::Contains("): its tok/s is not comparable"));
 }

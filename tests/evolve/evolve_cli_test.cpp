@@ -178,6 +178,12 @@ TEST_CASE("rtx-evolve: run, report, approve, rollback, rehearse, export, submit"
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Catch::Contains("schema"));
   CHECK(run(evolve() + common + "run --domain astrology").exit_code == 2);
+  {  // the default pack is relative to the working directory: outside the checkout, say so
+    const auto far = run(evolve() + common + "run --pack " + dir + "/nowhere/core.json");
+    CHECK(far.exit_code == 2);
+    CHECK_THAT(far.err, Catch::Contains("no bench pack at '" + dir + "/nowhere/core.json'") &&
+                            Catch::Contains("run from the rtx checkout"));
+  }
   CHECK(run(evolve() + common + "run --threshold tuner").exit_code == 2);
   CHECK(run(evolve() + common + "run --threshold tuner=lots").exit_code == 2);
   CHECK(run(evolve() + common + "run --format xml").exit_code == 2);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -632,6 +633,10 @@ json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
   // Input errors (pack, filter) before anything is written.
   std::vector<app::bench::BenchCase> cases;
   {
+    std::error_code ec;
+    if (!std::filesystem::exists(o.pack, ec))
+      throw_input("no bench pack at '" + o.pack + "' (relative to the working directory)", "--pack",
+                  "run from the rtx checkout (its benchpacks/ folder), or pass --pack PATH/benchpacks/core.json");
     const app::bench::Pack pack = app::bench::load_pack(o.pack);
     app::bench::ExpandOptions eo;
     eo.filter = o.filter;
@@ -675,7 +680,7 @@ json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
       << " proposals (" << o.budget_per_domain << " per domain)\n";
   if (const std::string busy = telemetry::busy_host_warning(telemetry::hardware_profile()); !busy.empty()) {
     err << "rtx-evolve run: warning: " << busy << ": performance gates will be noisy\n";
-    report["notes"].push_back("warning: " + busy);
+    report["notes"].push_back("busy host: " + busy);
   }
 
   ValidateOptions vo = o.v;

@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #ifdef RTX_HAVE_CUDA
@@ -105,6 +107,35 @@ std::vector<uint8_t> quantize_q8_0(const std::vector<float>& w, std::vector<doub
     }
   }
   return blocks;
+}
+
+}  // namespace rtx::test
+
+namespace rtx::test {
+
+struct BusyHost::State {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+};
+
+BusyHost::BusyHost() : s_(new State) {
+  const unsigned n = std::min(64u, std::max(4u, 2 * std::thread::hardware_concurrency()));
+  for (unsigned i = 0; i < n; ++i)
+    s_->threads.emplace_back([st = s_] {
+      volatile unsigned long x = 0;
+      while (!st->stop.load(std::memory_order_relaxed)) x = x + 1;
+    });
+}
+
+void BusyHost::stop() {
+  s_->stop = true;
+  for (auto& t : s_->threads)
+    if (t.joinable()) t.join();
+}
+
+BusyHost::~BusyHost() {
+  stop();
+  delete s_;
 }
 
 }  // namespace rtx::test

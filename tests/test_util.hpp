@@ -29,6 +29,22 @@ std::vector<uint8_t> quantize_q8_0(const std::vector<float>& w, std::vector<doub
 bool have_gpu();
 /// True when RTX_REQUIRE_GPU is set to a value other than "" and "0".
 bool gpu_required();
+
+/// Busy threads for a host-contention test: while alive, max(4, 2 x hardware threads) (at most
+/// 64) threads spin, so any measurement on this host competes for the CPUs. Joined on
+/// destruction (or stop()).
+class BusyHost {
+ public:
+  BusyHost();
+  ~BusyHost();
+  BusyHost(const BusyHost&) = delete;
+  BusyHost& operator=(const BusyHost&) = delete;
+  void stop();
+
+ private:
+  struct State;
+  State* s_;
+};
 }  // namespace rtx::test
 
 /// In a Catch2 test case: without a usable GPU, say why (WARN "SKIPPED: ...", which ctest's

@@ -64,18 +64,10 @@ const char* kTinyCfg = R"({"model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "b
 TEST_CASE("rtx-train run under a busy loop warns that its tok/s is not comparable", "[cpu][cli]") {
   const std::string dir = rtx::test::temp_dir();
   write_file(dir + "/cfg.json", kTinyCfg);
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> spinners;
-  const unsigned n = std::min(64u, std::max(4u, 2 * std::thread::hardware_concurrency()));
-  for (unsigned i = 0; i < n; ++i)
-    spinners.emplace_back([&stop] {
-      volatile unsigned long x = 0;
-      while (!stop.load(std::memory_order_relaxed)) x = x + 1;
-    });
+  rtx::test::BusyHost busy;
   const auto p = run(train() + " run --data " + dataset() + " --config " + dir +
                      "/cfg.json --threads 2 --steps 30 --eval-iters 0 --out " + dir + "/busy --json");
-  stop = true;
-  for (auto& t : spinners) t.join();
+  busy.stop();
   INFO(p.err);
   REQUIRE(p.exit_code == 0);
   const auto r = nlohmann::json::parse(p.out);

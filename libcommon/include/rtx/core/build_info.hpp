@@ -1,8 +1,9 @@
-// Facts baked into the build at configure time (git sha, version, compiler).
+// Facts baked into the build (version, compiler at configure time; git sha at build time).
 #pragma once
 
 namespace rtx {
-/// Short git sha of the source tree at configure time ("-dirty" if modified, "unknown" outside git).
+/// Short git sha of the source tree at the last build ("-dirty" if tracked files were modified,
+/// "unknown" without git or outside a git checkout).
 const char* git_sha();
 /// rtx semantic version, e.g. "0.1.0".
 const char* version();

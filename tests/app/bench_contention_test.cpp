@@ -138,16 +138,15 @@ TEST_CASE("contention evidence: each threshold alone flags the window and is nam
     inherit_run_contention(no_psi, short_run);  // the run too short as well, no PSI: not judged
     CHECK(no_psi.judged_on.empty());
     CHECK_FALSE(no_psi.contended);
-    // ... with PSI: the kernel's avg10 at the window's end decides (here 0.0%, then 34%).
-    HostEvidence e0 = e;
-    inherit_run_contention(e0, short_run);
-    CHECK(e0.judged_on == "avg10");
-    CHECK_FALSE(e0.contended);
+    // ... with PSI as well: avg10 (mostly the 10 s before the run) is recorded, not a verdict.
     HostEvidence e34 = contention_evidence(a, reading(0.02, 0.02, 0.02, 0, true, 0, 34.0), 1, Backend::CPU);
     inherit_run_contention(e34, short_run);
-    CHECK(e34.judged_on == "avg10");
-    CHECK(e34.contended);
-    CHECK(e34.reason.rfind("PSI cpu some avg10 34% (> 10%", 0) == 0);
+    CHECK(e34.judged_on.empty());
+    CHECK_FALSE(e34.contended);
+    CHECK(e34.reason.empty());
+    CHECK(e34.psi_avg10_max == Approx(34.0));
+    CHECK(to_json(e34)["judged_on"] == "none");
+    CHECK(to_json(e34)["psi_cpu_some_avg10_pct"].get<double>() == Approx(34.0));
     const HostEvidence quiet_run = contention_evidence(a, reading(2.0, 1.98, 1.98, 4, true, 10'000), 1, Backend::CPU);
     HostEvidence e2 = e;
     inherit_run_contention(e2, quiet_run);
@@ -163,6 +162,26 @@ TEST_CASE("contention evidence: each threshold alone flags the window and is nam
     inherit_run_contention(own, busy_run);
     CHECK(own.judged_on == "case");
     CHECK_FALSE(own.contended);
+  }
+  SECTION("a reason never shows a value equal to its threshold") {
+    // 100 switches in 0.996 s: 100.4/s, which "%.0f" printed as "100 ... (> 100)".
+    HostEvidence e = contention_evidence(a, reading(0.996, 0.996, 0.996, 100, false, 0), 1, Backend::CPU);
+    CHECK(e.reason == "100.4 involuntary context switches/s (> 100)");
+    // CPU share 0.7996 ("80%" before) and PSI 10.04% ("10%" before).
+    e = contention_evidence(a, reading(1.0, 0.7996, 0.7996, 0, true, 100'400), 1, Backend::CPU);
+    CHECK(e.reason == "measuring thread ran 79.96% of the window (< 80%), PSI cpu stall 10.04% of the window (> 10%)");
+    // Far from the threshold, no decimals.
+    e = contention_evidence(a, reading(1.0, 0.5, 0.5, 250, false, 0), 1, Backend::CPU);
+    CHECK(e.reason == "measuring thread ran 50% of the window (< 80%), 250 involuntary context switches/s (> 100)");
+  }
+  SECTION("a PSI delta above the window (read skew) is clamped: the share cannot exceed 1") {
+    const HostEvidence e = contention_evidence(a, reading(1.0, 1.0, 1.0, 0, true, 1'045'000), 1, Backend::CPU);
+    CHECK(e.psi_stall_s == Approx(1.0));
+    CHECK(e.psi_share() == Approx(1.0));
+    HostEvidence read;
+    read.window_s = 1.0;
+    read.psi_stall_s = 1.045;  // as written by a build without the clamp
+    CHECK(read.psi_share() == 1.0);
   }
   SECTION("involuntary switches need a count floor as well as the rate") {
     // 9 switches in 0.06 s is 150/s but below kMinInvoluntarySwitches: ordinary preemptions.
@@ -361,10 +380,12 @@ TEST_CASE("compare: a case measured on a busy host is undecided, not slower", "[
   CHECK(j["summary"]["slower"] == 0);
   CHECK_FALSE(j.contains("note"));  // no single-process slower verdict was given
   const std::string table = format_compare(rep, "table");
-  CHECK(table.find("undecided (host busy during new: measuring thread ran 43%") != std::string::npos);
+  CHECK(table.find("undecided (busy host)") != std::string::npos);
+  CHECK(table.find("undecided (busy host): host busy during new: measuring thread ran 43%") != std::string::npos);
   CHECK(table.find("1 UNDECIDED: measured on a busy host") != std::string::npos);
-  CHECK(format_compare(rep, "md").find("**undecided** (host busy during new") != std::string::npos);
-  CHECK(format_compare(rep, "csv").find("undecided (host busy during new") != std::string::npos);
+  CHECK(format_compare(rep, "md").find("**undecided** (busy host)") != std::string::npos);
+  CHECK(format_compare(rep, "csv").find(",undecided,host busy during new: measuring thread ran 43% of the window (< 80%),slower") !=
+        std::string::npos);
 
   // Busy baseline, busy both: named per side.
   rep = compare_artifacts(artifact(1e-3, 1, busy_host("PSI cpu stall 43% of the window (> 10%)")), artifact(1e-3, 2), o);
@@ -394,11 +415,236 @@ TEST_CASE("run_compare exits 0 for an undecided case and says why on stderr", "[
   c.fresh = n;
   std::ostringstream out, err;
   CHECK(run_compare(c, out, err) == 0);
-  CHECK(out.str().find("undecided (host busy during new") != std::string::npos);
+  CHECK(out.str().find("undecided (busy host): host busy during new") != std::string::npos);
   CHECK(err.str().find("1 case(s) undecided: the host was busy") != std::string::npos);
   // The same pair without the evidence is a regression: exit 1.
   std::ofstream(n) << artifact(94e-3, 2).dump();
   std::ostringstream out2, err2;
   CHECK(run_compare(c, out2, err2) == 1);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a run shorter than kMinJudgedWindow leaves its cases unjudged; host.run and summary agree", "[cpu][bench]") {
+  const auto reg = synth_registry();
+  // Every reading advances 1 ms; PSI avg10 reads 18% (a busy period 15 s before an idle run)
+  // and the stall share 90%: the whole run is 5 ms, too short to judge anything on.
+  int calls = 0;
+  RunnerOptions o;
+  o.max_time = 0.05;
+  o.min_samples = 5;
+  o.max_samples = 5;
+  o.host_sampler = [&calls] {
+    ++calls;
+    return reading(0.001 * calls, 0.001 * calls, 0.001 * calls, calls, true, 900u * static_cast<uint64_t>(calls), 18.0);
+  };
+  const RunResult r = run_cases({spin_case("a", 30), spin_case("b", 30)}, reg, o);
+  CHECK(r.host.window_s == Approx(0.005));
+  CHECK(r.host.judged_on.empty());
+  CHECK_FALSE(r.host.contended);
+  for (const CaseResult& c : r.cases) {
+    CHECK(c.host.judged_on.empty());
+    CHECK_FALSE(c.host.contended);
+    CHECK(c.host.psi_avg10_max == Approx(18.0));  // recorded
+  }
+  const json doc = to_json(r, ArtifactMeta{});
+  CHECK(doc["host"]["run"]["judged_on"] == "none");
+  CHECK(doc["host"]["run"]["contended"] == false);
+  CHECK(doc["summary"]["contended"] == 0);
+  CHECK(doc["host"]["contended_cases"] == 0);
+  CHECK(doc["host"]["unjudged_cases"] == 2);
+  CHECK(doc["cases"][0]["host"]["psi_cpu_some_avg10_pct"].get<double>() == Approx(18.0));
+  CHECK(format_table(doc).find("2 not judged for contention (the whole run took under 0.05 s)") != std::string::npos);
+  CHECK(format_table(doc).find("busy") == std::string::npos);
+}
+
+TEST_CASE("the run window spans the warm-ups, not only the sampling windows", "[cpu][bench]") {
+  const auto reg = synth_registry();
+  // Real wall clock, idle counters: the run window must include the 5000 warm-up runs of
+  // 20 us (synth_spin's run(): >= 100 ms) that lie outside the case's sampling window.
+  RunnerOptions o;
+  o.max_time = 0.5;
+  o.min_samples = 5;
+  o.max_samples = 5;
+  o.warmup = 5000;
+  o.host_sampler = [] {
+    HostSample s = sample_host();
+    s.thread_cpu_s = s.process_cpu_s = s.wall_s;  // never preempted as far as the rule sees
+    s.involuntary_switches = 0;
+    s.psi_valid = false;
+    return s;
+  };
+  const RunResult r = run_cases({spin_case("a", 30)}, reg, o);
+  REQUIRE(r.cases[0].status == "ok");
+  CHECK(r.cases[0].host.window_s < r.host.window_s - 0.09);
+  CHECK(r.host.window_s >= 0.05);
+  CHECK(r.host.judged_on == "case");
+  CHECK_FALSE(r.host.contended);
+}
+
+TEST_CASE("merged rounds carry a merged host.run; a merged PSI share cannot exceed 1", "[cpu][bench]") {
+  auto round = [](bool busy, double stall) {
+    json h = busy ? busy_host("PSI cpu stall 90% of the window (> 10%)") : quiet_host();
+    h["psi_cpu_some_stall_s"] = stall;  // window_s is 1.0: 1.045 was written by a build without the clamp
+    json doc = artifact(1e-3, 1, h);
+    json run = h;
+    run["window_s"] = 2.0;
+    doc["host"] = {{"run", run}};
+    return doc;
+  };
+  const RunResult m = merge_rounds({round(false, 1.045), round(true, 1.045), round(false, 0.5)});
+  const HostEvidence& c = m.cases[0].host;
+  CHECK(c.window_s == Approx(3.0));
+  CHECK(c.psi_stall_s == Approx(2.5));  // 1 + 1 + 0.5: each round clamped to its window
+  CHECK(c.psi_share() <= 1.0);
+  REQUIRE(m.host.measured);
+  CHECK(m.host.rounds == 3);
+  CHECK(m.host.rounds_contended == 1);
+  CHECK(m.host.window_s == Approx(6.0));
+  CHECK(m.host.contended);
+  CHECK(m.host.reason == "round 2/3: PSI cpu stall 90% of the window (> 10%)");
+  const json doc = to_json(m, ArtifactMeta{});
+  REQUIRE(doc["host"].contains("run"));
+  CHECK(doc["host"]["run"]["rounds"] == 3);
+  CHECK(doc["host"]["run"]["rounds_contended"] == 1);
+  CHECK(doc["cases"][0]["host"]["psi_cpu_some_share"].get<double>() == Approx(2.5 / 3.0));
+  CHECK_NOTHROW(check_bench_artifact(doc, "merged.json"));
+}
+
+TEST_CASE("malformed counts and host fields: threads, rounds_contended, avg10, thresholds, summary", "[cpu][bench]") {
+  auto expect = [](json doc, const std::string& field) {
+    try {
+      check_bench_artifact(doc, "b.json");
+      FAIL("expected an error for " << field);
+    } catch (const Error& e) {
+      INFO(e.what());
+      CHECK(e.category() == ErrorCategory::Input);
+      CHECK(std::string(e.what()).find("b.json: field '" + field + "'") != std::string::npos);
+    }
+  };
+  json h = busy_host();
+  h["threads"] = int64_t{1} << 40;
+  expect(artifact(1e-3, 1, h), "/cases/0/host/threads");
+  h["threads"] = 0;
+  expect(artifact(1e-3, 1, h), "/cases/0/host/threads");
+  h["threads"] = 65536;
+  CHECK_NOTHROW(check_bench_artifact(artifact(1e-3, 1, h), "b.json"));
+  h = busy_host();
+  h["rounds"] = 3;
+  h["rounds_contended"] = 4;
+  expect(artifact(1e-3, 1, h), "/cases/0/host/rounds_contended");
+  h["rounds_contended"] = 3;
+  CHECK_NOTHROW(check_bench_artifact(artifact(1e-3, 1, h), "b.json"));
+  h = busy_host();
+  h["psi_cpu_some_avg10_pct"] = "hot";  // no psi_cpu_some_stall_s: checked all the same
+  expect(artifact(1e-3, 1, h), "/cases/0/host/psi_cpu_some_avg10_pct");
+  h = busy_host();
+  h["psi_cpu_some_share"] = "x";
+  expect(artifact(1e-3, 1, h), "/cases/0/host/psi_cpu_some_share");
+  json doc = artifact(1e-3, 1);
+  doc["host"] = {{"thresholds", "x"}};
+  expect(doc, "/host/thresholds");
+  doc["host"] = {{"contended_cases", -1}};
+  expect(doc, "/host/contended_cases");
+  doc["host"] = {{"load1_start", "high"}};
+  expect(doc, "/host/load1_start");
+  doc = artifact(1e-3, 1);
+  for (const json& v : {json("x"), json(2.5), json(-3)}) {
+    doc["summary"] = {{"contended", v}};
+    expect(doc, "/summary/contended");
+  }
+  doc["summary"] = {{"ok", "x"}};
+  expect(doc, "/summary/ok");
+  doc["summary"] = {{"ok", 1}, {"contended", 2}};
+  CHECK(format_table(check_bench_artifact(doc, "b.json")).find("2 measured on a busy host") != std::string::npos);
+}
+
+namespace {
+
+/// An artifact of `rounds` rounds: case "k" with 5 samples per round around `center`,
+/// round_medians_s, and a host object with rounds / rounds_contended; `pair` as ab.pair_id.
+json rounds_artifact(double center, uint64_t seed, size_t rounds, size_t busy_rounds, const std::string& role,
+                     const std::string& pair) {
+  Philox rng(seed);
+  std::vector<double> s, med;
+  for (size_t r = 0; r < rounds; ++r) {
+    std::vector<double> x(5);
+    for (auto& v : x) v = center * std::exp(0.01 * rng.next_normal());
+    med.push_back(stats::median(x));
+    s.insert(s.end(), x.begin(), x.end());
+  }
+  json h = busy_rounds ? busy_host("round 1/" + std::to_string(rounds) + ": PSI cpu stall 60% of the window (> 10%)") : quiet_host();
+  h["rounds"] = rounds;
+  h["rounds_contended"] = busy_rounds;
+  json c = {{"id", "k"}, {"status", "ok"}, {"samples_s", s}, {"round_medians_s", med}, {"host", h}};
+  json c2 = c;
+  c2["id"] = "k2";
+  json doc = {{"schema", "rtx.bench.v1"}, {"seed", 0}, {"cases", json::array({c, c2})}};
+  if (!pair.empty()) doc["ab"] = {{"role", role}, {"pair_id", pair}, {"order", "ABBA rounds"}};
+  return doc;
+}
+
+}  // namespace
+
+TEST_CASE("compare: the two sides of one interleaved ABBA run are judged despite a busy host", "[cpu][bench]") {
+  stats::CompareOptions o;
+  o.threshold = 0.10;
+  // New 30% slower, busy in 7 of its 20 rounds and 5 of the baseline's.
+  const json base = rounds_artifact(1e-3, 1, 20, 5, "baseline", "p1"), fresh = rounds_artifact(1.3e-3, 2, 20, 7, "new", "p1");
+  CompareReport rep = compare_artifacts(base, fresh, o);
+  REQUIRE(rep.rows.size() == 2);
+  CHECK(rep.rows[0].basis == "rounds");
+  CHECK(rep.rows[0].busy.empty());
+  CHECK(rep.rows[0].balanced == "host busy in 12/40 rounds; interleaved ABBA rounds balance it");
+  CHECK(rep.slower == 2);
+  CHECK(rep.undecided == 0);
+  CHECK(rep.balanced == 2);
+  const json j = json::parse(format_compare(rep, "json"));
+  CHECK(j["cases"][0]["verdict"] == "slower");
+  CHECK(j["cases"][0]["host_note"] == "host busy in 12/40 rounds; interleaved ABBA rounds balance it");
+  CHECK(j["summary"]["balanced"] == 2);
+  const std::string table = format_compare(rep, "table");
+  CHECK(table.find("slower (busy host, ABBA)") != std::string::npos);
+  CHECK(table.find("2 judged despite a busy host (interleaved ABBA rounds)") != std::string::npos);
+
+  // Separate runs (different or no pair ids), or an ABBA pair compared with itself: undecided.
+  for (const auto& [b, n] : {std::pair<json, json>{base, rounds_artifact(1.3e-3, 2, 20, 7, "new", "p2")},
+                             std::pair<json, json>{rounds_artifact(1e-3, 1, 20, 5, "", ""), rounds_artifact(1.3e-3, 2, 20, 7, "", "")},
+                             std::pair<json, json>{fresh, fresh}}) {
+    rep = compare_artifacts(b, n, o);
+    CHECK(rep.undecided == 2);
+    CHECK(rep.slower == 0);
+    CHECK(rep.balanced == 0);
+  }
+  // The same pair but too few rounds to judge on round medians: today's rule.
+  rep = compare_artifacts(rounds_artifact(1e-3, 1, 2, 1, "baseline", "p3"), rounds_artifact(1.3e-3, 2, 2, 1, "new", "p3"), o);
+  CHECK(rep.rows[0].basis == "samples");
+  CHECK(rep.undecided == 2);
+}
+
+TEST_CASE("compare output: a short verdict cell, each reason once below, csv reason and measured_verdict", "[cpu][bench]") {
+  stats::CompareOptions o;
+  const json base = rounds_artifact(1e-3, 1, 1, 0, "", ""), fresh = rounds_artifact(1.3e-3, 2, 1, 1, "", "");
+  const CompareReport rep = compare_artifacts(base, fresh, o);
+  REQUIRE(rep.undecided == 2);
+  const std::string reason = "host busy during new: round 1/1: PSI cpu stall 60% of the window (> 10%)";
+  auto occurrences = [](const std::string& s, const std::string& x) {
+    size_t n = 0;
+    for (size_t p = s.find(x); p != std::string::npos; p = s.find(x, p + 1)) ++n;
+    return n;
+  };
+  for (const char* f : {"table", "md"}) {
+    const std::string t = format_compare(rep, f);
+    INFO(t);
+    CHECK(occurrences(t, reason) == 1);
+    CHECK(occurrences(t, "undecided (busy host)") == (std::string(f) == "table" ? 3u : 1u));  // 2 cells + the list
+    CHECK(t.find("cases: k, k2") != std::string::npos);
+  }
+  CHECK(occurrences(format_compare(rep, "md"), "**undecided** (busy host)") == 2);
+  std::istringstream csv(format_compare(rep, "csv"));
+  std::string head, row;
+  std::getline(csv, head);
+  std::getline(csv, row);
+  CHECK(head == "case,base_median_s,new_median_s,ratio,ratio_lo,ratio_hi,p,basis,verdict,reason,measured_verdict");
+  CHECK(row.rfind("k,", 0) == 0);
+  CHECK(row.find(",samples,undecided," + reason + ",slower") != std::string::npos);
 }

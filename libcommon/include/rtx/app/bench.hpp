@@ -157,9 +157,11 @@ HostSample sample_host();
 ///  A case window shorter than kMinJudgedWindow is not judged on its own (one 4 ms time slice
 ///  in a 20 ms window would already look like 20% contention): such a case, typically a
 ///  microsecond kernel that converged in a few ms, takes the verdict of the whole run's window
-///  (judged_on "run"), since a host busy around it was busy while it was measured too. When
-///  the run is that short as well, the PSI "some avg10" (the kernel's 10 s average, read at
-///  the window's end) above 10% decides (judged_on "avg10"); without PSI it stays unjudged.
+///  (judged_on "run": from before the first case's preparation and warm-up to after the last
+///  sample), since a host busy around it was busy while it was measured too. When the run is
+///  that short as well, the case stays unjudged (judged_on "none"). The PSI "some avg10" is
+///  recorded but never decides: it is the kernel's 10 s average, mostly of the time before
+///  the run (an idle host 15 s after a busy period read 18% and flagged every case).
 inline constexpr double kMaxPsiStallShare = 0.10;
 inline constexpr double kMinCpuShare = 0.80;
 inline constexpr double kMaxInvoluntaryPerS = 100;
@@ -184,15 +186,16 @@ struct HostEvidence {
   bool contended = false;            ///< a threshold was crossed (judge_contention)
   std::string reason;                ///< "" or the evidence, e.g. "measuring thread ran 43% of the window, PSI cpu stall 38%"
   /// "case": judged on this window; "run": too short, took the whole run's verdict
-  /// (inherit_run_contention); "avg10": run too short as well, judged on PSI avg10;
-  /// "": not judged (too short, no PSI).
+  /// (inherit_run_contention); "": not judged (the case and the whole run were shorter than
+  /// kMinJudgedWindow; written "none"). Artifacts of earlier builds may hold "avg10".
   std::string judged_on;
 
   double cpu_share() const { return window_s > 0 ? thread_cpu_s / window_s : 0; }  ///< thread CPU / wall
   /// Process CPU / (wall x threads): informational (an op that does not parallelize gives 1/threads).
   double process_cpu_per_thread() const { return window_s > 0 ? process_cpu_s / (window_s * std::max(1, threads)) : 0; }
   double involuntary_per_s() const { return window_s > 0 ? static_cast<double>(involuntary_switches) / window_s : 0; }
-  double psi_share() const { return window_s > 0 ? psi_stall_s / window_s : 0; }  ///< PSI stall / wall
+  /// PSI stall / wall, at most 1 (the PSI file is read a few us after the clock).
+  double psi_share() const { return window_s > 0 ? std::min(1.0, psi_stall_s / window_s) : 0; }
 };
 
 /// Add the window [before, after] to `e` (load1_start taken from the first window).
@@ -203,15 +206,16 @@ void judge_contention(HostEvidence& e, Backend backend);
 /// One window, judged: the pure function the runner's readings go through (tests inject them).
 HostEvidence contention_evidence(const HostSample& before, const HostSample& after, int threads, Backend backend);
 /// A case whose own window was too short to judge (judged_on "") takes the run's verdict when
-/// the run's window was judged (judged_on "run", reason prefixed "whole run (...)"), else,
-/// with PSI, the verdict of its PSI avg10 against kMaxPsiStallShare (judged_on "avg10").
+/// the run's window was judged (judged_on "run", reason prefixed "whole run (...)"); when the
+/// run was too short as well the case stays unjudged (not contended, judged_on "").
 void inherit_run_contention(HostEvidence& c, const HostEvidence& run);
 /// The "host" object of a case in rtx.bench.v1 (fields: docs/tools/rtx-bench.md).
 nlohmann::json to_json(const HostEvidence& e);
 /// Read a case's "host" object (at JSON pointer `pointer` of file `source`) back; derived
 /// fields (cpu_share, ...) are recomputed, not read. Throws rtx::Error(Input) naming source and
 /// field for a wrong type or a negative value ("a.json: field '/cases/2/host/contended':
-/// expected boolean, got string"), and for a missing `contended`.
+/// expected boolean, got string"), `threads` outside [1, 65536], `rounds_contended` above
+/// `rounds`, an unknown `judged_on`, and for a missing `contended`.
 HostEvidence host_evidence_from_json(const nlohmann::json& j, const std::string& source, const std::string& pointer);
 
 /// Sampling policy (see docs/tools/rtx-bench.md "How a case is measured").
@@ -272,8 +276,9 @@ struct CaseResult {
 struct RunResult {
   std::vector<CaseResult> cases;
   std::vector<size_t> schedule;
-  /// Contention evidence of the whole run_cases call (first reading to last); not measured
-  /// for merged rounds (each round's cases carry their own).
+  /// Contention evidence of the whole run_cases call (first reading, before the first case's
+  /// preparation and warm-up, to the last, after its last sample); for merged rounds, the
+  /// rounds' run windows merged like a case's (rounds, rounds_contended).
   HostEvidence host;
 };
 
@@ -369,6 +374,10 @@ struct CompareRow {
   /// runner), e.g. "host busy during base: measuring thread ran 43% of the window". Such a
   /// row counts as `undecided`, never as slower/faster/same, so it cannot fail compare.
   std::string busy;
+  /// "" or, when both artifacts are the two sides of one interleaved --baseline-exe run
+  /// (same ab.pair_id) judged on round medians and a side was busy, the note kept instead of
+  /// `busy`: "host busy in k/N rounds; interleaved ABBA rounds balance it". The verdict stands.
+  std::string balanced;
 };
 
 /// All rows and the counts by verdict.
@@ -378,17 +387,24 @@ struct CompareReport {
   std::vector<CompareRow> rows;
   size_t same = 0, faster = 0, slower = 0, ambiguous = 0, unmatched = 0;
   size_t undecided = 0;     ///< judged on both sides but measured on a busy host (CompareRow::busy)
+  size_t balanced = 0;      ///< judged despite a busy host: ABBA pair on round medians (CompareRow::balanced)
 };
 
 /// Compare two checked bench artifacts case by case (matched by id). A case whose two sides
 /// both carry round_medians_s with >= kMinRoundsForBasis rounds is judged on the round
 /// medians (o.min_samples lowered to kMinRoundsForBasis), otherwise on the raw samples.
 /// A case whose base or new side has host.contended = true is reported undecided (CompareRow::busy)
-/// whatever the statistics say; artifacts without host evidence (older runs) are judged as before.
+/// whatever the statistics say, except when the two artifacts are the baseline and new sides of
+/// one `run --baseline-exe` (the same `ab.pair_id`) and the case is judged on round medians:
+/// interleaved ABBA rounds expose both sides to the same contention, so the verdict stands and
+/// CompareRow::balanced notes the busy rounds (Kalibera & Jones, "Rigorous benchmarking in
+/// reasonable time", ISMM 2013). Artifacts without host evidence (older runs) are judged as before.
 CompareReport compare_artifacts(const nlohmann::json& base, const nlohmann::json& fresh, const stats::CompareOptions& o,
                                 const std::string& base_source = "base", const std::string& new_source = "new");
-/// Render a report: "table" (aligned text), "md" (GitHub markdown), "csv", "json".
-/// Throws rtx::Error(Usage) for another format.
+/// Render a report: "table" (aligned text), "md" (GitHub markdown), "csv", "json". Table and
+/// md keep the verdict cell short ("undecided (busy host)", "same (busy host, ABBA)") and list
+/// each distinct host reason once below the table with its cases; csv ends each row with
+/// `reason` and `measured_verdict` columns. Throws rtx::Error(Usage) for another format.
 std::string format_compare(const CompareReport& r, const std::string& format);
 
 /// Parse "5%", "5 %" or "0.05" into 0.05 (in [0, 1)). Throws rtx::Error(Usage) naming `flag`.

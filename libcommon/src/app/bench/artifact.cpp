@@ -68,7 +68,7 @@ json to_json(const RunResult& r, const ArtifactMeta& m) {
   if (m.peaks.flops > 0) peaks["flops_per_s"] = m.peaks.flops;
   if (m.peaks.bytes_per_s > 0) peaks["bytes_per_s"] = m.peaks.bytes_per_s;
   doc["peaks"] = peaks;
-  size_t ok = 0, failed = 0, skipped = 0, noisy = 0, contended = 0;
+  size_t ok = 0, failed = 0, skipped = 0, noisy = 0, contended = 0, unjudged = 0;
   json cases = json::array();
   for (const CaseResult& c : r.cases) {
     json j;
@@ -115,6 +115,7 @@ json to_json(const RunResult& r, const ArtifactMeta& m) {
     if (c.host.measured) {
       j["host"] = to_json(c.host);
       contended += c.host.contended;
+      unjudged += c.host.judged_on.empty();
     }
     j["time"] = {{"median_s", c.median},
                  {"p10_s", c.p10},
@@ -138,7 +139,8 @@ json to_json(const RunResult& r, const ArtifactMeta& m) {
                  {"cpu_share_min", kMinCpuShare},
                  {"involuntary_per_s_max", kMaxInvoluntaryPerS},
                  {"min_window_s", kMinJudgedWindow}}},
-               {"contended_cases", contended}};
+               {"contended_cases", contended},
+               {"unjudged_cases", unjudged}};
   if (r.host.measured) host["run"] = to_json(r.host);
   if (m.load1_start >= 0) host["load1_start"] = m.load1_start;
   if (m.load1_end >= 0) host["load1_end"] = m.load1_end;
@@ -160,12 +162,37 @@ json check_bench_artifact(const json& doc, const std::string& source) {
                 {"/hardware", JsonType::Object, false},
                 {"/host", JsonType::Object, false},
                 {"/host/run", JsonType::Object, false},
+                {"/host/thresholds", JsonType::Object, false},
+                {"/summary", JsonType::Object, false},
+                {"/ab", JsonType::Object, false},
+                {"/ab/pair_id", JsonType::String, false},
+                {"/ab/role", JsonType::String, false},
                 {"/cases/*/host", JsonType::Object, false}});
   if (doc.contains("host") && doc["host"].contains("run")) (void)host_evidence_from_json(doc["host"]["run"], source, "/host/run");
   const json& cases = doc["cases"];
   auto bad = [&](const std::string& field, const std::string& what) {
     throw_input(what, source + ": field '" + field + "'", "was the file edited by hand?");
   };
+  // Counts that show and compare print: non-negative integers (a string made `show` fail
+  // with an internal JSON error, 2.5 printed as 2, -3 printed nothing).
+  auto counts = [&](const char* object, std::initializer_list<const char*> keys) {
+    if (!doc.contains(object)) return;
+    for (const char* k : keys) {
+      const json& o = doc[object];
+      if (!o.contains(k)) continue;
+      const json& v = o[k];
+      if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0))
+        bad(std::string("/") + object + "/" + k, "expected an integer >= 0, got " + v.dump(-1, ' ', false, json::error_handler_t::replace));
+    }
+  };
+  counts("summary", {"cases", "ok", "failed", "skipped", "noisy", "contended"});
+  counts("host", {"contended_cases", "unjudged_cases"});
+  if (doc.contains("host"))
+    for (const char* k : {"load1_start", "load1_end"}) {
+      const json& h = doc["host"];
+      if (h.contains(k) && (!h[k].is_number() || !std::isfinite(h[k].get<double>()) || h[k].get<double>() < 0))
+        bad(std::string("/host/") + k, "expected a finite number >= 0, got " + h[k].dump(-1, ' ', false, json::error_handler_t::replace));
+    }
   std::map<std::string, size_t> ids;  // id -> index of the case that has it
   for (size_t i = 0; i < cases.size(); ++i) {
     const json& c = cases[i];
@@ -254,6 +281,7 @@ void merge_host(HostEvidence& m, const HostEvidence& x, size_t k, size_t total) 
   if (!x.measured) return;
   if (!m.measured) {
     m = x;
+    m.psi_stall_s = std::min(x.psi_stall_s, x.window_s);
     m.rounds = 1;
     m.rounds_contended = 0;
     m.reason.clear();
@@ -263,7 +291,9 @@ void merge_host(HostEvidence& m, const HostEvidence& x, size_t k, size_t total) 
     m.process_cpu_s += x.process_cpu_s;
     m.involuntary_switches += x.involuntary_switches;
     m.psi_valid = m.psi_valid && x.psi_valid;
-    m.psi_stall_s += x.psi_stall_s;
+    // Sums of readings that were each clamped to their window (add_window); clamp the total
+    // too, for rounds written by builds that did not clamp (a merged share read 1.045).
+    m.psi_stall_s = std::min(m.psi_stall_s + std::min(x.psi_stall_s, x.window_s), m.window_s);
     m.psi_avg10_max = std::max(m.psi_avg10_max, x.psi_avg10_max);
     m.load1_end = x.load1_end;
     ++m.rounds;
@@ -315,6 +345,13 @@ RunResult merge_rounds(const std::vector<json>& rounds) {
       merge_host(r.host, x.host, k, rounds.size());
       if (r.stop_reason != x.stop_reason && r.status == "ok") r.stop_reason = "mixed";
     }
+  }
+  // The rounds' whole-run windows, merged like a case's (each round judged by its process).
+  for (size_t k = 0; k < rounds.size(); ++k) {
+    const json& d = rounds[k];
+    if (!d.contains("host") || !d["host"].is_object() || !d["host"].contains("run")) continue;
+    merge_host(out.host, host_evidence_from_json(d["host"]["run"], "round artifact " + std::to_string(k + 1), "/host/run"), k,
+               rounds.size());
   }
   for (CaseResult& r : out.cases) {
     if (r.status != "ok" || r.samples.empty()) continue;
@@ -404,6 +441,9 @@ std::string format_table(const json& a, bool color) {
     os << s.value("ok", 0) << " ok, " << s.value("failed", 0) << " failed, " << s.value("skipped", 0) << " skipped, "
        << s.value("noisy", 0) << " noisy";
     if (s.value("contended", 0) > 0) os << ", " << s.value("contended", 0) << " measured on a busy host";
+    if (a.contains("host") && a["host"].value("unjudged_cases", 0) > 0)
+      os << ", " << a["host"].value("unjudged_cases", 0) << " not judged for contention (the whole run took under "
+         << kMinJudgedWindow << " s)";
     if (a.contains("peaks")) os << "; peaks: " << a["peaks"].value("source", std::string());
     os << "\n";
   }

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include <ostream>
@@ -301,6 +302,15 @@ std::pair<std::vector<json>, std::vector<json>> run_rounds(const RunCommand& c, 
   return docs;
 }
 
+/// A fresh id shared by the two artifacts of one --baseline-exe run: 128 random bits
+/// (std::random_device) as 32 hex digits.
+std::string ab_pair_id() {
+  std::random_device rd;
+  char b[40];
+  std::snprintf(b, sizeof b, "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
+  return b;
+}
+
 /// The run's one contention warning ("" when no case crossed a threshold): the cases by id
 /// (at most 6, then a count), each with its evidence, and the load average around the run.
 /// `baseline`: the --baseline-exe side's merged result, named separately.
@@ -334,8 +344,13 @@ std::string contention_warning(const RunResult& r, const ArtifactMeta& meta, con
   char load[160];
   std::snprintf(load, sizeof load, "1-minute load average %.2f at the start, %.2f at the end, on %d logical CPUs", meta.load1_start,
                 meta.load1_end, telemetry::hardware_profile().logical_cpus);
-  os << "rtx-bench: warning: the host was busy while " << n << " case(s) were measured; their timings are not "
-     << "trustworthy and `rtx-bench compare` reports them undecided (" << load << "):\n";
+  if (baseline)
+    os << "rtx-bench: warning: the host was busy while " << n << " case(s) were measured; the rounds alternated (ABBA), so "
+       << "both sides met the same neighbours and `rtx-bench compare` of this pair still judges them on the round medians, "
+       << "noting the busy rounds (" << load << "):\n";
+  else
+    os << "rtx-bench: warning: the host was busy while " << n << " case(s) were measured; their timings are not "
+       << "trustworthy and `rtx-bench compare` reports them undecided (" << load << "):\n";
   for (const auto& l : lines) os << l << "\n";
   if (hidden_groups) os << "  ... and " << hidden_groups << " more groups of cases (host.contended in the artifact)\n";
   return os.str();
@@ -460,8 +475,10 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
     doc_b = to_json(rb, meta);
     std::error_code ec;
     const std::string self = std::filesystem::canonical(c.self_exe, ec).string();
-    doc["ab"] = {{"role", "new"}, {"other", c.baseline_out}, {"order", "ABBA rounds"}, {"exe", ec ? c.self_exe : self}};
-    doc_b["ab"] = {{"role", "baseline"}, {"other", c.out}, {"order", "ABBA rounds"}, {"exe", c.baseline_exe}};
+    // The pairing marker compare looks for: both sides of this one interleaved run, and no other.
+    const std::string pair = ab_pair_id();
+    doc["ab"] = {{"role", "new"}, {"other", c.baseline_out}, {"order", "ABBA rounds"}, {"exe", ec ? c.self_exe : self}, {"pair_id", pair}};
+    doc_b["ab"] = {{"role", "baseline"}, {"other", c.out}, {"order", "ABBA rounds"}, {"exe", c.baseline_exe}, {"pair_id", pair}};
   }
 
   if (!lead_rank) return failed ? 1 : 0;

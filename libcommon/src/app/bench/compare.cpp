@@ -69,6 +69,62 @@ std::string busy_reason(const json& b, const json& n) {
   return out;
 }
 
+/// True when `base` and `fresh` are the baseline and new sides of one interleaved
+/// `run --baseline-exe` run: both carry the same non-empty ab.pair_id, with different roles.
+bool same_abba_pair(const json& base, const json& fresh) {
+  auto field = [](const json& d, const char* k) {
+    if (!d.contains("ab") || !d["ab"].is_object() || !d["ab"].contains(k) || !d["ab"][k].is_string()) return std::string();
+    return d["ab"][k].get<std::string>();
+  };
+  const std::string pb = field(base, "pair_id"), pn = field(fresh, "pair_id");
+  return !pb.empty() && pb == pn && field(base, "role") != field(fresh, "role");
+}
+
+/// "host busy in k/N rounds; interleaved ABBA rounds balance it", k and N over both sides
+/// (host.rounds_contended / host.rounds, else the round_medians_s count).
+std::string balanced_note(const json& b, const json& n) {
+  size_t k = 0, total = 0;
+  for (const json* c : {&b, &n}) {
+    const size_t r = c->contains("round_medians_s") ? (*c)["round_medians_s"].size() : 0;
+    if (c->contains("host")) {
+      const json& h = (*c)["host"];
+      total += h.value("rounds", r);
+      k += h.value("rounds_contended", size_t{h.value("contended", false) ? 1u : 0u});
+    } else {
+      total += r;
+    }
+  }
+  return "host busy in " + std::to_string(k) + "/" + std::to_string(total) + " rounds; interleaved ABBA rounds balance it";
+}
+
+/// The short verdict cell of table/md/csv ("undecided (busy host)", "same (busy host, ABBA)").
+std::string short_verdict(const CompareRow& row) {
+  if (row.presence != "both") return row.presence;
+  if (!row.busy.empty()) return "undecided (busy host)";
+  const std::string v = stats::verdict_name(row.cmp.verdict);
+  return row.balanced.empty() ? v : v + " (busy host, ABBA)";
+}
+
+/// Each distinct host reason once, with the cases it applies to ("undecided (busy host):
+/// <reason>" then "cases: a, b"); `bullet` starts each entry ("  " or "- ").
+std::string reason_list(const CompareReport& r, const std::string& bullet) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups;  // label: reason -> ids
+  for (const auto& row : r.rows) {
+    if (row.presence != "both" || (row.busy.empty() && row.balanced.empty())) continue;
+    const std::string key = row.busy.empty() ? "judged despite a busy host: " + row.balanced : "undecided (busy host): " + row.busy;
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& p) { return p.first == key; });
+    if (g == groups.end()) g = groups.insert(groups.end(), {key, {}});
+    g->second.push_back(row.id);
+  }
+  std::string out;
+  for (const auto& [key, ids] : groups) {
+    out += bullet + key + "\n" + std::string(bullet.size() + 2, ' ') + "cases: ";
+    for (size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + ids[i];
+    out += "\n";
+  }
+  return out;
+}
+
 }  // namespace
 
 double parse_threshold(const std::string& s, const char* flag) {
@@ -99,6 +155,7 @@ CompareReport compare_artifacts(const json& base, const json& fresh, const stats
   std::map<std::string, const json*> in_new;
   for (const auto& c : fresh["cases"]) in_new[c["id"].get<std::string>()] = &c;
   std::map<std::string, bool> seen;
+  const bool abba = same_abba_pair(base, fresh);
   for (const auto& b : base["cases"]) {
     const std::string id = b["id"].get<std::string>();
     seen[id] = true;
@@ -142,6 +199,13 @@ CompareReport compare_artifacts(const json& base, const json& fresh, const stats
     // Contention rule: a side measured while other work competed for the CPU says more about
     // the neighbours than about the code, so no verdict (an A/A with one busy side read +9315%).
     row.busy = busy_reason(b, n);
+    if (!row.busy.empty() && abba && row.basis == "rounds") {
+      // Interleaved ABBA rounds put the same neighbours on both sides, which is what they
+      // are for (Kalibera & Jones 2013): the round medians' verdict stands, the busy rounds noted.
+      row.balanced = balanced_note(b, n);
+      row.busy.clear();
+      ++rep.balanced;
+    }
     if (!row.busy.empty()) {
       ++rep.undecided;
       rep.rows.push_back(row);
@@ -169,10 +233,7 @@ CompareReport compare_artifacts(const json& base, const json& fresh, const stats
 
 std::string format_compare(const CompareReport& r, const std::string& format) {
   std::ostringstream os;
-  auto verdict = [](const CompareRow& row) {
-    if (row.presence != "both") return row.presence;
-    return row.busy.empty() ? std::string(stats::verdict_name(row.cmp.verdict)) : "undecided (" + row.busy + ")";
-  };
+  auto verdict = [](const CompareRow& row) { return short_verdict(row); };
   auto cells = [&](const CompareRow& row) -> std::vector<std::string> {
     if (row.presence != "both")
       return {row.id, "-", "-", "-", "-", "-", "-", verdict(row) + (row.note.empty() ? "" : " (" + row.note + ")")};
@@ -196,6 +257,11 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
                              " UNDECIDED: measured on a busy host, not judged (rerun them on a quiet machine)";
     std::snprintf(summary, sizeof summary, "%s", busy.c_str());
   }
+  if (r.balanced) {
+    const std::string busy = std::string(summary) + "; " + std::to_string(r.balanced) +
+                             " judged despite a busy host (interleaved ABBA rounds)";
+    std::snprintf(summary, sizeof summary, "%s", busy.c_str());
+  }
   // A verdict on one process per side cannot see between-process variance (code and page
   // placement, thread start-up, neighbours: 8-47% on a shared 2-vCPU VM), so say so next to it.
   size_t single_process = 0;
@@ -215,7 +281,8 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
     j["new"] = r.new_source;
     j["threshold"] = r.threshold;
     j["summary"] = {{"slower", r.slower},       {"faster", r.faster},       {"same", r.same},
-                    {"ambiguous", r.ambiguous}, {"unmatched", r.unmatched}, {"undecided", r.undecided}};
+                    {"ambiguous", r.ambiguous}, {"unmatched", r.unmatched}, {"undecided", r.undecided},
+                    {"balanced", r.balanced}};
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& row : r.rows) {
       nlohmann::json x = {{"id", row.id}, {"presence", row.presence}};
@@ -237,6 +304,7 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
           x["reason"] = row.busy;
           x["measured_reason"] = row.cmp.reason;
         }
+        if (!row.balanced.empty()) x["host_note"] = row.balanced;
       } else if (!row.note.empty()) {
         x["note"] = row.note;
       }
@@ -245,15 +313,22 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
     j["cases"] = rows;
     os << j.dump(2) << "\n";
   } else if (format == "csv") {
-    os << "case,base_median_s,new_median_s,ratio,ratio_lo,ratio_hi,p,basis,verdict\n";
+    // verdict: "undecided" for a busy host, else the statistical verdict; reason: the host
+    // evidence (busy or ABBA-balanced) and/or the statistics' reason; measured_verdict: what
+    // the statistics alone said.
+    os << "case,base_median_s,new_median_s,ratio,ratio_lo,ratio_hi,p,basis,verdict,reason,measured_verdict\n";
     for (const auto& row : r.rows) {
       os << csv_quote(row.id) << ",";
-      if (row.presence == "both")
+      if (row.presence == "both") {
+        const std::string measured = stats::verdict_name(row.cmp.verdict);
+        std::string reason = !row.busy.empty() ? row.busy : row.cmp.reason;
+        if (!row.balanced.empty()) reason = row.balanced + (reason.empty() ? "" : "; " + reason);
         os << row.base_median << "," << row.new_median << "," << row.cmp.ratio << "," << row.cmp.lo << "," << row.cmp.hi << ","
-           << row.cmp.p << "," << row.basis << ",";
-      else
-        os << ",,,,,,,";
-      os << csv_quote(verdict(row)) << "\n";
+           << row.cmp.p << "," << row.basis << "," << (row.busy.empty() ? measured : "undecided") << "," << csv_quote(reason) << ","
+           << measured << "\n";
+      } else {
+        os << ",,,,,,," << csv_quote(row.presence) << "," << csv_quote(row.note) << ",\n";
+      }
     }
   } else if (format == "md") {
     os << "| " << head[0];
@@ -261,7 +336,7 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
     os << " |\n|---|---:|---:|---:|---|---:|---|---|\n";
     for (const auto& row : r.rows) {
       auto c = cells(row);
-      if (row.presence == "both" && !row.busy.empty()) c.back() = "**undecided** (" + row.busy + ")";
+      if (row.presence == "both" && !row.busy.empty()) c.back() = "**undecided** (busy host)";
       else if (row.presence == "both" && row.cmp.verdict == stats::Verdict::Slower) c.back() = "**slower**";
       // A code span cannot hold its own delimiter: use `` when the id has a backtick.
       const std::string tick = c[0].find('`') == std::string::npos ? "`" : "`` ";
@@ -271,6 +346,7 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
       os << " |\n";
     }
     os << "\n" << summary << "\n";
+    if (const std::string reasons = reason_list(r, "- "); !reasons.empty()) os << "\nhost:\n\n" << reasons;
     if (!note.empty()) os << "\n" << note << "\n";
   } else if (format == "table") {
     std::vector<std::vector<std::string>> rows{head};
@@ -288,6 +364,7 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
       os << "\n";
     }
     os << summary << "\n";
+    if (const std::string reasons = reason_list(r, "  "); !reasons.empty()) os << "host:\n" << reasons;
     if (!note.empty()) os << note << "\n";
   } else {
     throw_usage("unknown format '" + format + "'", "--format", "use table, md, csv or json");

@@ -77,9 +77,33 @@ TEST_CASE("rtx-train run under a busy loop warns that its tok/s is not comparabl
   // checkpoint writes by design, so its CPU share is not judged).
   CHECK(r["host"]["cpu_share"].get<double>() < 0.8);
   CHECK(r["host"]["contended"] == true);
+  CHECK(r["host"]["judged_on"] == "run");
   CHECK_THAT(r["host"]["reason"].get<std::string>(), !Catch::Contains("measuring thread ran"));
   CHECK_THAT(p.err, Catch::Contains("rtx-train: warning: other work competed with this run (") &&
                         Catch::Contains("): its tok/s is not comparable"));
+}
+
+TEST_CASE("rtx-train run --steps 1 reports the one (cold) step's tok/s, not 0", "[cpu][cli]") {
+  const std::string dir = rtx::test::temp_dir();
+  write_file(dir + "/cfg.json", kTinyCfg);
+  const auto p = run(train() + " run --data " + dataset() + " --config " + dir +
+                     "/cfg.json --threads 1 --steps 1 --eval-iters 0 --out " + dir + "/one --json");
+  INFO(p.err);
+  REQUIRE(p.exit_code == 0);
+  const auto r = nlohmann::json::parse(p.out);
+  CHECK(r["steps"] == 1);
+  CHECK(r["tokens_per_s_cold"] == true);
+  // The reference: the step record in log.jsonl, B * T tokens over that step's own time.
+  std::ifstream log(dir + "/one/log.jsonl");
+  std::string line;
+  double step_rate = -1, step_ms = -1;
+  while (std::getline(log, line)) {
+    const auto rec = nlohmann::json::parse(line);
+    if (rec["event"] == "step") step_rate = rec["tokens_per_s"].get<double>(), step_ms = rec["ms"].get<double>();
+  }
+  REQUIRE(step_ms > 0);
+  CHECK(step_rate == Approx(4.0 * 32 / (step_ms * 1e-3)).epsilon(1e-6));  // batch 4, block 32
+  CHECK(r["tokens_per_s"].get<double>() == Approx(step_rate).epsilon(1e-9));
 }
 
 TEST_CASE("rtx-train run, resume, sample and export end to end", "[cpu][cli]") {
@@ -101,6 +125,9 @@ TEST_CASE("rtx-train run, resume, sample and export end to end", "[cpu][cli]") {
   CHECK(r["host"]["window_s"].get<double>() >= 0.9 * r["wall_s"].get<double>());
   CHECK(r["host"]["contended"].is_boolean());
   CHECK(r["host"]["contended"] == (full.err.find("other work competed with this run") != std::string::npos));
+  // The whole run's window, not an rtx-bench case; a run under 50 ms is not judged.
+  CHECK(r["host"]["judged_on"] == (r["host"]["window_s"].get<double>() >= 0.05 ? "run" : "none"));
+  CHECK(r["tokens_per_s_cold"] == false);
 
   // The same run in two processes: 10 steps, then --resume to 16.
   REQUIRE(run(base + " --steps 10 --lr-decay-steps 16 --out " + dir + "/split -q").exit_code == 0);

@@ -236,8 +236,9 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
     // Judged as rtx-bench judges a CUDA case: on PSI stall and preemptions, not on the main
     // thread's CPU share, since a training run blocks by design (checkpoint writes and fsync,
     // data reads), which would read as lost CPU on an idle host. The share is still recorded.
-    const bench::HostEvidence host =
+    bench::HostEvidence host =
         bench::contention_evidence(host_before, bench::sample_host(), omp_get_max_threads(), bench::Backend::CUDA);
+    if (!host.judged_on.empty()) host.judged_on = "run";  // the window is the whole run, not a bench case
     std::signal(SIGINT, SIG_DFL);
     std::signal(SIGTERM, SIG_DFL);
     const bool evaluated = c.eval_iters > 0;  // else no loss was estimated: null, not 0
@@ -252,6 +253,7 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
                                   {"best_val_loss", evaluated ? nlohmann::json(r.best_val_loss) : nlohmann::json()},
                                   {"wall_s", r.wall_s},
                                   {"tokens_per_s", r.mean_tokens_per_s},
+                                  {"tokens_per_s_cold", r.tokens_per_s_cold},
                                   {"checkpoint", r.checkpoint},
                                   {"ranks", r.ranks},
                                   {"comm_s", r.comm_s},
@@ -267,8 +269,9 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
         std::snprintf(buf, sizeof buf, "val loss %.4f (best %.4f)", r.final_val_loss, r.best_val_loss);
         losses = buf;
       }
-      std::fprintf(stderr, "%sdone: %d steps in %.1f s, %s tok/s, %s%s%s\n", tty ? "\r\033[K" : "", r.steps_done,
-                   r.wall_s, human_tokens(r.mean_tokens_per_s).c_str(), losses.c_str(),
+      std::fprintf(stderr, "%sdone: %d steps in %.1f s, %s tok/s%s, %s%s%s\n", tty ? "\r\033[K" : "", r.steps_done,
+                   r.wall_s, human_tokens(r.mean_tokens_per_s).c_str(),
+                   r.tokens_per_s_cold ? " (first step only, cold)" : "", losses.c_str(),
                    r.checkpoint.empty() ? "" : ", checkpoint ", r.checkpoint.c_str());
     }
     if (!quiet && host.contended)

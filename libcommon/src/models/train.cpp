@@ -430,7 +430,7 @@ TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std
   };
 
   const double t_run = now_s();
-  double warm_tokens = 0, warm_s = 0;
+  double warm_tokens = 0, warm_s = 0, first_tokens = 0, first_s = 0;
   for (int step = start_step; step < cfg.steps; ++step) {
     if (step % cfg.eval_interval == 0 && step != start_step) {
       evaluate(step);
@@ -473,6 +473,9 @@ TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std
     if (step > start_step) {
       warm_tokens += static_cast<double>(B) * T * K * N;
       warm_s += dt;
+    } else {
+      first_tokens = static_cast<double>(B) * T * K * N;
+      first_s = dt;
     }
     nlohmann::json rec = {{"event", "step"},
                           {"step", r.step},
@@ -516,7 +519,9 @@ TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std
   }
   res.wall_s = now_s() - t_run;
   res.best_val_loss = std::isfinite(best_val) ? best_val : 0;
-  res.mean_tokens_per_s = warm_s > 0 ? warm_tokens / warm_s : 0;
+  // A run of one step has no warm step: it reports that (cold) step rather than 0.
+  res.tokens_per_s_cold = warm_s <= 0 && first_s > 0;
+  res.mean_tokens_per_s = warm_s > 0 ? warm_tokens / warm_s : (first_s > 0 ? first_tokens / first_s : 0);
   log.write({{"event", res.interrupted ? "interrupted" : "end"}, {"steps", res.steps_done}, {"wall_s", res.wall_s}, {"val_loss", res.final_val_loss},
              {"tokens_per_s", res.mean_tokens_per_s}});
   return res;

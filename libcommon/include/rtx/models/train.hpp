@@ -87,7 +87,10 @@ struct TrainResult {
   int steps_done = 0;
   double final_train_loss = 0, final_val_loss = 0, best_val_loss = 0;
   double wall_s = 0;
-  double mean_tokens_per_s = 0;  ///< over steps after the first (warm); all ranks' tokens
+  /// Tokens per second over the steps after the first (warm), all ranks' tokens; a run that
+  /// trained one step reports that step's rate (tokens_per_s_cold), 0 only when none ran.
+  double mean_tokens_per_s = 0;
+  bool tokens_per_s_cold = false;  ///< mean_tokens_per_s is the first (cold) step's: no warm step ran
   int ranks = 1;                 ///< data-parallel ranks that trained
   double comm_s = 0;             ///< data-parallel: seconds inside gradient all-reduces
   /// Seconds the steps waited for all-reduces after their backward: mostly comm_s not hidden by

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "rtx/app/bench.hpp"
@@ -37,6 +38,17 @@ HostSample reading(double wall, double thread_cpu, double process_cpu, int64_t n
   s.psi_some_avg10 = avg10;
   s.load1 = load1;
   return s;
+}
+
+/// Runner options for the synthetic cases: short windows, `max_samples` samples at most, and
+/// host readings from `sampler` instead of the machine's.
+RunnerOptions injected(double max_time, size_t max_samples, std::function<HostSample()> sampler) {
+  RunnerOptions o;
+  o.max_time = max_time;
+  o.min_samples = 5;
+  o.max_samples = max_samples;
+  o.host_sampler = std::move(sampler);
+  return o;
 }
 
 BenchCase spin_case(const std::string& name, int64_t us) {
@@ -213,14 +225,10 @@ TEST_CASE("the runner records one window per sampling visit through the injected
   // Each reading advances 0.25 s of wall time and 0.1 s of thread CPU: every window (before,
   // after) is 0.25 s wall with 40% CPU share.
   int calls = 0;
-  RunnerOptions o;
-  o.max_time = 0.05;
-  o.min_samples = 5;
-  o.max_samples = 20;
-  o.host_sampler = [&calls] {
+  RunnerOptions o = injected(0.05, 20, [&calls] {
     ++calls;
     return reading(0.25 * calls, 0.1 * calls, 0.1 * calls, calls, true, static_cast<uint64_t>(50'000) * calls);
-  };
+  });
   SECTION("sequential: one window per case") {
     const RunResult r = run_cases({spin_case("a", 30), spin_case("b", 30)}, reg, o);
     CHECK(calls == 6);  // the whole run's first and last reading, and two per case
@@ -254,16 +262,12 @@ TEST_CASE("the runner records one window per sampling visit through the injected
 
 TEST_CASE("the artifact's host object round-trips; merged rounds keep per-round verdicts", "[cpu][bench]") {
   const auto reg = synth_registry();
-  RunnerOptions o;
-  o.max_time = 0.05;
-  o.min_samples = 5;
-  o.max_samples = 20;
   int calls = 0;
   double share = 0.99;  // thread CPU per 1 s of wall
-  o.host_sampler = [&] {
+  RunnerOptions o = injected(0.05, 20, [&] {
     ++calls;
     return reading(1.0 * calls, share * calls, share * calls, 0, true, 1000u * static_cast<uint64_t>(calls), 0.1 * calls, 0.5);
-  };
+  });
   ArtifactMeta m;
   m.pack_name = "synth";
   m.load1_start = 0.25;
@@ -429,14 +433,10 @@ TEST_CASE("a run shorter than kMinJudgedWindow leaves its cases unjudged; host.r
   // Every reading advances 1 ms; PSI avg10 reads 18% (a busy period 15 s before an idle run)
   // and the stall share 90%: the whole run is 5 ms, too short to judge anything on.
   int calls = 0;
-  RunnerOptions o;
-  o.max_time = 0.05;
-  o.min_samples = 5;
-  o.max_samples = 5;
-  o.host_sampler = [&calls] {
+  const RunnerOptions o = injected(0.05, 5, [&calls] {
     ++calls;
     return reading(0.001 * calls, 0.001 * calls, 0.001 * calls, calls, true, 900u * static_cast<uint64_t>(calls), 18.0);
-  };
+  });
   const RunResult r = run_cases({spin_case("a", 30), spin_case("b", 30)}, reg, o);
   CHECK(r.host.window_s == Approx(0.005));
   CHECK(r.host.judged_on.empty());
@@ -461,18 +461,14 @@ TEST_CASE("the run window spans the warm-ups, not only the sampling windows", "[
   const auto reg = synth_registry();
   // Real wall clock, idle counters: the run window must include the 5000 warm-up runs of
   // 20 us (synth_spin's run(): >= 100 ms) that lie outside the case's sampling window.
-  RunnerOptions o;
-  o.max_time = 0.5;
-  o.min_samples = 5;
-  o.max_samples = 5;
-  o.warmup = 5000;
-  o.host_sampler = [] {
+  RunnerOptions o = injected(0.5, 5, [] {
     HostSample s = sample_host();
     s.thread_cpu_s = s.process_cpu_s = s.wall_s;  // never preempted as far as the rule sees
     s.involuntary_switches = 0;
     s.psi_valid = false;
     return s;
-  };
+  });
+  o.warmup = 5000;
   const RunResult r = run_cases({spin_case("a", 30)}, reg, o);
   REQUIRE(r.cases[0].status == "ok");
   CHECK(r.cases[0].host.window_s < r.host.window_s - 0.09);

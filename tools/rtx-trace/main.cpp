@@ -1,7 +1,6 @@
 // rtx-trace: record a program's timeline (engine spans, CUDA activity via CUPTI injection) as
 // a Chrome trace, print per-kernel/op statistics, merge traces, check a trace's rules.
 // Flags only; the logic lives in libcommon (rtx/trace/*).
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <climits>
@@ -10,6 +9,7 @@
 #include <iostream>
 
 #include "rtx/cli/cli.hpp"
+#include "rtx/core/device.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/trace/merge.hpp"
 #include "rtx/trace/record.hpp"
@@ -45,41 +45,6 @@ std::string cupti_library() {
 #endif
 }
 
-/// Whether a CUDA program started from here would see a CUDA device: loads the driver
-/// (libcuda.so.1, dlopen, so any build can ask) and calls cuInit(0) and cuDeviceGetCount, the
-/// calls the child's CUDA runtime makes (CUDA_VISIBLE_DEVICES applies as in the child).
-/// Returns the device count; `why` says why it is 0. Never throws.
-int cuda_driver_devices(std::string& why) {
-  using CUresult = int;  // CUDA driver API (cuda.h): CUDA_SUCCESS = 0
-  void* h = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    why = "no NVIDIA driver (libcuda.so.1 cannot be loaded)";
-    return 0;
-  }
-  auto init = reinterpret_cast<CUresult (*)(unsigned)>(::dlsym(h, "cuInit"));
-  auto count = reinterpret_cast<CUresult (*)(int*)>(::dlsym(h, "cuDeviceGetCount"));
-  auto err_name = reinterpret_cast<CUresult (*)(CUresult, const char**)>(::dlsym(h, "cuGetErrorName"));
-  if (!init || !count) {
-    why = "the NVIDIA driver's libcuda.so.1 lacks cuInit/cuDeviceGetCount";
-    return 0;
-  }
-  int n = 0;
-  const char* call = "cuInit";
-  CUresult r = init(0);
-  if (r == 0) {
-    call = "cuDeviceGetCount";
-    r = count(&n);
-  }
-  if (r != 0) {
-    const char* name = nullptr;
-    if (err_name) err_name(r, &name);
-    why = std::string(call) + " failed: " + (name ? name : "CUresult " + std::to_string(r));
-    return 0;
-  }
-  if (n == 0) why = "the driver reports 0 devices";
-  return n;
-}
-
 /// Decide CUDA capture for `record`: on only when the CUPTI injection library exists and a
 /// CUDA device is present (probed only once the library is found). When on, sets
 /// o.inject_lib and o.nvtx_lib (record() then sets CUDA_INJECTION64_PATH and
@@ -99,7 +64,7 @@ std::string decide_cuda_capture(const std::string& mode, rtx::trace::RecordOptio
   }
   if (::access(lib.c_str(), R_OK) != 0) return "injection library " + lib + " is not readable";
   std::string why;
-  if (cuda_driver_devices(why) == 0) return "no CUDA device (" + why + ")";
+  if (rtx::cuda_driver_device_count(why) == 0) return "no CUDA device (" + why + ")";
   o.inject_lib = lib;
   o.nvtx_lib = cupti_library();
   return {};

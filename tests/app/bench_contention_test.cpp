@@ -644,3 +644,30 @@ TEST_CASE("compare output: a short verdict cell, each reason once below, csv rea
   CHECK(row.rfind("k,", 0) == 0);
   CHECK(row.find(",samples,undecided," + reason + ",slower") != std::string::npos);
 }
+
+TEST_CASE("the start-time busy-host look judges PSI stall as a case window does, not the load average", "[cpu][bench]") {
+  auto psi = [](uint64_t total_us, bool valid = true) {
+    telemetry::CpuPressure p;
+    p.valid = valid;
+    p.some_total_us = total_us;
+    return p;
+  };
+  // 50 ms of stall in a 0.2 s look: 25% > 10%.
+  const std::string busy = telemetry::busy_host_verdict(psi(1'000'000), psi(1'050'000), 0.2, 0.3, 2);
+  CHECK(busy == "PSI cpu stall 25% of a 0.20 s look (> 10%; 1-minute load average 0.30 on 2 CPUs): "
+                "other work competes with measurements");
+  // 10 ms of 0.2 s (5%): quiet now, even though a build that just ended left the load at 5.
+  CHECK(telemetry::busy_host_verdict(psi(1'000'000), psi(1'010'000), 0.2, 5.0, 2).empty());
+  // The same threshold as rtx-bench's cases.
+  CHECK(app::bench::kMaxPsiStallShare == telemetry::kBusyPsiStallShare);
+  CHECK(telemetry::busy_host_verdict(psi(0), psi(20'000), 0.2, 0, 2).empty());  // exactly 10%: not above
+  CHECK_FALSE(telemetry::busy_host_verdict(psi(0), psi(20'001), 0.2, 0, 2).empty());
+  // A stall total beyond the look (clock skew between the reads) is clamped to 100%.
+  CHECK_THAT(telemetry::busy_host_verdict(psi(0), psi(900'000), 0.2, 0, 2), Catch::StartsWith("PSI cpu stall 100% of"));
+  // No PSI (or a counter that went backwards): the load-average rule, more than half the CPUs.
+  CHECK(telemetry::busy_host_verdict(psi(0, false), psi(0, false), 0.2, 1.5, 2) ==
+        "1-minute load average 1.50 on 2 CPUs (no PSI to look with): other work competes with measurements");
+  CHECK(telemetry::busy_host_verdict(psi(0, false), psi(0, false), 0.2, 1.0, 2).empty());
+  CHECK_FALSE(telemetry::busy_host_verdict(psi(500), psi(100), 0.2, 1.5, 2).empty());
+  CHECK(telemetry::busy_host_verdict(psi(500), psi(100), 0.2, 0.5, 2).empty());
+}

@@ -25,9 +25,9 @@ namespace {
 std::string serve() { return rtx::test::tool_path("rtx-serve"); }
 
 /// `err` without the busy-host warning, which a loaded test machine (ctest -j) may add before
-/// the run: "rtx-serve bench: warning: before any request was sent, 1-minute load average ...".
+/// the run: "rtx-serve bench: warning: before any request was sent, PSI cpu stall ...".
 std::string without_busy_warning(const std::string& err) {
-  const std::string head = "rtx-serve bench: warning: before any request was sent, 1-minute load average ";
+  const std::string head = "rtx-serve bench: warning: before any request was sent, ";
   if (err.rfind(head, 0) != 0) return err;
   const size_t nl = err.find('\n');
   return nl == std::string::npos ? std::string() : err.substr(nl + 1);

@@ -7,13 +7,16 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include "rtx/core/build_info.hpp"
@@ -410,13 +413,29 @@ double load_average_1m() {
   return load1;
 }
 
-std::string busy_host_warning(const HardwareProfile& p) {
-  const double load1 = load_average_1m();
-  if (!(load1 > 0.5 * p.logical_cpus)) return "";
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "1-minute load average %.2f on %d CPUs: other work competes with measurements", load1,
-                p.logical_cpus);
-  return buf;
+std::string busy_host_verdict(const CpuPressure& before, const CpuPressure& after, double look_s, double load1,
+                              int logical_cpus) {
+  char load[96];
+  std::snprintf(load, sizeof load, "1-minute load average %.2f on %d CPUs", load1, logical_cpus);
+  if (before.valid && after.valid && look_s > 0 && after.some_total_us >= before.some_total_us) {
+    const double share = std::min(1.0, 1e-6 * static_cast<double>(after.some_total_us - before.some_total_us) / look_s);
+    if (!(share > kBusyPsiStallShare)) return "";
+    char buf[192];
+    std::snprintf(buf, sizeof buf, "PSI cpu stall %.0f%% of a %.2f s look (> %.0f%%; %s): other work competes with measurements",
+                  100 * share, look_s, 100 * kBusyPsiStallShare, load);
+    return buf;
+  }
+  if (!(load1 > 0.5 * logical_cpus)) return "";
+  return std::string(load) + " (no PSI to look with): other work competes with measurements";
+}
+
+std::string busy_host_warning(const HardwareProfile& p, double look_s) {
+  const CpuPressure before = read_cpu_pressure();
+  const auto t0 = std::chrono::steady_clock::now();
+  if (before.valid && look_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(look_s));
+  const CpuPressure after = read_cpu_pressure();
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return busy_host_verdict(before, after, waited, load_average_1m(), p.logical_cpus);
 }
 
 CpuPressure parse_cpu_pressure(const std::string& text) {

@@ -16,6 +16,7 @@
 #include "rtx/kernels/registry.hpp"
 #include "rtx/stats/compare.hpp"
 #include "rtx/stats/stats.hpp"
+#include "rtx/telemetry/hwprofile.hpp"
 
 namespace rtx::app::bench {
 
@@ -162,7 +163,7 @@ HostSample sample_host();
 ///  that short as well, the case stays unjudged (judged_on "none"). The PSI "some avg10" is
 ///  recorded but never decides: it is the kernel's 10 s average, mostly of the time before
 ///  the run (an idle host 15 s after a busy period read 18% and flagged every case).
-inline constexpr double kMaxPsiStallShare = 0.10;
+inline constexpr double kMaxPsiStallShare = telemetry::kBusyPsiStallShare;
 inline constexpr double kMinCpuShare = 0.80;
 inline constexpr double kMaxInvoluntaryPerS = 100;
 inline constexpr double kMinJudgedWindow = 0.05;  ///< s

@@ -103,11 +103,6 @@ double cpu_peak_fp32_flops(const HardwareProfile& p);
 
 /// The 1-minute load average (/proc/loadavg), 0 when unreadable.
 double load_average_1m();
-/// "" when the host is quiet enough to measure on; else a one-line warning: the 1-minute load
-/// average exceeds half the logical CPUs, so other work competes with measurements (OpenMP
-/// threads get descheduled mid-region). rtx-doctor's host.load check and rtx-tune share it.
-std::string busy_host_warning(const HardwareProfile& p);
-
 /// One reading of Linux pressure-stall information for the CPU ("some" line of
 /// /proc/pressure/cpu, kernel Documentation/accounting/psi.rst): the share of wall time in
 /// which at least one runnable task waited for a CPU. System-wide, not per process.
@@ -123,5 +118,24 @@ struct CpuPressure {
 CpuPressure parse_cpu_pressure(const std::string& text);
 /// Read and parse `path` (default /proc/pressure/cpu); valid=false when it cannot be read.
 CpuPressure read_cpu_pressure(const char* path = "/proc/pressure/cpu");
+
+/// The share of a window in which a task waited for a CPU (PSI "some") above which other work
+/// competes with a measurement: rtx-bench's per-case rule and busy_host_warning's look both use it.
+inline constexpr double kBusyPsiStallShare = 0.10;
+/// "" when the host is quiet enough to measure on; else a one-line warning naming the evidence,
+/// ending ": other work competes with measurements". Looks at the host for `look_s` seconds
+/// (sleeping): with PSI (/proc/pressure/cpu) the host is busy when a task waited for a CPU more
+/// than kBusyPsiStallShare of that look, the rule rtx-bench applies to each case's window; the
+/// 1-minute load average is named as well but not judged, since it trails the load by a minute
+/// (busy for a minute after a build ends, quiet for seconds after one starts). Without PSI the
+/// old rule applies: the load average exceeds half the logical CPUs. rtx-doctor's host.load
+/// check, rtx-tune run, rtx-evolve run and rtx-serve bench's start-time check share it.
+std::string busy_host_warning(const HardwareProfile& p, double look_s = 0.2);
+/// The same judgement on two given PSI readings `look_s` apart (before, after) and a load
+/// average: the testable core of busy_host_warning.
+std::string busy_host_verdict(const CpuPressure& before, const CpuPressure& after, double look_s, double load1,
+                              int logical_cpus);
+
+
 
 }  // namespace rtx::telemetry

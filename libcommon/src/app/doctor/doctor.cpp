@@ -158,7 +158,11 @@ void host_checks(std::vector<Check>& checks, const tel::HardwareProfile& hw) {
   if (const std::string busy = telemetry::busy_host_warning(hw); !busy.empty())
     b.add("host.load", Status::Warn, busy, "stop other jobs before measuring (see top)", load1, "");
   else
-    b.add("host.load", Status::Pass, fmt("1-minute load average %.2f", load1), "", load1, "");
+    b.add("host.load", Status::Pass,
+          fmt(telemetry::read_cpu_pressure().valid ? "PSI cpu stall <= 10%% of a 0.2 s look; 1-minute load average %.2f"
+                                                   : "1-minute load average %.2f (no PSI)",
+              load1),
+          "", load1, "");
 
   const uint64_t avail = mem_available_bytes();
   const std::string md = gib(hw.memory_bytes) + " total, " + gib(avail) + " available";

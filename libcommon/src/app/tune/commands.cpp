@@ -175,7 +175,7 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
               {"keys", json::array()},    {"warnings", json::array()}};
   // A busy host deschedules OpenMP threads mid-region: a microsecond kernel can then time at
   // a scheduler quantum (milliseconds). Say so; the A/B confirmation guards the reported speedup.
-  if (const std::string busy = telemetry::busy_host_warning(telemetry::hardware_profile()); !c.replay && !busy.empty()) {
+  if (const std::string busy = c.replay ? "" : telemetry::busy_host_warning(telemetry::hardware_profile()); !busy.empty()) {
     const std::string w = busy + ": timings are unreliable (OpenMP threads get descheduled; a microsecond kernel can "
                                  "time at milliseconds); stop other jobs, or trust only the A/B-confirmed speedup";
     doc["warnings"].push_back(w);

@@ -84,6 +84,17 @@ TEST_CASE("evolve gates: memory gate numbers", "[cpu]") {
   CHECK_FALSE(judge_memory(100, 90, 10, 10.5, 0, "b").passed);
   CHECK(judge_memory(100, 104, 0, 0, 0.05, "peak_rss_bytes").passed);
   CHECK_FALSE(judge_memory(100, 106, 0, 0, 0.05, "peak_rss_bytes").passed);
+  // The absolute RSS slack: the trial that failed on noise (26.3 MB -> 27.9 MB, +6%) passes;
+  // 4 MiB more than the baseline is the edge; a large process keeps its 5%.
+  const double MB = 1e6, MiB = 1024.0 * 1024;
+  GateResult n = judge_memory(26.3 * MB, 27.9 * MB, 0, 0, 0.05, "peak_rss_bytes", kRssSlackBytes);
+  CHECK(n.passed);
+  CHECK(n.threshold == 26.3 * MB + 4 * MiB);
+  CHECK(n.detail["slack_bytes"] == 4 * MiB);
+  CHECK(judge_memory(26.3 * MB, 26.3 * MB + 4 * MiB, 0, 0, 0.05, "peak_rss_bytes", kRssSlackBytes).passed);
+  CHECK_FALSE(judge_memory(26.3 * MB, 26.3 * MB + 4 * MiB + 1, 0, 0, 0.05, "peak_rss_bytes", kRssSlackBytes).passed);
+  CHECK(judge_memory(1000 * MB, 1049 * MB, 0, 0, 0.05, "peak_rss_bytes", kRssSlackBytes).threshold == 1050 * MB);
+  CHECK_FALSE(judge_memory(1000 * MB, 1051 * MB, 0, 0, 0.05, "peak_rss_bytes", kRssSlackBytes).passed);
 }
 
 TEST_CASE("evolve gates: bad input is an error; too few samples fail", "[cpu]") {

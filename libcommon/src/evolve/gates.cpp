@@ -196,17 +196,18 @@ double parity_tolerance(const std::string& dtype) {
 }
 
 GateResult judge_memory(double base_peak, double cand_peak, double base_frag, double cand_frag, double slack,
-                        const std::string& metric) {
+                        const std::string& metric, double slack_bytes) {
   GateResult g;
   g.gate = "memory";
   g.metric = metric;
   g.value = cand_peak;
-  g.threshold = base_peak * (1 + slack);
+  g.threshold = base_peak + std::max(slack * base_peak, slack_bytes);
   const bool peak_ok = cand_peak <= g.threshold;
   const bool frag_ok = cand_frag <= base_frag + 100 * slack;
   g.passed = peak_ok && frag_ok;
   g.detail = {{"base_peak", base_peak}, {"cand_peak", cand_peak}, {"base_frag_pct", base_frag}, {"cand_frag_pct", cand_frag},
               {"slack", slack},
+              {"slack_bytes", slack_bytes},
               {"reason", std::string(peak_ok ? "peak within baseline" : "peak above baseline") + ", " +
                              (frag_ok ? "fragmentation within baseline" : "fragmentation above baseline")}};
   return g;

@@ -514,8 +514,8 @@ Validation validate(store::Store& st, int64_t id, const KeyPair& key, const Vali
       mem.detail["reason"] = mem.detail["reason"].get<std::string>() + "; no reduction of peak or fragmentation (nothing to gain)";
     }
   } else {
-    mem = judge_memory(median_of(ca.peak_rss), median_of(cb.peak_rss), 0, 0, 0.05, "peak_rss_bytes");
-    mem.detail["note"] = "process peak RSS (getrusage), 5% slack for page-level noise";
+    mem = judge_memory(median_of(ca.peak_rss), median_of(cb.peak_rss), 0, 0, 0.05, "peak_rss_bytes", kRssSlackBytes);
+    mem.detail["note"] = "process peak RSS (getrusage), slack max(5%, 4 MiB) for page, arena and stack noise";
   }
   g.push_back(mem);
   g.push_back(safety);

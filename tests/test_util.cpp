@@ -3,8 +3,16 @@
 
 #include "rtx/core/dtype.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
 
 #include <algorithm>
 #include <atomic>
@@ -136,6 +144,75 @@ void BusyHost::stop() {
 BusyHost::~BusyHost() {
   stop();
   delete s_;
+}
+
+}  // namespace rtx::test
+
+namespace rtx::test {
+
+namespace {
+sockaddr_in loopback(int port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return a;
+}
+[[noreturn]] void fail(const std::string& what) { throw std::runtime_error(what + ": " + std::strerror(errno)); }
+}  // namespace
+
+LoopbackListener::LoopbackListener(int backlog) {
+  fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd_ < 0) fail("LoopbackListener: socket");
+  sockaddr_in a = loopback(0);
+  socklen_t len = sizeof a;
+  if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, backlog) != 0 ||
+      ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    const int e = errno;
+    ::close(fd_);
+    errno = e;
+    fail("LoopbackListener: bind/listen on 127.0.0.1");
+  }
+  port_ = ntohs(a.sin_port);
+}
+
+LoopbackListener::~LoopbackListener() { ::close(fd_); }
+
+RawConn::RawConn(int port) {
+  fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd_ < 0) fail("RawConn: socket");
+  const sockaddr_in a = loopback(port);
+  if (::connect(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+    const int e = errno;
+    ::close(fd_);
+    errno = e;
+    fail("RawConn: connect to 127.0.0.1:" + std::to_string(port));
+  }
+}
+
+RawConn::~RawConn() { ::close(fd_); }
+
+bool RawConn::send(const std::string& s) {
+  size_t at = 0;
+  while (at < s.size()) {
+    const ssize_t n = ::send(fd_, s.data() + at, s.size() - at, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    at += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+void RawConn::close_write() { ::shutdown(fd_, SHUT_WR); }
+
+std::string RawConn::read_all(double limit_s) {
+  timeval tv{static_cast<time_t>(limit_s), static_cast<suseconds_t>((limit_s - static_cast<time_t>(limit_s)) * 1e6)};
+  ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::recv(fd_, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
+  return out;
 }
 
 }  // namespace rtx::test

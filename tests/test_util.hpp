@@ -33,6 +33,41 @@ bool gpu_required();
 /// Busy threads for a host-contention test: while alive, max(4, 2 x hardware threads) (at most
 /// 64) threads spin, so any measurement on this host competes for the CPUs. Joined on
 /// destruction (or stop()).
+/// A TCP socket bound to a free port on 127.0.0.1 and listening (backlog `backlog`), never
+/// accepting: connections complete in the kernel's backlog and are never answered (a server
+/// that hangs), and the port is held (another bind to it fails with EADDRINUSE). Throws
+/// std::runtime_error when the socket cannot be made. Closed on destruction.
+class LoopbackListener {
+ public:
+  explicit LoopbackListener(int backlog = 64);
+  ~LoopbackListener();
+  LoopbackListener(const LoopbackListener&) = delete;
+  LoopbackListener& operator=(const LoopbackListener&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1, port_ = 0;
+};
+
+/// A raw client connection to 127.0.0.1:`port`, for bytes no well-behaved HTTP client sends.
+/// Throws std::runtime_error when it cannot connect. Closed on destruction.
+class RawConn {
+ public:
+  explicit RawConn(int port);
+  ~RawConn();
+  RawConn(const RawConn&) = delete;
+  RawConn& operator=(const RawConn&) = delete;
+  /// Send `s` whole; false once the peer has closed the connection.
+  bool send(const std::string& s);
+  /// Close the sending half (shutdown SHUT_WR): the peer reads end of stream, can still answer.
+  void close_write();
+  /// Everything received until the peer closes (or `limit_s` passes without a byte).
+  std::string read_all(double limit_s);
+
+ private:
+  int fd_ = -1;
+};
+
 class BusyHost {
  public:
   BusyHost();

@@ -1,9 +1,6 @@
 // rtx-serve bench as a subprocess: configuration errors name the flag that set the value; a run
 // in which every request fails says why, next to the summary and in the artifact, and exits 1.
 #include <httplib.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -59,21 +56,7 @@ struct RefusingServer {
 };
 
 /// A loopback port that accepts connections (the kernel's backlog) and never answers.
-struct SilentServer {
-  int fd = -1, port = 0;
-  SilentServer() {
-    fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(fd, 64) == 0);
-    socklen_t len = sizeof a;
-    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    port = ntohs(a.sin_port);
-  }
-  ~SilentServer() { ::close(fd); }
-};
+using SilentServer = rtx::test::LoopbackListener;
 
 }  // namespace
 
@@ -85,7 +68,7 @@ TEST_CASE("rtx-serve bench: prompts files, -o and --extra-body are checked befor
     std::ofstream(dir + "/" + name, std::ios::binary) << bytes;
     return dir + "/" + name;
   };
-  const std::string bench = serve() + " bench --port " + std::to_string(srv.port) + " -n 1 --timeout 30 ";
+  const std::string bench = serve() + " bench --port " + std::to_string(srv.port()) + " -n 1 --timeout 30 ";
   const std::vector<std::tuple<std::string, int, std::string>> cases = {
       {"--prompts-file " + write("empty.txt", ""), 2, "rtx-serve: error: " + dir + "/empty.txt: the prompts file is empty"},
       {"--prompts-file " + write("blank.txt", "\n  \r\n\t\n"), 2,
@@ -119,10 +102,10 @@ TEST_CASE("rtx-serve bench: prompts files, -o and --extra-body are checked befor
 
 TEST_CASE("rtx-serve bench: a server that never answers is reported as a timeout after --timeout s", "[cpu][cli]") {
   SilentServer srv;
-  const auto p = run(serve() + " bench --port " + std::to_string(srv.port) + " -n 2 -c 2 --timeout 1.5");
+  const auto p = run(serve() + " bench --port " + std::to_string(srv.port()) + " -n 2 -c 2 --timeout 1.5");
   INFO("stdout: " << p.out << "\nstderr: " << p.err);
   CHECK(p.exit_code == 1);
-  const std::string want = "timeout: no answer from 127.0.0.1:" + std::to_string(srv.port) +
+  const std::string want = "timeout: no answer from 127.0.0.1:" + std::to_string(srv.port()) +
                            "/v1/completions within 1.5 s (--timeout)";
   CHECK(without_busy_warning(p.err) == "rtx-serve bench: error: no request succeeded (2 failed): " + want + "\n");
   CHECK_THAT(p.out, Catch::Contains("2 x transport_error (first: request ") && Catch::Contains(want));
@@ -230,7 +213,7 @@ TEST_CASE("rtx-serve bench --help lists the common options (--json, ...) it acce
 TEST_CASE("rtx-serve bench: an empty or unsendable API key is refused at start, exit 2, naming the flag or variable",
           "[cpu][cli]") {
   SilentServer srv;  // a request sent would hang until --timeout: none may be
-  const std::string bench = "timeout 60 " + serve() + " bench --port " + std::to_string(srv.port) + " -n 1 --timeout 30 ";
+  const std::string bench = "timeout 60 " + serve() + " bench --port " + std::to_string(srv.port()) + " -n 1 --timeout 30 ";
   const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
       {"--api-key ''", "", "rtx-serve: error: --api-key: empty API key: requests would be sent without one; leave out --api-key"},
       {"--api-key 'a b'", "", "rtx-serve: error: --api-key: the API key has whitespace or a control byte"},

@@ -1,11 +1,6 @@
 // rtx-serve run as a subprocess: flag values that would start a server that cannot work (every
 // request 429 or 413, authentication silently off, a name that cannot be bound) are refused at
 // start, exit 2, with a message naming the flag or variable and what is wrong.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <string>
 #include <utility>
@@ -76,18 +71,9 @@ TEST_CASE("rtx-serve run: an address it cannot bind exits 3, naming host, port a
   CHECK_THAT(any.err, Catch::StartsWith("rtx-serve: error: --host: cannot bind 192.0.2.1 (--port 0: any free port): "
                                         "Cannot assign requested address"));
   // A port another socket listens on: said so, naming --port.
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  REQUIRE(::listen(fd, 4) == 0);
-  socklen_t len = sizeof a;
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  const std::string port = std::to_string(ntohs(a.sin_port));
+  const rtx::test::LoopbackListener held(4);
+  const std::string port = std::to_string(held.port());
   const auto busy = run(serve + "--host 127.0.0.1 --port " + port);
-  ::close(fd);
   INFO("stderr: " << busy.err);
   CHECK(busy.exit_code == 3);
   CHECK_THAT(busy.err, Catch::StartsWith("rtx-serve: error: --port: cannot bind 127.0.0.1:" + port +

@@ -602,35 +602,8 @@ TEST_CASE("serve: a port in use fails to bind (no SO_REUSEPORT sharing)", "[cpu]
   CHECK(s.post("/v1/completions", completion("Once", 2).dump()).first == 200);
 }
 
-namespace {
-
-/// A raw loopback connection for requests no well-behaved client sends.
-struct RawConn {
-  int fd = -1;
-  explicit RawConn(int port) {
-    fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  }
-  ~RawConn() { ::close(fd); }
-  /// Send `s`; false once the server has closed the connection.
-  bool send(const std::string& s) { return ::send(fd, s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size()); }
-  /// Everything until the server closes (or `limit_s` passes).
-  std::string read_all(double limit_s) {
-    timeval tv{static_cast<time_t>(limit_s), static_cast<suseconds_t>((limit_s - static_cast<time_t>(limit_s)) * 1e6)};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    std::string out;
-    char buf[4096];
-    ssize_t n;
-    while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
-    return out;
-  }
-};
-
-}  // namespace
+/// A raw loopback connection for requests no well-behaved client sends (tests/test_util.hpp).
+using test::RawConn;
 
 TEST_CASE("serve: --api-key guards every route but /health", "[cpu][serve]") {
   ServerConfig cfg;
@@ -838,13 +811,13 @@ TEST_CASE("serve: header floods get 431, slow clients 408, within the configured
       INFO(req << " -> " << r.substr(0, 200));
       CHECK(r.rfind("HTTP/1.1 " + want + " ", 0) == 0);
     }
-    {  // An HTTP/2 connection preface: a 400 that says what is wrong, at once.
+    {  // An HTTP/2 connection preface: 505 (RFC 9110 15.6.6) that says what is wrong, at once.
       RawConn c(k.port);
       const auto t0 = clock::now();
       c.send("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
       const std::string r = c.read_all(5);
-      CHECK(r.rfind("HTTP/1.1 400 ", 0) == 0);
-      CHECK_THAT(r, Catch::Contains("HTTP/2 is not spoken here"));
+      CHECK(r.rfind("HTTP/1.1 505 ", 0) == 0);
+      CHECK_THAT(r, Catch::Contains("HTTP/2.0 is not supported: this server speaks HTTP/1.1"));
       CHECK(std::chrono::duration<double>(clock::now() - t0).count() < 3);
     }
   }
@@ -1361,7 +1334,7 @@ TEST_CASE("serve: every guard refusal counts in rtx_http_refused_total under its
   Running s({}, cfg);
   const std::vector<std::string> reasons = {"headers_too_large", "uri_too_long",   "timeout",
                                             "bad_request",       "bad_framing",    "not_implemented",
-                                            "unsupported_encoding", "body_too_large"};
+                                            "unsupported_encoding", "body_too_large", "version_not_supported"};
   {  // one HELP and TYPE, then every reason, at 0 before any refusal
     auto c = s.client();
     auto m = c.Get("/metrics");
@@ -1392,6 +1365,7 @@ TEST_CASE("serve: every guard refusal counts in rtx_http_refused_total under its
       {post + "Content-Encoding: gzip\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body, 415,
        "unsupported_encoding"},
       {post + "Transfer-Encoding: chunked\r\n\r\n800\r\n", 413, "body_too_large"},
+      {"GET /health HTTP/2.0\r\nHost: x\r\n\r\n", 505, "version_not_supported"},
   };
   std::map<std::string, int> want;
   for (const auto& [request, status, reason] : sent) {
@@ -1411,4 +1385,146 @@ TEST_CASE("serve: every guard refusal counts in rtx_http_refused_total under its
     CHECK(s.metric("rtx_http_refused_total{reason=\"" + r + "\"}") == want[r]);
   }
   CHECK(want.size() == reasons.size());
+}
+
+TEST_CASE("serve: a Host port over 65535, a #fragment and a malformed HTTP-version are 400; HTTP/2.0 is 505; "
+          "HTTP/1.2 is served as 1.1; each counted",
+          "[cpu][serve]") {
+  Running s;
+  const auto count = [&](const std::string& reason) { return s.metric("rtx_http_refused_total{reason=\"" + reason + "\"}"); };
+  REQUIRE(count("bad_request") == 0);
+  REQUIRE(count("version_not_supported") == 0);
+  struct Case {
+    std::string request, says;
+  };
+  const std::vector<Case> bad = {
+      // A port is *DIGIT (RFC 3986 3.2.3), and a TCP port at most 65535.
+      {"GET /health HTTP/1.1\r\nHost: x:99999\r\n\r\n", "Host 'x:99999' is not a valid host[:port] (RFC 9112 3.2, RFC "
+                                                        "3986 3.2.2): it has a port, '99999', above 65535"},
+      {"GET /health HTTP/1.1\r\nHost: x:65536\r\n\r\n", "a port, '65536', above 65535"},
+      {"GET /health HTTP/1.1\r\nHost: x:0000099999\r\n\r\n", "a port, '0000099999', above 65535"},
+      {"GET /health HTTP/1.1\r\nHost: x:123456789012345678901234567890\r\n\r\n", "above 65535"},
+      {"GET /health HTTP/1.1\r\nHost: [::1]:70000\r\n\r\n", "a port, '70000', above 65535"},
+      {"GET /health HTTP/1.1\r\nHost: [::1\r\n\r\n", "an IP literal without its closing ']'"},
+      {"GET http://x:99999/health HTTP/1.1\r\nHost: x\r\n\r\n", "its authority 'x:99999' has a port, '99999', above 65535"},
+      // A fragment is never part of a request target (RFC 9112 3.2), in any form.
+      {"GET /health#frag HTTP/1.1\r\nHost: x\r\n\r\n", "request target '/health#frag' has a fragment ('#frag')"},
+      {"GET /v1/models?x=1#top HTTP/1.1\r\nHost: x\r\n\r\n", "has a fragment ('#top')"},
+      {"GET /# HTTP/1.1\r\nHost: x\r\n\r\n", "has a fragment ('#')"},
+      {"GET http://x/health#f HTTP/1.1\r\nHost: x\r\n\r\n", "request target 'http://x/health#f' has a fragment ('#f')"},
+      {"GET http://x#f HTTP/1.1\r\nHost: x\r\n\r\n", "has a fragment"},
+      // HTTP-version = "HTTP/" DIGIT "." DIGIT, case-sensitive (RFC 9112 2.3).
+      {"GET /health HTTP/1.1x\r\nHost: x\r\n\r\n", "malformed HTTP version 'HTTP/1.1x'"},
+      {"GET /health http/1.1\r\nHost: x\r\n\r\n", "malformed HTTP version 'http/1.1'"},
+      {"GET /health HTTP/1\r\nHost: x\r\n\r\n", "malformed HTTP version 'HTTP/1'"},
+      {"GET /health HTTP/10.0\r\nHost: x\r\n\r\n", "malformed HTTP version"},
+      {"FOO /health HTTP/2\r\nHost: x\r\n\r\n", "malformed HTTP version"},
+      // A method is a token (RFC 9110 9.1).
+      {"G(T /health HTTP/1.1\r\nHost: x\r\n\r\n", "method 'G(T' is not a token"},
+      // HTTP/1.2 is read as HTTP/1.1 (RFC 9110 2.5): it needs a Host.
+      {"GET /health HTTP/1.2\r\n\r\n", "no Host header"},
+  };
+  for (const auto& c : bad) {
+    RawConn conn(s.port);
+    conn.send(c.request);
+    const std::string r = conn.read_all(5);
+    INFO(c.request << "\n -> " << r.substr(0, 400));
+    CHECK(r.rfind("HTTP/1.1 400 Bad Request\r\n", 0) == 0);
+    check_refusal(r, 400, "bad_request", c.says);
+  }
+  CHECK(count("bad_request") == bad.size());
+  // A well-formed version with a major version other than 1: 505 (RFC 9110 15.6.6), the HTTP/2
+  // connection preface included.
+  const std::vector<std::string> other_major = {
+      "GET /health HTTP/2.0\r\nHost: x\r\n\r\n",
+      "GET /health HTTP/3.0\r\nHost: x\r\n\r\n",
+      "GET /health HTTP/0.9\r\n\r\n",
+      "FOO /health HTTP/2.0\r\nHost: x\r\n\r\n",  // the version first: the method's meaning is HTTP/2's
+      "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+  };
+  for (const auto& req : other_major) {
+    RawConn conn(s.port);
+    conn.send(req);
+    const std::string r = conn.read_all(5);
+    INFO(req << "\n -> " << r.substr(0, 400));
+    CHECK(r.rfind("HTTP/1.1 505 HTTP Version Not Supported\r\n", 0) == 0);
+    check_refusal(r, 505, "http_version_not_supported", "is not supported: this server speaks HTTP/1.1");
+  }
+  {  // a HEAD gets the 505 without content (RFC 9110 9.3.2)
+    RawConn conn(s.port);
+    conn.send("HEAD /health HTTP/2.0\r\nHost: x\r\n\r\n");
+    const std::string r = conn.read_all(5);
+    INFO(r);
+    CHECK(r.rfind("HTTP/1.1 505 ", 0) == 0);
+    REQUIRE(r.find("\r\n\r\n") != std::string::npos);
+    CHECK(r.substr(r.find("\r\n\r\n") + 4).empty());
+  }
+  CHECK(count("version_not_supported") == other_major.size() + 1);
+  const std::vector<std::string> good = {
+      "GET /health HTTP/1.1\r\nHost: x:65535\r\nConnection: close\r\n\r\n",
+      "GET /health HTTP/1.1\r\nHost: x:0\r\nConnection: close\r\n\r\n",
+      "GET /health HTTP/1.1\r\nHost: x:000000080\r\nConnection: close\r\n\r\n",  // leading zeros: port 80
+      "GET /health HTTP/1.1\r\nHost: x:\r\nConnection: close\r\n\r\n",           // empty port (RFC 3986 3.2.3)
+      "GET /health HTTP/1.1\r\nHost: [::1]:8080\r\nConnection: close\r\n\r\n",
+      "GET /health HTTP/1.1\r\nHost: [::1]:65535\r\nConnection: close\r\n\r\n",
+      "GET /health HTTP/1.1\r\nHost: [::1]\r\nConnection: close\r\n\r\n",
+      "GET http://[::1]:65535/health HTTP/1.1\r\nHost: [::1]:65535\r\nConnection: close\r\n\r\n",
+      "GET /health?q=%23 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",  // '#' %-encoded is data
+      "GET /health HTTP/1.2\r\nHost: x\r\nConnection: close\r\n\r\n",
+      "GET /health HTTP/1.9\r\nHost: x\r\nConnection: close\r\n\r\n",
+  };
+  for (const auto& req : good) {
+    RawConn conn(s.port);
+    conn.send(req);
+    const std::string r = conn.read_all(5);
+    INFO(req << "\n -> " << r.substr(0, 400));
+    CHECK(r.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+    CHECK(body_of(r) == json{{"status", "ok"}});
+  }
+  {  // HTTP/1.2 is HTTP/1.1 for persistence too: kept open by default (RFC 9112 9.3), pipelined
+    RawConn conn(s.port);
+    conn.send("GET /health HTTP/1.2\r\nHost: x\r\n\r\nGET /health HTTP/1.2\r\nHost: x\r\nConnection: close\r\n\r\n");
+    const std::string r = conn.read_all(5);
+    INFO(r);
+    size_t oks = 0;
+    for (size_t at = r.find("HTTP/1.1 200 "); at != std::string::npos; at = r.find("HTTP/1.1 200 ", at + 1)) ++oks;
+    CHECK(oks == 2);
+  }
+  CHECK(count("bad_request") == bad.size());
+  CHECK(count("version_not_supported") == other_major.size() + 1);
+}
+
+TEST_CASE("serve: the 400s cpp-httplib gives itself count under bad_request; answers the handlers turn into 405 do not",
+          "[cpu][serve]") {
+  Running s;
+  const auto count = [&](const std::string& reason) { return s.metric("rtx_http_refused_total{reason=\"" + reason + "\"}"); };
+  REQUIRE(count("bad_request") == 0);
+  // What the guard lets through but cpp-httplib refuses: a request cut short (the client closes
+  // its sending half mid-headers or mid-body), a multipart body without a boundary.
+  const std::vector<std::string> cut = {
+      "GET /health HTTP/1.1\r\nHost: x\r\n",
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"a\":",
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data\r\nContent-Length: 2\r\n\r\n{}",
+  };
+  for (const auto& req : cut) {
+    RawConn conn(s.port);
+    conn.send(req);
+    conn.close_write();
+    const std::string r = conn.read_all(5);
+    INFO(req << "\n -> " << r.substr(0, 400));
+    CHECK(r.rfind("HTTP/1.1 400 Bad Request\r\n", 0) == 0);
+    CHECK(body_of(r)["error"]["code"] == "bad_request");
+  }
+  CHECK(count("bad_request") == cut.size());
+  // cpp-httplib's 400 for a method it routes nowhere, which the server answers 405 on a route
+  // that exists: a route's answer, not a refusal.
+  RawConn conn(s.port);
+  conn.send("TRACE /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  const std::string r = conn.read_all(5);
+  INFO(r.substr(0, 400));
+  CHECK(r.rfind("HTTP/1.1 405 ", 0) == 0);
+  CHECK(count("bad_request") == cut.size());
+  for (const char* reason : {"headers_too_large", "uri_too_long", "timeout", "bad_framing", "not_implemented",
+                             "unsupported_encoding", "body_too_large", "version_not_supported"})
+    CHECK(count(reason) == 0);
 }

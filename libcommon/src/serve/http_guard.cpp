@@ -127,6 +127,10 @@ std::string authority_problem(std::string_view v) {
   }
   if (port.find_first_not_of("0123456789") != std::string_view::npos)
     return "a port, '" + shown(port) + "', that is not a number";
+  // port = *DIGIT (RFC 3986 3.2.3): empty is allowed, leading zeros too; a TCP port is 16 bits.
+  const size_t nz = port.find_first_not_of('0');
+  if (nz != std::string_view::npos && (port.size() - nz > 5 || std::stoul(std::string(port.substr(nz))) > 65535))
+    return "a port, '" + shown(port) + "', above 65535, the largest TCP port";
   return "";
 }
 
@@ -348,10 +352,12 @@ class GuardStream final : public httplib::Stream {
   }
 
   /// The request line (its LF not in line_): its method and target are kept, and the line to
-  /// hand cpp-httplib is put in out_. A method cpp-httplib does not know, in an otherwise
-  /// well-formed line, is 501 (cpp-httplib's 400 says nothing); so is CONNECT and OPTIONS *.
-  /// A target that is not origin-form is rewritten or refused (target_form()). Any other
-  /// malformed line is left to cpp-httplib's 400.
+  /// hand cpp-httplib is put in out_. Everything cpp-httplib's parser would refuse with a bare
+  /// 400 is refused here, saying why: other spacing, a bare LF, an HTTP-version that is not
+  /// `HTTP/DIGIT.DIGIT` (RFC 9112 2.3; 400), a major version other than 1 (505, RFC 9110
+  /// 15.6.6), a method that is not a token (400). HTTP/1.x with x > 1 is handed on as HTTP/1.1
+  /// (RFC 9110 2.5). A method cpp-httplib does not know is 501; so is CONNECT and OPTIONS *. A
+  /// target that is not origin-form is rewritten or refused (target_form()).
   bool request_line() {
     out_ = line_ + "\n";
     std::string_view l(line_);
@@ -375,18 +381,32 @@ class GuardStream final : public httplib::Stream {
       return refuse(GuardRefusal::BadRequest, "the request line ends in a bare LF; lines end in CRLF (RFC 9112 2.2)");
     target_ = std::string(l.substr(sp1 + 1, sp2 - sp1 - 1));
     const std::string_view version = l.substr(sp2 + 1);
-    http10_ = version == "HTTP/1.0";
-    http11_ = version == "HTTP/1.1";
+    // HTTP-version = HTTP-name "/" DIGIT "." DIGIT, HTTP-name = %s"HTTP" (RFC 9112 2.3).
+    const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+    if (version.size() != 8 || version.substr(0, 5) != "HTTP/" || !digit(version[5]) || version[6] != '.' ||
+        !digit(version[7]))
+      return refuse(GuardRefusal::BadRequest, "malformed HTTP version '" + shown(version) +
+                                                  "' in the request line: send HTTP/1.1 (RFC 9112 2.3)");
+    if (version[5] != '1')
+      return refuse(GuardRefusal::VersionNotSupported,
+                    std::string(version) + " is not supported: this server speaks HTTP/1.1 (and HTTP/1.0) on this "
+                                           "connection; send the request as HTTP/1.1 (RFC 9110 15.6.6)");
+    // A higher minor version of HTTP/1 is read as the highest this server implements, 1.1
+    // (RFC 9110 2.5: "SHOULD process the message as if it were in the highest minor version").
+    http10_ = version[7] == '0';
+    http11_ = !http10_;
+    const std::string_view served = http10_ ? "HTTP/1.0" : "HTTP/1.1";
+    const bool token = std::all_of(method_.begin(), method_.end(), [](char c) { return tchar(static_cast<unsigned char>(c)); });
+    if (!token)
+      return refuse(GuardRefusal::BadRequest, "method '" + shown(method_) +
+                                                  "' is not a token (RFC 9110 9.1, 5.6.2); send GET, HEAD or POST");
     static const char* const kKnown[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "PRI"};
-    const bool token = !method_.empty() && std::all_of(method_.begin(), method_.end(), [](char c) {
-      return tchar(static_cast<unsigned char>(c));
-    });
     const bool known = std::any_of(std::begin(kKnown), std::end(kKnown), [&](const char* m) { return method_ == m; });
-    if (token && !known && version.rfind("HTTP/", 0) == 0 && version.find(' ') == std::string_view::npos)
+    if (!known)
       return refuse(GuardRefusal::NotImplemented,
                     "method '" + shown(method_) + "' is not implemented; this server takes GET, HEAD and POST");
-    if (known && (http10_ || http11_) && !target_.empty() && line_.back() == '\r') return target_form(version);
-    return true;
+    out_ = method_ + " " + target_ + " " + std::string(served) + "\r\n";
+    return target_form(served);
   }
 
   /// The four forms of request-target (RFC 9112 3.2), for a well-formed request line:
@@ -403,8 +423,15 @@ class GuardStream final : public httplib::Stream {
   ///   proxy, RFC 9110 9.3.6) is 501, this server is not a proxy; any other method with it 400.
   /// - asterisk-form (`*`, 3.2.4) is for OPTIONS only: OPTIONS * asks about the server as a
   ///   whole, which is not implemented (501); any other method with it 400.
+  /// - a `#fragment` in any form is 400: origin-form is absolute-path [ "?" query ] (3.2.1) and
+  ///   absolute-form an absolute-URI (3.2.2, RFC 3986 4.3), neither with a fragment, which a
+  ///   client never sends (RFC 9110 7.1). cpp-httplib would cut it off silently.
   bool target_form(std::string_view version) {
     const std::string& t = target_;
+    if (const size_t hash = t.find('#'); hash != std::string::npos)
+      return refuse(GuardRefusal::BadRequest, "request target '" + shown(t) + "' has a fragment ('" +
+                                                  shown(std::string_view(t).substr(hash)) +
+                                                  "'): a request target has none (RFC 9112 3.2); leave out the '#...'");
     if (method_ == "CONNECT" && t.front() != '/')
       return refuse(GuardRefusal::NotImplemented, "CONNECT (a tunnel, RFC 9110 9.3.6) is not implemented: this server is "
                                                   "not a proxy; it takes GET, HEAD and POST on its paths");
@@ -430,7 +457,7 @@ class GuardStream final : public httplib::Stream {
       return refuse(GuardRefusal::BadRequest, "request target '" + shown(t) + "' is a '" + shown(name) +
                                                   "' URI; this server takes paths and http or https URIs");
     const size_t start = sep + 3;
-    const size_t end = std::min(t.find_first_of("/?#", start), t.size());
+    const size_t end = std::min(t.find_first_of("/?", start), t.size());
     const std::string_view authority = std::string_view(t).substr(start, end - start);
     if (const std::string why = authority_problem(authority); !why.empty())
       return refuse(GuardRefusal::BadRequest, "request target '" + shown(t) + "': its authority '" + shown(authority) +
@@ -679,6 +706,7 @@ std::string guard_refusal_message(GuardRefusal r, const HttpLimits& l) {
     case GuardRefusal::BadFraming:
     case GuardRefusal::NotImplemented:
     case GuardRefusal::UnsupportedEncoding:
+    case GuardRefusal::VersionNotSupported:
       return t_detail;
     case GuardRefusal::None:
       break;
@@ -698,6 +726,7 @@ const char* guard_refusal_reason(GuardRefusal r) {
     case GuardRefusal::NotImplemented: return "not_implemented";
     case GuardRefusal::UnsupportedEncoding: return "unsupported_encoding";
     case GuardRefusal::BodyTooLarge: return "body_too_large";
+    case GuardRefusal::VersionNotSupported: return "version_not_supported";
     case GuardRefusal::None: break;
   }
   return "";
@@ -718,6 +747,7 @@ GuardAnswer guard_refusal_answer(GuardRefusal r, const HttpLimits& l) {
     case GuardRefusal::NotImplemented: a.status = 501, a.code = "not_implemented"; break;
     case GuardRefusal::UnsupportedEncoding: a.status = 415, a.code = "unsupported_content_encoding"; break;
     case GuardRefusal::BodyTooLarge: a.status = 413, a.code = "request_too_large"; break;
+    case GuardRefusal::VersionNotSupported: a.status = 505, a.code = "http_version_not_supported"; break;
     case GuardRefusal::None: break;
   }
   return a;
@@ -734,6 +764,7 @@ const char* reason_phrase(int status) {
     case 415: return "Unsupported Media Type";
     case 431: return "Request Header Fields Too Large";
     case 501: return "Not Implemented";
+    case 505: return "HTTP Version Not Supported";
     default: return "Error";
   }
 }
@@ -741,6 +772,7 @@ const char* reason_phrase(int status) {
 }  // namespace
 
 GuardedHttpServer::GuardedHttpServer(const HttpLimits& l) : limits_(l) {
+  set_error_handler(httplib::Server::HandlerWithResponse{});
   // cpp-httplib adds "Connection: close" or "Keep-Alive" after the handlers ran, beside any
   // Connection header they set: a response that closes the connection says so once, and
   // never offers keep-alive.
@@ -762,6 +794,32 @@ uint64_t GuardedHttpServer::refused(std::string_view reason) const {
   for (size_t i = 0; i < kGuardRefusalReasonCount; ++i)
     if (reason == kGuardRefusalReasons[i]) return refused_[i].load();
   return 0;
+}
+
+void GuardedHttpServer::count_refusal(std::string_view reason) {
+  for (size_t i = 0; i < kGuardRefusalReasonCount; ++i)
+    if (reason == kGuardRefusalReasons[i]) refused_[i].fetch_add(1);
+}
+
+GuardedHttpServer& GuardedHttpServer::set_error_handler(httplib::Server::HandlerWithResponse handler) {
+  httplib::Server::set_error_handler(httplib::Server::HandlerWithResponse(
+      [this, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+    // cpp-httplib's own 400 (its parser or body reader refused the request, or it routes the
+    // method nowhere) comes with no body; a handler's or the guard's answers have one or a refusal.
+    const bool library_400 = res.status == 400 && res.body.empty() && current_guard_refusal() == GuardRefusal::None;
+    const auto r = handler ? handler(req, res) : httplib::Server::HandlerResponse::Unhandled;
+    if (library_400 && res.status == 400) count_refusal("bad_request");
+    return r;
+  }));
+  return *this;
+}
+
+GuardedHttpServer& GuardedHttpServer::set_error_handler(httplib::Server::Handler handler) {
+  return set_error_handler(httplib::Server::HandlerWithResponse(
+      [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+        handler(req, res);
+        return httplib::Server::HandlerResponse::Handled;
+      }));
 }
 
 GuardedHttpServer& GuardedHttpServer::set_logger(httplib::Logger logger) {
@@ -823,11 +881,7 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
         logger_(req, res);
       }
     }
-    if (why != GuardRefusal::None) {  // each refused request once, by its reason label
-      const std::string_view reason = guard_refusal_reason(why);
-      for (size_t i = 0; i < kGuardRefusalReasonCount; ++i)
-        if (reason == kGuardRefusalReasons[i]) refused_[i].fetch_add(1);
-    }
+    if (why != GuardRefusal::None) count_refusal(guard_refusal_reason(why));  // each refused request once
     if (!ret || closed || why != GuardRefusal::None || t_close_after) break;
   }
   ::shutdown(sock, SHUT_RDWR);

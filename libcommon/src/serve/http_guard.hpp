@@ -29,7 +29,10 @@ struct HttpLimits {
 /// accept silently or misread (RFC 9112): the syntax of each header line, the request's method
 /// token and target form (3.2), the Host header (3.2), Transfer-Encoding and Content-Encoding,
 /// and the framing of a chunked body. An absolute-form target (`GET http://h/v1/models`, 3.2.2)
-/// is not refused: the guard rewrites it to origin-form before cpp-httplib reads it.
+/// is not refused: the guard rewrites it to origin-form before cpp-httplib reads it. The
+/// request line's HTTP-version (RFC 9112 2.3) is checked too: a major version other than 1 is
+/// 505 (RFC 9110 15.6.6), and HTTP/1.x with x > 1 is served as HTTP/1.1, as RFC 9110 2.5 says
+/// a recipient SHOULD (cpp-httplib alone answers it 400).
 enum class GuardRefusal {
   None,
   HeadersTooLarge,       ///< request line + headers over max_header_bytes or max_header_lines (431)
@@ -42,6 +45,7 @@ enum class GuardRefusal {
   NotImplemented,        ///< an unknown method or transfer coding, CONNECT, OPTIONS * (501)
   UnsupportedEncoding,   ///< a Content-Encoding other than identity on a request with a body (415)
   BodyTooLarge,          ///< a chunked body over the server's payload limit (413)
+  VersionNotSupported,   ///< a well-formed HTTP-version whose major version is not 1, e.g. HTTP/2.0 (505)
 };
 /// The refusal of the request being read on the calling thread (None when not refused).
 GuardRefusal current_guard_refusal();
@@ -67,18 +71,22 @@ struct GuardAnswer {
   int status = 0;
   std::string type, code, message;
 };
+/// The status (RFC 9110 section 15: 400, 408, 413, 414, 415, 431, 501, 505), OpenAI error
+/// type and code, and message of refusal `r`.
 GuardAnswer guard_refusal_answer(GuardRefusal r, const HttpLimits& l);
 
 /// The `reason` label of a refusal in rtx_http_refused_total ("" for None): headers_too_large
 /// (431, HeadersTooLarge and HeaderLineTooLong), uri_too_long (414), timeout (408, both
 /// deadlines), bad_request and bad_framing (400), not_implemented (501), unsupported_encoding
-/// (415), body_too_large (413, a chunked body). headers_too_large and timeout are the labels
-/// of the first version of the metric; 414 counted under headers_too_large before it had its own.
+/// (415), body_too_large (413, a chunked body), version_not_supported (505, RFC 9110 15.6.6).
+/// headers_too_large and timeout are the labels of the first version of the metric; 414
+/// counted under headers_too_large before it had its own.
 const char* guard_refusal_reason(GuardRefusal r);
-/// Every reason label guard_refusal_reason() returns, once each, in the order /metrics lists them.
-inline constexpr const char* kGuardRefusalReasons[] = {"headers_too_large", "uri_too_long",   "timeout",
-                                                       "bad_request",       "bad_framing",    "not_implemented",
-                                                       "unsupported_encoding", "body_too_large"};
+/// Every reason label guard_refusal_reason() returns, once each, in the order /metrics lists them
+/// (new labels are appended, so existing series keep their place).
+inline constexpr const char* kGuardRefusalReasons[] = {
+    "headers_too_large", "uri_too_long",         "timeout",        "bad_request",          "bad_framing",
+    "not_implemented",   "unsupported_encoding", "body_too_large", "version_not_supported"};
 inline constexpr size_t kGuardRefusalReasonCount = sizeof kGuardRefusalReasons / sizeof kGuardRefusalReasons[0];
 
 /// httplib::Server with guarded connections: the keep-alive loop of cpp-httplib (up to
@@ -93,9 +101,12 @@ class GuardedHttpServer : public httplib::Server {
   const HttpLimits& limits() const { return limits_; }
   /// Requests the guard refused with `reason` (a kGuardRefusalReasons label) since start; 0 for
   /// a label that is not one of them. Each refused request counts once, whoever answered it
-  /// (the error handler or the connection loop). Refusals made by the server's own handlers
-  /// (pre-routing: several Content-Length, a declared body over the limit, 401, 411) are not
-  /// counted here.
+  /// (the error handler or the connection loop). A 400 Bad Request (RFC 9110 15.5.1) that
+  /// cpp-httplib gives itself, past the guard's checks (a request cut short mid-headers or
+  /// mid-body, a multipart body it cannot parse, a method it routes nowhere such as TRACE on an
+  /// unknown path), counts under bad_request when it is still 400 after the error handler ran.
+  /// Refusals made by the server's own handlers (pre-routing: several Content-Length, a
+  /// declared body over the limit, 401, 411) are not counted here.
   uint64_t refused(std::string_view reason) const;
   /// refused("headers_too_large") and refused("timeout"), the first version's two counters.
   uint64_t refused_too_large() const { return refused("headers_too_large"); }
@@ -104,8 +115,16 @@ class GuardedHttpServer : public httplib::Server {
   /// line too long or with an unknown method, a request line that never arrived), which
   /// cpp-httplib never sees as requests. Hides httplib::Server::set_logger.
   GuardedHttpServer& set_logger(httplib::Logger logger);
+  /// cpp-httplib's error handler (called for every answer with status >= 400, RFC 9110 15.5),
+  /// wrapped so that a 400 cpp-httplib raised itself, with no guard refusal and no body from a
+  /// handler, is counted under bad_request in refused() when the handler leaves it a 400.
+  /// Hides httplib::Server::set_error_handler; the constructor installs the wrapper with no
+  /// handler, so such 400s count even when none is set.
+  GuardedHttpServer& set_error_handler(httplib::Server::HandlerWithResponse handler);
+  GuardedHttpServer& set_error_handler(httplib::Server::Handler handler);
 
  private:
+  void count_refusal(std::string_view reason);
   bool process_and_close_socket(socket_t sock) override;
   HttpLimits limits_;
   httplib::Logger logger_;

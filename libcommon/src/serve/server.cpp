@@ -498,7 +498,8 @@ struct Server::Impl {
     family("rtx_http_refused_total", "counter",
            "Requests the HTTP guard refused (the connection then closed), by reason: headers_too_large (431), "
            "uri_too_long (414), timeout (408), bad_request and bad_framing (400), not_implemented (501), "
-           "unsupported_encoding (415), body_too_large (413, a chunked body).");
+           "unsupported_encoding (415), body_too_large (413, a chunked body), version_not_supported (505); "
+           "cpp-httplib's own 400s count under bad_request.");
     for (const char* reason : kGuardRefusalReasons)
       o << "rtx_http_refused_total{reason=\"" << reason << "\"} " << http.refused(reason) << "\n";
     family("rtx_requests_finished_total", "counter", "Generation requests finished, by finish reason.");

@@ -137,6 +137,41 @@ TEST_CASE("history: a planted 20% step is found at the promotion and linked to i
   CHECK(rtx::evolve::format_history(h).find("caused by proposal #" + std::to_string(p.step)) != std::string::npos);
 }
 
+TEST_CASE("history: busy-host points are marked and left out of the change-point analysis", "[cpu]") {
+  rtx::store::Store st(":memory:");
+  const std::string name = "mm/cpu.blocked/K=128,M=256,N=384/f32";
+  for (int i = 0; i < 30; ++i) add_point(st, name, i, 1e-3 * (1 + 0.002 * ((i * 7) % 5 - 2)));
+  // Five consecutive points on a busy host, 40% slower: a spurious step if analysed.
+  st.exec("UPDATE bench_results SET contended = 1, contention_reason = 'PSI cpu stall 38%', median_s = median_s * 1.4 "
+          "WHERE id BETWEEN 21 AND 25");
+  rtx::evolve::HistoryOptions o;
+  const auto h = rtx::evolve::case_history(st, name, o);
+  REQUIRE(h.points.size() == 30);
+  CHECK(h.contended_points == 5);
+  CHECK(h.busy_left_out == 5);
+  CHECK(h.change_points.empty());
+  CHECK(h.points[20].contended);
+  CHECK(h.points[20].contention_reason == "PSI cpu stall 38%");
+  CHECK_FALSE(h.points[19].contended);
+  const json j = rtx::evolve::to_json(h);
+  CHECK(j["contended_points"] == 5);
+  CHECK(j["points"][20]["contended"] == true);
+  CHECK(j["points"][20]["contention_reason"] == "PSI cpu stall 38%");
+  CHECK(j["points"][0]["contended"] == false);
+  const std::string text = rtx::evolve::format_history(h);
+  INFO(text);
+  CHECK_THAT(text, Catch::Contains("       -  busy  "));  // the host column of a busy row (no proposal)
+  CHECK_THAT(text, Catch::Contains("[busy 1]"));
+  CHECK_THAT(text, Catch::Contains("5 busy-host points") && Catch::Contains("left out of the change-point analysis"));
+  CHECK_THAT(text, Catch::Contains("[busy 1] PSI cpu stall 38%"));
+  // --include-busy: analysed like any point; indices still refer to all points.
+  o.analyze_contended = true;
+  const auto all = rtx::evolve::case_history(st, name, o);
+  CHECK(all.busy_left_out == 0);
+  REQUIRE_FALSE(all.change_points.empty());
+  CHECK(all.change_points[0].index == 20);
+}
+
 TEST_CASE("history: no false change point on a flat noisy series of 60 points", "[cpu]") {
   rtx::store::Store st(":memory:");
   rtx::Philox rng(7);

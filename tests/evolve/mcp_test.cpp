@@ -391,7 +391,48 @@ TEST_CASE("evolve mcp: list_benchmarks and get_baseline", "[cpu]") {
   CHECK(c["case"]["profile"]["key"] == "matmul_forward|cpu.blocked|K=128,M=64,N=65|f32|cpu|" + f.sku);
   CHECK(c["case"]["profile"]["version"] == nullptr);
 
+  CHECK(c["case"]["contended_skipped"] == 0);
+  CHECK(c["case"]["latest"]["contended"] == false);
+  CHECK(c["case"]["latest"]["contention_reason"] == "");
+
+  // A newer rtx-bench result measured on a busy host is skipped by default and counted.
+  {
+    const int64_t run = f.st.begin_run("rtx-bench", "[]", 0, "sha", f.sku, "{}");
+    auto& q = f.st.prepare(
+        "INSERT INTO bench_results (run_id, case_name, op, variant, backend, shape, dtype, median_s, n, created_at, "
+        "contended, contention_reason) VALUES (?1, ?2, 'matmul_forward', 'cpu.blocked', 'cpu', 'K=128,M=64,N=65', 'f32', "
+        "9e-3, 12, '2026-04-01T00:00:00.000Z', 1, 'measuring thread ran 43% of the window')");
+    q.bind(1, run).bind(2, case_id);
+    q.run();
+  }
+  const json busy = ok(one(srv, call(12, "get_baseline", {{"case", case_id}})));
+  CHECK(busy["case"]["results_recorded"] == 3);
+  CHECK(busy["case"]["contended_recorded"] == 1);
+  CHECK(busy["case"]["contended_skipped"] == 1);
+  CHECK(busy["case"]["include_contended"] == false);
+  CHECK(busy["case"]["latest"]["median_s"].get<double>() == Approx(2e-3));
+  CHECK(busy["case"]["latest"]["contended"] == false);
+  CHECK_THAT(busy["case"]["note"].get<std::string>(),
+             Catch::Contains("skipped 1 newer busy-host result") && Catch::Contains("43% of the window"));
+  // Opt in: the busy one is the latest, marked.
+  const json with = ok(one(srv, call(13, "get_baseline", {{"case", case_id}, {"include_contended", true}})));
+  CHECK(with["case"]["contended_skipped"] == 0);
+  CHECK(with["case"]["latest"]["median_s"].get<double>() == Approx(9e-3));
+  CHECK(with["case"]["latest"]["contended"] == true);
+  CHECK(with["case"]["latest"]["contention_reason"] == "measuring thread ran 43% of the window");
+  CHECK(error_code(one(srv, call(14, "get_baseline", {{"case", case_id}, {"include_contended", "yes"}}))) == -32602);
+  // The replies agree with the tool's outputSchema.
+  json schema;
+  for (const auto& t : McpServer::tool_definitions())
+    if (t["name"] == "get_baseline") schema = t["outputSchema"];
+  REQUIRE(schema.is_object());
+  CHECK(rtx::evolve::mcp_schema_problem(schema, busy) == "");
+  CHECK(rtx::evolve::mcp_schema_problem(schema, with) == "");
+  CHECK(rtx::evolve::mcp_schema_problem(schema, c) == "");
+
   const json none = ok(one(srv, call(7, "get_baseline", {{"case", "nope/x/N=1/f32"}})));
+  CHECK(rtx::evolve::mcp_schema_problem(schema, none) == "");
+  CHECK(none["case"]["contended_skipped"] == 0);
   CHECK(none["case"]["latest"] == nullptr);
   CHECK(none["case"]["results_recorded"] == 0);
   CHECK_THAT(tool_error(one(srv, call(8, "get_baseline", {{"key", "garbage"}}))), Catch::Contains("garbage"));

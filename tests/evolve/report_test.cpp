@@ -246,10 +246,57 @@ TEST_CASE("report: an undecided performance gate is told apart from a failure", 
     if (p["id"] == 3) CHECK_THAT(action, Catch::StartsWith("none: failed memory: no reduction of peak"));
     if (p["id"] == 2) CHECK_THAT(action, Catch::StartsWith("none now: undecided performance") && Catch::Contains("a later run proposes it again"));
   }
+  // Win rate: the undecided proposal is neither a win nor a failure (out of the denominator),
+  // counted apart and said in the text.
+  const json& ov = r["win_rate"]["overall"];
+  CHECK(ov["validated"] == 2);  // #1 and #3 decided
+  CHECK(ov["passed"] == 0);
+  CHECK(ov["failed"] == 2);
+  CHECK(ov["undecided"] == 1);
+  CHECK(ov["pass_rate"].get<double>() == Approx(0.0));
+  CHECK(domain_row(r, "scheduler")["validated"] == 0);
+  CHECK(domain_row(r, "scheduler")["undecided"] == 1);
+  CHECK(domain_row(r, "scheduler")["pass_rate"] == nullptr);
+  CHECK(domain_row(r, "memory")["undecided"] == 0);
+  const std::string md = render_report(r, "md");
+  CHECK_THAT(md, Catch::Contains("| domain | validated | passed | promoted | undecided |"));
+  CHECK_THAT(md, Catch::Contains("| all | 2 | 0 | 0 | 1 | 0.0% | 0.0% |"));
+  CHECK_THAT(md, Catch::Contains("1 proposal was undecided"));
+  CHECK_THAT(render_report(r, "html"), Catch::Contains("1 proposal was undecided"));
+
   // The prior that keeps a failure from being proposed again ignores the undecided one.
   CHECK(failed_before(st, dec.fingerprint, "SKU-A"));
   CHECK_FALSE(failed_before(st, und.fingerprint, "SKU-A"));
   CHECK(failed_before(st, mem.fingerprint, "SKU-A"));
+}
+
+TEST_CASE("report: busy-host bench points are marked in JSON, HTML and Markdown", "[cpu]") {
+  rtx::store::Store st(":memory:");
+  fill(st);
+  // Two of the 24 points were measured on a busy host (and are much slower).
+  st.exec("UPDATE bench_results SET contended = 1, contention_reason = 'PSI cpu stall 41%', median_s = 3e-3 "
+          "WHERE created_at IN ('2026-01-01T00:00:03.000Z', '2026-01-01T00:00:20.000Z')");
+  const json r = build_report(st, ReportOptions{});
+  REQUIRE(r["performance"]["cases"].size() == 1);
+  const json& c = r["performance"]["cases"][0];
+  CHECK(c["busy_points"] == 2);
+  size_t busy = 0;
+  for (const auto& p : c["points"])
+    if (p["contended"].get<bool>()) {
+      ++busy;
+      CHECK(p["contention_reason"] == "PSI cpu stall 41%");
+    }
+  CHECK(busy == 2);
+  // Left out of the change-point analysis: still the one 20% step, no spike change points.
+  REQUIRE(c["change_points"].size() == 1);
+  CHECK(c["change_points"][0]["rel_change"].get<double>() == Approx(-0.2).margin(0.01));
+  const std::string html = render_report(r, "html");
+  CHECK(count_of(html, "class=\"pb busy\"") == 2);
+  CHECK_THAT(html, Catch::Contains("(busy host: PSI cpu stall 41%)"));
+  CHECK_THAT(html, Catch::Contains("2 of 24 points of"));
+  const std::string md = render_report(r, "md");
+  CHECK_THAT(md, Catch::Contains("| case | points | busy | first | last |"));
+  CHECK_THAT(md, Catch::Contains(" | 24 | 2 | "));
 }
 
 TEST_CASE("report: --since and --limit", "[cpu]") {
@@ -312,9 +359,9 @@ TEST_CASE("report: Markdown tables have the right rows", "[cpu]") {
   const std::string md = render_report(build_report(st, ReportOptions{}), "md");
   CHECK(count_of(md, "<svg") == 0);
   CHECK(count_of(md, "<script") == 0);
-  CHECK_THAT(md, Catch::Contains("| tuner | 3 | 2 | 2 | 66.7% | 66.7% |"));
-  CHECK_THAT(md, Catch::Contains("| parallelism | 1 | 1 | 0 | 100.0% | 0.0% |"));
-  CHECK_THAT(md, Catch::Contains("| all | 6 | 4 | 3 | 66.7% | 50.0% |"));
+  CHECK_THAT(md, Catch::Contains("| tuner | 3 | 2 | 2 | 0 | 66.7% | 66.7% |"));
+  CHECK_THAT(md, Catch::Contains("| parallelism | 1 | 1 | 0 | 0 | 100.0% | 0.0% |"));
+  CHECK_THAT(md, Catch::Contains("| all | 6 | 4 | 3 | 0 | 66.7% | 50.0% |"));
   CHECK_THAT(md, Catch::Contains("| performance | 6 | 2 |"));
   CHECK_THAT(md, Catch::Contains("| memory | 4 | 1 |"));
   CHECK_THAT(md, Catch::Contains("| **total** | 7 |"));
@@ -462,7 +509,7 @@ TEST_CASE("rtx-evolve report: CLI writes one HTML file, md, json; bad input exit
 
   auto m = rtx::test::run(tool + "report --format md --limit 3");
   REQUIRE(m.exit_code == 0);
-  CHECK_THAT(m.out, Catch::Contains("| all | 6 | 4 | 3 | 66.7% | 50.0% |"));
+  CHECK_THAT(m.out, Catch::Contains("| all | 6 | 4 | 3 | 0 | 66.7% | 50.0% |"));
   CHECK_THAT(m.out, Catch::Contains("| 7 | 20"));  // newest 3: 7, 6, 5
   CHECK_THAT(m.out, Catch::Contains("| 5 | 20"));
   CHECK_THAT(m.out, !Catch::Contains("| 4 | 20"));

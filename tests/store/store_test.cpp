@@ -16,6 +16,7 @@
 #include "rtx/core/error.hpp"
 #include "rtx/store/store.hpp"
 #include "test_util.hpp"
+#include "../../libcommon/src/store/migrations.hpp"  // the released migrations, to build an older store
 
 using rtx::Error;
 using rtx::ErrorCategory;
@@ -139,6 +140,45 @@ TEST_CASE("store: migrations from empty create every table, WAL, foreign keys", 
   for (const char* t : {"runs", "artifacts", "doctor_reports", "bench_results", "tuning_trials", "profiles",
                         "profile_current", "proposals", "gate_results", "promotions", "kg_nodes", "kg_edges"})
     CHECK(tables.count(t) == 1);
+}
+
+TEST_CASE("store: a version 2 store migrates to 3; old bench rows read contended 0", "[cpu]") {
+  const std::string path = rtx::test::temp_dir() + "/v2.db";
+  {  // a store as an rtx of schema 2 left it: migrations 1 and 2 only, with one bench row
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    for (const auto& m : rtx::store::detail::migrations())
+      if (m.version <= 2) REQUIRE(sqlite3_exec(db, m.sql, nullptr, nullptr, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db,
+                         "INSERT INTO runs (id, tool) VALUES (1, 'rtx-bench');"
+                         "INSERT INTO bench_results (run_id, case_name, op, variant, backend, shape, dtype, median_s) "
+                         "VALUES (1, 'old/case', 'gelu', 'cpu.ref', 'cpu', 'N=4', 'f32', 1e-3);"
+                         "PRAGMA user_version = 2;",
+                         nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+  }
+  Store s(path);
+  CHECK(s.schema_version() == 3);
+  CHECK(Store::latest_schema_version() >= 3);
+  Statement& q = s.prepare("SELECT case_name, median_s, contended, contention_reason FROM bench_results");
+  REQUIRE(q.step());
+  CHECK(q.column_text(0) == "old/case");
+  CHECK(q.column_double(1) == 1e-3);
+  CHECK(q.column_int64(2) == 0);
+  CHECK(q.column_text(3) == "");
+  CHECK_FALSE(q.step());
+  q.reset();
+  // A contended row keeps 1 and its reason; anything but 0/1 is refused by the CHECK.
+  s.exec("INSERT INTO bench_results (run_id, case_name, op, variant, backend, shape, dtype, contended, contention_reason) "
+         "VALUES (1, 'new/case', 'gelu', 'cpu.ref', 'cpu', 'N=4', 'f32', 1, 'PSI cpu stall 38%')");
+  CHECK(raw_int(path, "SELECT contended FROM bench_results WHERE case_name = 'new/case'") == 1);
+  Statement& r = s.prepare("SELECT contention_reason FROM bench_results WHERE case_name = 'new/case'");
+  REQUIRE(r.step());
+  CHECK(r.column_text(0) == "PSI cpu stall 38%");
+  r.reset();
+  CHECK_THROWS_AS(s.exec("INSERT INTO bench_results (run_id, case_name, op, variant, backend, shape, dtype, contended) "
+                         "VALUES (1, 'bad', 'gelu', 'cpu.ref', 'cpu', 'N=4', 'f32', 2)"),
+                  Error);
 }
 
 TEST_CASE("store: reopen is idempotent and keeps data", "[cpu]") {

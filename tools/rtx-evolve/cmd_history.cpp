@@ -25,6 +25,9 @@ Body add_history(CLI::App& app, const rtx::cli::CommonOptions& common) {
       ->check(CLI::Range(1, 100000));
   app.add_option("--min-size", o->min_size, "Fewest points between change points")->capture_default_str()->check(CLI::Range(1, 100000));
   app.add_flag("--candidates", o->include_candidates, "Also show evolve candidate arms (not a deployed configuration)");
+  app.add_flag("--include-busy", o->analyze_contended,
+               "Analyse busy-host points (measured while the host was contended; always listed, marked busy) for change "
+               "points too; by default they are left out of the analysis");
   return [&common, name, o]() {
     rtx::evolve::normalize_since(o->since, 0);  // a bad --since is refused before the store is opened
     rtx::store::Store st(rtx::store::resolve_db_path(common.db));

@@ -233,7 +233,8 @@ CaseHistory case_history(store::Store& st, const std::string& case_name, const H
     }
   }
   auto& q = st.prepare("SELECT br.run_id, br.created_at, br." + o.metric +
-                       ", r.tool, br.params_json FROM bench_results br JOIN runs r ON r.id = br.run_id "
+                       ", r.tool, br.params_json, br.contended, br.contention_reason "
+                       "FROM bench_results br JOIN runs r ON r.id = br.run_id "
                        "WHERE br.case_name = ?1 AND br." + o.metric + " IS NOT NULL "
                        "AND (?2 = '' OR julianday(br.created_at) >= julianday(?2)) "  // instants, not text
                        "ORDER BY julianday(br.created_at), br.created_at, br.id");
@@ -243,22 +244,37 @@ CaseHistory case_history(store::Store& st, const std::string& case_name, const H
     if (org.source == "evolve:candidate" && !o.include_candidates) continue;
     const double v = q.column_double(2);
     if (!std::isfinite(v)) continue;
-    h.points.push_back({q.column_int64(0), q.column_text(1), v, org.source, org.proposal_id});
+    const bool busy = q.column_int64(5) != 0;
+    h.points.push_back({q.column_int64(0), q.column_text(1), v, org.source, org.proposal_id, busy,
+                        busy ? q.column_text(6) : std::string()});
   }
   q.reset();
   if (o.limit > 0 && h.points.size() > o.limit)
     h.points.erase(h.points.begin(), h.points.end() - static_cast<std::ptrdiff_t>(o.limit));
 
+  // The analysed points: all, or (by default) those not measured on a busy host.
+  std::vector<size_t> idx;
   std::vector<double> values;
-  for (const auto& p : h.points) values.push_back(p.value);
+  for (size_t i = 0; i < h.points.size(); ++i) {
+    if (h.points[i].contended) ++h.contended_points;
+    if (h.points[i].contended && !o.analyze_contended) continue;
+    idx.push_back(i);
+    values.push_back(h.points[i].value);
+  }
+  h.busy_left_out = h.points.size() - idx.size();
   stats::EDivisiveOptions eo;
   eo.pvalue = o.pvalue;
   eo.permutations = o.permutations;
   eo.min_size = o.min_size;
   eo.seed = o.seed;
   h.change_points = stats::e_divisive(values, eo);
-  for (const auto& cp : h.change_points)
-    h.caused_by.push_back(promoted_between(st, h.points[cp.index - 1].created_at, h.points[cp.index].created_at));
+  for (auto& cp : h.change_points) {  // analysed-series indices -> indices into h.points
+    const size_t before = idx[cp.index - 1];
+    cp.index = idx[cp.index];
+    cp.window_start = cp.window_start < idx.size() ? idx[cp.window_start] : h.points.size();
+    cp.window_end = cp.window_end < idx.size() ? idx[cp.window_end] : h.points.size();
+    h.caused_by.push_back(promoted_between(st, h.points[before].created_at, h.points[cp.index].created_at));
+  }
   return h;
 }
 
@@ -279,7 +295,8 @@ json to_json(const CaseHistory& h) {
   json pts = json::array();
   for (const auto& p : h.points)
     pts.push_back({{"run_id", p.run_id}, {"created_at", p.created_at}, {"value", p.value}, {"source", p.source},
-                   {"proposal_id", opt(p.proposal_id)}});
+                   {"proposal_id", opt(p.proposal_id)}, {"contended", p.contended},
+                   {"contention_reason", p.contention_reason}});
   json cps = json::array();
   for (size_t i = 0; i < h.change_points.size(); ++i) {
     const auto& c = h.change_points[i];
@@ -297,6 +314,7 @@ json to_json(const CaseHistory& h) {
                    {"caused_by", i < h.caused_by.size() ? opt(h.caused_by[i]) : json(nullptr)}});
   }
   return {{"schema", "rtx.history.v1"}, {"case", h.case_name}, {"metric", h.metric},
+          {"contended_points", h.contended_points}, {"busy_left_out", h.busy_left_out},
           {"points", pts}, {"change_points", cps}};
 }
 
@@ -306,16 +324,32 @@ std::string format_history(const CaseHistory& h) {
   std::set<size_t> starts;
   for (const auto& c : h.change_points) starts.insert(c.index);
   char line[256];
-  std::snprintf(line, sizeof line, "  %4s  %-24s  %8s  %-18s  %8s  %s\n", "#", "created_at", "run", "source", "proposal",
-                h.metric.c_str());
+  std::snprintf(line, sizeof line, "  %4s  %-24s  %8s  %-18s  %8s  %-4s  %s\n", "#", "created_at", "run", "source",
+                "proposal", "host", h.metric.c_str());
   os << line;
+  std::vector<std::string> reasons;  // distinct busy-host reasons, listed once below the table
   for (size_t i = 0; i < h.points.size(); ++i) {
     const auto& p = h.points[i];
-    std::snprintf(line, sizeof line, "  %4zu  %-24s  %8lld  %-18s  %8s  %s%s\n", i, p.created_at.c_str(),
+    std::string note = starts.count(i) ? "   <- change point" : "";
+    if (p.contended) {
+      auto it = std::find(reasons.begin(), reasons.end(), p.contention_reason);
+      if (it == reasons.end()) it = reasons.insert(reasons.end(), p.contention_reason);
+      note += "   [busy " + std::to_string(it - reasons.begin() + 1) + "]";
+    }
+    std::snprintf(line, sizeof line, "  %4zu  %-24s  %8lld  %-18s  %8s  %-4s  %s", i, p.created_at.c_str(),
                   static_cast<long long>(p.run_id), p.source.c_str(),
-                  p.proposal_id ? ("#" + std::to_string(*p.proposal_id)).c_str() : "-", with_unit(h.metric, p.value).c_str(),
-                  starts.count(i) ? "   <- change point" : "");
-    os << line;
+                  p.proposal_id ? ("#" + std::to_string(*p.proposal_id)).c_str() : "-", p.contended ? "busy" : "-",
+                  with_unit(h.metric, p.value).c_str());
+    os << line << note << "\n";
+  }
+  if (h.contended_points > 0) {
+    os << h.contended_points << " busy-host point" << (h.contended_points == 1 ? "" : "s")
+       << " (host contended while measuring; rtx-bench's host.contended)"
+       << (h.busy_left_out > 0 ? ", left out of the change-point analysis (--include-busy analyses them)"
+                               : ", analysed like the others")
+       << ":\n";
+    for (size_t i = 0; i < reasons.size(); ++i)
+      os << "  [busy " << i + 1 << "] " << (reasons[i].empty() ? "(no reason recorded)" : reasons[i]) << "\n";
   }
   if (h.change_points.empty()) {
     os << "no change points";

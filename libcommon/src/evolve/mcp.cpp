@@ -180,7 +180,12 @@ json make_tool_definitions() {
       {{"case", str_prop("Bench case id '<case>/<variant>/<shape>/<dtype>' (as list_benchmarks gives): its latest "
                          "recorded bench result and the current kernel profile of its key on this host")},
        {"key", str_prop("Profile key 'op|variant|shape|dtype|backend|sku' or config key '<domain>|<sku>' (domain "
-                        "parallelism, scheduler or memory): the configuration in force")}},
+                        "parallelism, scheduler or memory): the configuration in force")},
+       {"include_contended",
+        {{"type", "boolean"},
+         {"default", false},
+         {"description", "With case: also consider results measured on a busy host (contended); default false skips "
+                         "them and counts them in contended_skipped"}}}},
       json::array());
   baseline_in["anyOf"] = json::array({{{"required", {"case"}}}, {{"required", {"key"}}}});
   tools.push_back(
@@ -189,12 +194,32 @@ json make_tool_definitions() {
        {"description",
         "What a proposal would be judged against: for a key, the current profile or configuration (promoted version, "
         "or the built-in defaults); for a bench case, the latest bench result recorded in the store (median and 95% CI "
-        "in seconds, sample count, when, run id) and the current profile of its key. Give case, key or both."},
+        "in seconds, sample count, when, run id, contended) and the current profile of its key. Results measured on a "
+        "busy host (host contended) are skipped unless include_contended is true; contended_skipped says how many "
+        "newer ones were. Give case, key or both."},
        {"inputSchema", baseline_in},
-       {"outputSchema", out_schema({{"sku", {{"type", "string"}}},
-                                    {"key", {{"type", "object"}}},
-                                    {"case", {{"type", "object"}}}},
-                                   {"sku"})}});
+       {"outputSchema",
+        out_schema({{"sku", {{"type", "string"}}},
+                    {"key", {{"type", "object"}}},
+                    {"case",
+                     {{"type", "object"},
+                      {"properties",
+                       {{"case", {{"type", "string"}}},
+                        {"results_recorded", {{"type", "integer"}}},
+                        {"contended_recorded", {{"type", "integer"}}},
+                        {"contended_skipped", {{"type", "integer"}}},
+                        {"include_contended", {{"type", "boolean"}}},
+                        {"latest",
+                         {{"type", {"object", "null"}},
+                          {"properties",
+                           {{"median_s", {{"type", {"number", "null"}}}},
+                            {"n", {{"type", "integer"}}},
+                            {"contended", {{"type", "boolean"}}},
+                            {"contention_reason", {{"type", "string"}}}}}}},
+                        {"note", {{"type", "string"}}}}},
+                      {"required",
+                       {"case", "results_recorded", "contended_recorded", "contended_skipped", "include_contended", "latest"}}}}},
+                   {"sku"})}});
   tools.push_back(
       {{"name", "submit_proposal"},
        {"title", "Submit a proposal"},
@@ -372,27 +397,53 @@ json key_baseline(store::Store& st, const std::string& key) {
 /// candidate arms rtx-evolve records (params_json.rtx_evolve.arm, rtx/evolve/history.hpp).
 constexpr const char* kNotCandidate = "COALESCE(json_extract(b.params_json, '$.rtx_evolve.arm'), '') <> 'candidate'";
 
-/// The latest bench_results row of a case id, and the profile in force for its key here.
-json case_baseline(store::Store& st, const std::string& case_id) {
+/// The latest bench_results row of a case id, and the profile in force for its key here. Rows
+/// measured on a busy host (bench_results.contended) are skipped unless `include_contended`;
+/// `contended_skipped` counts the skipped rows newer than the one returned.
+json case_baseline(store::Store& st, const std::string& case_id, bool include_contended) {
   json out = {{"case", case_id}};
-  auto& n = st.prepare(std::string("SELECT COUNT(*) FROM bench_results b WHERE b.case_name = ?1 AND ") + kNotCandidate);
+  auto& n = st.prepare(std::string("SELECT COUNT(*), COALESCE(SUM(b.contended), 0) FROM bench_results b "
+                                   "WHERE b.case_name = ?1 AND ") + kNotCandidate);
   n.bind(1, case_id);
   n.step();
   out["results_recorded"] = n.column_int64(0);
+  out["contended_recorded"] = n.column_int64(1);
   n.reset();
+  out["include_contended"] = include_contended;
   auto& q = st.prepare(
       "SELECT b.run_id, b.op, b.variant, b.backend, b.shape, b.dtype, b.params_json, b.median_s, b.ci_lo_s, b.ci_hi_s, "
-      "b.p10_s, b.p90_s, b.n, b.noisy, b.gflops, b.gbps, b.created_at, r.tool, r.hw_sku, r.git_sha "
-      "FROM bench_results b JOIN runs r ON r.id = b.run_id WHERE b.case_name = ?1 AND " +
-      std::string(kNotCandidate) + " ORDER BY b.created_at DESC, b.id DESC LIMIT 1");
+      "b.p10_s, b.p90_s, b.n, b.noisy, b.gflops, b.gbps, b.created_at, r.tool, r.hw_sku, r.git_sha, b.contended, "
+      "b.contention_reason FROM bench_results b JOIN runs r ON r.id = b.run_id WHERE b.case_name = ?1 AND " +
+      std::string(kNotCandidate) + " ORDER BY b.created_at DESC, b.id DESC");
   q.bind(1, case_id);
-  if (!q.step()) {
+  int64_t skipped = 0;
+  std::string skipped_reason;  // the newest skipped row's reason
+  bool found = false;
+  while (q.step()) {
+    if (include_contended || q.column_int64(20) == 0) {
+      found = true;
+      break;
+    }
+    if (skipped++ == 0) skipped_reason = q.column_text(21);
+  }
+  out["contended_skipped"] = skipped;
+  const std::string skipped_note =
+      skipped == 0 ? std::string()
+                   : "skipped " + std::to_string(skipped) + " newer busy-host result" + (skipped == 1 ? "" : "s") +
+                         " (measured while the host was contended" +
+                         (skipped_reason.empty() ? std::string() : ", e.g. " + skipped_reason) +
+                         "; include_contended: true returns them)";
+  if (!found) {
     q.reset();
     out["latest"] = nullptr;
-    out["note"] = "no bench result recorded for case '" + case_id + "' in " + st.path() +
-                  "; record one with rtx-bench run (case ids as list_benchmarks gives them)";
+    out["note"] = skipped > 0 ? "no bench result of case '" + case_id + "' in " + st.path() +
+                                    " was measured on a quiet host: " + skipped_note +
+                                    "; re-measure with rtx-bench run on an idle host"
+                              : "no bench result recorded for case '" + case_id + "' in " + st.path() +
+                                    "; record one with rtx-bench run (case ids as list_benchmarks gives them)";
     return out;
   }
+  if (skipped > 0) out["note"] = skipped_note;
   const std::string op = q.column_text(1), variant = q.column_text(2), backend = q.column_text(3), shape = q.column_text(4),
                     dtype = q.column_text(5);
   json params = json::parse(q.column_text(6), nullptr, false);
@@ -424,6 +475,8 @@ json case_baseline(store::Store& st, const std::string& case_id) {
                    {"p90_s", opt_json(q.column_opt_double(11))},
                    {"n", q.column_int64(12)},
                    {"noisy", q.column_int64(13) != 0},
+                   {"contended", q.column_int64(20) != 0},
+                   {"contention_reason", q.column_text(21)},
                    {"gflops", opt_json(q.column_opt_double(14))},
                    {"gbps", opt_json(q.column_opt_double(15))}};
   q.reset();
@@ -433,7 +486,8 @@ json case_baseline(store::Store& st, const std::string& case_id) {
   } catch (const Error& e) {
     if (e.category() == ErrorCategory::Internal) throw;
     out["profile"] = nullptr;  // e.g. the op or variant is no longer registered
-    out["note"] = "no current profile for " + key + ": " + e.message();
+    const std::string prev = out.value("note", std::string());
+    out["note"] = (prev.empty() ? "" : prev + "; ") + "no current profile for " + key + ": " + e.message();
   }
   return out;
 }
@@ -675,7 +729,8 @@ json McpServer::run_tool(const std::string& name, const json& args) {
   if (name == "get_baseline") {
     json out = {{"sku", telemetry::sku_key("cpu")}, {"db", st_.path()}};
     if (args.contains("key")) out["key"] = key_baseline(st_, args["key"].get<std::string>());
-    if (args.contains("case")) out["case"] = case_baseline(st_, args["case"].get<std::string>());
+    if (args.contains("case"))
+      out["case"] = case_baseline(st_, args["case"].get<std::string>(), args.value("include_contended", false));
     return out;
   }
   if (name == "submit_proposal") {

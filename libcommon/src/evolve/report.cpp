@@ -104,10 +104,14 @@ std::string reason_class(const std::string& r) {
 
 double rate(int64_t num, int64_t den) { return den > 0 ? static_cast<double>(num) / static_cast<double>(den) : 0.0; }
 
-json win_row(const std::string& domain, int64_t validated, int64_t passed, int64_t promoted) {
+/// One win-rate row. `validated` counts decided proposals only (undecided ones are in
+/// `undecided`, neither wins nor failures).
+json win_row(const std::string& domain, int64_t validated, int64_t passed, int64_t promoted, int64_t undecided) {
   return {{"domain", domain},
           {"validated", validated},
           {"passed", passed},
+          {"failed", validated - passed},
+          {"undecided", undecided},
           {"promoted", promoted},
           {"pass_rate", validated > 0 ? json(rate(passed, validated)) : json(nullptr)},
           {"promote_rate", validated > 0 ? json(rate(promoted, validated)) : json(nullptr)}};
@@ -186,8 +190,8 @@ json build_report(store::Store& st, const ReportOptions& o) {
   }
 
   std::map<std::string, int64_t> status_counts;
-  std::map<std::string, std::array<int64_t, 3>> by_domain;  // validated, passed, promoted
-  std::array<int64_t, 3> overall{0, 0, 0};
+  std::map<std::string, std::array<int64_t, 4>> by_domain;  // validated (decided), passed, promoted, undecided
+  std::array<int64_t, 4> overall{0, 0, 0, 0};
   std::map<std::string, std::array<int64_t, 2>> by_gate;   // evaluated, failed
   struct ReasonCount {
     int64_t count = 0;
@@ -201,13 +205,17 @@ json build_report(store::Store& st, const ReportOptions& o) {
     const Proposal p = load_proposal(st, id);
     const std::vector<GateResult> gates = gate_results(st, id);
     ++status_counts[p.status];
-    const bool validated = validated_status(p.status);
+    // Undecided: failed only on undecided performance gates (the host's noise hid the effect):
+    // neither a win nor a failure, so it stays out of the win rate's denominator.
+    const bool undecided = p.status == "failed" && failed_undecided_only(gates_json(st, id));
+    const bool validated = validated_status(p.status) && !undecided;
     const bool passed = validated && p.status != "failed";
     const bool promoted = promoted_status(p.status) || deployed.count(id) > 0;
     auto& d = by_domain[p.domain];
     if (validated) ++d[0], ++overall[0];
     if (passed) ++d[1], ++overall[1];
     if (promoted) ++d[2], ++overall[2];
+    if (undecided) ++d[3], ++overall[3];
 
     // Numbers of the performance verdict as JSON (null when absent).
     json improvement, ci_lo, ci_hi, threshold;
@@ -252,7 +260,7 @@ json build_report(store::Store& st, const ReportOptions& o) {
       }
     }
     if (queue_rows.size() < o.limit) {
-      const auto [text, command] = action_of(id, p.status, failed_why, failed_undecided_only(gates_json(st, id)));
+      const auto [text, command] = action_of(id, p.status, failed_why, undecided);
       queue_rows.push_back({{"id", id},
                             {"created_at", created_at},
                             {"domain", p.domain},
@@ -285,8 +293,8 @@ json build_report(store::Store& st, const ReportOptions& o) {
   report["queue"] = {{"total", rows.size()}, {"status_counts", counts}, {"proposals", queue_rows}};
 
   json domains = json::array();
-  for (const auto& [dom, c] : by_domain) domains.push_back(win_row(dom, c[0], c[1], c[2]));
-  report["win_rate"] = {{"overall", win_row("all", overall[0], overall[1], overall[2])}, {"by_domain", domains}};
+  for (const auto& [dom, c] : by_domain) domains.push_back(win_row(dom, c[0], c[1], c[2], c[3]));
+  report["win_rate"] = {{"overall", win_row("all", overall[0], overall[1], overall[2], overall[3])}, {"by_domain", domains}};
 
   json gate_rows = json::array();
   for (const auto& [g, c] : by_gate) gate_rows.push_back({{"gate", g}, {"evaluated", c[0]}, {"failed", c[1]}});
@@ -334,7 +342,7 @@ json build_report(store::Store& st, const ReportOptions& o) {
       json pid = nullptr;
       if (pt.proposal_id.has_value()) pid = pt.proposal_id.value();
       pts.push_back({{"at", pt.created_at}, {"value", pt.value}, {"run_id", pt.run_id}, {"source", pt.source},
-                     {"proposal_id", pid}});
+                     {"proposal_id", pid}, {"contended", pt.contended}, {"contention_reason", pt.contention_reason}});
     }
     json cps = json::array();
     for (size_t i = 0; i < h.change_points.size(); ++i) {
@@ -349,7 +357,8 @@ json build_report(store::Store& st, const ReportOptions& o) {
                      {"p", cp.pvalue},
                      {"caused_by", by}});
     }
-    cases.push_back({{"case", name}, {"metric", h.metric}, {"points", pts}, {"change_points", cps}});
+    cases.push_back({{"case", name}, {"metric", h.metric}, {"busy_points", h.contended_points}, {"points", pts},
+                     {"change_points", cps}});
   }
   report["performance"] = {{"source", "history"}, {"change_points", true}, {"cases", cases}};
   if (hc.size() > o.max_cases)
@@ -549,10 +558,14 @@ std::string svg_series(const json& c) {
   s << "\"/>";
   for (size_t i = 0; i < n; ++i) {
     const std::string src = pts[i].value("source", std::string());
-    s << "<circle cx=\"" << num(X(i)) << "\" cy=\"" << num(Y(pts[i]["value"].get<double>())) << "\" r=\"2.5\" class=\""
-      << (src.rfind("evolve", 0) == 0 ? "pe" : "pb") << "\"><title>" << html_escape(pts[i]["at"].get<std::string>()) << " "
-      << html_escape(src) << " " << html_escape(fmt("%.4g", pts[i]["value"].get<double>() * scale)) << " "
-      << html_escape(unit) << "</title></circle>";
+    const bool busy = pts[i].value("contended", false);  // busy host: a hollow, larger marker
+    const std::string cls = std::string(src.rfind("evolve", 0) == 0 ? "pe" : "pb") + (busy ? " busy" : "");
+    s << "<circle cx=\"" << num(X(i)) << "\" cy=\"" << num(Y(pts[i]["value"].get<double>())) << "\" r=\""
+      << (busy ? "3.5" : "2.5") << "\" class=\"" << cls << "\"><title>" << html_escape(pts[i]["at"].get<std::string>())
+      << " " << html_escape(src) << " " << html_escape(fmt("%.4g", pts[i]["value"].get<double>() * scale)) << " "
+      << html_escape(unit)
+      << (busy ? html_escape(" (busy host: " + pts[i].value("contention_reason", std::string()) + ")") : std::string())
+      << "</title></circle>";
   }
   s << "</svg>";
   return s.str();
@@ -561,6 +574,15 @@ std::string svg_series(const json& c) {
 // ---- HTML / Markdown ----------------------------------------------------------------------------
 
 std::string rate_text(const json& v) { return v.is_number() ? fmt("%.1f%%", 100 * v.get<double>()) : "n/a"; }
+
+/// " N proposal(s) were undecided (...)" for a win-rate row with undecided > 0, else "".
+std::string undecided_text(const json& row) {
+  const int64_t u = row.value("undecided", int64_t{0});
+  if (u <= 0) return "";
+  return " " + std::to_string(u) + (u == 1 ? " proposal was" : " proposals were") +
+         " undecided (failed only on undecided performance gates: the host's noise hid the effect) and counted "
+         "neither as passed nor as failed.";
+}
 
 std::string numbers_text(const json& p) {
   if (!p["improvement"].is_number()) {
@@ -591,6 +613,7 @@ svg .zero{stroke:#444;stroke-width:1.5}
 svg .b{fill:#4c78a8}svg .b2{fill:#54a24b}svg .bf{fill:#e45756}
 svg .ci{stroke:#4c78a8;stroke-width:3}svg .est{fill:#1a7f37}svg .est-off{fill:#999}
 svg .line{fill:none;stroke:#4c78a8;stroke-width:1.5}svg .pb{fill:#4c78a8}svg .pe{fill:#f58518}
+svg .pb.busy{fill:#fff;stroke:#4c78a8;stroke-width:1.5}svg .pe.busy{fill:#fff;stroke:#f58518;stroke-width:1.5}
 svg .cp{stroke:#c62828;stroke-width:1.5;stroke-dasharray:5,3}svg .cpt{fill:#c62828;font-size:11px}
 )CSS";
 
@@ -653,18 +676,18 @@ std::string html_report(const json& r) {
   s << "<section id=\"winrate\">\n<h2>Win rate</h2>\n";
   const json& ov = w["overall"];
   if (ov["validated"].get<int64_t>() == 0) {
-    s << "<p class=\"empty\">No proposal has been validated yet.</p>\n";
+    s << "<p class=\"empty\">No proposal has been validated yet." << E(undecided_text(ov)) << "</p>\n";
   } else {
     s << "<p>" << ov["passed"].get<int64_t>() << " of " << ov["validated"].get<int64_t>() << " validated proposals passed every gate ("
       << rate_text(ov["pass_rate"]) << "); " << ov["promoted"].get<int64_t>() << " were promoted (" << rate_text(ov["promote_rate"])
-      << ").</p>\n";
-    s << "<table><tr><th>domain</th><th>validated</th><th>passed</th><th>promoted</th><th>passed / validated</th>"
+      << ")." << E(undecided_text(ov)) << "</p>\n";
+    s << "<table><tr><th>domain</th><th>validated</th><th>passed</th><th>promoted</th><th>undecided</th><th>passed / validated</th>"
          "<th>promoted / validated</th></tr>\n";
     std::vector<Bar> bars;
     for (const auto& d : w["by_domain"]) {
       s << "<tr><td>" << E(d["domain"].get<std::string>()) << "</td><td class=\"n\">" << d["validated"].get<int64_t>()
         << "</td><td class=\"n\">" << d["passed"].get<int64_t>() << "</td><td class=\"n\">" << d["promoted"].get<int64_t>()
-        << "</td><td class=\"n\">" << rate_text(d["pass_rate"]) << "</td><td class=\"n\">" << rate_text(d["promote_rate"])
+        << "</td><td class=\"n\">" << d["undecided"].get<int64_t>() << "</td><td class=\"n\">" << rate_text(d["pass_rate"]) << "</td><td class=\"n\">" << rate_text(d["promote_rate"])
         << "</td></tr>\n";
       if (d["validated"].get<int64_t>() > 0) {
         bars.push_back({d["domain"].get<std::string>() + " passed", 100 * d["pass_rate"].get<double>(), rate_text(d["pass_rate"]), "b"});
@@ -673,7 +696,8 @@ std::string html_report(const json& r) {
       }
     }
     s << "<tr><th>all</th><td class=\"n\">" << ov["validated"].get<int64_t>() << "</td><td class=\"n\">" << ov["passed"].get<int64_t>()
-      << "</td><td class=\"n\">" << ov["promoted"].get<int64_t>() << "</td><td class=\"n\">" << rate_text(ov["pass_rate"])
+      << "</td><td class=\"n\">" << ov["promoted"].get<int64_t>() << "</td><td class=\"n\">" << ov["undecided"].get<int64_t>()
+      << "</td><td class=\"n\">" << rate_text(ov["pass_rate"])
       << "</td><td class=\"n\">" << rate_text(ov["promote_rate"]) << "</td></tr></table>\n";
     s << svg_bars("Win rate by domain", bars, "% of validated proposals", 100);
   }
@@ -750,11 +774,15 @@ std::string html_report(const json& r) {
     s << "<p class=\"empty\">No bench case has two or more measurements yet (<code>rtx-bench run</code> and "
          "<code>rtx-evolve run</code> record them).</p>\n";
   } else {
-    s << "<p class=\"note\">Per case, oldest to newest: blue dots rtx-bench runs, orange dots evolve validation arms; red "
+    s << "<p class=\"note\">Per case, oldest to newest: blue dots rtx-bench runs, orange dots evolve validation arms; "
+         "hollow circles were measured on a busy host (host contended; left out of the change-point analysis); red "
          "dashed lines are change points (E-divisive means), labelled with the relative change and the proposal "
          "promoted there. Details: <code>rtx-evolve history CASE</code>.</p>\n";
     for (const auto& c : perf["cases"]) {
       s << svg_series(c);
+      if (const int64_t busy = c.value("busy_points", int64_t{0}); busy > 0)
+        s << "<p class=\"note\">" << busy << " of " << c["points"].size() << " points of " << E(c["case"].get<std::string>())
+          << " were measured on a busy host (hollow circles).</p>\n";
       if (!c["change_points"].empty()) {
         s << "<table><tr><th>change point at</th><th>before</th><th>after</th><th>change</th><th>p</th><th>caused by</th></tr>\n";
         const auto [scale, unit] = case_unit(c);
@@ -853,18 +881,19 @@ std::string md_report(const json& r) {
   s << "### Win rate\n\n";
   const json& ov = r["win_rate"]["overall"];
   if (ov["validated"].get<int64_t>() == 0) {
-    s << "No proposal has been validated yet.\n\n";
+    s << "No proposal has been validated yet." << md(undecided_text(ov)) << "\n\n";
   } else {
-    s << "| domain | validated | passed | promoted | passed / validated | promoted / validated |\n"
-         "|---|---:|---:|---:|---:|---:|\n";
+    s << "| domain | validated | passed | promoted | undecided | passed / validated | promoted / validated |\n"
+         "|---|---:|---:|---:|---:|---:|---:|\n";
     auto row = [&](const json& d) {
       s << "| " << md(d["domain"].get<std::string>()) << " | " << d["validated"].get<int64_t>() << " | "
-        << d["passed"].get<int64_t>() << " | " << d["promoted"].get<int64_t>() << " | " << rate_text(d["pass_rate"]) << " | "
-        << rate_text(d["promote_rate"]) << " |\n";
+        << d["passed"].get<int64_t>() << " | " << d["promoted"].get<int64_t>() << " | " << d["undecided"].get<int64_t>()
+        << " | " << rate_text(d["pass_rate"]) << " | " << rate_text(d["promote_rate"]) << " |\n";
     };
     for (const auto& d : r["win_rate"]["by_domain"]) row(d);
     row(ov);
     s << "\n";
+    if (const std::string u = undecided_text(ov); !u.empty()) s << md(u.substr(1)) << "\n\n";
   }
 
   s << "### Gate failures\n\n";
@@ -909,10 +938,15 @@ std::string md_report(const json& r) {
   if (cases.empty()) {
     s << "No bench case has two or more measurements yet.\n\n";
   } else {
-    s << "| case | points | first | last | change | change points |\n|---|---:|---:|---:|---:|---|\n";
+    s << "| case | points | busy | first | last | change | change points |\n|---|---:|---:|---:|---:|---:|---|\n";
     for (const auto& c : cases) {
       const json& pts = c["points"];
-      const double a = pts.front()["value"].get<double>(), b = pts.back()["value"].get<double>();
+      // First and last over the quiet-host points (all points when every one was busy).
+      std::vector<double> quiet;
+      for (const auto& p : pts)
+        if (!p.value("contended", false)) quiet.push_back(p["value"].get<double>());
+      const double a = quiet.size() >= 1 ? quiet.front() : pts.front()["value"].get<double>();
+      const double b = quiet.size() >= 1 ? quiet.back() : pts.back()["value"].get<double>();
       const auto [scale, unit] = case_unit(c);
       std::string cps;
       for (const auto& cp : c["change_points"]) {
@@ -920,7 +954,8 @@ std::string md_report(const json& r) {
         cps += "at " + cp["at"].get<std::string>() + " " + pct(cp["rel_change"].get<double>());
         if (cp["caused_by"].is_number_integer()) cps += " (proposal " + std::to_string(cp["caused_by"].get<int64_t>()) + ")";
       }
-      s << "| " << md(c["case"].get<std::string>()) << " | " << pts.size() << " | " << fmt("%.4g", a * scale) << " " << unit
+      s << "| " << md(c["case"].get<std::string>()) << " | " << pts.size() << " | " << c.value("busy_points", int64_t{0})
+        << " | " << fmt("%.4g", a * scale) << " " << unit
         << " | " << fmt("%.4g", b * scale) << " " << unit << " | " << (a > 0 ? pct(b / a - 1) : std::string("n/a")) << " | "
         << md(cps.empty() ? "none" : cps) << " |\n";
     }

@@ -206,12 +206,21 @@ CREATE INDEX evolve_deployments_proposal ON evolve_deployments(proposal_id, id);
 CREATE INDEX evolve_deployments_key ON evolve_deployments(key, id);
 )SQL";
 
+// Version 3 (rtx-bench host contention): whether a bench result was measured on a busy host
+// (the artifact's cases[].host.contended and host.reason). Rows from before stay 0 and '':
+// no evidence recorded, not "the host was idle".
+static const char* const kSchemaV3 = R"SQL(
+ALTER TABLE bench_results ADD COLUMN contended INTEGER NOT NULL DEFAULT 0 CHECK (contended IN (0, 1));
+ALTER TABLE bench_results ADD COLUMN contention_reason TEXT NOT NULL DEFAULT '';
+)SQL";
+
 #undef RTX_NOW
 
 const std::vector<Migration>& migrations() {
   static const std::vector<Migration> all = {
       {1, "initial schema: runs, artifacts, doctor, bench, tuning, profiles, evolve, knowledge graph", kSchemaV1},
       {2, "evolve: versioned configurations (threads, scheduler, allocator) and the deployment log", kSchemaV2},
+      {3, "bench: host contention of each bench result (contended, contention_reason)", kSchemaV3},
   };
   return all;
 }

@@ -23,6 +23,10 @@ struct CasePoint {
   double value = 0;                    ///< the metric (seconds for *_s metrics)
   std::string source;                  ///< "rtx-bench" or "evolve:baseline" / "evolve:candidate"
   std::optional<int64_t> proposal_id;  ///< the validated proposal, for evolve points
+  /// Measured on a busy host (bench_results.contended: the rtx-bench artifact's host.contended);
+  /// false also for rows from before schema 3 and evolve arms (no evidence recorded).
+  bool contended = false;
+  std::string contention_reason;       ///< bench_results.contention_reason ("" when not contended)
 };
 
 /// How the history is read and analysed.
@@ -37,6 +41,10 @@ struct HistoryOptions {
   size_t min_size = 3;                 ///< smallest segment between change points
   uint64_t seed = 0;
   bool include_candidates = false;     ///< also evolve candidate arms (not the deployed config)
+  /// Busy-host points (CasePoint::contended) are always listed, marked; by default they are left
+  /// out of the change-point analysis (a slow run on a loaded host is not a regression). True:
+  /// analyse them like any other point (`rtx-evolve history --include-busy`).
+  bool analyze_contended = false;
 };
 
 /// A case over time with its change points; caused_by[i] is the proposal promoted between the
@@ -45,8 +53,12 @@ struct CaseHistory {
   std::string case_name;
   std::string metric;
   std::vector<CasePoint> points;                   ///< oldest first
-  std::vector<stats::ChangePoint> change_points;   ///< index into points
+  /// Index into points (also window_start/window_end); with busy points left out, the segment
+  /// statistics are over the analysed points only.
+  std::vector<stats::ChangePoint> change_points;
   std::vector<std::optional<int64_t>> caused_by;   ///< same size as change_points
+  size_t contended_points = 0;                     ///< points with contended = true
+  size_t busy_left_out = 0;                        ///< of those, left out of the change-point analysis
 };
 
 /// `--since` (history and report) -> the UTC instant "YYYY-MM-DDTHH:MM:SS.mmmZ", the store's own
@@ -72,12 +84,13 @@ CaseHistory case_history(store::Store& st, const std::string& case_name, const H
 /// --since/--limit), sorted by name.
 std::vector<std::pair<std::string, int64_t>> history_cases(store::Store& st);
 
-/// JSON form: {"schema": "rtx.history.v1", "case", "metric", "points": [{run_id, created_at, value,
-/// source, proposal_id}], "change_points": [{index, run_id, created_at, q, pvalue, mean_before,
+/// JSON form: {"schema": "rtx.history.v1", "case", "metric", "contended_points", "busy_left_out",
+/// "points": [{run_id, created_at, value, source, proposal_id, contended, contention_reason}], "change_points": [{index, run_id, created_at, q, pvalue, mean_before,
 /// mean_after, median_before, median_after, relative_change, caused_by}]}.
 nlohmann::json to_json(const CaseHistory& h);
 
-/// Human table of a history (points, then change points with their proposal).
+/// Human table of a history (points, busy-host ones marked "busy", then change points with their
+/// proposal and a line saying how many busy-host points the analysis left out).
 std::string format_history(const CaseHistory& h);
 
 /// Human table of history_cases().

@@ -74,7 +74,6 @@ Peaks peaks_for(store::Store* st, Backend b, const std::string& db_path) {
   return p;
 }
 
-/// Record the run, its artifact and one bench_results row per case in ONE transaction.
 /// Current UTC time as "YYYY-MM-DDTHH:MM:SS.mmmZ" (the store's timestamp format).
 std::string utc_now_iso() {
   const auto now = std::chrono::system_clock::now();
@@ -88,6 +87,8 @@ std::string utc_now_iso() {
   return buf;
 }
 
+/// Record the run, its artifact and one bench_results row per case in ONE transaction; each row
+/// carries its case's host contention (contended, contention_reason).
 /// `started_at` is the UTC time the run began (the row itself is written at the end, so a killed
 /// run leaves no partial rows).
 void record(store::Store& st, const RunCommand& c, const json& doc, const RunResult& r, bool failed, const std::string& sku,
@@ -110,8 +111,8 @@ void record(store::Store& st, const RunCommand& c, const json& doc, const RunRes
   art.run();
   auto& row = st.prepare(
       "INSERT INTO bench_results (run_id, case_name, op, variant, backend, shape, dtype, params_json, median_s, p10_s, "
-      "p90_s, mad_s, n, ci_lo_s, ci_hi_s, gflops, gbps, checksum, samples_json, noisy) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)");
+      "p90_s, mad_s, n, ci_lo_s, ci_hi_s, gflops, gbps, checksum, samples_json, noisy, contended, contention_reason) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)");
   for (const CaseResult& x : r.cases) {
     if (x.status == "skipped") continue;
     row.bind(1, run_id)
@@ -129,7 +130,9 @@ void record(store::Store& st, const RunCommand& c, const json& doc, const RunRes
     row.bind(13, static_cast<int64_t>(x.samples.size()))
         .bind(18, static_cast<int64_t>(x.checksum))
         .bind(19, json(x.samples).dump())
-        .bind(20, x.noisy ? 1 : 0);
+        .bind(20, x.noisy ? 1 : 0)
+        .bind(21, x.host.contended ? 1 : 0)  // the artifact's cases[].host (judge_contention)
+        .bind(22, x.host.contended ? x.host.reason : std::string());
     row.run();
   }
   tx.commit();

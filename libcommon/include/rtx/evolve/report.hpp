@@ -32,9 +32,11 @@ struct ReportOptions {
 ///                   "improvement", "ci_lo", "ci_hi" (fractions; null without a performance
 ///                   gate), "action", "command"}}
 ///  "win_rate":    {"overall", "by_domain": [...]} each {"domain", "validated", "passed",
-///                  "promoted", "pass_rate" = passed/validated, "promote_rate" =
-///                  promoted/validated (null when validated = 0)}. Validated: a verdict was
-///                  reached (status not new/validating/interrupted); passed: validated and not
+///                  "failed", "undecided", "promoted", "pass_rate" = passed/validated,
+///                  "promote_rate" = promoted/validated (null when validated = 0)}. Validated: a
+///                  verdict was reached (status not new/validating/interrupted) and the proposal
+///                  is not undecided (failed only on undecided performance gates,
+///                  failed_undecided_only: neither a win nor a failure); passed: validated and not
 ///                  failed; promoted: ever promoted (promoted, superseded, rolled_back, or a
 ///                  promote row in evolve_deployments).
 ///  "gate_failures": {"by_gate": [{"gate","evaluated","failed"}], "top_reasons":
@@ -47,8 +49,8 @@ struct ReportOptions {
 ///                  (the op of a tuner key "op|variant|shape|dtype|backend|sku"; the domain
 ///                  otherwise).
 ///  "performance": {"source", "change_points" (bool), "cases": [{"case", "metric"
-///                  ("median_s", seconds), "points": [{"at","value","run_id","source",
-///                  "proposal_id"}], "change_points": [{"index","at","before","after" (segment
+///                  ("median_s", seconds), "busy_points", "points": [{"at","value","run_id","source",
+///                  "proposal_id","contended","contention_reason"}], "change_points": [{"index","at","before","after" (segment
 ///                  means), "rel_change","p","caused_by"}]}]}: the `max_cases` most measured
 ///                  cases with >= 2 points, from rtx/evolve/history.hpp (E-divisive change
 ///                  points linked to the proposal promoted there).

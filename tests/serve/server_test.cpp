@@ -1524,6 +1524,14 @@ TEST_CASE("serve: the 400s cpp-httplib gives itself count under bad_request; ans
   INFO(r.substr(0, 400));
   CHECK(r.rfind("HTTP/1.1 405 ", 0) == 0);
   CHECK(count("bad_request") == cut.size());
+  // ... and 404 on a path no route serves, with any method.
+  RawConn nowhere(s.port);
+  nowhere.send("TRACE /nowhere HTTP/1.1\r\nHost: x\r\n\r\n");
+  const std::string nr = nowhere.read_all(5);
+  INFO(nr.substr(0, 400));
+  CHECK(nr.rfind("HTTP/1.1 404 Not Found\r\n", 0) == 0);
+  CHECK(body_of(nr)["error"]["code"] == "not_found");
+  CHECK(count("bad_request") == cut.size());
   for (const char* reason : {"headers_too_large", "uri_too_long", "timeout", "bad_framing", "not_implemented",
                              "unsupported_encoding", "body_too_large", "version_not_supported"})
     CHECK(count(reason) == 0);

@@ -157,6 +157,14 @@ ApiError status_error(int status, const std::string& type, const std::string& ms
   return e;
 }
 
+/// Whether cpp-httplib's router has no table for `method` (it routes GET, HEAD, POST, PUT,
+/// DELETE, OPTIONS and PATCH) and so answers a syntactically valid request with 400.
+bool routed_nowhere_by_httplib(const std::string& method) {
+  for (const char* m : {"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"})
+    if (method == m) return false;
+  return !method.empty();
+}
+
 /// 404 for a path no route serves, or 405 for a route that does not take the method; the 405
 /// sets the Allow header on `res` (RFC 9110 15.5.6). Only for requests !route_takes().
 ApiError wrong_route(const httplib::Request& req, httplib::Response& res) {
@@ -719,11 +727,15 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
       const ApiError e = wrong_route(req, res);
       res.status = e.status;
       I->send_error(res, e);
-    } else if (res.status == 404) {
+    } else if (res.status == 404 || (res.status == 400 && routed_nowhere_by_httplib(req.method) && !req.path.empty() &&
+                                      route_methods(req.path).empty())) {
+      // A path no route serves is 404 whatever the method: cpp-httplib answers 400 for a
+      // method it routes nowhere (TRACE /nowhere), which is not the client's framing error.
+      res.status = 404;
       I->send_error(res, status_error(404, "invalid_request_error", req.path + " was not found", "not_found"));
     } else if (res.status >= 400) {
       const std::string what =
-          res.status == 400 ? "malformed HTTP/1.1 request (request line, headers or body framing; HTTP/2 is not spoken here)"
+          res.status == 400 ? "malformed HTTP/1.1 request (request line, headers or body framing)"
                             : "HTTP " + std::to_string(res.status);
       I->send_error(res, status_error(res.status, res.status >= 500 ? "server_error" : "invalid_request_error", what,
                                       res.status == 400 ? "bad_request" : ""));

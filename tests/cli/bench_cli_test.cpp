@@ -473,18 +473,10 @@ TEST_CASE("run under a busy loop warns, records host.contended; compare calls it
     {"name": "gelu", "op": "gelu_forward", "shape": "N=1000"}]})");
   // --min-samples above what 0.5 s can take: the case samples for the whole --max-time.
   const std::string args = " run " + d + "/tiny.json --threads 1 --max-time 0.5 --min-samples 10000000 " +
-                           "--max-samples 100000000 --no-store --json";
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> spinners;
-  const unsigned n = std::min(64u, std::max(4u, 2 * std::thread::hardware_concurrency()));
-  for (unsigned i = 0; i < n; ++i)
-    spinners.emplace_back([&stop] {
-      volatile unsigned long x = 0;
-      while (!stop.load(std::memory_order_relaxed)) x = x + 1;
-    });
+                           "--max-samples 100000000 --db " + d + "/rtx.db --json";
+  rtx::test::BusyHost busy;
   auto p = run(bench() + args + " -o " + d + "/busy.json");
-  stop = true;
-  for (auto& t : spinners) t.join();
+  busy.stop();
   INFO(p.err);
   REQUIRE(p.exit_code == 0);
   const json doc = json::parse(p.out);
@@ -508,6 +500,17 @@ TEST_CASE("run under a busy loop warns, records host.contended; compare calls it
   CHECK_THAT(p.err, Catch::Contains(c["id"].get<std::string>() + ": measuring thread ran"));
   CHECK_THAT(p.err, Catch::Contains("1-minute load average"));
   CHECK_THAT(p.err, Catch::Contains("busy-host"));  // the table's status column
+  // The store keeps the verdict beside the result (schema 3), so history and get_baseline can
+  // tell this run from a quiet one.
+  {
+    rtx::store::Store st(d + "/rtx.db");
+    auto& q = st.prepare("SELECT contended, contention_reason, COUNT(*) FROM bench_results");
+    REQUIRE(q.step());
+    CHECK(q.column_int64(2) == 1);
+    CHECK(q.column_int64(0) == 1);
+    CHECK(q.column_text(1) == h["reason"].get<std::string>());
+    q.reset();
+  }
 
   // compare: undecided (named, with the reason), exit 0, a warning on stderr.
   auto q = run(bench() + " compare " + d + "/busy.json " + d + "/busy.json --format json");

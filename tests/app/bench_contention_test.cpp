@@ -654,7 +654,7 @@ TEST_CASE("the start-time busy-host look judges PSI stall as a case window does,
   };
   // 50 ms of stall in a 0.2 s look: 25% > 10%.
   const std::string busy = telemetry::busy_host_verdict(psi(1'000'000), psi(1'050'000), 0.2, 0.3, 2);
-  CHECK(busy == "PSI cpu stall 25% of a 0.20 s look (> 10%; 1-minute load average 0.30 on 2 CPUs): "
+  CHECK(busy == "PSI cpu stall 25.0% of a 0.20 s look (> 10%; 1-minute load average 0.30 on 2 CPUs): "
                 "other work competes with measurements");
   // 10 ms of 0.2 s (5%): quiet now, even though a build that just ended left the load at 5.
   CHECK(telemetry::busy_host_verdict(psi(1'000'000), psi(1'010'000), 0.2, 5.0, 2).empty());
@@ -663,7 +663,7 @@ TEST_CASE("the start-time busy-host look judges PSI stall as a case window does,
   CHECK(telemetry::busy_host_verdict(psi(0), psi(20'000), 0.2, 0, 2).empty());  // exactly 10%: not above
   CHECK_FALSE(telemetry::busy_host_verdict(psi(0), psi(20'001), 0.2, 0, 2).empty());
   // A stall total beyond the look (clock skew between the reads) is clamped to 100%.
-  CHECK_THAT(telemetry::busy_host_verdict(psi(0), psi(900'000), 0.2, 0, 2), Catch::StartsWith("PSI cpu stall 100% of"));
+  CHECK_THAT(telemetry::busy_host_verdict(psi(0), psi(900'000), 0.2, 0, 2), Catch::StartsWith("PSI cpu stall 100.0% of"));
   // No PSI (or a counter that went backwards): the load-average rule, more than half the CPUs.
   CHECK(telemetry::busy_host_verdict(psi(0, false), psi(0, false), 0.2, 1.5, 2) ==
         "1-minute load average 1.50 on 2 CPUs (no PSI to look with): other work competes with measurements");

@@ -963,6 +963,8 @@ TEST_CASE("serve: requests RFC 9112 says to reject are refused at once, naming w
       {"GET /health HTTP/1.1\r\nHo(st: x\r\n\r\n", 400, "bad_request", "not allowed in a name"},
       // Methods and codings the server does not implement.
       {"FOO /health HTTP/1.1\r\nHost: x\r\n\r\n", 501, "not_implemented", "method 'FOO' is not implemented"},
+      // PRI outside the HTTP/2 preface: refused at once (cpp-httplib would wait for a body).
+      {"PRI /nowhere HTTP/1.1\r\nHost: a\r\n\r\n", 501, "not_implemented", "method 'PRI' is not implemented"},
       {post + "Content-Encoding: gzip\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body, 415,
        "unsupported_content_encoding", "Content-Encoding 'gzip'"},
   };
@@ -1160,6 +1162,8 @@ TEST_CASE("serve: an HTTP/1.1 request needs one valid Host (RFC 9112 3.2); HTTP/
       {"GET /health HTTP/1.1\r\nHost: a/b\r\n\r\n", "it has '/', a byte a host name cannot have"},
       {"GET /health HTTP/1.1\r\nHost: a:8o\r\n\r\n", "a port, '8o', that is not a number"},
       {"GET /health HTTP/1.1\r\nHost: :80\r\n\r\n", "an empty host name"},
+      {"GET /health HTTP/1.1\r\nHost: ::1\r\n\r\n", "an IPv6 address goes in brackets, as in '[::1]:8080'"},
+      {"GET /health HTTP/1.1\r\nHost: a:1:2\r\n\r\n", "more than one ':'"},
       {"GET /health HTTP/1.1\r\nHost: [::1\r\n\r\n", "without its closing ']'"},
       {"GET /health HTTP/1.1\r\nHost: [::g]:80\r\n\r\n", "'[::g]', that is not an IPv6 address"},
       {"GET /health HTTP/1.1\r\nHost: [::1]x\r\n\r\n", "not ':port'"},

@@ -429,7 +429,7 @@ json case_baseline(store::Store& st, const std::string& case_id, bool include_co
   out["contended_skipped"] = skipped;
   const std::string skipped_note =
       skipped == 0 ? std::string()
-                   : "skipped " + std::to_string(skipped) + " newer busy-host result" + (skipped == 1 ? "" : "s") +
+                   : "skipped " + std::to_string(skipped) + (found ? " newer" : "") + " busy-host result" + (skipped == 1 ? "" : "s") +
                          " (measured while the host was contended" +
                          (skipped_reason.empty() ? std::string() : ", e.g. " + skipped_reason) +
                          "; include_contended: true returns them)";

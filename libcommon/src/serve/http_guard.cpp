@@ -112,6 +112,8 @@ std::string authority_problem(std::string_view v) {
     const size_t colon = v.find(':');
     host = v.substr(0, colon);
     port = colon == std::string_view::npos ? std::string_view() : v.substr(colon + 1);
+    if (port.find(':') != std::string_view::npos)
+      return "more than one ':' (an IPv6 address goes in brackets, as in '[::1]:8080'; RFC 3986 3.2.2)";
     if (host.empty()) return "an empty host name";
     for (size_t i = 0; i < host.size(); ++i) {
       const auto c = static_cast<unsigned char>(host[i]);
@@ -400,7 +402,9 @@ class GuardStream final : public httplib::Stream {
     if (!token)
       return refuse(GuardRefusal::BadRequest, "method '" + shown(method_) +
                                                   "' is not a token (RFC 9110 9.1, 5.6.2); send GET, HEAD or POST");
-    static const char* const kKnown[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "PRI"};
+    // Not PRI: over HTTP/2.0 it is the connection preface (505 above); over HTTP/1.x cpp-httplib
+    // would wait for a body until the socket closes, even with no Content-Length.
+    static const char* const kKnown[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"};
     const bool known = std::any_of(std::begin(kKnown), std::end(kKnown), [&](const char* m) { return method_ == m; });
     if (!known)
       return refuse(GuardRefusal::NotImplemented,

@@ -421,7 +421,7 @@ std::string busy_host_verdict(const CpuPressure& before, const CpuPressure& afte
     const double share = std::min(1.0, 1e-6 * static_cast<double>(after.some_total_us - before.some_total_us) / look_s);
     if (!(share > kBusyPsiStallShare)) return "";
     char buf[192];
-    std::snprintf(buf, sizeof buf, "PSI cpu stall %.0f%% of a %.2f s look (> %.0f%%; %s): other work competes with measurements",
+    std::snprintf(buf, sizeof buf, "PSI cpu stall %.1f%% of a %.2f s look (> %.0f%%; %s): other work competes with measurements",
                   100 * share, look_s, 100 * kBusyPsiStallShare, load);
     return buf;
   }

@@ -486,8 +486,10 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
 
   if (!lead_rank) return failed ? 1 : 0;
   if (!c.quiet) err << format_table(doc, cli::use_color());
-  // Printed even with -q: it says the numbers above (and in the artifact) are not trustworthy.
-  if (const std::string w = contention_warning(r, meta, rb.cases.empty() ? nullptr : &rb); !w.empty()) err << w;
+  // -q keeps stderr to errors, as in the other tools: the artifact's host.contended and
+  // compare's "undecided" carry the verdict.
+  if (const std::string w = c.quiet ? "" : contention_warning(r, meta, rb.cases.empty() ? nullptr : &rb); !w.empty())
+    err << w;
   if (c.out == "-" || c.json) out_stream << doc.dump(2) << std::endl;
   // The baseline first: if it cannot be written, neither file is.
   if (!c.baseline_out.empty()) io::write_artifact(c.baseline_out, doc_b);

@@ -4,6 +4,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -718,5 +721,31 @@ TEST_CASE("matmul 8-bit activations: tiny, zero, NaN and Inf input blocks", "[cp
         }
       }
     }
+  }
+}
+
+TEST_CASE("blas_pool_parked_in_s: OpenBLAS's pthread workers spin 2^THREAD_TIMEOUT cycles after a call", "[cpu][matmul]") {
+  const float inp[4] = {1, 2, 3, 4}, w[4] = {1, 0, 0, 1};
+  float out[4];
+  MatmulParams mp;
+  mp.impl = MatmulImpl::Blas;
+  matmul_forward(out, inp, w, nullptr, 2, 2, 2, &mp);
+  CHECK(out[0] == 1);
+  CHECK(out[3] == 4);
+  const double spin_s = std::ldexp(1.0, 28) / 2e9;  // THREAD_TIMEOUT 28 at a 2 GHz TSC
+  const double left = blas_pool_parked_in_s();
+  INFO("left " << left);
+  CHECK(left >= 0);
+  CHECK(left <= spin_s);
+  if (left > 0) {  // an OpenBLAS with its own pthread pool (Debian's default libopenblas0-pthread)
+    CHECK(left > spin_s - 0.05);  // just after the call
+    std::this_thread::sleep_for(std::chrono::duration<double>(left + 0.01));
+    CHECK(blas_pool_parked_in_s() == 0);
+    // OPENBLAS_THREAD_TIMEOUT (4..30) sets the spin; 4 is 16 cycles, parked at once.
+    matmul_forward(out, inp, w, nullptr, 2, 2, 2, &mp);
+    ::setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
+    CHECK(blas_pool_parked_in_s() < 1e-6);
+    ::unsetenv("OPENBLAS_THREAD_TIMEOUT");
+    CHECK(blas_pool_parked_in_s() > 0);
   }
 }

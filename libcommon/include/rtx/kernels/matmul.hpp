@@ -175,4 +175,12 @@ std::string weight_formats_summary(const std::vector<const PackedMatmulWeight*>&
 /// independent of the other rows (batch invariant). Error(Input) on M <= 0 or an empty weight.
 void matmul_forward_packed(float* out, const float* inp, const PackedMatmulWeight& w, const float* bias, int M);
 
+/// Seconds until OpenBLAS's own pthread workers stop spinning (0 when they are parked, or the
+/// BLAS has no pool of its own: sequential or OpenMP builds). After loading and after every
+/// cblas call its idle workers spin for 2^THREAD_TIMEOUT TSC cycles (default 2^28, about
+/// 0.13 s at 2 GHz; blas_server.c) and take CPU from rtx's OpenMP threads meanwhile: on 2
+/// cores that made an idle host read "busy" and the first OpenMP case time at 8 ms for 6 us.
+/// rtx-bench waits this long before preparing each case. Never throws.
+double blas_pool_parked_in_s();
+
 }  // namespace rtx::kernels

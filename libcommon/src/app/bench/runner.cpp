@@ -13,11 +13,13 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <thread>
 
 #include "rtx/app/bench.hpp"
 #include "rtx/telemetry/gpu_clock.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/core/philox.hpp"
+#include "rtx/kernels/matmul.hpp"
 
 namespace rtx::app::bench {
 namespace {
@@ -201,10 +203,23 @@ RunResult run_cases(const std::vector<BenchCase>& cases, const kernels::Registry
     if (cases[i].skip_reason.empty()) ++total;
   }
 
+  // Let OpenBLAS's idle workers park before a case is prepared (after loading, or after the
+  // previous case's cblas calls): spinning, they take the CPUs from the case's OpenMP threads.
+  // The wait is left out of the run's host window (a sleeping thread would read as contended).
+  double parked_s = 0;
+  auto park_blas_pool = [&parked_s] {
+    const double park = kernels::blas_pool_parked_in_s();
+    if (park <= 0) return;
+    const auto t0 = Clock::now();
+    std::this_thread::sleep_for(std::chrono::duration<double>(park));
+    parked_s += seconds_since(t0);
+  };
+
   // Prepare one case: make, check, checksum, warm up. Returns null when it failed its check.
   auto prepare = [&](size_t i) -> std::unique_ptr<kernels::Instance> {
     const BenchCase& c = cases[i];
     CaseResult& r = out.cases[i];
+    park_blas_pool();
     const kernels::OpDef& op = reg.op(c.op);
     const kernels::Variant& v = reg.variant(c.op, c.variant);
     std::unique_ptr<kernels::Instance> inst;
@@ -239,6 +254,8 @@ RunResult run_cases(const std::vector<BenchCase>& cases, const kernels::Registry
   // Contention readings around every sampling window (outside the timed samples).
   const std::function<HostSample()> read_host = o.host_sampler ? o.host_sampler : std::function<HostSample()>(sample_host);
   const int threads = omp_get_max_threads();
+  park_blas_pool();  // the pool OpenBLAS started at load time, before the run window opens
+  parked_s = 0;
   const HostSample run_before = read_host();
 
   // Sample case `L` up to `limit` more samples; marks it done when a stop rule fires.
@@ -319,7 +336,9 @@ RunResult run_cases(const std::vector<BenchCase>& cases, const kernels::Registry
     }
   }
   out.host.threads = threads;
-  add_window(out.host, run_before, read_host());
+  HostSample run_after = read_host();
+  run_after.wall_s -= parked_s;
+  add_window(out.host, run_before, run_after);
   judge_contention(out.host, cases.empty() ? Backend::CPU : cases.front().backend);  // one backend per run
   for (CaseResult& r : out.cases)
     if (r.status == "ok") inherit_run_contention(r.host, out.host);

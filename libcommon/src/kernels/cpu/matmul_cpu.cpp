@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -329,7 +331,15 @@ std::vector<float> to_f32(const uint16_t* x, size_t n) {
 /// took 43 or 70 us depending on the process (bimodal between processes; unimodal at 64 us with
 /// one BLAS thread). Inside a parallel region BLAS runs on one thread. The pool is resized only
 /// when the wanted count changes.
+/// When the last cblas call was made (steady clock, ns), for blas_pool_parked_in_s().
+std::atomic<int64_t> g_last_blas_ns{0};
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 void sync_blas_threads() {
+  g_last_blas_ns.store(steady_ns(), std::memory_order_relaxed);
 #ifdef OPENBLAS_VERSION
   static std::atomic<int> current{0};
   const int want = omp_in_parallel() ? 1 : std::max(1, omp_get_max_threads());
@@ -580,6 +590,34 @@ void matmul_forward_packed(float* out, const float* inp, const PackedMatmulWeigh
     const int t = omp_get_thread_num(), n = omp_get_num_threads();
     run(npanels * t / n, npanels * (t + 1) / n);
   }
+}
+
+namespace {
+/// When this library was loaded: OpenBLAS starts its pthread workers at load time too, and they
+/// spin before their first park as after every call.
+const int64_t g_loaded_ns = steady_ns();
+}  // namespace
+
+double blas_pool_parked_in_s() {
+#ifdef OPENBLAS_VERSION
+  if (openblas_get_parallel() != 1) return 0;  // 0 sequential, 2 OpenMP: no pool of its own
+  // OpenBLAS's blas_server.c: an idle worker spins (sched_yield between rdtsc reads) until
+  // 2^THREAD_TIMEOUT TSC cycles have passed since its last job, then sleeps on a condition.
+  // THREAD_TIMEOUT is 28 unless OPENBLAS_THREAD_TIMEOUT / GOTO_THREAD_TIMEOUT says otherwise
+  // (clamped to 4..30 as OpenBLAS does). The TSC is taken to tick at >= 2 GHz (a lower rate
+  // would only make the wait shorter than the spin, never longer than needed by much).
+  int timeout = 28;
+  for (const char* name : {"OPENBLAS_THREAD_TIMEOUT", "GOTO_THREAD_TIMEOUT"})
+    if (const char* e = std::getenv(name); e && *e) {
+      timeout = std::clamp(std::atoi(e), 4, 30);
+      break;
+    }
+  const double spin_s = std::ldexp(1.0, timeout) / 2e9;
+  const int64_t last = std::max(g_loaded_ns, g_last_blas_ns.load(std::memory_order_relaxed));
+  return std::max(0.0, spin_s - 1e-9 * static_cast<double>(steady_ns() - last));
+#else
+  return 0;
+#endif
 }
 
 }  // namespace rtx::kernels

@@ -3,6 +3,8 @@
 #include <omp.h>
 
 #include <catch2/catch.hpp>
+
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -46,6 +48,15 @@ TEST_CASE("quick doctor reports host, store and GPU checks", "[cpu]") {
   CHECK(find(r, "host.peak")->value.get<double>() ==
         Approx(rtx::telemetry::cpu_peak_fp32_flops(rtx::telemetry::hardware_profile())));
   CHECK(find(r, "probe.stream_triad") == nullptr);  // --quick skips probes
+  // The load average is printed whole, to two decimals, as the check's value says (a 64-byte
+  // buffer had cut "1.03" to "1.0" at the end of the PASS text).
+  {
+    const auto* load = find(r, "host.load");
+    char want[32];
+    std::snprintf(want, sizeof want, "load average %.2f", load->value.get<double>());
+    INFO(load->detail);
+    if (load->status == d::Status::Pass) CHECK(load->detail.find(want) != std::string::npos);  // a WARN reads it again
+  }
   bool gpu_group = false;
   for (const auto& c : r.checks) {
     CHECK(!c.detail.empty());

@@ -30,10 +30,14 @@ namespace tel = rtx::telemetry;
 
 namespace {
 
+/// printf of one double into a string of any length (a fixed buffer had cut long texts).
 std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), f, v);
-  return buf;
+  const int n = std::snprintf(nullptr, 0, f, v);
+  if (n <= 0) return {};
+  std::string out(static_cast<size_t>(n) + 1, '\0');
+  std::snprintf(out.data(), out.size(), f, v);
+  out.resize(static_cast<size_t>(n));
+  return out;
 }
 /// Machine identity for measured peaks: the CPU SKU plus every GPU's SKU (no rtx sha, so peaks
 /// survive a rebuild of rtx on the same hardware).

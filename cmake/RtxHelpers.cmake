@@ -19,9 +19,11 @@ function(rtx_add_tool name)
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 endfunction()
 
-# rtx_add_test(<name> SOURCES ... [LABELS ...]): a Catch2 test executable registered with ctest.
+# rtx_add_test(<name> SOURCES ... [LABELS ...] [LOADS_HOST]): a Catch2 test executable registered
+# with ctest. LOADS_HOST: the test loads every CPU on purpose (rtx::test::BusyHost), so ctest -j
+# runs it alone (RUN_SERIAL): beside it, timing-driven tests (the scheduler's step-time fit) fail.
 function(rtx_add_test name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "LOADS_HOST" "TIMEOUT" "SOURCES;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE rtx::common rtx_catch_main)
   rtx_target_defaults(${name})
@@ -47,6 +49,9 @@ function(rtx_add_test name)
   set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT} ENVIRONMENT "${env}")
   if(ARG_LABELS)
     set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}")
+  endif()
+  if(ARG_LOADS_HOST)
+    set_tests_properties(${name} PROPERTIES RUN_SERIAL TRUE)
   endif()
   if("cuda" IN_LIST ARG_LABELS)
     # Catch2 v2 has no SKIP(): CUDA tests print "SKIPPED: ..." without a GPU; ctest then

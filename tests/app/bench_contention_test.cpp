@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <vector>
 
 #include "rtx/app/bench.hpp"
 #include "rtx/core/error.hpp"
@@ -49,6 +50,18 @@ RunnerOptions injected(double max_time, size_t max_samples, std::function<HostSa
   o.max_samples = max_samples;
   o.host_sampler = std::move(sampler);
   return o;
+}
+
+/// check_bench_artifact(doc, "b.json") must throw an Input error whose text has each of `says`.
+void expect_artifact_error(const json& doc, const std::vector<std::string>& says) {
+  try {
+    check_bench_artifact(doc, "b.json");
+    FAIL("expected an error naming " << says.back());
+  } catch (const Error& e) {
+    INFO(e.what());
+    CHECK(e.category() == ErrorCategory::Input);
+    for (const auto& w : says) CHECK(std::string(e.what()).find(w) != std::string::npos);
+  }
 }
 
 BenchCase spin_case(const std::string& name, int64_t us) {
@@ -324,17 +337,7 @@ TEST_CASE("the artifact's host object round-trips; merged rounds keep per-round 
 }
 
 TEST_CASE("a malformed host field is an input error naming the file and field", "[cpu][bench]") {
-  auto expect = [](json doc, const std::string& field) {
-    try {
-      check_bench_artifact(doc, "b.json");
-      FAIL("expected an error for " << field);
-    } catch (const Error& e) {
-      INFO(e.what());
-      CHECK(e.category() == ErrorCategory::Input);
-      CHECK(std::string(e.what()).find("b.json") != std::string::npos);
-      CHECK(std::string(e.what()).find(field) != std::string::npos);
-    }
-  };
+  auto expect = [](const json& doc, const std::string& field) { expect_artifact_error(doc, {"b.json", field}); };
   json h = busy_host();
   h["contended"] = "yes";
   expect(artifact(1e-3, 1, h), "/cases/0/host/contended");
@@ -507,15 +510,8 @@ TEST_CASE("merged rounds carry a merged host.run; a merged PSI share cannot exce
 }
 
 TEST_CASE("malformed counts and host fields: threads, rounds_contended, avg10, thresholds, summary", "[cpu][bench]") {
-  auto expect = [](json doc, const std::string& field) {
-    try {
-      check_bench_artifact(doc, "b.json");
-      FAIL("expected an error for " << field);
-    } catch (const Error& e) {
-      INFO(e.what());
-      CHECK(e.category() == ErrorCategory::Input);
-      CHECK(std::string(e.what()).find("b.json: field '" + field + "'") != std::string::npos);
-    }
+  auto expect = [](const json& doc, const std::string& field) {
+    expect_artifact_error(doc, {"b.json: field '" + field + "'"});
   };
   json h = busy_host();
   h["threads"] = int64_t{1} << 40;

@@ -16,6 +16,18 @@ TSAN_BUILD ?= build-tsan
 TSAN_TESTS = serve_engine_test serve_server_test serve_prefix_cache_test serve_loadgen_test bench_app_test tune_measure_test
 export RTX_DATA
 
+# A build folder configured for another source tree (copied, or the checkout moved): CMake
+# stops with a long cache error, so say what it means and what to do first.
+define check_cache
+	@if [ -f $(1)/CMakeCache.txt ]; then \
+	  home=$$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' $(1)/CMakeCache.txt); \
+	  if [ -n "$$home" ] && [ "$$(cd "$$home" 2>/dev/null && pwd -P)" != "$$(pwd -P)" ]; then \
+	    echo "make: $(1)/ was configured for another source tree ($$home), not $$(pwd -P):" \
+	      "remove it (rm -rf $(1)) or build in another folder (make BUILD=dir)" >&2; exit 2; \
+	  fi; \
+	fi
+endef
+
 .PHONY: all setup configure build test run debug sanitize test-sanitize test-asan test-tsan fuzz fuzz-build ci-sanitize clean
 
 all: build
@@ -24,6 +36,7 @@ setup:
 	@scripts/setup
 
 configure: setup
+	$(call check_cache,$(BUILD))
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(TYPE) -DRTX_DATA_DIR=$(RTX_DATA) $(CMAKE_ARGS)
 
 build: configure
@@ -43,12 +56,14 @@ debug:
 sanitize test-sanitize: test-asan test-tsan
 
 test-asan: setup
+	$(call check_cache,build-asan)
 	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE= -DCMAKE_CXX_FLAGS="-O1 -g1" -DCMAKE_C_FLAGS="-O1" \
 	  -DRTX_SANITIZE=address,undefined -DRTX_CUDA=OFF -DRTX_DATA_DIR=$(RTX_DATA)
 	@cmake --build build-asan -j $(JOBS)
 	@cd build-asan && ctest --output-on-failure -j $(JOBS) --timeout 1800
 
 test-tsan: setup
+	$(call check_cache,$(TSAN_BUILD))
 	@cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE= -DCMAKE_CXX_FLAGS="-O1 -g1" -DCMAKE_C_FLAGS="-O1" \
 	  -DRTX_SANITIZE=thread -DRTX_CUDA=OFF -DRTX_DATA_DIR=$(RTX_DATA)
 	@cmake --build $(TSAN_BUILD) --target $(TSAN_TESTS) -j $(JOBS)
@@ -58,6 +73,7 @@ test-tsan: setup
 # half the compile time of -O2 -g), then each target runs FUZZ_SECONDS over its seed corpus
 # (tests/fuzz/run_fuzz.sh). The AVX-512 kernels are compiled with ISA flags in this build.
 fuzz-build: setup
+	$(call check_cache,$(FUZZ_BUILD))
 	@cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE= -DCMAKE_CXX_FLAGS="-O1 -gline-tables-only" \
 	  -DCMAKE_C_FLAGS="-O1" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DRTX_FUZZ=ON -DRTX_CUDA=OFF \
 	  -DRTX_BUILD_TESTS=OFF -DRTX_DATA_DIR=$(RTX_DATA)

@@ -50,12 +50,24 @@ TEST_CASE("quick doctor reports host, store and GPU checks", "[cpu]") {
   CHECK(find(r, "probe.stream_triad") == nullptr);  // --quick skips probes
   // The load average is printed whole, to two decimals, as the check's value says (a 64-byte
   // buffer had cut "1.03" to "1.0" at the end of the PASS text).
+  // The value is what decided: the PSI stall share of the look (unit "share") where there is
+  // PSI, else the load average.
   {
     const auto* load = find(r, "host.load");
-    char want[32];
-    std::snprintf(want, sizeof want, "load average %.2f", load->value.get<double>());
     INFO(load->detail);
-    if (load->status == d::Status::Pass) CHECK(load->detail.find(want) != std::string::npos);  // a WARN reads it again
+    const double v = load->value.get<double>();
+    char want[96];
+    if (rtx::telemetry::read_cpu_pressure().valid) {
+      CHECK(load->unit == "share");
+      CHECK(v >= 0);
+      CHECK(v <= 1);
+      CHECK((load->status == d::Status::Warn) == (v > rtx::telemetry::kBusyPsiStallShare));
+      std::snprintf(want, sizeof want, "PSI cpu stall %.1f%% of a ", 100 * v);
+    } else {
+      CHECK(load->unit == "");
+      std::snprintf(want, sizeof want, "load average %.2f", v);
+    }
+    CHECK(load->detail.find(want) != std::string::npos);
   }
   bool gpu_group = false;
   for (const auto& c : r.checks) {
@@ -101,6 +113,10 @@ TEST_CASE("quick doctor reports host, store and GPU checks", "[cpu]") {
   REQUIRE(saved);
   CHECK(nlohmann::json::parse(*saved)["created_at"] == j["created_at"]);
   CHECK_FALSE(d::latest_measured_peaks(st));  // quick report: nothing measured yet
+  std::string why;
+  CHECK_FALSE(d::latest_measured_peaks(st, &why));
+  CHECK(why == "the latest doctor report (" + j["created_at"].get<std::string>() +
+                   ") ran with --quick and had no measured peaks to carry over; run rtx-doctor without --quick");
 
   const std::string plain = r.render_text(false), colored = r.render_text(true);
   CHECK(plain.find("[PASS] store.schema") != std::string::npos);
@@ -136,6 +152,9 @@ TEST_CASE("environment knobs turn checks into informative WARNs", "[cpu]") {
   CHECK(omp->hint.find("OMP_NUM_THREADS=") != std::string::npos);
   rtx::store::Store st(db);
   CHECK_FALSE(st.latest_doctor_report());  // save = false
+  std::string why;
+  CHECK_FALSE(d::latest_measured_peaks(st, &why));
+  CHECK(why == "no doctor report in the store; run rtx-doctor first");
 }
 
 TEST_CASE("probes run, are stored and feed latest_measured_peaks", "[cpu]") {
@@ -187,6 +206,11 @@ TEST_CASE("probes run, are stored and feed latest_measured_peaks", "[cpu]") {
   other["probes"]["peaks"]["hw_key"] = "cpu:amd-epyc-9b14:avx512";
   st2.put_doctor_report(0, other.dump());
   CHECK_FALSE(d::latest_measured_peaks(st2));
+  std::string why;
+  CHECK_FALSE(d::latest_measured_peaks(st2, &why));
+  CHECK_THAT(why, Catch::StartsWith("the latest doctor report (" + r.created_at +
+                                    ") was measured on another machine (cpu:amd-epyc-9b14:avx512, here ") &&
+                      Catch::EndsWith("); run rtx-doctor on this one"));
 }
 
 TEST_CASE("bad stores are errors, never PASS", "[cpu]") {

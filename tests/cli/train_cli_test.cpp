@@ -104,6 +104,13 @@ TEST_CASE("rtx-train run --steps 1 reports the one (cold) step's tok/s, not 0", 
   REQUIRE(step_ms > 0);
   CHECK(step_rate == Approx(4.0 * 32 / (step_ms * 1e-3)).epsilon(1e-6));  // batch 4, block 32
   CHECK(r["tokens_per_s"].get<double>() == Approx(step_rate).epsilon(1e-9));
+  // The human summary still reaches stderr under --json; the config's floats print as given.
+  CHECK_THAT(p.err, Catch::Contains("done: 1 steps in "));
+  CHECK(r["config"]["lr"].dump() == "0.003");
+  CHECK(r["config"]["min_lr"].dump() == "0.0003");
+  // warmup 3 over 1 step: lr at step 0 = 3e-3 * 1/4 (nanoGPT's ramp), never the peak.
+  CHECK_THAT(p.err, Catch::Contains("rtx-train: warning: warmup_steps 3 >= steps 1: the learning rate is still "
+                                    "warming up at the last step (0.00075, not the peak lr 0.003)"));
 }
 
 TEST_CASE("rtx-train run, resume, sample and export end to end", "[cpu][cli]") {
@@ -128,6 +135,7 @@ TEST_CASE("rtx-train run, resume, sample and export end to end", "[cpu][cli]") {
   // The whole run's window, not an rtx-bench case; a run under 50 ms is not judged.
   CHECK(r["host"]["judged_on"] == (r["host"]["window_s"].get<double>() >= 0.05 ? "run" : "none"));
   CHECK(r["tokens_per_s_cold"] == false);
+  CHECK_THAT(full.err, !Catch::Contains("warning: warmup_steps"));
 
   // The same run in two processes: 10 steps, then --resume to 16.
   REQUIRE(run(base + " --steps 10 --lr-decay-steps 16 --out " + dir + "/split -q").exit_code == 0);

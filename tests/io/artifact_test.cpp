@@ -2,6 +2,14 @@
 // name the field, write/read round trip, and the validator naming the first bad pointer.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "rtx/core/error.hpp"
 #include "rtx/io/artifact.hpp"
 #include "rtx/io/atomic_file.hpp"
@@ -155,4 +163,31 @@ TEST_CASE("validator reports the first bad field by JSON pointer", "[cpu]") {
   CHECK(std::string(json_type_name(json(3u))) == "integer");
   CHECK(std::string(json_type_name(json(-3))) == "integer");
   CHECK(std::string(json_type_name(json(3.0))) == "number");
+}
+
+TEST_CASE("json_float writes a float as its shortest round-trip decimal") {
+  // Expected texts: the shortest decimals that read back as each binary32 value (as numpy's
+  // float32 repr prints them); a widened float prints as e.g. 0.0010000000474974513.
+  const std::vector<std::pair<float, std::string>> cases = {
+      {1e-3f, "0.001"},          {1e-4f, "0.0001"},       {0.9f, "0.9"},
+      {0.95f, "0.95"},           {0.999f, "0.999"},       {1e-8f, "1e-08"},
+      {25.0f, "25.0"},           {0.1f, "0.1"},           {-2.5f, "-2.5"},
+      {0.0f, "0.0"},             {3.4028235e38f, "3.4028235e+38"},
+      {1.4e-45f, "1e-45"},       {16777217.0f, "16777216.0"}, {0.3333333432674408f, "0.33333334"}};
+  for (const auto& [f, text] : cases) {
+    INFO(text);
+    CHECK(json(rtx::io::json_float(f)).dump() == text);
+    CHECK(json::parse(json(rtx::io::json_float(f)).dump()).get<float>() == f);
+  }
+  CHECK(json(rtx::io::json_float(std::numeric_limits<float>::infinity())).dump() == "null");
+  CHECK(json(rtx::io::json_float(std::nanf(""))).dump() == "null");
+  // Every float read back bit for bit: a sweep of bit patterns across all exponents.
+  for (uint32_t bits = 0; bits < 0x7f800000u; bits += 0x00012345u) {
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    const float back = json::parse(json(rtx::io::json_float(f)).dump()).get<float>();
+    uint32_t got;
+    std::memcpy(&got, &back, sizeof got);
+    REQUIRE(got == bits);
+  }
 }

@@ -94,6 +94,31 @@ TEST_CASE("lr_at follows nanoGPT's warm-up and cosine schedule", "[cpu]") {
   CHECK(lr_at(c, 550) == Approx(nanogpt_lr(550, 1e-3f, 1e-4f, 100, 1000)).epsilon(1e-6));
 }
 
+TEST_CASE("schedule_warning names a warm-up that outlasts the run or the decay", "[cpu]") {
+  TrainConfig c;
+  c.lr = 1e-3f;
+  c.min_lr = 1e-4f;
+  c.warmup_steps = 100;
+  c.steps = 101;  // the last step (index 100) is the peak: nothing to say
+  CHECK(c.schedule_warning().empty());
+  c.steps = 100;  // the last step is index 99: 1e-3 * 100/101 (nanoGPT's ramp)
+  CHECK(c.schedule_warning() == "warmup_steps 100 >= steps 100: the learning rate is still warming up at the last "
+                                "step (0.00099, not the peak lr 0.001); pass --warmup below --steps");
+  c.steps = 10;  // the default warm-up with --steps 10: 1e-3 * 10/101
+  CHECK(c.schedule_warning() == "warmup_steps 100 >= steps 10: the learning rate is still warming up at the last "
+                                "step (9.9e-05, not the peak lr 0.001); pass --warmup below --steps");
+  c.steps = 2000;
+  c.lr_decay_steps = 50;  // decay over before warm-up ends: ramp to step 100, then min_lr
+  CHECK(nanogpt_lr(100, 1e-3, 1e-4, 100, 50) == 1e-4);
+  CHECK(c.schedule_warning() == "lr_decay_steps 50 ends before warmup_steps 100: the rate climbs to 0.00099 at step "
+                                "100, then drops to min_lr 0.0001 with no cosine decay");
+  c.lr_decay_steps = 5000;  // decay past the end of the run: a partial cosine, as nanoGPT allows
+  CHECK(c.schedule_warning().empty());
+  c.warmup_steps = 0;
+  c.steps = 1;
+  CHECK(c.schedule_warning().empty());
+}
+
 TEST_CASE("run config validation names the field", "[cpu]") {
   TrainConfig c = tiny_config(10);
   c.validate();
@@ -140,6 +165,16 @@ TEST_CASE("run config validation names the field", "[cpu]") {
   TrainConfig k;
   k.apply_json(j.to_json(), "roundtrip");
   CHECK(k.to_json() == j.to_json());
+  // Float fields print as the decimals they were given, not widened (0.0010000000474974513).
+  const nlohmann::json d = nlohmann::json::parse(TrainConfig{}.to_json().dump());
+  CHECK(d.at("lr").dump() == "0.001");
+  CHECK(d.at("min_lr").dump() == "0.0001");
+  CHECK(d.at("beta2").dump() == "0.99");
+  CHECK(d.at("eps").dump() == "1e-08");
+  CHECK(d.at("weight_decay").dump() == "0.1");
+  TrainConfig h;
+  h.apply_json({{"beta2", 0.95}}, "cfg.json");
+  CHECK(h.to_json().at("beta2").dump() == "0.95");
 }
 
 TEST_CASE("training is deterministic and learns tiny-shakespeare", "[cpu]") {

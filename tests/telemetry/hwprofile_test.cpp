@@ -182,3 +182,27 @@ TEST_CASE("to_json carries the documented fields", "[cpu]") {
   CHECK(j["cpu"]["flags"].size() == 15);
   CHECK(j["digest"] == digest());
 }
+
+TEST_CASE("psi_stall_share and look_at_host report the numbers busy_host_warning judges", "[cpu]") {
+  const auto psi = [](uint64_t total_us) {
+    CpuPressure p;
+    p.valid = true;
+    p.some_total_us = total_us;
+    return p;
+  };
+  // 50 ms of stall in a 0.2 s look: 25%.
+  REQUIRE(psi_stall_share(psi(1'000'000), psi(1'050'000), 0.2));
+  CHECK(*psi_stall_share(psi(1'000'000), psi(1'050'000), 0.2) == Approx(0.25).epsilon(1e-12));
+  CHECK(*psi_stall_share(psi(0), psi(900'000), 0.2) == 1.0);  // clamped: stall summed over tasks
+  CHECK_FALSE(psi_stall_share(psi(10), psi(5), 0.2));          // counter went backwards
+  CHECK_FALSE(psi_stall_share(psi(0), psi(5), 0.0));
+  CHECK_FALSE(psi_stall_share(CpuPressure{}, psi(5), 0.2));
+  const BusyLook l = look_at_host(hardware_profile(), 0.05);
+  CHECK(l.look_s >= 0);
+  CHECK(l.logical_cpus == hardware_profile().logical_cpus);
+  CHECK(l.stall_share.has_value() == read_cpu_pressure().valid);
+  if (l.stall_share) {
+    CHECK(l.look_s >= 0.05);
+    CHECK(l.warning.empty() == !(*l.stall_share > kBusyPsiStallShare));
+  }
+}

@@ -203,6 +203,8 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
                    c.preset.empty() ? "custom model" : c.preset.c_str(), c.model.n_layer, c.model.n_head,
                    c.model.n_embd, c.model.vocab_size, c.batch, c.T(), c.grad_accum, c.steps, a->backend.c_str());
       if (!promoted_line.empty()) std::fprintf(stderr, "rtx-train: %s\n", promoted_line.c_str());
+      if (const std::string w = c.schedule_warning(); !w.empty())
+        std::fprintf(stderr, "rtx-train: warning: %s\n", w.c_str());
       if (world.size() > 1)
         std::fprintf(stderr, "rtx-train: data parallel over %d %s ranks: global batch %d, buckets of %g MiB\n",
                      world.size(), world.backend(), c.batch * world.size(), static_cast<double>(c.bucket_mb));
@@ -262,7 +264,9 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
                                   {"config", c.to_json()}}
                        .dump(2)
                 << "\n";
-    } else if (!quiet && !r.interrupted) {
+    }
+    // The human summary goes to stderr with or without --json (stdout carries the JSON).
+    if (!quiet && !r.interrupted) {
       std::string losses = "no evaluation (--eval-iters 0)";
       if (evaluated) {
         char buf[96];

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "rtx/core/error.hpp"
 #include "rtx/io/atomic_file.hpp"
@@ -112,6 +115,18 @@ json read_artifact(const std::string& path_or_dash, const std::string& kind, con
 
 void write_artifact(const std::string& path_or_dash, const json& doc) {
   write_text_output(path_or_dash, doc.dump(2) + "\n");
+}
+
+double json_float(float f) {
+  if (!std::isfinite(f)) return f;
+  // 9 significant digits always round-trip a float (IEEE 754 binary32: FLT_DECIMAL_DIG).
+  char buf[32];
+  for (int digits = 1; digits <= 9; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, static_cast<double>(f));
+    const double d = std::strtod(buf, nullptr);
+    if (static_cast<float>(d) == f) return d;
+  }
+  return f;
 }
 
 // ---- validator ----------------------------------------------------------------------------

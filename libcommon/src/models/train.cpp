@@ -2,6 +2,7 @@
 // accumulation, AdamW, periodic evaluation, JSON Lines log, checkpoints, resume.
 #include "rtx/models/train.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "rtx/core/error.hpp"
 #include "rtx/dist/buckets.hpp"
 #include "rtx/dist/comm.hpp"
+#include "rtx/io/artifact.hpp"
 #include "rtx/io/dataset.hpp"
 #include "rtx/kernels/check.hpp"
 #include "rtx/models/checkpoint.hpp"
@@ -106,19 +108,19 @@ nlohmann::json TrainConfig::to_json() const {
           {"batch", batch},
           {"seq_len", T()},
           {"grad_accum", grad_accum},
-          {"lr", lr},
-          {"min_lr", min_lr},
+          {"lr", io::json_float(lr)},
+          {"min_lr", io::json_float(min_lr)},
           {"warmup_steps", warmup_steps},
           {"lr_decay_steps", lr_decay_steps > 0 ? lr_decay_steps : steps},
-          {"beta1", adamw.beta1},
-          {"beta2", adamw.beta2},
-          {"eps", adamw.eps},
-          {"weight_decay", adamw.weight_decay},
-          {"grad_clip", adamw.grad_clip},
+          {"beta1", io::json_float(adamw.beta1)},
+          {"beta2", io::json_float(adamw.beta2)},
+          {"eps", io::json_float(adamw.eps)},
+          {"weight_decay", io::json_float(adamw.weight_decay)},
+          {"grad_clip", io::json_float(adamw.grad_clip)},
           {"eval_interval", eval_interval},
           {"eval_iters", eval_iters},
           {"ckpt_interval", ckpt_interval},
-          {"bucket_mb", bucket_mb},
+          {"bucket_mb", io::json_float(bucket_mb)},
           {"seed", seed},
           {"backend", backend == Backend::Cuda ? "cuda" : "cpu"}};
 }
@@ -177,6 +179,26 @@ void TrainConfig::apply_json(const nlohmann::json& j, const std::string& where) 
     else
       throw_usage("backend must be \"cpu\" or \"cuda\" (got \"" + b + "\")", where);
   }
+}
+
+std::string TrainConfig::schedule_warning() const {
+  char buf[256];
+  if (lr_decay_steps > 0 && lr_decay_steps < warmup_steps && lr_decay_steps < steps) {
+    std::snprintf(buf, sizeof buf,
+                  "lr_decay_steps %d ends before warmup_steps %d: the rate climbs to %.3g at step %d, then drops "
+                  "to min_lr %.3g with no cosine decay",
+                  lr_decay_steps, warmup_steps, static_cast<double>(lr_at(*this, std::min(warmup_steps, steps) - 1)),
+                  std::min(warmup_steps, steps), static_cast<double>(min_lr));
+    return buf;
+  }
+  if (warmup_steps >= steps) {
+    std::snprintf(buf, sizeof buf,
+                  "warmup_steps %d >= steps %d: the learning rate is still warming up at the last step "
+                  "(%.3g, not the peak lr %.3g); pass --warmup below --steps",
+                  warmup_steps, steps, static_cast<double>(lr_at(*this, steps - 1)), static_cast<double>(lr));
+    return buf;
+  }
+  return "";
 }
 
 float lr_at(const TrainConfig& c, int step) {

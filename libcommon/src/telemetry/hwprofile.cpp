@@ -417,8 +417,8 @@ std::string busy_host_verdict(const CpuPressure& before, const CpuPressure& afte
                               int logical_cpus) {
   char load[96];
   std::snprintf(load, sizeof load, "1-minute load average %.2f on %d CPUs", load1, logical_cpus);
-  if (before.valid && after.valid && look_s > 0 && after.some_total_us >= before.some_total_us) {
-    const double share = std::min(1.0, 1e-6 * static_cast<double>(after.some_total_us - before.some_total_us) / look_s);
+  if (const auto stall = psi_stall_share(before, after, look_s)) {
+    const double share = *stall;
     if (!(share > kBusyPsiStallShare)) return "";
     char buf[192];
     std::snprintf(buf, sizeof buf, "PSI cpu stall %.1f%% of a %.2f s look (> %.0f%%; %s): other work competes with measurements",
@@ -429,14 +429,26 @@ std::string busy_host_verdict(const CpuPressure& before, const CpuPressure& afte
   return std::string(load) + " (no PSI to look with): other work competes with measurements";
 }
 
-std::string busy_host_warning(const HardwareProfile& p, double look_s) {
+std::optional<double> psi_stall_share(const CpuPressure& before, const CpuPressure& after, double look_s) {
+  if (!before.valid || !after.valid || !(look_s > 0) || after.some_total_us < before.some_total_us) return std::nullopt;
+  return std::min(1.0, 1e-6 * static_cast<double>(after.some_total_us - before.some_total_us) / look_s);
+}
+
+BusyLook look_at_host(const HardwareProfile& p, double look_s) {
   const CpuPressure before = read_cpu_pressure();
   const auto t0 = std::chrono::steady_clock::now();
   if (before.valid && look_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(look_s));
   const CpuPressure after = read_cpu_pressure();
-  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return busy_host_verdict(before, after, waited, load_average_1m(), p.logical_cpus);
+  BusyLook l;
+  l.look_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  l.load1 = load_average_1m();
+  l.logical_cpus = p.logical_cpus;
+  l.stall_share = psi_stall_share(before, after, l.look_s);
+  l.warning = busy_host_verdict(before, after, l.look_s, l.load1, l.logical_cpus);
+  return l;
 }
+
+std::string busy_host_warning(const HardwareProfile& p, double look_s) { return look_at_host(p, look_s).warning; }
 
 CpuPressure parse_cpu_pressure(const std::string& text) {
   CpuPressure p;

@@ -92,8 +92,11 @@ struct MeasuredPeaks {
 /// report with nothing carried over). Throws rtx::Error(Input) when `report` is not rtx.doctor.v1.
 std::optional<MeasuredPeaks> measured_peaks_from_report(const nlohmann::json& report);
 /// Peaks of the latest stored doctor report, only when it was measured on this machine (same
-/// hw_key: CPU and GPU SKU keys, so a rebuild of rtx keeps them); nullopt otherwise. Store errors propagate as rtx::Error.
-std::optional<MeasuredPeaks> latest_measured_peaks(rtx::store::Store& store);
+/// hw_key: CPU and GPU SKU keys, so a rebuild of rtx keeps them); nullopt otherwise, with the
+/// reason in `*why` when given (no report stored; the latest ran with --quick and had no peaks to
+/// carry over; it was measured on another machine), each ending in what to run. Store errors
+/// propagate as rtx::Error.
+std::optional<MeasuredPeaks> latest_measured_peaks(rtx::store::Store& store, std::string* why = nullptr);
 
 /// Vendor datasheet peaks of a GPU model, matched by name ("H100 SXM", "H100 PCIe", "H200",
 /// "A100", "L40S", "RTX 4090"): dense bf16 tensor FLOP/s (fp32 accumulate) and memory B/s.

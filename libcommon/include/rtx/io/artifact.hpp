@@ -39,6 +39,12 @@ nlohmann::json read_artifact(const std::string& path_or_dash, const std::string&
 /// file (atomic_write_file). Does not add or check "schema": the caller sets it.
 void write_artifact(const std::string& path_or_dash, const nlohmann::json& doc);
 
+/// A float for a JSON document: the double nearest to the shortest decimal that reads back as
+/// the same float (1e-3f -> 0.001, not 0.0010000000474974513, which is what widening the float
+/// to double prints). Parsing the output and narrowing to float gives `f` back bit for bit.
+/// Non-finite values are returned widened (the JSON writer turns them into null).
+double json_float(float f);
+
 /// JSON value types the validator checks. Integer: a JSON integer; Number: integer or float;
 /// Any: present with any type (presence check only).
 enum class JsonType { Null, Boolean, Integer, Number, String, Array, Object, Any };

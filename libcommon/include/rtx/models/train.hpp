@@ -42,8 +42,13 @@ struct TrainConfig {
   /// T actually used: seq_len or model.block_size.
   int T() const { return seq_len > 0 ? seq_len : model.block_size; }
   /// Throws Error(Usage) naming the field for a value out of range (steps < 1, batch < 1,
-  /// seq_len > block_size, lr <= 0, min_lr > lr, warmup > decay steps, betas outside [0,1), ...).
+  /// seq_len > block_size, lr <= 0, min_lr > lr, betas outside [0,1), ...).
   void validate() const;
+  /// A learning-rate schedule that is legal but probably not meant, as one sentence, or "":
+  /// warm-up not over before the last step (the peak lr is never reached; the default
+  /// warmup 100 with --steps 10), or the cosine decay ending before the warm-up does (the
+  /// rate falls from the warm-up ramp straight to min_lr). Values from lr_at().
+  std::string schedule_warning() const;
   /// The run configuration as JSON (all fields; the model under "model").
   nlohmann::json to_json() const;
   /// Overlay the keys present in `j` onto *this (unknown keys -> Error(Usage) naming the key and

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -135,6 +136,20 @@ std::string busy_host_warning(const HardwareProfile& p, double look_s = 0.2);
 /// average: the testable core of busy_host_warning.
 std::string busy_host_verdict(const CpuPressure& before, const CpuPressure& after, double look_s, double load1,
                               int logical_cpus);
+/// Share (0..1) of `look_s` seconds that some task waited for a CPU, from two PSI readings taken
+/// that far apart; nullopt when either is invalid, look_s <= 0 or the counter went backwards.
+std::optional<double> psi_stall_share(const CpuPressure& before, const CpuPressure& after, double look_s);
+
+/// What busy_host_warning saw, for a caller that reports the numbers (rtx-doctor's host.load).
+struct BusyLook {
+  std::optional<double> stall_share;  ///< PSI cpu stall share of the look (0..1); nullopt without PSI
+  double look_s = 0;                  ///< seconds actually looked
+  double load1 = 0;                   ///< 1-minute load average
+  int logical_cpus = 0;
+  std::string warning;                ///< busy_host_verdict's text; "" = quiet enough to measure on
+};
+/// busy_host_warning's look, with its measurements.
+BusyLook look_at_host(const HardwareProfile& p, double look_s = 0.2);
 
 
 

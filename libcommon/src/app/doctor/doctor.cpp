@@ -16,6 +16,8 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <string>
+#include <type_traits>
 
 #include "app/doctor/gpu_probes.hpp"
 #include "rtx/core/build_info.hpp"
@@ -30,12 +32,14 @@ namespace tel = rtx::telemetry;
 
 namespace {
 
-/// printf of one double into a string of any length (a fixed buffer had cut long texts).
-std::string fmt(const char* f, double v) {
-  const int n = std::snprintf(nullptr, 0, f, v);
+/// printf of numbers into a string of any length (a fixed buffer had cut long texts).
+template <typename... Args>
+std::string fmt(const char* f, Args... v) {
+  static_assert((std::is_arithmetic_v<Args> && ...), "fmt formats numbers only");
+  const int n = std::snprintf(nullptr, 0, f, v...);
   if (n <= 0) return {};
   std::string out(static_cast<size_t>(n) + 1, '\0');
-  std::snprintf(out.data(), out.size(), f, v);
+  std::snprintf(out.data(), out.size(), f, v...);
   out.resize(static_cast<size_t>(n));
   return out;
 }
@@ -158,15 +162,19 @@ void host_checks(std::vector<Check>& checks, const tel::HardwareProfile& hw) {
   else
     b.add("host.virtualized", Status::Pass, "bare metal (no hypervisor flag)", "", false);
 
-  const double load1 = telemetry::load_average_1m();
-  if (const std::string busy = telemetry::busy_host_warning(hw); !busy.empty())
-    b.add("host.load", Status::Warn, busy, "stop other jobs before measuring (see top)", load1, "");
+  // The value is what decides: the PSI stall share of the look (unit "share", 0..1), or the
+  // load average where there is no PSI.
+  const telemetry::BusyLook look = telemetry::look_at_host(hw);
+  const double value = look.stall_share ? *look.stall_share : look.load1;
+  const char* unit = look.stall_share ? "share" : "";
+  if (!look.warning.empty())
+    b.add("host.load", Status::Warn, look.warning, "stop other jobs before measuring (see top)", value, unit);
   else
     b.add("host.load", Status::Pass,
-          fmt(telemetry::read_cpu_pressure().valid ? "PSI cpu stall <= 10%% of a 0.2 s look; 1-minute load average %.2f"
-                                                   : "1-minute load average %.2f (no PSI)",
-              load1),
-          "", load1, "");
+          look.stall_share ? fmt("PSI cpu stall %.1f%% of a %.2f s look (<= %.0f%%); 1-minute load average %.2f",
+                                 100 * *look.stall_share, look.look_s, 100 * telemetry::kBusyPsiStallShare, look.load1)
+                           : fmt("1-minute load average %.2f on %d CPUs (no PSI)", look.load1, look.logical_cpus),
+          "", value, unit);
 
   const uint64_t avail = mem_available_bytes();
   const std::string md = gib(hw.memory_bytes) + " total, " + gib(avail) + " available";
@@ -580,9 +588,13 @@ std::optional<MeasuredPeaks> measured_peaks_from_report(const nlohmann::json& re
   return m;
 }
 
-std::optional<MeasuredPeaks> latest_measured_peaks(rtx::store::Store& store) {
+std::optional<MeasuredPeaks> latest_measured_peaks(rtx::store::Store& store, std::string* why) {
+  const auto none = [&](std::string reason) -> std::optional<MeasuredPeaks> {
+    if (why) *why = std::move(reason);
+    return std::nullopt;
+  };
   const auto text = store.latest_doctor_report();
-  if (!text) return std::nullopt;
+  if (!text) return none("no doctor report in the store; run rtx-doctor first");
   nlohmann::json rep;
   try {
     rep = nlohmann::json::parse(*text);
@@ -591,7 +603,13 @@ std::optional<MeasuredPeaks> latest_measured_peaks(rtx::store::Store& store) {
                 "run rtx-doctor again to store a fresh report");
   }
   auto m = measured_peaks_from_report(rep);
-  if (!m || m->hw_key != machine_key(tel::hardware_profile())) return std::nullopt;
+  const std::string at = rep.value("created_at", std::string());
+  if (!m)
+    return none("the latest doctor report (" + at +
+                ") ran with --quick and had no measured peaks to carry over; run rtx-doctor without --quick");
+  if (const std::string here = machine_key(tel::hardware_profile()); m->hw_key != here)
+    return none("the latest doctor report (" + at + ") was measured on another machine (" + m->hw_key + ", here " +
+                here + "); run rtx-doctor on this one");
   return m;
 }
 

@@ -176,18 +176,4 @@ bool use_color() {
   return stderr_is_tty();
 }
 
-int not_built_yet(const char* tool, const char* what, int argc, char** argv) {
-  CLI::App app{std::string(tool) + ": " + what +
-                   " (not built yet: a later issue builds it; every command exits 3 until then)",
-               tool};
-  CommonOptions o;
-  add_common_options(app, o);
-  app.allow_extras();
-  app.prefix_command();
-  return run_tool(app, argc, argv, o, [&]() -> int {
-    std::cerr << tool << ": not built yet (" << what << "): a later issue builds this tool\n";
-    return 3;
-  });
-}
-
 }  // namespace rtx::cli

@@ -52,7 +52,4 @@ bool stderr_is_tty();
 /// True when colour may be used on stderr: a TTY and NO_COLOR unset or empty.
 bool use_color();
 
-/// Print a tool that a later issue fills: --help works, anything else exits 3.
-int not_built_yet(const char* tool, const char* what, int argc, char** argv);
-
 }  // namespace rtx::cli

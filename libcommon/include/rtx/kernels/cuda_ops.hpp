@@ -98,7 +98,7 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
 void gelu_forward(float* out, const float* inp, int64_t N, void* stream);
 /// dinp (N) [+]= gelu'(inp) * dout.
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N, bool accumulate, void* stream);
-/// out (N) = inp1 (N) + inp2 (N).
+/// out (N) = inp1 (N) + inp2 (N); `out` may be `inp1` or `inp2` (in place).
 void residual_forward(float* out, const float* inp1, const float* inp2, int64_t N, void* stream);
 /// out (B,T,C) = wte[ids[b,t]] (V,C) + wpe[t] (T,C). ids (B,T) must lie in [0,V) (not checked on device).
 void encoder_forward(float* out, const int32_t* ids, const float* wte, const float* wpe, int B, int T, int C,

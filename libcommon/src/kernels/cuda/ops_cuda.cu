@@ -147,8 +147,10 @@ __global__ void gelu_backward_kernel(float* __restrict__ dinp, const float* __re
   dinp[i] = acc ? dinp[i] + g : g;
 }
 
-__global__ void residual_kernel(float* __restrict__ out, const float* __restrict__ a, const float* __restrict__ b,
-                                int64_t N) {
+// No __restrict__: the serving forwards add in place (out == a, residual_forward(x, x, proj)),
+// and restrict-qualified aliases are undefined behaviour (the compiler may read `a` through the
+// non-coherent cache). Each element is read and written by one thread, so in place is safe.
+__global__ void residual_kernel(float* out, const float* a, const float* b, int64_t N) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < N) out[i] = a[i] + b[i];
 }

@@ -208,8 +208,7 @@ void attention_forward_flash(float* out, float* lse, const float* qkv, int B, in
   const size_t smem = (static_cast<size_t>(Br) * HS + 2 * static_cast<size_t>(Bc) * (HS + 1) +
                        static_cast<size_t>(Br) * Bc) * sizeof(float);
   if (smem > 227 * 1024) throw_input("attention_forward_flash: tile needs " + std::to_string(smem) + " B shared memory", "Br,Bc");
-  RTX_CUDA_CHECK(cudaFuncSetAttribute(flash_forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(smem)));
+  detail::allow_dynamic_smem(reinterpret_cast<const void*>(flash_forward_kernel), smem);
   if (static_cast<int64_t>(B) * NH > 65535)  // grid.y limit (CUDA programming guide, compute capabilities)
     throw_input("attention_forward_flash: B * NH = " + std::to_string(static_cast<int64_t>(B) * NH) + " > 65535",
                 "B,NH", "split the batch");

@@ -4,8 +4,12 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include "rtx/core/cuda_check.hpp"
 #include "rtx/core/error.hpp"
@@ -15,6 +19,23 @@ namespace rtx::kernels::cuda::detail {
 inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
 __host__ __device__ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// Let `kernel` launch with up to `smem` bytes of dynamic shared memory on the current device
+/// (past 48 KiB a kernel must opt in: cudaFuncAttributeMaxDynamicSharedMemorySize). The
+/// attribute is a per-kernel ceiling, not the launch's size, so it is only ever raised, under a
+/// lock: two threads launching one kernel with different tiles cannot lower it between the
+/// other's set and launch (that launch would fail for too much shared memory).
+inline void allow_dynamic_smem(const void* kernel, size_t smem) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, size_t> ceiling;
+  int dev = 0;
+  RTX_CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  size_t& have = ceiling[{kernel, dev}];
+  if (smem <= have) return;
+  RTX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  have = smem;
+}
 
 /// Throws Error(Input) when a size is not positive; `what` names the function and dim.
 inline void require_positive(int64_t v, const char* fn, const char* dim) {

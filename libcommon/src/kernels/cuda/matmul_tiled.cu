@@ -231,7 +231,7 @@ size_t smem_for(const TiledConfig& c, int stages) {
 // Opt in to more than 48 KiB of dynamic shared memory (up to 227 KiB on sm_90) for `kernel`.
 template <typename Kern>
 void allow_smem(Kern kernel, size_t smem) {
-  RTX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  detail::allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
 }
 
 template <int CI>

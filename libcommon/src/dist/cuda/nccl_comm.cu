@@ -38,10 +38,10 @@ class NcclComm final : public Communicator {
   }
   ~NcclComm() override {
     if (comm_) {
-      if (broken_)
-        ncclCommAbort(comm_);
+      if (!broken_ && finalized_in_time())
+        ncclCommDestroy(comm_);  // frees local resources only: no wait once finalized
       else
-        ncclCommDestroy(comm_);
+        ncclCommAbort(comm_);
     }
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -83,6 +83,25 @@ class NcclComm final : public Communicator {
     throw_env(std::string("NCCL: ") + call + " of " + std::to_string(bytes) + " B failed on rank " +
                   std::to_string(rank()) + ": " + ncclGetErrorString(r),
               "dist.nccl", "another rank may have died; check its output (NCCL_DEBUG=WARN for details)");
+  }
+  /// ncclCommFinalize, then its state polled until the communicator is globally quiescent,
+  /// within the collectives' timeout. False on an error or at the deadline (a peer that died or
+  /// never finalizes would otherwise hang this rank's exit inside ncclCommDestroy, which
+  /// finalizes implicitly); the caller then aborts. Never throws (it runs in the destructor).
+  bool finalized_in_time() noexcept {
+    using clk = std::chrono::steady_clock;
+    const ncclResult_t r = ncclCommFinalize(comm_);
+    if (r != ncclSuccess && r != ncclInProgress) return false;
+    const auto deadline =
+        clk::now() + std::chrono::duration_cast<clk::duration>(std::chrono::duration<double>(timeout_s()));
+    for (long spins = 0;; ++spins) {
+      ncclResult_t st = ncclSuccess;
+      if (ncclCommGetAsyncError(comm_, &st) != ncclSuccess) return false;
+      if (st == ncclSuccess) return true;
+      if (st != ncclInProgress) return false;
+      if (spins > 1000) sched_yield();
+      if ((spins & 255) == 0 && clk::now() > deadline) return false;
+    }
   }
   /// Wait until the communicator's async state is ready and (with_stream) the stream drained.
   void poll(const char* op, size_t bytes, bool with_stream) {

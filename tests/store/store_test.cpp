@@ -358,6 +358,49 @@ TEST_CASE("store: an SQLite file of another program is refused and untouched", "
   CHECK(slurp(path) == before);
 }
 
+TEST_CASE("store: a store whose user_version claims columns it lacks is refused and untouched", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir();
+  const std::string path = dir + "/v3-without-columns.db";
+  {
+    Store s(path);
+    REQUIRE(s.schema_version() == Store::latest_schema_version());
+  }
+  // A hand-made or damaged store: version 3 claimed, schema 3's bench_results columns gone.
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "ALTER TABLE bench_results DROP COLUMN contention_reason; "
+                           "ALTER TABLE bench_results DROP COLUMN contended; PRAGMA wal_checkpoint(TRUNCATE);",
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  const std::string before = slurp(path);
+  const std::string want = path + " is not a valid rtx store (schema version " +
+                           std::to_string(Store::latest_schema_version()) +
+                           " but table 'bench_results' lacks columns 'contended', 'contention_reason'): move it aside "
+                           "or pass --db";
+  for (const bool read_only : {false, true}) {
+    INFO("read_only " << read_only);
+    StoreOptions o;
+    o.read_only = read_only;
+    try {
+      Store s(path, o);
+      FAIL("a store without its columns opened");
+    } catch (const Error& e) {
+      CHECK(e.category() == ErrorCategory::Input);
+      CHECK(e.exit_code() == 2);
+      CHECK(std::string(e.what()) == want);
+    }
+  }
+  CHECK(slurp(path) == before);
+  // One column missing from another table: named alone.
+  const std::string one = dir + "/one-column.db";
+  { Store s(one); }
+  REQUIRE(sqlite3_open(one.c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "ALTER TABLE runs DROP COLUMN git_sha;", nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  expect_error([&] { Store s(one); }, ErrorCategory::Input,
+               {one + " is not a valid rtx store (", "table 'runs' lacks column 'git_sha')"});
+}
+
 TEST_CASE("store: a database with a negative user_version is refused and untouched", "[cpu]") {
   const std::string path = rtx::test::temp_dir() + "/neg.db";
   sqlite3* db = nullptr;

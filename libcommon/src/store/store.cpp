@@ -4,7 +4,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
+#include <vector>
 
 #include "migrations.hpp"
 #include "rtx/core/error.hpp"
@@ -129,19 +131,64 @@ void migrate(Connection* c) {
   }
 }
 
-// Cheap structural probe: every expected table exists and its root page reads. Catches
-// truncated or damaged files without a full integrity check.
+// The columns every expected table has at the latest schema version: this build's migrations
+// applied once (per process) to an empty in-memory database, so a later ALTER TABLE ... ADD
+// COLUMN is required of every store without a list to keep in step with migrations.cpp.
+const std::map<std::string, std::vector<std::string>>& reference_columns() {
+  static const std::map<std::string, std::vector<std::string>> cols = [] {
+    std::map<std::string, std::vector<std::string>> m;
+    sqlite3* db = nullptr;
+    auto fail = [&](const std::string& what) {
+      const std::string msg = what + ": " + (db ? sqlite3_errmsg(db) : "out of memory");
+      sqlite3_close(db);
+      throw Error(ErrorCategory::Internal, "cannot build the reference schema (" + msg + ")", "rtx::store migrations");
+    };
+    if (sqlite3_open(":memory:", &db) != SQLITE_OK) fail("open :memory:");
+    for (const auto& mig : detail::migrations())
+      if (sqlite3_exec(db, mig.sql, nullptr, nullptr, nullptr) != SQLITE_OK) fail("migration " + std::to_string(mig.version));
+    for (const auto& t : detail::expected_tables()) {
+      sqlite3_stmt* st = nullptr;
+      if (sqlite3_prepare_v2(db, ("PRAGMA table_info(\"" + t + "\")").c_str(), -1, &st, nullptr) != SQLITE_OK)
+        fail("table_info " + t);
+      auto& names = m[t];
+      while (sqlite3_step(st) == SQLITE_ROW) names.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(st, 1)));
+      sqlite3_finalize(st);
+      if (names.empty()) fail("table " + t + " is not created by the migrations");
+    }
+    sqlite3_close(db);
+    return m;
+  }();
+  return cols;
+}
+
+// Cheap structural probe: every expected table exists with every column the migrations give
+// it, and its root page reads. Catches truncated or damaged files, and a user_version that
+// claims a schema the tables do not have, without a full integrity check.
 void probe_schema(Connection* c) {
   std::set<std::string> have;
   {
     Statement st(c, "SELECT name FROM sqlite_master WHERE type = 'table'");
     while (st.step()) have.insert(st.column_text(0));
   }
+  const auto invalid = [&](const std::string& why) {
+    return Error(ErrorCategory::Input, c->path + " is not a valid rtx store (schema version " +
+                                           std::to_string(c->schema_version) + " but " + why +
+                                           "): move it aside or pass --db");
+  };
+  const auto& reference = reference_columns();
   for (const auto& t : detail::expected_tables()) {
-    if (!have.count(t))
-      throw Error(ErrorCategory::Input, c->path + " is not a valid rtx store (schema version " +
-                                            std::to_string(c->schema_version) + " but table '" + t +
-                                            "' is missing): move it aside or pass --db");
+    if (!have.count(t)) throw invalid("table '" + t + "' is missing");
+    std::set<std::string> cols;
+    {
+      Statement st(c, "PRAGMA table_info(\"" + t + "\")");
+      while (st.step()) cols.insert(st.column_text(1));
+    }
+    std::string missing;
+    size_t n_missing = 0;
+    for (const auto& col : reference.at(t))
+      if (!cols.count(col)) missing += std::string(n_missing++ ? ", " : "") + "'" + col + "'";
+    if (n_missing > 0)
+      throw invalid("table '" + t + "' lacks column" + (n_missing == 1 ? " " : "s ") + missing);
     Statement st(c, "SELECT 1 FROM \"" + t + "\" LIMIT 1");
     st.step();
   }

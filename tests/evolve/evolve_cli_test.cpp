@@ -82,7 +82,18 @@ TEST_CASE("rtx-evolve: run, report, approve, rollback, rehearse, export, submit"
     CHECK(std::find(gates.begin(), gates.end(), "performance") != gates.end());
     CHECK(std::find(gates.begin(), gates.end(), "determinism") != gates.end());
     CHECK(std::find(gates.begin(), gates.end(), "memory") != gates.end());
+    // 2 rounds are too few for a 95% CI (docs/evolution.md): no CI, no pass, undecided.
+    for (const auto& g : p["gates"])
+      if (g["gate"] == "performance" || g["gate"] == "heldout") {
+        INFO(g.dump());
+        CHECK_FALSE(g["passed"].get<bool>());
+        CHECK(g["detail"]["too_few_rounds"] == true);
+        CHECK(g["detail"]["ci"].is_null());
+        CHECK(g["metric"] == "improvement_estimate");
+      }
   }
+  CHECK_THAT(r.err, Catch::Contains("performance gates had too few rounds for a 95% CI (--rounds 2; it needs 4 per arm)"));
+  CHECK_THAT(r.out, Catch::Contains("estimate, no CI (too few rounds)"));
 
   // export: a signed, complete envelope.
   const int64_t id = st["proposals"][0]["id"];
@@ -108,7 +119,7 @@ TEST_CASE("rtx-evolve: run, report, approve, rollback, rehearse, export, submit"
   ext["changeset"] = {{"candidate", {{"large_round_bytes", 1 << 20}, {"small_segment_bytes", 1 << 20}}}};
   ext["actions"] = json::array();
   { std::ofstream(dir + "/ext.json") << ext.dump(); }
-  auto sub = run(evolve() + common + "--json submit " + dir + "/ext.json --rounds 2");
+  auto sub = run(evolve() + common + "--json submit " + dir + "/ext.json --rounds 4");  // 4: enough to pass
   INFO(sub.out << sub.err);
   REQUIRE((sub.exit_code == 0 || sub.exit_code == 1));
   const json sj = json::parse(sub.out);
@@ -231,7 +242,7 @@ TEST_CASE("rtx-evolve: run, report, approve, rollback, rehearse, export, submit"
 TEST_CASE("rtx-evolve: kill -9 during validation or promotion leaves the store consistent", "[cpu]") {
   const std::string dir = rtx::test::temp_dir(), db = dir + "/rtx.db";
   const std::string cmd = evolve() + " -q --db " + db + " run --pack " + pack() +
-                          " --domain memory --budget-per-domain 2 --rounds 2 --samples 4 --auto-approve-if-gates-pass";
+                          " --domain memory --budget-per-domain 2 --rounds 4 --samples 4 --auto-approve-if-gates-pass";
   // Kill at several points of the run (opening, proposing, validating, promoting).
   for (int delay_ms : {150, 400, 800, 1300, 2000}) {
     const pid_t pid = ::fork();
@@ -264,7 +275,7 @@ TEST_CASE("rtx-evolve: A/A validations on real runs never pass the performance g
   const rtx::evolve::KeyPair k = rtx::evolve::generate_key(dir + "/k", false);
   rtx::evolve::ValidateOptions o;
   o.self_exe = evolve();
-  o.rounds = 3;
+  o.rounds = 4;  // the fewest with a 95% CI (3 would be judged "too few rounds", never a verdict)
   o.samples = 7;
   const json cases = json::array(
       {{{"id", "mm"}, {"op", "matmul_forward"}, {"variant", "cpu.blocked"}, {"shape", {{"M", 64}, {"N", 65}, {"K", 32}}}, {"dtype", "f32"}},
@@ -305,6 +316,8 @@ TEST_CASE("rtx-evolve: A/A validations on real runs never pass the performance g
         // What the run's end-of-run note counts: undecided gates and their CI half-width.
         REQUIRE(g.detail.contains("undecided"));
         CHECK(g.detail["undecided"].is_boolean());
+        CHECK_FALSE(g.detail.contains("too_few_rounds"));
+        CHECK(g.detail["ci"].is_array());
         CHECK(g.detail["ci_halfwidth"].get<double>() >= 0);
         if (g.detail["undecided"].get<bool>()) CHECK_THAT(g.detail.value("reason", std::string()), Catch::Contains("straddles"));
       }

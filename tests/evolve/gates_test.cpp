@@ -7,6 +7,7 @@
 
 #include "rtx/core/error.hpp"
 #include "rtx/evolve/gates.hpp"
+#include "rtx/stats/stats.hpp"
 
 using namespace rtx::evolve;
 
@@ -103,7 +104,112 @@ TEST_CASE("evolve gates: bad input is an error; too few samples fail", "[cpu]") 
   CHECK_THROWS_AS(judge_performance({{0.0, 0.0}}, {{1.0}}, PerfRule{}), rtx::Error);
   const PerfJudgement j = judge_performance({{1, 1.1, 0.9}}, {{0.5, 0.5, 0.5}}, PerfRule{});
   CHECK(j.outcome == PerfOutcome::Fail);
+  CHECK(j.too_few);
   CHECK(j.reason.find("too few samples") != std::string::npos);
+}
+
+TEST_CASE("evolve gates: ci_attainable is exactly when the Moses CI reaches its level", "[cpu]") {
+  // Independent reference: the coverage stats::hodges_lehmann achieves (exact U distribution
+  // for n <= 20) on tie-free data of those sizes; the gate's rule must agree for every size.
+  for (double level : {0.90, 0.95, 0.99})
+    for (size_t n1 = 1; n1 <= 12; ++n1)
+      for (size_t n2 = 1; n2 <= 12; ++n2) {
+        std::vector<double> x, y;
+        for (size_t i = 0; i < n1; ++i) x.push_back(1.0 + 0.01 * static_cast<double>(i));
+        for (size_t i = 0; i < n2; ++i) y.push_back(2.0 + 0.013 * static_cast<double>(i));
+        const double coverage = rtx::stats::hodges_lehmann(x, y, level).ci.coverage;
+        INFO("level " << level << " n1 " << n1 << " n2 " << n2 << " coverage " << coverage);
+        CHECK(ci_attainable(n1, n2, level) == (coverage >= level));
+      }
+  // By hand at 95% (C(n1+n2, n1) >= 40): 2+2 (6), 3+3 (20), 2+7 (36), 1+38 (39) no;
+  // 4+4 (70), 3+5 (56), 2+8 (45), 1+39 (40: 1/40 is exactly the 2.5% tail) yes.
+  CHECK_FALSE(ci_attainable(2, 2));
+  CHECK_FALSE(ci_attainable(3, 3));
+  CHECK_FALSE(ci_attainable(2, 7));
+  CHECK_FALSE(ci_attainable(1, 38));
+  CHECK(ci_attainable(4, 4));
+  CHECK(ci_attainable(5, 3));
+  CHECK(ci_attainable(2, 8));
+  CHECK(ci_attainable(1, 39));
+  CHECK(ci_attainable(1000, 1000));
+  CHECK_FALSE(ci_attainable(0, 10));
+  CHECK_FALSE(ci_attainable(4, 4, 1.0));
+  CHECK(min_rounds_for_ci(0.95) == 4);
+  CHECK(min_rounds_for_ci(0.90) == 3);  // C(6,3) = 20 = 2/0.1
+  CHECK(min_rounds_for_ci(0.99) == 5);  // C(8,4) = 70 < 200 <= C(10,5) = 252
+}
+
+TEST_CASE("evolve gates: too few rounds give no CI and no pass, however large the effect", "[cpu]") {
+  // 2 rounds of 5 samples a case, the candidate twice as fast: the old gate reported a "95% CI"
+  // that was the range of the 4 pairwise ratios (67% coverage) beside p = 1/3.
+  PerfRule rule = default_rule("tuner");
+  rule.rounds = 2;
+  const auto base = timings(1, 1.0, 2, 10), fast = timings(2, 0.5, 2, 10);
+  const PerfJudgement j = judge_performance(base, fast, rule);
+  CHECK(j.outcome == PerfOutcome::Fail);
+  CHECK(j.too_few);
+  CHECK(j.min_rounds == 4);
+  CHECK(j.n_base == 2);
+  CHECK(j.n_cand == 2);
+  CHECK(j.p == Approx(1.0 / 3));  // 2 / C(4, 2): the floor of the exact two-sided p
+  CHECK(j.improvement == Approx(0.5).margin(0.1));
+  INFO(j.reason);
+  CHECK_THAT(j.reason, Catch::StartsWith("too few rounds for a 95% CI (n=2+2 round medians; needs 4 rounds per arm: "
+                                         "--rounds 4 or more): no verdict; estimate +"));
+  CHECK(j.reason.find("CI -") == std::string::npos);  // no interval printed as a number
+  const GateResult g = j.gate();
+  CHECK_FALSE(g.passed);
+  CHECK(g.metric == "improvement_estimate");
+  CHECK(g.value == Approx(j.improvement));
+  CHECK(g.detail["ci"].is_null());
+  CHECK(g.detail["too_few_rounds"] == true);
+  CHECK(g.detail["undecided"] == true);
+  CHECK(g.detail["min_rounds"] == 4);
+  // 3 rounds: still too few (C(6,3) = 20 < 40); 4 rounds of the same effect pass.
+  rule.rounds = 3;
+  CHECK(judge_performance(timings(3, 1.0, 2, 15), timings(4, 0.5, 2, 15), rule).too_few);
+  rule.rounds = 4;
+  const PerfJudgement four = judge_performance(timings(5, 1.0, 2, 20), timings(6, 0.5, 2, 20), rule);
+  CHECK_FALSE(four.too_few);
+  CHECK(four.outcome == PerfOutcome::Pass);
+  CHECK(four.gate().detail["ci"].is_array());
+  CHECK_FALSE(four.gate().detail.contains("too_few_rounds"));
+  // One round: its samples share one process, so they are one observation, not 21 (the pooled
+  // comparison would have passed this).
+  rule.rounds = 1;
+  const PerfJudgement one = judge_performance(timings(7, 1.0), timings(8, 0.5), rule);
+  CHECK(one.too_few);
+  CHECK(one.n_base == 1);
+  CHECK(judge_performance(timings(7, 1.0), timings(8, 0.5), default_rule("tuner")).outcome == PerfOutcome::Pass);
+  // The no-regression rule (memory) cannot pass on too few rounds either.
+  PerfRule nr = default_rule("memory");
+  nr.rounds = 2;
+  CHECK(judge_performance(timings(9, 1.0, 1, 10), timings(10, 1.0, 1, 10), nr).outcome == PerfOutcome::Fail);
+}
+
+TEST_CASE("evolve gates: the held-out gate does not pass on too few rounds", "[cpu]") {
+  // A/A over 2 rounds of 10 samples: pooled, the 20 samples would pass; as 2 round medians a
+  // side there is no CI, so no pass (and no failure on the evidence: undecided).
+  const auto a = timings(11, 1.0, 2, 20), b = timings(12, 1.0, 2, 20);
+  const GateResult few = judge_heldout(a, b, 0.05, 2);
+  CHECK_FALSE(few.passed);
+  CHECK(few.gate == "heldout");
+  CHECK(few.detail["too_few_rounds"] == true);
+  CHECK(few.detail["undecided"] == true);
+  CHECK(few.detail["ci"].is_null());
+  CHECK(few.metric == "improvement_estimate");
+  CHECK(few.detail["borderline"] == false);
+  CHECK(few.threshold == Approx(-0.05));
+  CHECK(judge_heldout(a, b).passed);  // pooled (rounds 0), as the gate used to judge it
+  // 4 rounds of the same A/A data: passes, with its CI.
+  const GateResult enough = judge_heldout(a, b, 0.05, 4);
+  CHECK(enough.passed);
+  CHECK(enough.detail["ci"].is_array());
+  CHECK_FALSE(enough.detail.contains("undecided"));
+  // Pooled samples below the 5-sample floor: too few as well.
+  const GateResult tiny = judge_heldout({{1.0, 1.01, 0.99}}, {{1.0, 1.02, 0.98}});
+  CHECK_FALSE(tiny.passed);
+  CHECK(tiny.detail["too_few_rounds"] == true);
 }
 
 TEST_CASE("evolve gates: output parity with the baseline, per output, L2 and infinity norms", "[cpu]") {

@@ -11,6 +11,7 @@
 
 #include "rtx/core/error.hpp"
 #include "rtx/evolve/deploy.hpp"
+#include "rtx/evolve/gates.hpp"
 #include "rtx/evolve/kg.hpp"
 #include "rtx/evolve/proposal.hpp"
 #include "test_util.hpp"
@@ -269,6 +270,40 @@ TEST_CASE("evolve kg: which changes hurt determinism? what failed which gate and
   const std::string text = kg_format_text(all);
   CHECK_THAT(text, Catch::Contains("kg query failed: 4 rows"));
   CHECK_THAT(text, Catch::Contains("safety FAIL"));
+}
+
+TEST_CASE("evolve kg: a gate with too few rounds gives a metric delta without a CI", "[cpu]") {
+  Fixture f;
+  std::vector<std::vector<double>> base{{1.0, 1.1, 0.9, 1.05}}, cand{{0.5, 0.55, 0.45, 0.5}};
+  PerfRule rule = default_rule("parallelism");
+  rule.rounds = 2;
+  GateResult pg = judge_performance(base, cand, rule).gate();
+  REQUIRE(pg.detail["ci"].is_null());
+  const int64_t id = f.add(make("parallelism", "parallelism|cpu:skuC", "cpu:skuC", {{"affected", json::array()}}),
+                           {det(true, 0, 1e-6), pg, judge_heldout(base, cand, 0.05, 2), ok("safety")}, "failed");
+  kg_sync(f.st);
+  auto& q = f.st.prepare("SELECT label, props_json FROM kg_nodes WHERE kind = 'metric_delta' AND "
+                         "json_extract(props_json, '$.proposal_id') = ?1 ORDER BY id");
+  q.bind(1, id);
+  int n = 0;
+  while (q.step()) {
+    ++n;
+    const json props = json::parse(q.column_text(1));
+    INFO(q.column_text(0) << " " << props.dump());
+    CHECK(props["ci_lo"].is_null());  // no zero-width CI at the estimate either
+    CHECK(props["ci_hi"].is_null());
+    CHECK(props["improvement"].get<double>() > 0.4);
+    CHECK_THAT(q.column_text(0), Catch::EndsWith("no CI (too few rounds)"));
+  }
+  q.reset();
+  CHECK(n == 2);  // performance and heldout
+  // The questions still answer (too few rounds never passes, so it is not "improved").
+  const auto improved = ids(ask(f, "improved"));
+  CHECK(std::find(improved.begin(), improved.end(), id) == improved.end());
+  const json failed = ask(f, "failed", "", "", "performance");
+  bool seen = false;
+  for (const auto& r : failed["rows"]) seen = seen || r["proposal_id"] == id;
+  CHECK(seen);
 }
 
 TEST_CASE("evolve kg: bad questions and formats are input errors", "[cpu]") {

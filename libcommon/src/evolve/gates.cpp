@@ -13,6 +13,8 @@
 
 namespace rtx::evolve {
 
+using nlohmann::json;
+
 namespace {
 
 std::string pct(double x) {
@@ -22,6 +24,26 @@ std::string pct(double x) {
 }
 
 }  // namespace
+
+bool ci_attainable(size_t n1, size_t n2, double level) {
+  if (n1 == 0 || n2 == 0 || !(level > 0 && level < 1)) return false;
+  // C(n1 + n2, k) by the multiplicative formula: every partial product C(n2 + i, i) is an
+  // integer, exact in a double below 2^53; stop as soon as it reaches the bound.
+  const double need = 2 / (1 - level);
+  const size_t k = std::min(n1, n2), m = std::max(n1, n2);
+  double c = 1;
+  for (size_t i = 1; i <= k; ++i) {
+    c = c * static_cast<double>(m + i) / static_cast<double>(i);
+    if (c >= need * (1 - 1e-12)) return true;
+  }
+  return c >= need * (1 - 1e-12);
+}
+
+size_t min_rounds_for_ci(double level) {
+  size_t n = 1;
+  while (!ci_attainable(n, n, level) && n < 64) ++n;
+  return n;
+}
 
 PerfRule default_rule(const std::string& domain) {
   PerfRule r;
@@ -60,9 +82,9 @@ PerfJudgement judge_performance(const std::vector<std::vector<double>>& base, co
   // (samples within one process share its placement, clock and neighbours), so judge the
   // per-round medians. With 4 rounds a pass needs every candidate round faster than every
   // baseline round (Mann-Whitney p = 2/70) and the CI over all pairs above the threshold;
-  // fewer than 4 rounds can never show an improvement.
+  // fewer than 4 rounds give no CI at 95% at all (ci_attainable) and no verdict.
   size_t per_round = 0;
-  if (rule.rounds >= 2 && pb.size() % rule.rounds == 0 && pc.size() % rule.rounds == 0 &&
+  if (rule.rounds >= 1 && pb.size() % rule.rounds == 0 && pc.size() % rule.rounds == 0 &&
       pb.size() / rule.rounds == pc.size() / rule.rounds) {
     per_round = pb.size() / rule.rounds;
     auto medians = [&](const std::vector<double>& v) {
@@ -92,12 +114,21 @@ PerfJudgement judge_performance(const std::vector<std::vector<double>>& base, co
   j.p = c.p;
   j.n_base = pb.size();
   j.n_cand = pc.size();
+  const std::string n = "n=" + std::to_string(j.n_base) + "+" + std::to_string(j.n_cand) + (per_round ? " round medians" : "");
   const std::string ci = "improvement " + pct(j.improvement) + " (95% CI " + pct(j.lo) + " .. " + pct(j.hi) + ", p=" +
-                         std::to_string(j.p).substr(0, 6) + ", n=" + std::to_string(j.n_base) + "+" + std::to_string(j.n_cand) +
-                         (per_round ? " round medians" : "") + ")";
-  if (pb.size() < co.min_samples || pc.size() < co.min_samples) {
+                         std::to_string(j.p).substr(0, 6) + ", " + n + ")";
+  // Below ci_attainable the order-statistic interval is the range of the pairwise ratios at an
+  // unstated, lower coverage, and p cannot fall below alpha: report neither as evidence.
+  j.min_rounds = per_round ? min_rounds_for_ci(rule.level) : std::max(co.min_samples, min_rounds_for_ci(rule.level));
+  if (!ci_attainable(pb.size(), pc.size(), rule.level) || pb.size() < co.min_samples || pc.size() < co.min_samples) {
     j.outcome = PerfOutcome::Fail;
-    j.reason = "too few samples: " + ci;
+    j.too_few = true;
+    char level[16];
+    std::snprintf(level, sizeof level, "%g%%", 100 * rule.level);
+    j.reason = std::string(per_round ? "too few rounds" : "too few samples") + " for a " + level + " CI (" + n +
+               "; needs " + std::to_string(j.min_rounds) +
+               (per_round ? " rounds per arm: --rounds " + std::to_string(j.min_rounds) + " or more" : std::string(" per arm")) +
+               "): no verdict; estimate " + pct(j.improvement) + ", p=" + std::to_string(j.p).substr(0, 6);
     return j;
   }
   if (rule.require_improvement) {
@@ -130,23 +161,31 @@ GateResult PerfJudgement::gate() const {
   GateResult g;
   g.gate = "performance";
   g.passed = outcome == PerfOutcome::Pass;
-  g.metric = "improvement_ci_lo";
-  g.value = lo;
-  g.detail = {{"ratio", ratio}, {"improvement", improvement}, {"ci", {lo, hi}}, {"p", p},
-              {"n_base", n_base}, {"n_cand", n_cand}, {"reason", reason}};
+  g.metric = too_few ? "improvement_estimate" : "improvement_ci_lo";
+  g.value = too_few ? improvement : lo;
+  g.detail = {{"ratio", ratio}, {"improvement", improvement}, {"ci", too_few ? json(nullptr) : json{lo, hi}},
+              {"p", p}, {"n_base", n_base}, {"n_cand", n_cand}, {"reason", reason}};
+  if (too_few) {
+    g.detail["too_few_rounds"] = true;
+    g.detail["min_rounds"] = min_rounds;
+    g.detail["undecided"] = true;
+  }
   return g;
 }
 
 GateResult judge_heldout(const std::vector<std::vector<double>>& base, const std::vector<std::vector<double>>& cand,
-                         double tolerance) {
+                         double tolerance, int rounds) {
   PerfRule r;
   r.threshold = tolerance;
   r.require_improvement = false;
+  r.rounds = rounds;
   const PerfJudgement j = judge_performance(base, cand, r);
   GateResult g = j.gate();
   g.gate = "heldout";
   // A guard, not a second performance test: it fails only when the held-out workload is shown
   // slower beyond the tolerance; a CI straddling -tolerance passes and is marked borderline.
+  // Too few rounds for a CI is no evidence of harm, but no evidence of its absence either:
+  // it does not pass (PerfOutcome::Fail with too_few; detail "undecided" from gate()).
   g.passed = j.outcome != PerfOutcome::Fail;
   g.threshold = -tolerance;
   g.detail["borderline"] = j.outcome == PerfOutcome::Borderline;

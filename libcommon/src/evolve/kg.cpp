@@ -265,9 +265,13 @@ Desired derive(store::Store& st) {
     g.edge(pref, gref, "gated_by");
     // A performance or held-out gate measured a change: its metric delta.
     if ((gr.gate == "performance" || gr.gate == "heldout") && gr.detail.contains("improvement")) {
+      // No CI (too few rounds: "ci" null): the delta has none either, not a zero-width one.
       const json ci = gr.detail.value("ci", json::array());
-      const double lo = ci.is_array() && ci.size() == 2 ? ci[0].get<double>() : num(gr.detail, "improvement");
-      const double hi = ci.is_array() && ci.size() == 2 ? ci[1].get<double>() : num(gr.detail, "improvement");
+      const bool no_ci = gr.detail.value("too_few_rounds", false) || ci.is_null();
+      const json lo = no_ci ? json(nullptr)
+                            : json(ci.is_array() && ci.size() == 2 ? ci[0].get<double>() : num(gr.detail, "improvement"));
+      const json hi = no_ci ? json(nullptr)
+                            : json(ci.is_array() && ci.size() == 2 ? ci[1].get<double>() : num(gr.detail, "improvement"));
       const std::string workload = gr.gate == "performance" ? "affected" : "heldout";
       const std::string dref = "delta:" + std::to_string(gr.id);
       json dp = {{"proposal_id", gr.proposal},
@@ -282,7 +286,10 @@ Desired derive(store::Store& st) {
                  {"n_base", num(gr.detail, "n_base")},
                  {"n_cand", num(gr.detail, "n_cand")}};
       g.node(dref, "metric_delta",
-             workload + " " + pct(num(gr.detail, "improvement")) + " time saved\n95% CI [" + pct(lo) + ", " + pct(hi) + "]", dp);
+             workload + " " + pct(num(gr.detail, "improvement")) + " time saved\n" +
+                 (no_ci ? std::string("no CI (too few rounds)")
+                        : "95% CI [" + pct(lo.get<double>()) + ", " + pct(hi.get<double>()) + "]"),
+             dp);
       g.edge(pref, dref, "moved");
       g.edge(dref, gref, "judged_by");
       for (const auto& c : workload == "affected" ? p.affected : p.heldout)

@@ -494,12 +494,14 @@ Validation validate(store::Store& st, int64_t id, const KeyPair& key, const Vali
   pg.detail["remeasured"] = remeasured;
   pg.detail["cases"] = ca.ids[0];
   if (perf.outcome == PerfOutcome::Borderline) pg.detail["reason"] = perf.reason + " (still borderline after re-measuring)";
-  pg.detail["undecided"] = perf.outcome == PerfOutcome::Borderline;  // the CI straddles the threshold
-  pg.detail["ci_halfwidth"] = (perf.hi - perf.lo) / 2;
+  // Undecided: the CI straddles the threshold, or there are too few rounds for a CI at all.
+  pg.detail["undecided"] = perf.outcome == PerfOutcome::Borderline || perf.too_few;
+  pg.detail["ci_halfwidth"] = perf.too_few ? json(nullptr) : json((perf.hi - perf.lo) / 2);
   g.push_back(pg);
 
   if (ca.samples.size() > 1) {
-    GateResult h = judge_heldout(ca.samples[1], cb.samples[1]);
+    // Over the round medians, as the performance gate: the process is the unit of replication.
+    GateResult h = judge_heldout(ca.samples[1], cb.samples[1], 0.05, rule.rounds);
     h.detail["cases"] = ca.ids[1];
     g.push_back(h);
   }
@@ -542,13 +544,15 @@ std::string change_text(const Proposal& p) {
   return s.empty() ? p.changeset.value("candidate", json::object()).dump() : s;
 }
 
+bool gate_undecided(const std::string& gate, bool passed, const json& detail) {
+  return !passed && (gate == "performance" || gate == "heldout") && detail.is_object() && detail.value("undecided", false);
+}
+
 bool failed_undecided_only(const json& gates) {
   bool any = false;
   for (const auto& g : gates) {
     if (g.value("passed", true) || g.value("gate", std::string()) == "approval") continue;
-    const bool undecided = g.value("gate", std::string()) == "performance" && g.contains("detail") &&
-                           g["detail"].is_object() && g["detail"].value("undecided", false);
-    if (!undecided) return false;
+    if (!gate_undecided(g.value("gate", std::string()), false, g.value("detail", json::object()))) return false;
     any = true;
   }
   return any;
@@ -565,6 +569,8 @@ json gates_json(store::Store& st, int64_t id) {
 std::string gate_value_text(const json& g) {
   const std::string gate = g.value("gate", std::string());
   const double v = g.value("value", 0.0);
+  if ((gate == "performance" || gate == "heldout") && g.value("metric", std::string()) == "improvement_estimate")
+    return fmt("%+.1f%%", 100 * v) + " estimate, no CI (too few rounds)";
   if (gate == "performance" || gate == "heldout") return fmt("%+.1f%%", 100 * v) + " CI lo";
   if (gate == "memory") return fmt("%.3g", v) + " B";
   if (gate == "determinism") return fmt("%.2g", v) + " rel err";
@@ -721,7 +727,8 @@ json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
       err << "  #" << p.id << " " << change_text(p) << "\n";
       const Validation val = validate(st, p.id, key, vo, run_id);
       std::string line = std::string("    ") + (val.passed ? "PASSED" : "FAILED") + " in " + fmt("%.1f", elapsed() - t_val) + " s:";
-      for (const auto& gr : val.gates) line += " " + gr.gate + (gr.passed ? "=ok" : "=FAIL");
+      for (const auto& gr : val.gates)
+        line += " " + gr.gate + (gr.passed ? "=ok" : gate_undecided(gr.gate, gr.passed, gr.detail) ? "=undecided" : "=FAIL");
       err << line << "\n";
       if (val.passed && o.auto_approve) {
         approve(st, p.id, actor, "auto-policy");
@@ -742,17 +749,33 @@ json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
   report["seconds"] = elapsed();
   // Say when the machine, not the proposals, decided: performance gates whose CI straddled the
   // threshold even after re-measuring could not tell a change from this host's noise.
-  size_t perf_gates = 0, undecided = 0;
+  size_t perf_gates = 0, undecided = 0, too_few = 0;
+  size_t min_rounds = 0;
   std::vector<double> halfwidths;
   for (const auto& row : report["proposals"]) {
     if (!row.contains("id")) continue;
     for (const GateResult& gr : gate_results(st, row["id"].get<int64_t>())) {
       if (gr.gate != "performance") continue;
       ++perf_gates;
+      if (gr.detail.value("too_few_rounds", false)) {
+        ++too_few;
+        min_rounds = std::max<size_t>(min_rounds, gr.detail.value("min_rounds", size_t{0}));
+        continue;
+      }
       if (gr.detail.value("undecided", false)) ++undecided;
       if (gr.detail.contains("ci_halfwidth") && gr.detail["ci_halfwidth"].is_number())
         halfwidths.push_back(gr.detail["ci_halfwidth"].get<double>());
     }
+  }
+  if (too_few > 0) {
+    // Not the host: the run asked for fewer rounds than a 95% CI needs, so nothing could pass.
+    const std::string n = std::to_string(too_few) + " of " + std::to_string(perf_gates) +
+                          " performance gates had too few rounds for a 95% CI (--rounds " + std::to_string(o.v.rounds) +
+                          "; it needs " + std::to_string(min_rounds) +
+                          " per arm): no CI is reported and none of them could pass; use --rounds " +
+                          std::to_string(min_rounds) + " or more for decisions";
+    report["notes"].push_back(n);
+    err << "rtx-evolve run: note: " << n << "\n";
   }
   if (undecided > 0) {
     std::sort(halfwidths.begin(), halfwidths.end());
@@ -819,7 +842,7 @@ std::string format_report(const json& r, const std::string& format) {
     if (st == "failed" && failed_undecided_only(p["gates"])) {
       for (const auto& g : p["gates"])
         if (!g["passed"].get<bool>()) {
-          undecided.push_back("#" + id + " performance: " + g.value("reason", std::string()));
+          undecided.push_back("#" + id + " " + g["gate"].get<std::string>() + ": " + g.value("reason", std::string()));
           break;
         }
     } else if (st == "failed") {
@@ -828,8 +851,7 @@ std::string format_report(const json& r, const std::string& format) {
       std::string why;
       for (const auto& g : p["gates"]) {
         if (g["passed"].get<bool>() || g["gate"] == "approval") continue;
-        const bool undecided_perf = g["gate"] == "performance" && g.contains("detail") && g["detail"].is_object() &&
-                                    g["detail"].value("undecided", false);
+        const bool undecided_perf = gate_undecided(g["gate"].get<std::string>(), false, g.value("detail", json::object()));
         if (undecided_perf && !why.empty()) continue;
         why = g["gate"].get<std::string>() + ": " + g.value("reason", std::string());
         if (g["gate"] == "safety" && g.value("reason", std::string()).empty() && g["detail"].contains("failures"))
@@ -864,8 +886,10 @@ std::string format_report(const json& r, const std::string& format) {
     s << "\n";
   }
   if (!undecided.empty()) {
-    s << (md ? "**Undecided** (not promoted; this host's noise hid the effect; a later run proposes them again):\n\n"
-             : "Undecided (not promoted; this host's noise hid the effect; a later run proposes them again):\n");
+    s << (md ? "**Undecided** (not promoted; this host's noise or too few --rounds hid the effect; a later run proposes "
+               "them again):\n\n"
+             : "Undecided (not promoted; this host's noise or too few --rounds hid the effect; a later run proposes them "
+               "again):\n");
     for (const auto& f : undecided) s << b << f << "\n";
     s << "\n";
   }

@@ -393,15 +393,16 @@ std::vector<GateResult> gate_results(store::Store& st, int64_t proposal_id) {
 }
 
 bool failed_before(store::Store& st, const std::string& fingerprint, const std::string& sku) {
-  // A failure counts unless every failed gate of it was an undecided performance gate (the
-  // 95% CI straddled the threshold after re-measuring: the host's noise, not the change, decided).
+  // A failure counts unless every failed gate of it was undecided (gate_undecided in loop.cpp:
+  // a performance CI that straddled the threshold after re-measuring, or a performance or
+  // held-out gate with too few rounds for a CI: the host's noise or the run's --rounds decided).
   auto& q = st.prepare(
       "SELECT COUNT(*) FROM proposals p WHERE p.status = 'failed' AND json_extract(p.json, '$.fingerprint') = ?1 "
       "AND json_extract(p.json, '$.provenance.sku') = ?2 AND NOT ("
-      " EXISTS (SELECT 1 FROM gate_results g WHERE g.proposal_id = p.id AND g.passed = 0 AND g.gate = 'performance'"
-      "  AND json_extract(g.detail_json, '$.undecided') = 1)"
+      " EXISTS (SELECT 1 FROM gate_results g WHERE g.proposal_id = p.id AND g.passed = 0"
+      "  AND g.gate IN ('performance', 'heldout') AND json_extract(g.detail_json, '$.undecided') = 1)"
       " AND NOT EXISTS (SELECT 1 FROM gate_results g WHERE g.proposal_id = p.id AND g.passed = 0 AND g.gate <> 'approval'"
-      "  AND NOT (g.gate = 'performance' AND json_extract(g.detail_json, '$.undecided') = 1)))");
+      "  AND NOT (g.gate IN ('performance', 'heldout') AND json_extract(g.detail_json, '$.undecided') = 1)))");
   q.bind(1, fingerprint);
   q.bind(2, sku);
   q.step();

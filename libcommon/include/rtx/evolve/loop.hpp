@@ -57,14 +57,18 @@ Validation validate(store::Store& st, int64_t proposal_id, const KeyPair& key, c
 std::string change_text(const Proposal& p);
 /// A proposal's gates as report rows: gate, passed, metric, value, threshold, reason, detail.
 nlohmann::json gates_json(store::Store& st, int64_t proposal_id);
-/// True when gate rows (gates_json's shape) failed only on undecided performance gates
-/// (detail.undecided: the 95% CI straddled the threshold after re-measuring), i.e. the host's
-/// noise decided, not the change; false when nothing failed or another gate failed. Such a
-/// failure is reported as "undecided" and does not stop a later run proposing it again
-/// (failed_before).
+/// True for a failed performance or held-out gate that reached no verdict (detail.undecided):
+/// a performance CI that straddled the threshold after re-measuring, or too few rounds for a
+/// 95% CI at all (detail.too_few_rounds, either gate).
+bool gate_undecided(const std::string& gate, bool passed, const nlohmann::json& detail);
+/// True when gate rows (gates_json's shape) failed only on undecided gates (gate_undecided),
+/// i.e. the host's noise or the run's --rounds decided, not the change; false when nothing
+/// failed or another gate failed. Such a failure is reported as "undecided" and does not stop
+/// a later run proposing it again (failed_before).
 bool failed_undecided_only(const nlohmann::json& gates);
 /// A gate's recorded value with its unit, for reports: "+12.0% CI lo", "1.2e+06 B",
-/// "3e-07 rel err", "0 failures", "p99 41.2 ms".
+/// "3e-07 rel err", "0 failures", "p99 41.2 ms"; a gate with too few rounds for a CI:
+/// "-45.0% estimate, no CI (too few rounds)".
 std::string gate_value_text(const nlohmann::json& gate_row);
 /// A proposal as a report row: id, domain, key, change, why, status, gates, deployments
 /// (evolve_deployments), and the rollback / approve command that applies to its status.

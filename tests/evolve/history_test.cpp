@@ -6,6 +6,7 @@
 #include <string>
 
 #include <nlohmann/json.hpp>
+#include <sqlite3.h>
 
 #include "rtx/core/error.hpp"
 #include "rtx/core/philox.hpp"
@@ -172,6 +173,61 @@ TEST_CASE("history: busy-host points are marked and left out of the change-point
   CHECK(all.change_points[0].index == 20);
 }
 
+TEST_CASE("history: every point busy is told apart from 'no change points'", "[cpu]") {
+  rtx::store::Store st(":memory:");
+  const std::string name = "gelu/cpu.vec/N=4096/f32";
+  // 12 points, all on a busy host, with a 40% step in the middle: nothing is analysed by default.
+  for (int i = 0; i < 12; ++i) add_point(st, name, i, i < 6 ? 1e-3 : 1.4e-3);
+  st.exec("UPDATE bench_results SET contended = 1, contention_reason = 'PSI cpu stall 52%'");
+  rtx::evolve::HistoryOptions o;
+  const auto h = rtx::evolve::case_history(st, name, o);
+  REQUIRE(h.points.size() == 12);
+  CHECK(h.contended_points == 12);
+  CHECK(h.busy_left_out == 12);
+  CHECK(h.analysed_points == 0);
+  CHECK(h.change_points.empty());
+  CHECK(rtx::evolve::analysis_state(h) == "no_quiet_points");
+  const json j = rtx::evolve::to_json(h);
+  CHECK(j["analysis"] == "no_quiet_points");
+  CHECK(j["analysed_points"] == 0);
+  CHECK(j["change_points"].empty());
+  const std::string text = rtx::evolve::format_history(h);
+  INFO(text);
+  CHECK_THAT(text, Catch::Contains("no change-point analysis: all 12 points were measured on a busy host and left out, so "
+                                   "there is no quiet point to analyse (--include-busy analyses them)\n"));
+  CHECK(text.find("no change points") == std::string::npos);
+  // --include-busy: analysed, and the step is found.
+  o.analyze_contended = true;
+  const auto all = rtx::evolve::case_history(st, name, o);
+  CHECK(all.analysed_points == 12);
+  CHECK(rtx::evolve::analysis_state(all) == "analysed");
+  REQUIRE(all.change_points.size() == 1);
+  CHECK(all.change_points[0].index == 6);
+  CHECK(rtx::evolve::to_json(all)["analysis"] == "analysed");
+  // One quiet point beside busy ones: too few to analyse, and the text says why.
+  st.exec("UPDATE bench_results SET contended = 0, contention_reason = '' WHERE id = 1");
+  const auto one = rtx::evolve::case_history(st, name, {});
+  CHECK(one.analysed_points == 1);
+  CHECK(rtx::evolve::analysis_state(one) == "too_few_points");
+  CHECK_THAT(rtx::evolve::format_history(one),
+             Catch::Contains("no change points (too few points to analyse: 1 quiet, 11 busy left out; --include-busy "
+                             "analyses them)"));
+  // All quiet and flat: analysed, no change point, plain text.
+  st.exec("UPDATE bench_results SET contended = 0, contention_reason = '', median_s = 1e-3");
+  const auto flat = rtx::evolve::case_history(st, name, {});
+  CHECK(rtx::evolve::analysis_state(flat) == "analysed");
+  CHECK_THAT(rtx::evolve::format_history(flat), Catch::EndsWith("no change points\n"));
+  // One point, busy: said in the singular.
+  add_point(st, "solo", 0, 1e-3);
+  st.exec("UPDATE bench_results SET contended = 1 WHERE case_name = 'solo'");
+  CHECK_THAT(rtx::evolve::format_history(rtx::evolve::case_history(st, "solo", {})),
+             Catch::Contains("no change-point analysis: the only point was measured on a busy host and left out"));
+  // An empty series (a metric no row has): too few points, not "no quiet points".
+  o = {};
+  o.metric = "gflops";
+  CHECK(rtx::evolve::analysis_state(rtx::evolve::case_history(st, name, o)) == "too_few_points");
+}
+
 TEST_CASE("history: no false change point on a flat noisy series of 60 points", "[cpu]") {
   rtx::store::Store st(":memory:");
   rtx::Philox rng(7);
@@ -189,12 +245,31 @@ TEST_CASE("history: cases, unknown case, bad metric, tiny series", "[cpu]") {
   const Planted p = plant(st);
   (void)p;
   add_point(st, "gelu_fwd_small/cpu.tanh/N=4096/f32", 0, 1e-5);
+  // Three of kCase's rtx-bench points and one candidate row (not a point) measured on a busy host.
+  st.exec("UPDATE bench_results SET contended = 1, contention_reason = 'busy' WHERE case_name = '" + kCase +
+          "' AND id IN (SELECT id FROM bench_results WHERE case_name = '" + kCase + "' AND params_json = '{}' LIMIT 3)");
+  st.exec("UPDATE bench_results SET contended = 1 WHERE id = (SELECT id FROM bench_results WHERE "
+          "json_extract(params_json, '$.rtx_evolve.arm') = 'candidate' LIMIT 1)");
   const auto cases = rtx::evolve::history_cases(st);
   REQUIRE(cases.size() == 2);
-  CHECK(cases[0].first == "gelu_fwd_small/cpu.tanh/N=4096/f32");
-  CHECK(cases[0].second == 1);
-  CHECK(cases[1].first == kCase);
-  CHECK(cases[1].second == 40);
+  CHECK(cases[0].name == "gelu_fwd_small/cpu.tanh/N=4096/f32");
+  CHECK(cases[0].points == 1);
+  CHECK(cases[0].busy == 0);
+  CHECK(cases[1].name == kCase);
+  CHECK(cases[1].points == 40);
+  CHECK(cases[1].busy == 3);  // the busy candidate row is not a point
+  CHECK(rtx::evolve::case_history(st, kCase, {}).contended_points == 3);  // the same count case_history gives
+  const json cj = rtx::evolve::to_json(cases);
+  CHECK(cj["schema"] == "rtx.history.v1");
+  CHECK(cj["cases"][1] == json{{"case", kCase}, {"points", 40}, {"busy", 3}});
+  CHECK(cj["cases"][0]["busy"] == 0);
+  const std::string table = rtx::evolve::format_cases(cases);
+  INFO(table);
+  CHECK_THAT(table, Catch::StartsWith("  points    busy  case\n       1       0  gelu_fwd_small/cpu.tanh/N=4096/f32\n"
+                                      "      40       3  " + kCase + "\n"));
+  CHECK_THAT(table, Catch::Contains("--include-busy"));
+  CHECK(rtx::evolve::format_cases({{"a", 2, 0}}) == "  points    busy  case\n       2       0  a\n");  // no busy note
+  CHECK_THAT(rtx::evolve::format_cases({}), Catch::Contains("no bench results"));
   // One point: no change point, not an error.
   const auto one = rtx::evolve::case_history(st, "gelu_fwd_small/cpu.tanh/N=4096/f32", {});
   CHECK(one.points.size() == 1);
@@ -293,8 +368,8 @@ TEST_CASE("history: a held-out workload is its own case", "[cpu]") {
   add_point(st, heldout, 6, 5.0e-3);
   const auto cases = rtx::evolve::history_cases(st);
   REQUIRE(cases.size() == 2);
-  CHECK(cases[0] == std::make_pair(affected, int64_t{6}));
-  CHECK(cases[1] == std::make_pair(heldout, int64_t{7}));
+  CHECK((cases[0].name == affected && cases[0].points == 6 && cases[0].busy == 0));
+  CHECK((cases[1].name == heldout && cases[1].points == 7 && cases[1].busy == 0));
   const auto a = rtx::evolve::case_history(st, affected, {});
   const auto h = rtx::evolve::case_history(st, heldout, {});
   REQUIRE(a.points.size() == 6);
@@ -408,6 +483,10 @@ TEST_CASE("rtx-evolve history CLI: JSON, table, case list, bad input", "[cpu]") 
   REQUIRE(l["cases"].size() == 1);
   CHECK(l["cases"][0]["case"] == kCase);
   CHECK(l["cases"][0]["points"] == 40);
+  CHECK(l["cases"][0]["busy"] == 0);
+  r = rtx::test::run(ev + "history");
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out == "  points    busy  case\n      40       0  " + kCase + "\n");
 
   r = rtx::test::run(ev + "history matmul_fwd_small/cpu.blocked");
   CHECK(r.exit_code == 2);
@@ -435,4 +514,42 @@ TEST_CASE("rtx-evolve history CLI: JSON, table, case list, bad input", "[cpu]") 
   r = rtx::test::run(ev + "--json history '" + kCase + "' --limit 1");
   REQUIRE(r.exit_code == 0);
   CHECK(json::parse(r.out)["points"].size() == 1);
+
+  // Every point measured on a busy host: the CLI says there was nothing quiet to analyse.
+  {
+    rtx::store::Store st(db);
+    st.exec("UPDATE bench_results SET contended = 1, contention_reason = 'PSI cpu stall 60%'");
+  }
+  r = rtx::test::run(ev + "history '" + kCase + "'");
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("no quiet point to analyse (--include-busy analyses them)"));
+  CHECK(r.out.find("no change points") == std::string::npos);
+  r = rtx::test::run(ev + "--json history '" + kCase + "'");
+  REQUIRE(r.exit_code == 0);
+  CHECK(json::parse(r.out)["analysis"] == "no_quiet_points");
+  r = rtx::test::run(ev + "--json history '" + kCase + "' --include-busy");
+  REQUIRE(r.exit_code == 0);
+  CHECK(json::parse(r.out)["analysis"] == "analysed");
+  CHECK(json::parse(r.out)["change_points"].size() == 1);
+  r = rtx::test::run(ev + "--json history");
+  REQUIRE(r.exit_code == 0);
+  CHECK(json::parse(r.out)["cases"][0]["busy"] == 40);
+
+  // A store that claims schema 3 without its columns: the invalid-store input error, exit 2,
+  // naming the file and the columns (not an internal error with raw SQL).
+  {
+    sqlite3* raw = nullptr;
+    REQUIRE(sqlite3_open(db.c_str(), &raw) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(raw, "ALTER TABLE bench_results DROP COLUMN contention_reason", nullptr, nullptr, nullptr) ==
+            SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  for (const std::string& args : {std::string("history"), "history '" + kCase + "'"}) {
+    r = rtx::test::run(ev + args);
+    INFO(args << ": " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains(db + " is not a valid rtx store (schema version 3 but table 'bench_results' lacks "
+                                      "column 'contention_reason')"));
+    CHECK(r.err.find("no such column") == std::string::npos);
+  }
 }

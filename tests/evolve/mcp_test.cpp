@@ -421,6 +421,29 @@ TEST_CASE("evolve mcp: list_benchmarks and get_baseline", "[cpu]") {
   CHECK(with["case"]["latest"]["contended"] == true);
   CHECK(with["case"]["latest"]["contention_reason"] == "measuring thread ran 43% of the window");
   CHECK(error_code(one(srv, call(14, "get_baseline", {{"case", case_id}, {"include_contended", "yes"}}))) == -32602);
+  // include_contended filters bench results: with only a key (a profile, no measurements) it is
+  // refused by the input schema (dependentRequired), whatever its value, not silently ignored.
+  for (const bool v : {true, false}) {
+    const json r = one(srv, call(15, "get_baseline", {{"key", pkey}, {"include_contended", v}}));
+    CHECK(error_code(r) == -32602);
+    CHECK_THAT(r["error"]["message"].get<std::string>(),
+               Catch::Contains("argument 'include_contended' requires argument 'case' (missing)"));
+  }
+  const json both = ok(one(srv, call(16, "get_baseline", {{"key", pkey}, {"case", case_id}, {"include_contended", true}})));
+  CHECK(both["case"]["latest"]["contended"] == true);
+  CHECK(both.contains("key"));
+  {
+    json in;
+    for (const auto& t : McpServer::tool_definitions())
+      if (t["name"] == "get_baseline") in = t["inputSchema"];
+    CHECK(in["dependentRequired"] == json{{"include_contended", {"case"}}});
+    CHECK_THAT(in["properties"]["include_contended"]["description"].get<std::string>(), Catch::Contains("without case is refused"));
+    // The validator's keyword on its own: nested objects name the full path.
+    const json dep = {{"type", "object"}, {"properties", {{"o", {{"type", "object"}, {"dependentRequired", {{"a", {"b"}}}}}}}}};
+    CHECK(rtx::evolve::mcp_schema_problem(dep, {{"o", {{"a", 1}, {"b", 2}}}}) == "");
+    CHECK(rtx::evolve::mcp_schema_problem(dep, {{"o", {{"b", 2}}}}) == "");
+    CHECK(rtx::evolve::mcp_schema_problem(dep, {{"o", {{"a", 1}}}}) == "argument 'o.a' requires argument 'o.b' (missing)");
+  }
   // The replies agree with the tool's outputSchema.
   json schema;
   for (const auto& t : McpServer::tool_definitions())

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rtx/core/error.hpp"
+#include "rtx/evolve/gates.hpp"
 #include "rtx/evolve/loop.hpp"
 #include "rtx/evolve/proposal.hpp"
 #include "rtx/evolve/report.hpp"
@@ -235,8 +236,8 @@ TEST_CASE("report: an undecided performance gate is told apart from a failure", 
   CHECK_THAT(text, Catch::Contains("3 failed (1 undecided)"));
   CHECK_THAT(text, Catch::Contains("Failed (not retried on this SKU):\n  #3 memory: no reduction of peak or "
                                    "fragmentation\n  #1 performance: slower: CI below 0\n"));
-  CHECK_THAT(text, Catch::Contains("Undecided (not promoted; this host's noise hid the effect; a later run proposes "
-                                   "them again):\n  #2 performance: CI straddles"));
+  CHECK_THAT(text, Catch::Contains("Undecided (not promoted; this host's noise or too few --rounds hid the effect; a "
+                                   "later run proposes them again):\n  #2 performance: CI straddles"));
   CHECK(status_report(st, 10)["summary"]["undecided"] == 1);
 
   const json r = build_report(st, ReportOptions{});
@@ -297,6 +298,97 @@ TEST_CASE("report: busy-host bench points are marked in JSON, HTML and Markdown"
   const std::string md = render_report(r, "md");
   CHECK_THAT(md, Catch::Contains("| case | points | busy | first | last |"));
   CHECK_THAT(md, Catch::Contains(" | 24 | 2 | "));
+}
+
+TEST_CASE("report: a case measured only on a busy host says its first/last are busy values", "[cpu]") {
+  rtx::store::Store st(":memory:");
+  fill(st);
+  st.exec("UPDATE bench_results SET contended = 1, contention_reason = 'PSI cpu stall 41%'");
+  const json r = build_report(st, ReportOptions{});
+  REQUIRE(r["performance"]["cases"].size() == 1);
+  const json& c = r["performance"]["cases"][0];
+  CHECK(c["busy_points"] == 24);
+  CHECK(c["analysis"] == "no_quiet_points");
+  CHECK(c["change_points"].empty());  // nothing quiet was analysed
+  const std::string md = render_report(r, "md");
+  INFO(md);
+  // fill(): point 0 is 1.0 ms x (1 - 0.004), point 23 is 0.8 ms x (1 - 0.002); change -19.8%.
+  CHECK_THAT(md, Catch::Contains(" | 24 | 24 | 0.996 ms (busy) | 0.7984 ms (busy) | -19.8% (busy) | not analysed (no quiet "
+                                 "point) |"));
+  CHECK_THAT(md, Catch::Contains("(busy): every point of " + kCase + " was measured on a busy host, so first, last and "
+                                 "change are busy-host values"));
+  const std::string html = render_report(r, "html");
+  CHECK_THAT(html, Catch::Contains("All 24 points of " + kCase + " were measured on a busy host (hollow circles): there "
+                                   "is no quiet point"));
+  CHECK(count_of(html, "class=\"pb busy\"") == 24);
+  // With quiet points the values are over those, unmarked (the busy-host test above), and the
+  // note counts; here one quiet point is enough to drop the marker.
+  st.exec("UPDATE bench_results SET contended = 0 WHERE created_at = '2026-01-01T00:00:00.000Z'");
+  const json r1 = build_report(st, ReportOptions{});
+  CHECK(r1["performance"]["cases"][0]["analysis"] == "too_few_points");
+  const std::string md1 = render_report(r1, "md");
+  CHECK(md1.find("(busy)") == std::string::npos);
+  CHECK_THAT(md1, Catch::Contains(" | 24 | 23 | 0.996 ms | 0.996 ms | +0.0% | none |"));
+  CHECK_THAT(render_report(r1, "html"), Catch::Contains("23 of 24 points of"));
+}
+
+TEST_CASE("report: gates with too few rounds show no CI and count as undecided", "[cpu]") {
+  rtx::store::Store st(":memory:");
+  // The gates a --rounds 2 validation records (gates.cpp's own judgements of 2+2 round medians).
+  std::vector<std::vector<double>> base(1), cand(1);
+  for (int i = 0; i < 10; ++i) {
+    base[0].push_back(1e-3 * (1 + 0.01 * (i % 3)));
+    cand[0].push_back(0.5e-3 * (1 + 0.01 * (i % 4)));
+  }
+  PerfRule rule = default_rule("parallelism");
+  rule.rounds = 2;
+  GateResult pg = judge_performance(base, cand, rule).gate();
+  pg.threshold = rule.threshold;
+  pg.detail["undecided"] = true;
+  const GateResult hg = judge_heldout(base, cand, 0.05, 2);
+  REQUIRE(pg.detail["too_few_rounds"] == true);
+  REQUIRE(hg.detail["too_few_rounds"] == true);
+  Proposal few = make("parallelism", "parallelism|SKU-A", "SKU-A", "failed");
+  insert_proposal(st, few, 0);
+  record_gates(st, few.id, 0, {ok("safety"), ok("determinism"), pg, hg, ok("memory")});
+  // Too few rounds beside a failed memory gate: a failure (memory decided).
+  Proposal mem = make("memory", "memory|SKU-A", "SKU-A", "failed");
+  insert_proposal(st, mem, 0);
+  record_gates(st, mem.id, 0, {ok("safety"), pg, GateResult{"memory", false, "peak_reserved_bytes", 2e6, 1e6,
+                                                            {{"reason", "peak above baseline"}}}});
+
+  const json rows = status_report(st, 10)["proposals"];
+  REQUIRE(rows.size() == 2);
+  CHECK(failed_undecided_only(rows[1]["gates"]));        // #1: performance and heldout undecided only
+  CHECK_FALSE(failed_undecided_only(rows[0]["gates"]));  // #2: memory failed
+  CHECK(gate_undecided("heldout", false, hg.detail));
+  CHECK_FALSE(gate_undecided("heldout", true, hg.detail));
+  CHECK_FALSE(gate_undecided("memory", false, {{"undecided", true}}));
+  CHECK_FALSE(failed_before(st, few.fingerprint, "SKU-A"));  // proposed again by a later run
+  CHECK(failed_before(st, mem.fingerprint, "SKU-A"));
+  CHECK_THAT(gate_value_text(rows[1]["gates"][2]), Catch::Matches(R"(\+[0-9.]+% estimate, no CI \(too few rounds\))"));
+  const std::string text = format_report(status_report(st, 10), "text");
+  INFO(text);
+  CHECK_THAT(text, Catch::Contains("2 failed (1 undecided)"));
+  CHECK_THAT(text, Catch::Contains("#1 performance: too few rounds for a 95% CI (n=2+2 round medians; needs 4 rounds per "
+                                   "arm: --rounds 4 or more)"));
+  CHECK_THAT(text, Catch::Contains("#2 memory: peak above baseline"));
+  CHECK(text.find("CI lo") == std::string::npos);  // no CI bound is shown for either gate
+
+  const json r = build_report(st, ReportOptions{});
+  for (const auto& p : r["queue"]["proposals"])
+    if (p["id"] == 1) {
+      CHECK(p["ci_lo"].is_null());
+      CHECK(p["ci_hi"].is_null());
+      CHECK(p["too_few_rounds"] == true);
+      CHECK(p["improvement"].get<double>() == Approx(pg.detail["improvement"].get<double>()));
+      CHECK_THAT(p["action"].get<std::string>(), Catch::StartsWith("none now: undecided performance"));
+    }
+  CHECK(r["win_rate"]["overall"]["undecided"] == 1);
+  CHECK(r["win_rate"]["overall"]["validated"] == 1);
+  const std::string md = render_report(r, "md");
+  CHECK_THAT(md, Catch::Contains("(no CI: too few rounds)"));
+  CHECK_THAT(render_report(r, "html"), Catch::Contains("(no CI: too few rounds)"));
 }
 
 TEST_CASE("report: --since and --limit", "[cpu]") {

@@ -34,9 +34,7 @@ Body add_history(CLI::App& app, const rtx::cli::CommonOptions& common) {
     if (name->empty()) {
       const auto cases = rtx::evolve::history_cases(st);
       if (common.json) {
-        nlohmann::json arr = nlohmann::json::array();
-        for (const auto& [c, n] : cases) arr.push_back({{"case", c}, {"points", n}});
-        std::cout << nlohmann::json{{"schema", "rtx.history.v1"}, {"cases", arr}}.dump(2) << "\n";
+        std::cout << rtx::evolve::to_json(cases).dump(2) << "\n";
       } else {
         std::cout << rtx::evolve::format_cases(cases);
       }

@@ -220,7 +220,7 @@ CaseHistory case_history(store::Store& st, const std::string& case_name, const H
     exists.reset();
     if (!found) {
       std::vector<std::string> names;
-      for (const auto& [n, c] : history_cases(st)) names.push_back(n);
+      for (const auto& c : history_cases(st)) names.push_back(c.name);
       const auto near = close_matches(names, case_name);
       std::string hint = names.empty() ? "the store has no bench results yet: run rtx-bench run or rtx-evolve run first"
                                        : "run `rtx-evolve history` to list the " + std::to_string(names.size()) + " cases";
@@ -262,6 +262,7 @@ CaseHistory case_history(store::Store& st, const std::string& case_name, const H
     values.push_back(h.points[i].value);
   }
   h.busy_left_out = h.points.size() - idx.size();
+  h.analysed_points = idx.size();
   stats::EDivisiveOptions eo;
   eo.pvalue = o.pvalue;
   eo.permutations = o.permutations;
@@ -278,16 +279,28 @@ CaseHistory case_history(store::Store& st, const std::string& case_name, const H
   return h;
 }
 
-std::vector<std::pair<std::string, int64_t>> history_cases(store::Store& st) {
+std::string analysis_state(const CaseHistory& h) {
+  if (h.analysed_points == 0 && h.busy_left_out > 0) return "no_quiet_points";
+  if (h.analysed_points < 2) return "too_few_points";
+  return "analysed";
+}
+
+std::vector<CaseCount> history_cases(store::Store& st) {
   auto& q = st.prepare(
-      "SELECT br.case_name, COUNT(*) FROM bench_results br JOIN runs r ON r.id = br.run_id "
+      "SELECT br.case_name, COUNT(*), COALESCE(SUM(br.contended), 0) FROM bench_results br JOIN runs r ON r.id = br.run_id "
       "WHERE br.median_s IS NOT NULL AND NOT (r.tool = 'rtx-evolve' AND "
       "json_extract(br.params_json, '$.rtx_evolve.arm') IS 'candidate') "
       "GROUP BY br.case_name ORDER BY br.case_name");
-  std::vector<std::pair<std::string, int64_t>> out;
-  while (q.step()) out.push_back({q.column_text(0), q.column_int64(1)});
+  std::vector<CaseCount> out;
+  while (q.step()) out.push_back({q.column_text(0), q.column_int64(1), q.column_int64(2)});
   q.reset();
   return out;
+}
+
+json to_json(const std::vector<CaseCount>& cases) {
+  json arr = json::array();
+  for (const auto& c : cases) arr.push_back({{"case", c.name}, {"points", c.points}, {"busy", c.busy}});
+  return {{"schema", "rtx.history.v1"}, {"cases", arr}};
 }
 
 json to_json(const CaseHistory& h) {
@@ -315,6 +328,7 @@ json to_json(const CaseHistory& h) {
   }
   return {{"schema", "rtx.history.v1"}, {"case", h.case_name}, {"metric", h.metric},
           {"contended_points", h.contended_points}, {"busy_left_out", h.busy_left_out},
+          {"analysed_points", h.analysed_points}, {"analysis", analysis_state(h)},
           {"points", pts}, {"change_points", cps}};
 }
 
@@ -352,9 +366,19 @@ std::string format_history(const CaseHistory& h) {
       os << "  [busy " << i + 1 << "] " << (reasons[i].empty() ? "(no reason recorded)" : reasons[i]) << "\n";
   }
   if (h.change_points.empty()) {
-    os << "no change points";
-    if (h.points.size() < 2) os << " (too few points)";
-    os << "\n";
+    const std::string state = analysis_state(h);
+    if (state == "no_quiet_points")
+      os << "no change-point analysis: "
+         << (h.points.size() == 1 ? std::string("the only point was")
+                                  : "all " + std::to_string(h.points.size()) + " points were")
+         << " measured on a busy host and left out, so there is no quiet point to analyse (--include-busy analyses them)\n";
+    else if (state == "too_few_points")
+      os << "no change points (too few points to analyse: " << h.analysed_points
+         << (h.busy_left_out > 0 ? " quiet, " + std::to_string(h.busy_left_out) + " busy left out; --include-busy analyses them"
+                                 : std::string())
+         << ")\n";
+    else
+      os << "no change points\n";
     return os.str();
   }
   os << "change points (E-divisive means):\n";
@@ -372,15 +396,20 @@ std::string format_history(const CaseHistory& h) {
   return os.str();
 }
 
-std::string format_cases(const std::vector<std::pair<std::string, int64_t>>& cases) {
+std::string format_cases(const std::vector<CaseCount>& cases) {
   std::ostringstream os;
   if (cases.empty()) return "no bench results in the store (run rtx-bench run or rtx-evolve run first)\n";
-  os << "  points  case\n";
+  os << "  points    busy  case\n";
   char line[64];
-  for (const auto& [name, n] : cases) {
-    std::snprintf(line, sizeof line, "  %6lld  ", static_cast<long long>(n));
-    os << line << name << "\n";
+  int64_t busy = 0;
+  for (const auto& c : cases) {
+    std::snprintf(line, sizeof line, "  %6lld  %6lld  ", static_cast<long long>(c.points), static_cast<long long>(c.busy));
+    os << line << c.name << "\n";
+    busy += c.busy;
   }
+  if (busy > 0)
+    os << "busy: points measured on a busy host (host contended), listed but left out of change-point analysis "
+          "(rtx-evolve history CASE --include-busy analyses them)\n";
   return os.str();
 }
 

@@ -91,6 +91,16 @@ std::string mcp_schema_problem(const json& schema, const json& value, const std:
     for (const json& r : schema.value("required", json::array()))
       if (!value.contains(r.get<std::string>()))
         return "missing required argument '" + (where.empty() ? "" : where + ".") + r.get<std::string>() + "'";
+    // JSON Schema 2020-12 "dependentRequired": {"a": ["b"]} -- when a is present, b must be too.
+    const json deps = schema.value("dependentRequired", json::object());  // items() must not outlive it
+    for (const auto& [k, needs] : deps.items()) {
+      if (!value.contains(k)) continue;
+      for (const json& r : needs)
+        if (!value.contains(r.get<std::string>())) {
+          const std::string pre = where.empty() ? "" : where + ".";
+          return "argument '" + pre + k + "' requires argument '" + pre + r.get<std::string>() + "' (missing)";
+        }
+    }
     const json props = schema.value("properties", json::object());
     for (const auto& [k, v] : value.items()) {
       const std::string path = where.empty() ? k : where + "." + k;
@@ -184,10 +194,12 @@ json make_tool_definitions() {
        {"include_contended",
         {{"type", "boolean"},
          {"default", false},
-         {"description", "With case: also consider results measured on a busy host (contended); default false skips "
-                         "them and counts them in contended_skipped"}}}},
+         {"description", "Only with case: also consider results measured on a busy host (contended); default false "
+                         "skips them and counts them in contended_skipped. A key's profile or configuration is not a "
+                         "measurement, so include_contended without case is refused (-32602)"}}}},
       json::array());
   baseline_in["anyOf"] = json::array({{{"required", {"case"}}}, {{"required", {"key"}}}});
+  baseline_in["dependentRequired"] = {{"include_contended", {"case"}}};
   tools.push_back(
       {{"name", "get_baseline"},
        {"title", "Current baseline"},
@@ -234,7 +246,8 @@ json make_tool_definitions() {
                     {"validate",
                      {{"type", "boolean"}, {"default", false}, {"description", "Validate now (minutes); default false: store and sign only"}}},
                     {"rounds",
-                     {{"type", "integer"}, {"minimum", 2}, {"maximum", 50}, {"description", "A/B pairs when validating (default: the server's, 4)"}}}},
+                     {{"type", "integer"}, {"minimum", 2}, {"maximum", 50}, {"description", "A/B pairs when validating (default: the server's, 4). Fewer than 4 give no 95% CI: the "
+                                     "performance and heldout gates then record no CI (too_few_rounds) and cannot pass"}}}},
                    {"proposal"})},
        {"outputSchema", out_schema({{"id", {{"type", "integer"}}},
                                     {"status", {{"type", "string"}}},

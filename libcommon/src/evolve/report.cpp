@@ -219,6 +219,7 @@ json build_report(store::Store& st, const ReportOptions& o) {
 
     // Numbers of the performance verdict as JSON (null when absent).
     json improvement, ci_lo, ci_hi, threshold;
+    bool too_few = false;  // the verdict's performance gate had too few rounds for a CI
     std::string failed_why;
     bool failed_why_undecided = false;
     json gate_rows = json::array();
@@ -235,7 +236,7 @@ json build_report(store::Store& st, const ReportOptions& o) {
           auto& rc = reasons[{g.gate, reason_class(r)}];
           if (rc.count++ == 0) rc.example = r;
           // The deciding gate: the first failed one that is not an undecided performance gate.
-          const bool undecided_perf = g.gate == "performance" && g.detail.is_object() && g.detail.value("undecided", false);
+          const bool undecided_perf = gate_undecided(g.gate, g.passed, g.detail);
           if (failed_why.empty() || (failed_why_undecided && !undecided_perf)) {
             failed_why = g.gate + (reason.empty() ? "" : ": " + reason);
             failed_why_undecided = undecided_perf;
@@ -248,6 +249,8 @@ json build_report(store::Store& st, const ReportOptions& o) {
         improvement = nullptr;
         ci_lo = g.value;
         ci_hi = nullptr;
+        too_few = g.detail.is_object() && g.detail.value("too_few_rounds", false);
+        if (too_few) ci_lo = nullptr;  // the value is the estimate, there is no CI
         if (g.detail.is_object()) {
           if (g.detail.contains("improvement") && g.detail["improvement"].is_number())
             improvement = g.detail["improvement"].get<double>();
@@ -273,6 +276,7 @@ json build_report(store::Store& st, const ReportOptions& o) {
                             {"improvement", improvement},
                             {"ci_lo", ci_lo},
                             {"ci_hi", ci_hi},
+                            {"too_few_rounds", too_few},
                             {"action", text},
                             {"command", command}});
     }
@@ -321,7 +325,8 @@ json build_report(store::Store& st, const ReportOptions& o) {
 
   // Performance over time: the cases with the most points (rtx/evolve/history.hpp).
   json cases = json::array();
-  std::vector<std::pair<std::string, int64_t>> hc = history_cases(st);
+  std::vector<std::pair<std::string, int64_t>> hc;
+  for (const auto& c : history_cases(st)) hc.push_back({c.name, c.points});
   std::stable_sort(hc.begin(), hc.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   for (const auto& [name, count] : hc) {
     if (cases.size() >= o.max_cases) break;
@@ -357,8 +362,8 @@ json build_report(store::Store& st, const ReportOptions& o) {
                      {"p", cp.pvalue},
                      {"caused_by", by}});
     }
-    cases.push_back({{"case", name}, {"metric", h.metric}, {"busy_points", h.contended_points}, {"points", pts},
-                     {"change_points", cps}});
+    cases.push_back({{"case", name}, {"metric", h.metric}, {"busy_points", h.contended_points},
+                     {"analysis", analysis_state(h)}, {"points", pts}, {"change_points", cps}});
   }
   report["performance"] = {{"source", "history"}, {"change_points", true}, {"cases", cases}};
   if (hc.size() > o.max_cases)
@@ -580,7 +585,7 @@ std::string undecided_text(const json& row) {
   const int64_t u = row.value("undecided", int64_t{0});
   if (u <= 0) return "";
   return " " + std::to_string(u) + (u == 1 ? " proposal was" : " proposals were") +
-         " undecided (failed only on undecided performance gates: the host's noise hid the effect) and counted "
+         " undecided (failed only on undecided gates: the host's noise or too few rounds hid the effect) and counted "
          "neither as passed nor as failed.";
 }
 
@@ -592,6 +597,8 @@ std::string numbers_text(const json& p) {
   std::string s = pct(p["improvement"].get<double>());
   if (p["ci_lo"].is_number() && p["ci_hi"].is_number())
     s += " [" + pct(p["ci_lo"].get<double>()) + ", " + pct(p["ci_hi"].get<double>()) + "]";
+  else if (p.value("too_few_rounds", false))
+    s += " (no CI: too few rounds)";
   return s;
 }
 
@@ -780,9 +787,16 @@ std::string html_report(const json& r) {
          "promoted there. Details: <code>rtx-evolve history CASE</code>.</p>\n";
     for (const auto& c : perf["cases"]) {
       s << svg_series(c);
-      if (const int64_t busy = c.value("busy_points", int64_t{0}); busy > 0)
-        s << "<p class=\"note\">" << busy << " of " << c["points"].size() << " points of " << E(c["case"].get<std::string>())
-          << " were measured on a busy host (hollow circles).</p>\n";
+      if (const int64_t busy = c.value("busy_points", int64_t{0}); busy > 0) {
+        if (static_cast<size_t>(busy) == c["points"].size())
+          s << "<p class=\"note busy-all\">All " << busy << " points of " << E(c["case"].get<std::string>())
+            << " were measured on a busy host (hollow circles): there is no quiet point, so the line and any first/last "
+               "values are busy-host numbers and no change point was looked for (<code>rtx-evolve history CASE "
+               "--include-busy</code> analyses them; re-measure on an idle host).</p>\n";
+        else
+          s << "<p class=\"note\">" << busy << " of " << c["points"].size() << " points of " << E(c["case"].get<std::string>())
+            << " were measured on a busy host (hollow circles).</p>\n";
+      }
       if (!c["change_points"].empty()) {
         s << "<table><tr><th>change point at</th><th>before</th><th>after</th><th>change</th><th>p</th><th>caused by</th></tr>\n";
         const auto [scale, unit] = case_unit(c);
@@ -939,14 +953,18 @@ std::string md_report(const json& r) {
     s << "No bench case has two or more measurements yet.\n\n";
   } else {
     s << "| case | points | busy | first | last | change | change points |\n|---|---:|---:|---:|---:|---:|---|\n";
+    std::vector<std::string> all_busy;  // cases whose first/last are busy-host values
     for (const auto& c : cases) {
       const json& pts = c["points"];
-      // First and last over the quiet-host points (all points when every one was busy).
+      // First and last over the quiet-host points; when every point was busy, over those, marked.
       std::vector<double> quiet;
       for (const auto& p : pts)
         if (!p.value("contended", false)) quiet.push_back(p["value"].get<double>());
-      const double a = quiet.size() >= 1 ? quiet.front() : pts.front()["value"].get<double>();
-      const double b = quiet.size() >= 1 ? quiet.back() : pts.back()["value"].get<double>();
+      const bool busy_only = quiet.empty();
+      if (busy_only) all_busy.push_back(c["case"].get<std::string>());
+      const std::string mark = busy_only ? " (busy)" : "";
+      const double a = !busy_only ? quiet.front() : pts.front()["value"].get<double>();
+      const double b = !busy_only ? quiet.back() : pts.back()["value"].get<double>();
       const auto [scale, unit] = case_unit(c);
       std::string cps;
       for (const auto& cp : c["change_points"]) {
@@ -955,11 +973,18 @@ std::string md_report(const json& r) {
         if (cp["caused_by"].is_number_integer()) cps += " (proposal " + std::to_string(cp["caused_by"].get<int64_t>()) + ")";
       }
       s << "| " << md(c["case"].get<std::string>()) << " | " << pts.size() << " | " << c.value("busy_points", int64_t{0})
-        << " | " << fmt("%.4g", a * scale) << " " << unit
-        << " | " << fmt("%.4g", b * scale) << " " << unit << " | " << (a > 0 ? pct(b / a - 1) : std::string("n/a")) << " | "
-        << md(cps.empty() ? "none" : cps) << " |\n";
+        << " | " << fmt("%.4g", a * scale) << " " << unit << mark
+        << " | " << fmt("%.4g", b * scale) << " " << unit << mark << " | "
+        << (a > 0 ? pct(b / a - 1) : std::string("n/a")) << mark << " | "
+        << md(cps.empty() ? (busy_only ? "not analysed (no quiet point)" : "none") : cps) << " |\n";
     }
     s << "\n";
+    if (!all_busy.empty()) {
+      s << "(busy): every point of ";
+      for (size_t i = 0; i < all_busy.size(); ++i) s << (i ? ", " : "") << md(all_busy[i]);
+      s << " was measured on a busy host, so first, last and change are busy-host values (elsewhere they are over "
+           "the quiet points) and no change point was looked for.\n\n";
+    }
   }
   for (const auto& n : r["notes"]) s << "- note: " << md(n.get<std::string>()) << "\n";
   return s.str();

@@ -59,6 +59,20 @@ struct CaseHistory {
   std::vector<std::optional<int64_t>> caused_by;   ///< same size as change_points
   size_t contended_points = 0;                     ///< points with contended = true
   size_t busy_left_out = 0;                        ///< of those, left out of the change-point analysis
+  size_t analysed_points = 0;                      ///< points the change-point analysis read
+};
+
+/// Why a history has the change points it has: "analysed" (the analysis ran on >= 2 points),
+/// "too_few_points" (fewer than 2 points to analyse, busy ones aside), or "no_quiet_points"
+/// (there are points, but every one was measured on a busy host and left out: nothing was
+/// analysed; HistoryOptions::analyze_contended / --include-busy analyses them).
+std::string analysis_state(const CaseHistory& h);
+
+/// One case of history_cases(): its point count and how many of them were measured on a busy host.
+struct CaseCount {
+  std::string name;
+  int64_t points = 0;  ///< rows case_history lists (rtx-bench runs, evolve baseline arms)
+  int64_t busy = 0;    ///< of those, bench_results.contended = 1
 };
 
 /// `--since` (history and report) -> the UTC instant "YYYY-MM-DDTHH:MM:SS.mmmZ", the store's own
@@ -80,21 +94,26 @@ std::string normalize_since(const std::string& since, double now_epoch_s);
 /// and "alloc:gpt2-small-step" are separate series.
 CaseHistory case_history(store::Store& st, const std::string& case_name, const HistoryOptions& o);
 
-/// Every case with bench_results rows and its point count (as case_history counts them, without
-/// --since/--limit), sorted by name.
-std::vector<std::pair<std::string, int64_t>> history_cases(store::Store& st);
+/// Every case with bench_results rows, its point count and busy-host count (as case_history
+/// counts them, without --since/--limit), sorted by name.
+std::vector<CaseCount> history_cases(store::Store& st);
 
 /// JSON form: {"schema": "rtx.history.v1", "case", "metric", "contended_points", "busy_left_out",
-/// "points": [{run_id, created_at, value, source, proposal_id, contended, contention_reason}], "change_points": [{index, run_id, created_at, q, pvalue, mean_before,
-/// mean_after, median_before, median_after, relative_change, caused_by}]}.
+/// "analysed_points", "analysis" (analysis_state), "points": [{run_id, created_at, value, source,
+/// proposal_id, contended, contention_reason}], "change_points": [{index, run_id, created_at, q,
+/// pvalue, mean_before, mean_after, median_before, median_after, relative_change, caused_by}]}.
 nlohmann::json to_json(const CaseHistory& h);
 
+/// JSON form of history_cases(): {"schema": "rtx.history.v1", "cases": [{case, points, busy}]}.
+nlohmann::json to_json(const std::vector<CaseCount>& cases);
+
 /// Human table of a history (points, busy-host ones marked "busy", then change points with their
-/// proposal and a line saying how many busy-host points the analysis left out).
+/// proposal and a line saying how many busy-host points the analysis left out; when every point
+/// was busy, that there was no quiet point to analyse and that --include-busy analyses them).
 std::string format_history(const CaseHistory& h);
 
-/// Human table of history_cases().
-std::string format_cases(const std::vector<std::pair<std::string, int64_t>>& cases);
+/// Human table of history_cases(): points, busy (busy-host points), case.
+std::string format_cases(const std::vector<CaseCount>& cases);
 
 // ---- recording validations (called by validate() in loop.cpp) ---------------------------------
 

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "rtx/app/bench.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/core/philox.hpp"
+#include "rtx/store/store.hpp"
 #include "rtx/telemetry/hwprofile.hpp"
 
 using namespace rtx;
@@ -666,4 +668,359 @@ TEST_CASE("the start-time busy-host look judges PSI stall as a case window does,
   CHECK(telemetry::busy_host_verdict(psi(0, false), psi(0, false), 0.2, 1.0, 2).empty());
   CHECK_FALSE(telemetry::busy_host_verdict(psi(500), psi(100), 0.2, 1.5, 2).empty());
   CHECK(telemetry::busy_host_verdict(psi(500), psi(100), 0.2, 0.5, 2).empty());
+}
+
+// ---- busy rounds left out of merged cases, the change-vs-medians footnote, unjudged cases ----
+
+namespace {
+
+/// Round artifacts of case "k" (40 samples around `center` s, seed = round): rounds whose
+/// 1-based number is in `busy` carry busy_host("round N evidence") and are 100x slower.
+std::vector<json> round_docs(size_t rounds, const std::vector<size_t>& busy, double center = 1e-3) {
+  std::vector<json> out;
+  for (size_t k = 1; k <= rounds; ++k) {
+    const bool b = std::find(busy.begin(), busy.end(), k) != busy.end();
+    out.push_back(artifact(b ? 100 * center : center, k, b ? busy_host("round " + std::to_string(k) + " evidence") : quiet_host()));
+  }
+  return out;
+}
+
+/// The merged artifact of `docs`, as `run --rounds` writes it, checked.
+json merged_doc(const std::vector<json>& docs) {
+  ArtifactMeta m;
+  m.rounds = docs.size();
+  return check_bench_artifact(to_json(merge_rounds(docs), m), "merged.json");
+}
+
+}  // namespace
+
+TEST_CASE("merged rounds: busy rounds are left out when at least 3 quiet rounds and half of all remain", "[cpu][bench]") {
+  // The rule by hand: (rounds, busy rounds) -> judged on the quiet ones?
+  struct Row {
+    size_t rounds;
+    std::vector<size_t> busy;
+    bool left_out;
+  };
+  for (const Row& t : std::vector<Row>{{5, {2}, true},           {5, {1, 4}, true},       {5, {1, 2, 3}, false},
+                                       {3, {2}, false},          {4, {1, 2}, false},      {4, {3}, true},
+                                       {6, {1, 3, 5}, true},     {7, {1, 2, 3, 4}, false}, {8, {1, 2, 3, 4}, true},
+                                       {2, {1}, false},          {5, {}, false}}) {
+    INFO("rounds " << t.rounds << ", busy " << t.busy.size());
+    const std::vector<json> docs = round_docs(t.rounds, t.busy);
+    const RunResult m = merge_rounds(docs);
+    const CaseResult& c = m.cases[0];
+    const size_t quiet = t.rounds - t.busy.size();
+    if (!t.busy.empty()) CHECK(quiet_rounds_suffice(quiet, t.rounds) == t.left_out);
+    CHECK(c.host.rounds == t.rounds);
+    CHECK(c.host.rounds_contended == t.busy.size());
+    // The samples the case is judged on: the quiet rounds' when they suffice, else all rounds'.
+    std::vector<double> expect;
+    std::vector<double> medians;
+    for (size_t k = 1; k <= t.rounds; ++k) {
+      if (t.left_out && std::find(t.busy.begin(), t.busy.end(), k) != t.busy.end()) continue;
+      const auto s = docs[k - 1]["cases"][0]["samples_s"].get<std::vector<double>>();
+      expect.insert(expect.end(), s.begin(), s.end());
+      medians.push_back(stats::median(s));
+    }
+    CHECK(c.samples == expect);
+    CHECK(c.round_medians == medians);
+    CHECK(c.median == Approx(stats::median(expect)));
+    if (t.left_out) {
+      CHECK_FALSE(c.host.contended);
+      CHECK(c.host.reason.empty());
+      CHECK(c.host.judged_rounds == quiet);
+      REQUIRE(c.host.rounds_left_out.size() == t.busy.size());
+      for (size_t i = 0; i < t.busy.size(); ++i) {
+        const LeftOutRound& lo = c.host.rounds_left_out[i];
+        CHECK(lo.round == t.busy[i]);
+        CHECK(lo.reason == "round " + std::to_string(t.busy[i]) + " evidence");
+        CHECK(lo.samples == docs[t.busy[i] - 1]["cases"][0]["samples_s"].get<std::vector<double>>());
+        CHECK(lo.median_s == Approx(stats::median(lo.samples)));
+      }
+      // The windows (1 s each, busy ones at 43% CPU) are the quiet rounds' only.
+      CHECK(c.host.window_s == Approx(static_cast<double>(quiet)));
+      CHECK(c.host.cpu_share() == Approx(0.99));
+    } else {
+      CHECK(c.host.contended == !t.busy.empty());
+      CHECK(c.host.rounds_left_out.empty());
+      CHECK(c.host.judged_rounds == t.rounds);
+      CHECK(c.host.window_s == Approx(static_cast<double>(t.rounds)));
+      if (!t.busy.empty()) {
+        CHECK_THAT(c.host.reason, Catch::StartsWith("round " + std::to_string(t.busy[0]) + "/" + std::to_string(t.rounds) + ": round " +
+                                                    std::to_string(t.busy[0]) + " evidence"));
+        CHECK_THAT(c.host.reason, Catch::EndsWith("; " + std::to_string(t.busy.size()) + " of " + std::to_string(t.rounds) +
+                                                  " rounds busy, " + std::to_string(quiet) +
+                                                  " quiet: too few to judge on the quiet rounds alone (need 3 and at least half)"));
+      }
+    }
+  }
+  // The artifact records it and reads back; the table marks the case and counts it.
+  const json doc = merged_doc(round_docs(5, {2, 4}));
+  const json& h = doc["cases"][0]["host"];
+  CHECK(h["contended"] == false);
+  CHECK(h["rounds"] == 5);
+  CHECK(h["rounds_contended"] == 2);
+  CHECK(h["judged_rounds"] == 3);
+  REQUIRE(h["rounds_left_out"].size() == 2);
+  CHECK(h["rounds_left_out"][1]["round"] == 4);
+  CHECK(h["rounds_left_out"][1]["reason"] == "round 4 evidence");
+  CHECK(h["rounds_left_out"][1]["n"] == 40);
+  CHECK(h["rounds_left_out"][1]["median_s"].get<double>() == Approx(0.1).epsilon(0.01));
+  CHECK(doc["cases"][0]["n"] == 3 * 40);
+  CHECK(doc["cases"][0]["round_medians_s"].size() == 3);
+  CHECK(doc["summary"]["contended"] == 0);
+  const HostEvidence back = host_evidence_from_json(h, "merged.json", "/cases/0/host");
+  CHECK(back.judged_rounds == 3);
+  REQUIRE(back.rounds_left_out.size() == 2);
+  CHECK(back.rounds_left_out[0].round == 2);
+  CHECK(back.rounds_left_out[0].samples.size() == 40);
+  const std::string table = format_table(doc);
+  CHECK(table.find("busy-rounds-left-out:2/5") != std::string::npos);
+  CHECK(table.find("1 judged on quiet rounds (busy rounds left out)") != std::string::npos);
+  CHECK(table.find("busy-host") == std::string::npos);
+  // A merged case with too few quiet rounds keeps every round and the flag.
+  const json busy = merged_doc(round_docs(5, {1, 2, 3}));
+  CHECK(busy["cases"][0]["host"]["contended"] == true);
+  CHECK(busy["cases"][0]["host"]["judged_rounds"] == 5);
+  CHECK_FALSE(busy["cases"][0]["host"].contains("rounds_left_out"));
+  CHECK(busy["cases"][0]["n"] == 5 * 40);
+}
+
+TEST_CASE("compare judges a case on its quiet rounds and says which rounds were left out", "[cpu][bench]") {
+  stats::CompareOptions o;
+  // Base: round 2 busy and 100x slower. Before, the case was undecided; now it is judged on
+  // rounds 1, 3, 4, 5 (the same host and code as new): same.
+  const json base = merged_doc(round_docs(5, {2})), fresh = merged_doc(round_docs(5, {}));
+  CompareReport rep = compare_artifacts(base, fresh, o, "b.json", "n.json");
+  REQUIRE(rep.rows.size() == 1);
+  const CompareRow& row = rep.rows[0];
+  CHECK(row.busy.empty());
+  CHECK(row.basis == "rounds");
+  CHECK(row.cmp.n_base == 4);
+  CHECK(row.cmp.n_new == 5);
+  CHECK(row.cmp.verdict == stats::Verdict::Same);
+  CHECK(row.base_median == Approx(1e-3).epsilon(0.01));  // the slow round is not in it
+  const std::string note = "base judged on 4 of 5 rounds (round 2 busy: round 2 evidence)";
+  CHECK(row.left_out == note);
+  CHECK(row.judged_rounds == "base 4/5 rounds");
+  CHECK(rep.same == 1);
+  CHECK(rep.undecided == 0);
+  CHECK(rep.left_out == 1);
+  const std::string table = format_compare(rep, "table");
+  INFO(table);
+  CHECK(table.find("same (base 4/5 rounds)") != std::string::npos);
+  CHECK(table.find("  busy rounds left out: " + note + "\n    cases: k\n") != std::string::npos);
+  CHECK(table.find("1 judged on quiet rounds (busy rounds left out)") != std::string::npos);
+  const std::string md = format_compare(rep, "md");
+  CHECK(md.find("- busy rounds left out: " + note) != std::string::npos);
+  const json j = json::parse(format_compare(rep, "json"));
+  CHECK(j["cases"][0]["verdict"] == "same");
+  CHECK(j["cases"][0]["rounds_note"] == note);
+  CHECK(j["summary"]["left_out"] == 1);
+  CHECK(format_compare(rep, "csv").find(",rounds,same,\"" + note + "; ratio +0.0% CI [") != std::string::npos);  // quoted: the CI has a comma
+
+  // Both sides left rounds out; new is 30% slower on its quiet rounds: slower stands (4 rounds
+  // a side is the least that can show a change: exact p >= 2/70).
+  rep = compare_artifacts(base, merged_doc(round_docs(5, {1}, 1.3e-3)), o);
+  CHECK(rep.rows[0].cmp.verdict == stats::Verdict::Slower);
+  CHECK(rep.slower == 1);
+  CHECK(rep.rows[0].left_out == note + "; new judged on 4 of 5 rounds (round 1 busy: round 1 evidence)");
+  CHECK(format_compare(rep, "table").find("slower (base 4/5, new 4/5 rounds)") != std::string::npos);
+  CHECK(format_compare(rep, "md").find("**slower** (base 4/5, new 4/5 rounds)") != std::string::npos);
+  // Two rounds left out of new: 3 quiet rounds, which can say same or ambiguous, never slower.
+  const json three = merged_doc(round_docs(5, {1, 5}, 1.3e-3));
+  CHECK(three["cases"][0]["host"]["judged_rounds"] == 3);
+  rep = compare_artifacts(base, three, o);
+  CHECK(rep.rows[0].cmp.verdict == stats::Verdict::Ambiguous);
+  CHECK(rep.rows[0].left_out == note + "; new judged on 3 of 5 rounds (round 1 busy: round 1 evidence; round 5 busy: round 5 evidence)");
+
+  // Too few quiet rounds on a side: undecided as before, the reason saying why.
+  rep = compare_artifacts(merged_doc(round_docs(5, {1, 2, 3})), fresh, o);
+  CHECK(rep.undecided == 1);
+  CHECK(rep.left_out == 0);
+  CHECK_THAT(rep.rows[0].busy, Catch::Contains("3 of 5 rounds busy, 2 quiet: too few"));
+  // An artifact of an earlier build (busy round, no rounds_left_out): undecided as before.
+  json old = merged_doc(round_docs(3, {2}));
+  old["cases"][0]["host"].erase("judged_rounds");
+  rep = compare_artifacts(check_bench_artifact(old, "old.json"), fresh, o);
+  CHECK(rep.undecided == 1);
+}
+
+TEST_CASE("a malformed rounds_left_out or judged_rounds is an input error naming the field", "[cpu][bench]") {
+  const json good = merged_doc(round_docs(5, {2, 4}));
+  auto expect = [&](const std::function<void(json&)>& edit, const std::string& field, const std::string& what) {
+    json doc = good;
+    edit(doc["cases"][0]["host"]);
+    expect_artifact_error(doc, {"b.json: field '/cases/0/host/" + field + "'", what});
+  };
+  expect([](json& h) { h["rounds_left_out"] = "x"; }, "rounds_left_out", "expected array");
+  expect([](json& h) { h["rounds_left_out"][0] = 2; }, "rounds_left_out/0", "expected object");
+  expect([](json& h) { h["rounds_left_out"][0]["round"] = 0; }, "rounds_left_out/0/round", "expected an integer in [1, rounds = 5]");
+  expect([](json& h) { h["rounds_left_out"][1]["round"] = 6; }, "rounds_left_out/1/round", "got 6");
+  expect([](json& h) { h["rounds_left_out"][1]["round"] = 2; }, "rounds_left_out/1/round", "increasing order");
+  expect([](json& h) { h["rounds_left_out"][0].erase("reason"); }, "rounds_left_out/0/reason", "expected string");
+  expect([](json& h) { h["rounds_left_out"][0]["samples_s"][3] = -1; }, "rounds_left_out/0/samples_s/3", "finite positive");
+  expect([](json& h) { h["rounds_left_out"][0]["median_s"] = "slow"; }, "rounds_left_out/0/median_s", "finite number");
+  expect([](json& h) { h["judged_rounds"] = 5; }, "judged_rounds", "(5 - 2 = 3), got 5");
+  expect([](json& h) { h["judged_rounds"] = -1; }, "judged_rounds", "integer >= 0");
+  expect([](json& h) { h["rounds_contended"] = 1; }, "rounds_left_out", "more than rounds_contended (1)");
+  CHECK_NOTHROW(check_bench_artifact(good, "b.json"));
+}
+
+TEST_CASE("change_contradicts_medians: different bands and apart by more than the threshold", "[cpu][bench]") {
+  // The trial's case (hand-computed below): change -0.1% beside medians 8 ms -> 5.7 us.
+  CHECK(change_contradicts_medians(0.99892, 5.7 / 7995.9, 0.05));
+  CHECK(change_contradicts_medians(1.01, 1.07, 0.05));       // within vs above, 6% apart
+  CHECK(change_contradicts_medians(1.06, 0.98, 0.05));       // above vs within
+  CHECK(change_contradicts_medians(0.90, 1.10, 0.05));       // opposite signs, both beyond
+  CHECK_FALSE(change_contradicts_medians(1.083, 1.136, 0.05));  // both above: same story
+  CHECK_FALSE(change_contradicts_medians(1.049, 1.051, 0.05));  // across the edge, 0.2% apart
+  CHECK_FALSE(change_contradicts_medians(0.97, 1.03, 0.05));    // opposite signs, both within
+  CHECK_FALSE(change_contradicts_medians(1.001, 0.999, 0.0));   // threshold 0: 1% floor
+  CHECK(change_contradicts_medians(1.02, 0.98, 0.0));
+  CHECK_FALSE(change_contradicts_medians(1.0, 0.0, 0.05));      // no medians to compare
+  CHECK_FALSE(change_contradicts_medians(std::nan(""), 1.5, 0.05));
+  CHECK_FALSE(change_contradicts_medians(1.0, INFINITY, 0.05));
+}
+
+TEST_CASE("compare: a change that disagrees with the medians gets a footnote and a json flag", "[cpu][bench]") {
+  // Round medians of the trial (us): two fast, three 8 ms rounds in base; three fast, two slow
+  // in new. Base median 7995.9 us, new 5.7 us (-99.9%), but the Hodges-Lehmann estimate (the
+  // 13th of the 25 sorted pairwise ratios, by hand: 7990 / 7998.6) is -0.1%.
+  auto doc = [](const std::vector<double>& us) {
+    std::vector<double> s;
+    for (double x : us) s.push_back(x * 1e-6);
+    json c = {{"id", "k"}, {"status", "ok"}, {"samples_s", s}, {"round_medians_s", s}};
+    return json{{"schema", "rtx.bench.v1"}, {"seed", 0}, {"cases", json::array({c})}};
+  };
+  const json base = doc({5.9, 7998.6, 7996.0, 7995.9, 4.9}), fresh = doc({5.5, 5.6, 5.7, 7990, 7995});
+  stats::CompareOptions o;
+  CompareReport rep = compare_artifacts(base, fresh, o);
+  const CompareRow& row = rep.rows[0];
+  CHECK(row.basis == "rounds");
+  CHECK(row.cmp.ratio == Approx(7990 / 7998.6).epsilon(1e-9));
+  CHECK(row.base_median == Approx(7995.9e-6));
+  CHECK(row.new_median == Approx(5.7e-6));
+  CHECK(row.medians_ratio == Approx(5.7 / 7995.9));
+  CHECK(row.change_disagrees);
+  CHECK(rep.disagreements == 1);
+  const std::string table = format_compare(rep, "table");
+  INFO(table);
+  CHECK(table.find("-0.1%*") != std::string::npos);
+  CHECK(table.find("* change vs medians: for 1 case(s) marked * the change and the ratio of the medians fall on different sides "
+                   "of the +-5.0% threshold. change is the Hodges-Lehmann estimate") != std::string::npos);
+  CHECK(table.find("\n  k: change -0.1%, medians 8 ms -> 5.7 us (-99.9%), basis rounds\n") != std::string::npos);
+  const std::string md = format_compare(rep, "md");
+  CHECK(md.find("| -0.1%\\* |") != std::string::npos);
+  CHECK(md.find("\n\\* change vs medians: for 1 case(s)") != std::string::npos);
+  CHECK(md.find("- `k`: change -0.1%, medians 8 ms -> 5.7 us (-99.9%), basis rounds") != std::string::npos);
+  const json j = json::parse(format_compare(rep, "json"));
+  CHECK(j["cases"][0]["change_disagrees_with_medians"] == true);
+  CHECK(j["cases"][0]["medians_ratio"].get<double>() == Approx(5.7 / 7995.9));
+  CHECK(j["summary"]["change_disagrees"] == 1);
+  REQUIRE(j.contains("notes"));
+  CHECK_THAT(j["notes"][0].get<std::string>(), Catch::StartsWith("* change vs medians: for 1 case(s)"));
+  CHECK(format_compare(rep, "csv").find("change disagrees with the medians (-99.9%)") != std::string::npos);
+
+  // Agreeing change and medians: no mark, no footnote, the flag false.
+  rep = compare_artifacts(doc({1000, 1010, 990, 1005, 995}), doc({1300, 1310, 1290, 1305, 1295}), o);
+  CHECK_FALSE(rep.rows[0].change_disagrees);
+  CHECK(format_compare(rep, "table").find('*') == std::string::npos);
+  const json k = json::parse(format_compare(rep, "json"));
+  CHECK(k["cases"][0]["change_disagrees_with_medians"] == false);
+  CHECK_FALSE(k.contains("notes"));
+}
+
+TEST_CASE("compare says when a case's host contention was not judged (its run under 50 ms)", "[cpu][bench]") {
+  const auto reg = synth_registry();
+  int calls = 0;  // every reading 1 ms apart: the whole run is a few ms (judged_on "none")
+  const RunnerOptions o = injected(0.05, 5, [&calls] {
+    ++calls;
+    return reading(0.001 * calls, 0.001 * calls, 0.001 * calls, 0, true, 0);
+  });
+  const json shortrun = check_bench_artifact(to_json(run_cases({spin_case("a", 30), spin_case("b", 30)}, reg, o), ArtifactMeta{}), "s.json");
+  REQUIRE(shortrun["cases"][0]["host"]["judged_on"] == "none");
+  stats::CompareOptions co;
+  co.min_samples = 5;
+  CompareReport rep = compare_artifacts(shortrun, shortrun, co);
+  REQUIRE(rep.rows.size() == 2);
+  CHECK(rep.rows[0].unjudged == "both");
+  CHECK(rep.unjudged == 2);
+  CHECK(rep.undecided == 0);
+  const std::string line = "note: 2 case(s) ran under 50 ms: host contention not judged";
+  const std::string table = format_compare(rep, "table");
+  INFO(table);
+  CHECK(table.find("host not judged)") != std::string::npos);
+  CHECK(table.find(line) != std::string::npos);
+  CHECK(format_compare(rep, "md").find(line) != std::string::npos);
+  const json j = json::parse(format_compare(rep, "json"));
+  CHECK(j["cases"][0]["host_not_judged"] == "both");
+  CHECK(j["summary"]["host_not_judged"] == 2);
+  CHECK_THAT(j["notes"][0].get<std::string>(), Catch::StartsWith(line));
+  CHECK(format_compare(rep, "csv").find("host not judged on both (ran under 50 ms)") != std::string::npos);
+
+  // Only one side unjudged: named. A judged side, or one without host evidence (an older
+  // build), is not counted.
+  json judged = shortrun;
+  for (auto& c : judged["cases"]) c["host"] = quiet_host();
+  rep = compare_artifacts(shortrun, judged, co);
+  CHECK(rep.rows[0].unjudged == "base");
+  CHECK(rep.unjudged == 2);
+  json old = shortrun;
+  for (auto& c : old["cases"]) c.erase("host");
+  rep = compare_artifacts(judged, old, co);
+  CHECK(rep.unjudged == 0);
+  CHECK(format_compare(rep, "table").find("not judged") == std::string::npos);
+  CHECK_FALSE(json::parse(format_compare(rep, "json")).contains("notes"));
+}
+
+TEST_CASE("run --rounds writes the quiet-round merge and names the rounds left out on stderr", "[cpu][bench]") {
+  // The rounds' program is a script that hands out prepared round artifacts (round 2 busy and
+  // 100x slower), so the merge, the artifact and the note are checked without loading the host.
+  const auto dir = std::filesystem::temp_directory_path() / ("rtx-leftout-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string d = dir.string();
+  const std::vector<json> docs = round_docs(5, {2});
+  for (size_t k = 0; k < docs.size(); ++k) std::ofstream(d + "/round-" + std::to_string(k + 1) + ".json") << docs[k].dump();
+  const std::string script = d + "/rounds.sh";
+  std::ofstream(script) << "#!/bin/sh\nn=$(cat " << d << "/count 2>/dev/null || echo 0); n=$((n+1)); echo $n > " << d
+                        << "/count\nfor a; do out=$a; done\ncp " << d << "/round-$n.json \"$out\"\n";
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  std::ofstream(d + "/pack.json") << R"({"schema": "rtx.benchpack.v1", "name": "synth", "cases": [
+    {"name": "k", "op": "synth_spin", "shape": {"US": 30, "NOISE": 5}}]})";
+  RunCommand c;
+  c.pack = d + "/pack.json";
+  c.rounds = 5;
+  c.self_exe = script;
+  c.argv = {"rtx-bench", "run", c.pack, "--rounds", "5"};
+  c.db = d + "/rtx.db";  // recorded: what rtx-evolve's history and get_baseline read
+  c.out = d + "/out.json";
+  std::ostringstream out, err;
+  REQUIRE(run_run(c, synth_registry(), out, err) == 0);
+  INFO(err.str());
+  const json doc = read_bench_artifact(c.out);
+  const json& h = doc["cases"][0]["host"];
+  CHECK(h["contended"] == false);
+  CHECK(h["judged_rounds"] == 4);
+  REQUIRE(h["rounds_left_out"].size() == 1);
+  CHECK(h["rounds_left_out"][0]["round"] == 2);
+  CHECK(doc["cases"][0]["round_medians_s"].size() == 4);
+  CHECK(doc["cases"][0]["time"]["median_s"].get<double>() == Approx(1e-3).epsilon(0.01));
+  CHECK(err.str().find("rtx-bench: note: the host was busy in some rounds of 1 case(s); those rounds are left out") !=
+        std::string::npos);
+  CHECK(err.str().find("  k: judged on 4 of 5 rounds; left out round 2 (round 2 evidence)\n") != std::string::npos);
+  CHECK(err.str().find("busy-rounds-left-out:1/5") != std::string::npos);  // the table's status column
+  CHECK(err.str().find("warning") == std::string::npos);                  // nothing is contended
+  {
+    // The store's row is the quiet rounds' result, not contended: history analyses it.
+    store::Store st(c.db);
+    auto& q = st.prepare("SELECT contended, contention_reason, median_s, n FROM bench_results");
+    REQUIRE(q.step());
+    CHECK(q.column_int64(0) == 0);
+    CHECK(q.column_text(1).empty());
+    CHECK(q.column_double(2) == Approx(doc["cases"][0]["time"]["median_s"].get<double>()));
+    CHECK(q.column_int64(3) == 4 * 40);
+    q.reset();
+  }
+  std::filesystem::remove_all(dir);
 }

@@ -169,8 +169,17 @@ inline constexpr double kMaxInvoluntaryPerS = 100;
 inline constexpr double kMinJudgedWindow = 0.05;  ///< s
 inline constexpr int64_t kMinInvoluntarySwitches = 10;
 
+/// A round of a merged case (`run --rounds`) that was measured on a busy host and left out of
+/// the case's statistics because enough quiet rounds remained (quiet_rounds_suffice).
+struct LeftOutRound {
+  size_t round = 0;              ///< 1-based round number
+  std::string reason;            ///< that round's host.reason (the evidence that flagged it)
+  std::vector<double> samples;   ///< its samples, s (kept for inspection; judged on by nothing)
+  double median_s = 0;           ///< median of `samples`, s
+};
+
 /// Contention evidence of one case: sums over its sampling windows (one window per case run
-/// sequentially, one per batch under --interleave, all rounds' windows after merge_rounds).
+/// sequentially, one per batch under --interleave, the judged rounds' windows after merge_rounds).
 struct HostEvidence {
   bool measured = false;             ///< at least one window was recorded
   double window_s = 0;               ///< wall time of the windows, s
@@ -183,12 +192,20 @@ struct HostEvidence {
   double psi_avg10_max = 0;          ///< largest PSI "some avg10" at a window's end, %
   double load1_start = 0, load1_end = 0;  ///< 1-minute load average before the first / after the last window
   size_t rounds = 0;                 ///< merged artifacts: rounds merged (0: a single process)
-  size_t rounds_contended = 0;       ///< merged artifacts: rounds judged contended on their own
+  size_t rounds_contended = 0;       ///< merged artifacts: rounds judged contended on their own (left out or not)
+  /// Merged artifacts: the rounds the case's samples, round medians, statistics and the sums
+  /// above come from (rounds minus rounds_left_out); 0 for a single process.
+  size_t judged_rounds = 0;
+  /// Merged artifacts: busy rounds left out of the case (in round order); empty when none was,
+  /// including when too few quiet rounds remained (then `contended` is set instead).
+  std::vector<LeftOutRound> rounds_left_out;
   bool contended = false;            ///< a threshold was crossed (judge_contention)
   std::string reason;                ///< "" or the evidence, e.g. "measuring thread ran 43% of the window, PSI cpu stall 38%"
   /// "case": judged on this window; "run": too short, took the whole run's verdict
   /// (inherit_run_contention); "": not judged (the case and the whole run were shorter than
-  /// kMinJudgedWindow; written "none"). Artifacts of earlier builds may hold "avg10".
+  /// kMinJudgedWindow; written "none"). Artifacts of earlier builds may hold "avg10"; a host object
+  /// without judged_on reads back as "case" when its window is at least kMinJudgedWindow (every
+  /// build judged such windows), else "".
   std::string judged_on;
 
   double cpu_share() const { return window_s > 0 ? thread_cpu_s / window_s : 0; }  ///< thread CPU / wall
@@ -216,7 +233,10 @@ nlohmann::json to_json(const HostEvidence& e);
 /// fields (cpu_share, ...) are recomputed, not read. Throws rtx::Error(Input) naming source and
 /// field for a wrong type or a negative value ("a.json: field '/cases/2/host/contended':
 /// expected boolean, got string"), `threads` outside [1, 65536], `rounds_contended` above
-/// `rounds`, an unknown `judged_on`, and for a missing `contended`.
+/// `rounds`, an unknown `judged_on`, a missing `contended`, `judged_rounds` other than `rounds`
+/// minus the left-out rounds, and a `rounds_left_out` entry that is not an object with a
+/// `round` in [1, rounds] (increasing), a string `reason` and positive finite `samples_s`;
+/// more left-out rounds than `rounds_contended`.
 HostEvidence host_evidence_from_json(const nlohmann::json& j, const std::string& source, const std::string& pointer);
 
 /// Sampling policy (see docs/tools/rtx-bench.md "How a case is measured").
@@ -349,15 +369,30 @@ std::string format_seconds(double s);
 /// Merge the artifacts of R rounds of the same pack (one child process each, `run --rounds`)
 /// into one result: per case (matched by id, in the first round's order) the concatenated
 /// samples, round_medians (the median of each round's samples), summary statistics
-/// recomputed on all samples, noisy if any round was noisy, status "failed" if any round
-/// failed, sampling_s summed. Roofline fields are left for annotate_roofline. Throws
-/// rtx::Error(Input) naming the round when `rounds` is empty or the rounds' case ids differ.
+/// recomputed on the merged samples, noisy if any round was noisy, status "failed" if any round
+/// failed, sampling_s summed. A case of which some rounds were contended (host.contended of
+/// that round) while quiet_rounds_suffice(quiet, R) holds is merged from its quiet rounds only:
+/// the busy rounds go to host.rounds_left_out (round, reason, samples), host.judged_rounds
+/// counts the others and the case is not contended. Otherwise every round is merged and the
+/// case is contended, its reason naming the first busy round and why none was left out.
+/// Roofline fields are left for annotate_roofline. Throws rtx::Error(Input) naming the round
+/// when `rounds` is empty or the rounds' case ids differ.
 RunResult merge_rounds(const std::vector<nlohmann::json>& rounds);
 
 /// Most rounds `run --rounds` accepts.
 inline constexpr size_t kMaxRounds = 200;
 /// Fewest rounds on both sides for compare to judge a case on its round medians.
 inline constexpr size_t kMinRoundsForBasis = 3;
+/// Fewest quiet (not contended) rounds a merged case is judged on after its busy rounds are
+/// left out: the rounds basis's minimum, so that compare still judges it on round medians.
+inline constexpr size_t kMinQuietRounds = kMinRoundsForBasis;
+
+/// True when a case measured in `rounds` rounds, `quiet` of them not contended, may be judged
+/// on its quiet rounds alone: quiet >= kMinQuietRounds and quiet >= rounds / 2 (at least half).
+/// Below that the busy rounds stay in and the case stays contended. The half rule: when most
+/// rounds cross the thresholds the host was busy for most of the run, and the rounds that did
+/// not are likely just under the thresholds rather than quiet.
+bool quiet_rounds_suffice(size_t quiet, size_t rounds);
 
 // ---- compare ---------------------------------------------------------------------------------
 
@@ -379,7 +414,28 @@ struct CompareRow {
   /// (same ab.pair_id) judged on round medians and a side was busy, the note kept instead of
   /// `busy`: "host busy in k/N rounds; interleaved ABBA rounds balance it". The verdict stands.
   std::string balanced;
+  /// "" or, when a side was merged from its quiet rounds (host.rounds_left_out), e.g. "base
+  /// judged on 4 of 5 rounds (round 2 busy: PSI cpu stall 38% of the window (> 10%))". The
+  /// verdict stands: it rests on the quiet rounds only.
+  std::string left_out;
+  /// The short form of `left_out` for the verdict cell: "base 4/5 rounds", "base 4/5, new 3/5 rounds".
+  std::string judged_rounds;
+  /// Sides whose host evidence was recorded but not judged (host.judged_on "none": the case and
+  /// its whole run took under kMinJudgedWindow): "", "base", "new" or "both".
+  std::string unjudged;
+  /// new_median / base_median (the ratio of the medians shown; 0 when base_median is 0).
+  double medians_ratio = 0;
+  /// cmp.ratio (the Hodges-Lehmann change) and medians_ratio disagree materially
+  /// (change_contradicts_medians): the output explains the two in a footnote.
+  bool change_disagrees = false;
 };
+
+/// True when the change estimate `change` (Hodges-Lehmann ratio new/base) and the ratio of
+/// the medians `medians_ratio` disagree materially at threshold t: they fall in different bands
+/// of (below 1-t, within [1-t, 1+t], above 1+t) and differ from each other by more than a
+/// factor 1 + max(t, 1%). Both spread or bimodal round medians can do that (change -0.1% beside
+/// medians of 8 ms and 5.7 us). Non-positive or non-finite inputs: false (nothing to compare).
+bool change_contradicts_medians(double change, double medians_ratio, double threshold);
 
 /// All rows and the counts by verdict.
 struct CompareReport {
@@ -389,6 +445,9 @@ struct CompareReport {
   size_t same = 0, faster = 0, slower = 0, ambiguous = 0, unmatched = 0;
   size_t undecided = 0;     ///< judged on both sides but measured on a busy host (CompareRow::busy)
   size_t balanced = 0;      ///< judged despite a busy host: ABBA pair on round medians (CompareRow::balanced)
+  size_t left_out = 0;      ///< judged on quiet rounds, busy rounds left out on a side (CompareRow::left_out)
+  size_t unjudged = 0;      ///< host contention not judged on a side (CompareRow::unjudged)
+  size_t disagreements = 0; ///< change and medians disagree (CompareRow::change_disagrees)
 };
 
 /// Compare two checked bench artifacts case by case (matched by id). A case whose two sides
@@ -400,12 +459,19 @@ struct CompareReport {
 /// interleaved ABBA rounds expose both sides to the same contention, so the verdict stands and
 /// CompareRow::balanced notes the busy rounds (Kalibera & Jones, "Rigorous benchmarking in
 /// reasonable time", ISMM 2013). Artifacts without host evidence (older runs) are judged as before.
+/// A side merged from its quiet rounds (host.rounds_left_out, merge_rounds) is not contended and
+/// is judged on them, noted in CompareRow::left_out. Each row also records the sides not judged
+/// for contention (CompareRow::unjudged) and whether its change contradicts its medians.
 CompareReport compare_artifacts(const nlohmann::json& base, const nlohmann::json& fresh, const stats::CompareOptions& o,
                                 const std::string& base_source = "base", const std::string& new_source = "new");
 /// Render a report: "table" (aligned text), "md" (GitHub markdown), "csv", "json". Table and
-/// md keep the verdict cell short ("undecided (busy host)", "same (busy host, ABBA)") and list
-/// each distinct host reason once below the table with its cases; csv ends each row with
-/// `reason` and `measured_verdict` columns. Throws rtx::Error(Usage) for another format.
+/// md keep the verdict cell short ("undecided (busy host)", "same (busy host, ABBA)", "same
+/// (base 4/5 rounds)", "same (host not judged)"), list each distinct host reason (and each
+/// left-out-rounds note) once below the table with its cases, mark a change that disagrees with
+/// the medians with '*' and explain it in a footnote, and say how many cases were not judged
+/// for contention; json carries the same as fields (docs/tools/rtx-bench.md); csv ends each row
+/// with `reason` (host notes first) and `measured_verdict`. Throws rtx::Error(Usage) for another
+/// format.
 std::string format_compare(const CompareReport& r, const std::string& format);
 
 /// Parse "5%", "5 %" or "0.05" into 0.05 (in [0, 1)). Throws rtx::Error(Usage) naming `flag`.

@@ -304,48 +304,98 @@ void merge_host(HostEvidence& m, const HostEvidence& x, size_t k, size_t total) 
     ++m.rounds_contended;
   }
   m.contended = m.rounds_contended > 0;
+  m.judged_rounds = m.rounds;  // every round merged here is judged on (merge_case counts the left-out ones apart)
+}
+
+/// One case over all rounds (`xs[k]`: round k's result, ids checked): merged from every round,
+/// or from the quiet rounds alone when some were busy and quiet_rounds_suffice.
+CaseResult merge_case(const std::vector<CaseResult>& xs) {
+  const size_t total = xs.size();
+  std::vector<size_t> busy;
+  size_t ran = 0;
+  bool all_ok = true;
+  for (size_t k = 0; k < total; ++k) {
+    if (xs[k].status == "skipped") continue;
+    ++ran;
+    all_ok = all_ok && xs[k].status == "ok" && !xs[k].samples.empty();
+    if (xs[k].host.measured && xs[k].host.contended) busy.push_back(k);
+  }
+  // Leaving rounds out changes nothing a failed case shows (it is not compared), so only ok ones.
+  const bool leave_out = !busy.empty() && all_ok && quiet_rounds_suffice(ran - busy.size(), ran);
+  auto left_out = [&](size_t k) { return leave_out && std::find(busy.begin(), busy.end(), k) != busy.end(); };
+
+  CaseResult r = xs[0];
+  r.samples.clear();
+  r.round_medians.clear();
+  r.sm_clock_mhz.clear();
+  r.throttled_samples = 0;
+  r.noisy = false;
+  r.sampling_s = 0;
+  r.host = {};
+  bool first = true;  // the first merged round sets stop_reason
+  for (size_t k = 0; k < total; ++k) {
+    const CaseResult& x = xs[k];
+    if (x.status == "failed" && r.status != "failed") {
+      r.status = "failed";
+      r.check = x.check;
+      r.stop_reason = x.stop_reason;
+    }
+    if (x.status == "skipped" || left_out(k)) continue;
+    if (!x.samples.empty()) r.round_medians.push_back(stats::median(x.samples));
+    r.samples.insert(r.samples.end(), x.samples.begin(), x.samples.end());
+    r.noisy = r.noisy || x.noisy;
+    r.sampling_s += x.sampling_s;
+    r.throttled_samples += x.throttled_samples;
+    r.sm_clock_mhz.insert(r.sm_clock_mhz.end(), x.sm_clock_mhz.begin(), x.sm_clock_mhz.end());
+    merge_host(r.host, x.host, k, total);
+    if (r.status == "ok") r.stop_reason = first || r.stop_reason == x.stop_reason ? x.stop_reason : "mixed";
+    first = false;
+  }
+  if (leave_out) {
+    // The busy rounds are counted (rounds, rounds_contended) and kept for inspection, but
+    // neither their samples nor their windows are in the case any more.
+    r.host.measured = true;
+    for (size_t k : busy) {
+      const CaseResult& x = xs[k];
+      r.host.rounds_left_out.push_back({k + 1, x.host.reason, x.samples, stats::median(x.samples)});
+      ++r.host.rounds;
+      ++r.host.rounds_contended;
+    }
+    r.host.contended = false;
+    r.host.reason.clear();
+  } else if (!busy.empty() && ran > 1) {
+    const size_t quiet = ran - busy.size();
+    r.host.reason += "; " + std::to_string(busy.size()) + " of " + std::to_string(ran) + " rounds busy, " + std::to_string(quiet) +
+                     " quiet: too few to judge on the quiet rounds alone (need " + std::to_string(kMinQuietRounds) +
+                     " and at least half)";
+  }
+  return r;
 }
 
 }  // namespace
 
+bool quiet_rounds_suffice(size_t quiet, size_t rounds) { return quiet >= kMinQuietRounds && 2 * quiet >= rounds; }
+
 RunResult merge_rounds(const std::vector<json>& rounds) {
   if (rounds.empty()) throw_input("no round artifacts to merge", "run --rounds", "report this: the run produced no rounds");
   RunResult out;
-  for (const auto& c : rounds[0]["cases"]) out.cases.push_back(case_from_json(c));
-  for (CaseResult& r : out.cases) {
-    if (r.status != "skipped" && !r.samples.empty()) r.round_medians.push_back(stats::median(r.samples));
-    const HostEvidence first = r.host;
-    r.host = {};
-    merge_host(r.host, first, 0, rounds.size());
-  }
+  std::vector<std::vector<CaseResult>> per;  // per[case][round]
+  for (const auto& c : rounds[0]["cases"]) per.push_back({case_from_json(c)});
   for (size_t k = 1; k < rounds.size(); ++k) {
     const json& cases = rounds[k]["cases"];
     const std::string where = "run --rounds: round " + std::to_string(k + 1);
-    if (cases.size() != out.cases.size())
-      throw_input("has " + std::to_string(cases.size()) + " cases, round 1 has " + std::to_string(out.cases.size()), where,
+    if (cases.size() != per.size())
+      throw_input("has " + std::to_string(cases.size()) + " cases, round 1 has " + std::to_string(per.size()), where,
                   "do not edit the pack while a multi-round run is in progress");
     for (size_t i = 0; i < cases.size(); ++i) {
       CaseResult x = case_from_json(cases[i]);
-      CaseResult& r = out.cases[i];
-      if (x.c.id != r.c.id)
-        throw_input("case " + std::to_string(i) + " is '" + x.c.id + "', round 1 has '" + r.c.id + "'", where,
+      if (x.c.id != per[i][0].c.id)
+        throw_input("case " + std::to_string(i) + " is '" + x.c.id + "', round 1 has '" + per[i][0].c.id + "'", where,
                     "do not edit the pack while a multi-round run is in progress");
-      if (x.status == "failed" && r.status != "failed") {
-        r.status = "failed";
-        r.check = x.check;
-        r.stop_reason = x.stop_reason;
-      }
-      if (x.status == "skipped") continue;
-      if (!x.samples.empty()) r.round_medians.push_back(stats::median(x.samples));
-      r.samples.insert(r.samples.end(), x.samples.begin(), x.samples.end());
-      r.noisy = r.noisy || x.noisy;
-      r.sampling_s += x.sampling_s;
-      r.throttled_samples += x.throttled_samples;
-      r.sm_clock_mhz.insert(r.sm_clock_mhz.end(), x.sm_clock_mhz.begin(), x.sm_clock_mhz.end());
-      merge_host(r.host, x.host, k, rounds.size());
-      if (r.stop_reason != x.stop_reason && r.status == "ok") r.stop_reason = "mixed";
+      per[i].push_back(std::move(x));
     }
   }
+  for (const auto& xs : per) out.cases.push_back(merge_case(xs));
   // The rounds' whole-run windows, merged like a case's (each round judged by its process).
   for (size_t k = 0; k < rounds.size(); ++k) {
     const json& d = rounds[k];
@@ -355,7 +405,7 @@ RunResult merge_rounds(const std::vector<json>& rounds) {
   }
   for (CaseResult& r : out.cases) {
     if (r.status != "ok" || r.samples.empty()) continue;
-    // The same statistics as the runner's (runner.cpp summarize), over all rounds' samples.
+    // The same statistics as the runner's (runner.cpp summarize), over the merged rounds' samples.
     r.median = stats::median(r.samples);
     r.p10 = stats::percentile(r.samples, 0.10);
     r.p90 = stats::percentile(r.samples, 0.90);
@@ -393,6 +443,7 @@ std::string format_table(const json& a, bool color) {
   rows.push_back({"case", "n", "median", "ci", "p10..p90", "GFLOP/s", "GB/s", "peak", "status"});
   std::vector<std::string> tint{""};
   std::vector<std::string> skipped;
+  size_t left_out_cases = 0;
   for (const auto& c : a["cases"]) {
     const std::string st = c.value("status", std::string("?"));
     if (st == "skipped") {
@@ -419,6 +470,12 @@ std::string format_table(const json& a, bool color) {
     if (c.value("noisy", false)) flag += " noisy";
     if (c.value("throttled", false)) flag += " throttled";
     if (c.contains("host") && c["host"].value("contended", false)) flag += " busy-host";
+    if (c.contains("host") && c["host"].contains("rounds_left_out") && !c["host"]["rounds_left_out"].empty()) {
+      // Judged on its quiet rounds (merge_rounds): how many of how many rounds were left out.
+      const json& h = c["host"];
+      flag += " busy-rounds-left-out:" + std::to_string(h["rounds_left_out"].size()) + "/" + std::to_string(h.value("rounds", size_t{0}));
+      ++left_out_cases;
+    }
     row.push_back(flag);
     rows.push_back(row);
     tint.push_back(st == "failed" ? red : (c.value("noisy", false) ? yel : ""));
@@ -441,6 +498,7 @@ std::string format_table(const json& a, bool color) {
     os << s.value("ok", 0) << " ok, " << s.value("failed", 0) << " failed, " << s.value("skipped", 0) << " skipped, "
        << s.value("noisy", 0) << " noisy";
     if (s.value("contended", 0) > 0) os << ", " << s.value("contended", 0) << " measured on a busy host";
+    if (left_out_cases > 0) os << ", " << left_out_cases << " judged on quiet rounds (busy rounds left out)";
     if (a.contains("host") && a["host"].value("unjudged_cases", 0) > 0)
       os << ", " << a["host"].value("unjudged_cases", 0) << " not judged for contention (the whole run took under "
          << kMinJudgedWindow << " s)";

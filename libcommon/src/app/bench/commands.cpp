@@ -359,6 +359,33 @@ std::string contention_warning(const RunResult& r, const ArtifactMeta& meta, con
   return os.str();
 }
 
+/// The run's note on busy rounds left out ("" when none was): each such case by id (at most
+/// 6, then a count) with the rounds left out and their evidence. `baseline` as above.
+std::string left_out_note(const RunResult& r, const RunResult* baseline) {
+  std::vector<std::string> lines;
+  size_t n = 0;
+  auto scan = [&](const RunResult& x, const char* side) {
+    for (const CaseResult& c : x.cases) {
+      if (c.host.rounds_left_out.empty()) continue;
+      if (++n > 6) continue;
+      std::string l = "  " + std::string(side) + c.c.id + ": judged on " + std::to_string(c.host.judged_rounds) + " of " +
+                      std::to_string(c.host.rounds) + " rounds; left out";
+      for (size_t i = 0; i < c.host.rounds_left_out.size(); ++i)
+        l += (i ? "; round " : " round ") + std::to_string(c.host.rounds_left_out[i].round) + " (" + c.host.rounds_left_out[i].reason + ")";
+      lines.push_back(l);
+    }
+  };
+  scan(r, "");
+  if (baseline) scan(*baseline, "baseline ");
+  if (!n) return "";
+  std::ostringstream os;
+  os << "rtx-bench: note: the host was busy in some rounds of " << n << " case(s); those rounds are left out and each case is "
+     << "judged on its quiet rounds (host.rounds_left_out in the artifact):\n";
+  for (const auto& l : lines) os << l << "\n";
+  if (n > lines.size()) os << "  ... and " << n - lines.size() << " more\n";
+  return os.str();
+}
+
 }  // namespace
 
 int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out_stream, std::ostream& err) {
@@ -490,6 +517,7 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
   // compare's "undecided" carry the verdict.
   if (const std::string w = c.quiet ? "" : contention_warning(r, meta, rb.cases.empty() ? nullptr : &rb); !w.empty())
     err << w;
+  if (const std::string w = c.quiet ? "" : left_out_note(r, rb.cases.empty() ? nullptr : &rb); !w.empty()) err << w;
   if (c.out == "-" || c.json) out_stream << doc.dump(2) << std::endl;
   // The baseline first: if it cannot be written, neither file is.
   if (!c.baseline_out.empty()) io::write_artifact(c.baseline_out, doc_b);

@@ -2,6 +2,7 @@
 // stats::compare_samples, and print the report as a table, markdown, CSV or JSON.
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <sstream>
@@ -97,24 +98,77 @@ std::string balanced_note(const json& b, const json& n) {
   return "host busy in " + std::to_string(k) + "/" + std::to_string(total) + " rounds; interleaved ABBA rounds balance it";
 }
 
-/// The short verdict cell of table/md/csv ("undecided (busy host)", "same (busy host, ABBA)").
+/// "" or "<side> judged on K of N rounds (round i busy: <reason>; ...)" for each side whose case
+/// was merged from its quiet rounds (host.rounds_left_out, checked by check_bench_artifact).
+std::string left_out_note(const json& b, const json& n) {
+  std::string out;
+  for (const auto& [side, c] : {std::pair<const char*, const json*>{"base", &b}, {"new", &n}}) {
+    if (!c->contains("host") || !(*c)["host"].contains("rounds_left_out")) continue;
+    const json& h = (*c)["host"];
+    const json& lo = h["rounds_left_out"];
+    if (lo.empty()) continue;
+    const size_t rounds = h.value("rounds", size_t{0});
+    std::string s = std::string(side) + " judged on " + std::to_string(rounds - lo.size()) + " of " + std::to_string(rounds) + " rounds (";
+    for (size_t i = 0; i < lo.size(); ++i)
+      s += (i ? "; round " : "round ") + std::to_string(lo[i]["round"].get<size_t>()) + " busy: " + lo[i]["reason"].get<std::string>();
+    out += (out.empty() ? "" : "; ") + s + ")";
+  }
+  return out;
+}
+
+/// The short "base 4/5, new 3/5 rounds" of a row's verdict cell ("" when no round was left out).
+std::string left_out_short(const json& b, const json& n) {
+  std::string out;
+  for (const auto& [side, c] : {std::pair<const char*, const json*>{"base", &b}, {"new", &n}}) {
+    if (!c->contains("host") || !(*c)["host"].contains("rounds_left_out") || (*c)["host"]["rounds_left_out"].empty()) continue;
+    const json& h = (*c)["host"];
+    const size_t rounds = h.value("rounds", size_t{0});
+    out += (out.empty() ? "" : ", ") + std::string(side) + " " + std::to_string(rounds - h["rounds_left_out"].size()) + "/" +
+           std::to_string(rounds);
+  }
+  return out.empty() ? out : out + " rounds";
+}
+
+/// "", "base", "new" or "both": the sides whose host evidence says judged_on "none" (the case and
+/// its whole run under kMinJudgedWindow). A side without a host object (an older build) is not
+/// counted: it recorded nothing, which compare cannot tell from a judged quiet host.
+std::string unjudged_sides(const json& b, const json& n) {
+  auto none = [](const json& c) {
+    return c.contains("host") && c["host"].contains("judged_on") && c["host"]["judged_on"] == "none";
+  };
+  const bool nb = none(b), nn = none(n);
+  return nb && nn ? "both" : nb ? "base" : nn ? "new" : "";
+}
+
+/// The short verdict cell of table/md/csv ("undecided (busy host)", "same (busy host, ABBA)",
+/// "same (base 4/5 rounds; host not judged)").
 std::string short_verdict(const CompareRow& row) {
   if (row.presence != "both") return row.presence;
   if (!row.busy.empty()) return "undecided (busy host)";
-  const std::string v = stats::verdict_name(row.cmp.verdict);
-  return row.balanced.empty() ? v : v + " (busy host, ABBA)";
+  std::vector<std::string> marks;
+  if (!row.balanced.empty()) marks.push_back("busy host, ABBA");
+  if (!row.judged_rounds.empty()) marks.push_back(row.judged_rounds);
+  if (!row.unjudged.empty()) marks.push_back("host not judged");
+  std::string v = stats::verdict_name(row.cmp.verdict);
+  for (size_t i = 0; i < marks.size(); ++i) v += (i ? "; " : " (") + marks[i];
+  return marks.empty() ? v : v + ")";
 }
 
 /// Each distinct host reason once, with the cases it applies to ("undecided (busy host):
-/// <reason>" then "cases: a, b"); `bullet` starts each entry ("  " or "- ").
+/// <reason>" then "cases: a, b"; "busy rounds left out: <note>"); `bullet` starts each entry
+/// ("  " or "- ").
 std::string reason_list(const CompareReport& r, const std::string& bullet) {
   std::vector<std::pair<std::string, std::vector<std::string>>> groups;  // label: reason -> ids
-  for (const auto& row : r.rows) {
-    if (row.presence != "both" || (row.busy.empty() && row.balanced.empty())) continue;
-    const std::string key = row.busy.empty() ? "judged despite a busy host: " + row.balanced : "undecided (busy host): " + row.busy;
+  auto add = [&](const std::string& key, const std::string& id) {
     auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& p) { return p.first == key; });
     if (g == groups.end()) g = groups.insert(groups.end(), {key, {}});
-    g->second.push_back(row.id);
+    g->second.push_back(id);
+  };
+  for (const auto& row : r.rows) {
+    if (row.presence != "both") continue;
+    if (!row.busy.empty()) add("undecided (busy host): " + row.busy, row.id);
+    else if (!row.balanced.empty()) add("judged despite a busy host: " + row.balanced, row.id);
+    if (!row.left_out.empty()) add("busy rounds left out: " + row.left_out, row.id);
   }
   std::string out;
   for (const auto& [key, ids] : groups) {
@@ -126,6 +180,13 @@ std::string reason_list(const CompareReport& r, const std::string& bullet) {
 }
 
 }  // namespace
+
+bool change_contradicts_medians(double change, double medians_ratio, double threshold) {
+  if (!(change > 0) || !(medians_ratio > 0) || !std::isfinite(change) || !std::isfinite(medians_ratio)) return false;
+  auto band = [&](double x) { return x < 1 - threshold ? -1 : x > 1 + threshold ? 1 : 0; };
+  const double apart = std::max(change / medians_ratio, medians_ratio / change);
+  return band(change) != band(medians_ratio) && apart > 1 + std::max(threshold, 0.01);
+}
 
 double parse_threshold(const std::string& s, const char* flag) {
   std::string t;
@@ -196,6 +257,15 @@ CompareReport compare_artifacts(const json& base, const json& fresh, const stats
     } else {
       row.cmp = stats::compare_samples(samples_of(b), samples_of(n), o);
     }
+    row.medians_ratio = row.base_median > 0 ? row.new_median / row.base_median : 0;
+    row.change_disagrees = change_contradicts_medians(row.cmp.ratio, row.medians_ratio, o.threshold);
+    rep.disagreements += row.change_disagrees;
+    row.unjudged = unjudged_sides(b, n);
+    rep.unjudged += !row.unjudged.empty();
+    // A side merged from its quiet rounds is judged on them (merge_rounds left the busy ones
+    // out of its samples and round medians); say which and why.
+    row.left_out = left_out_note(b, n);
+    row.judged_rounds = left_out_short(b, n);
     // Contention rule: a side measured while other work competed for the CPU says more about
     // the neighbours than about the code, so no verdict (an A/A with one busy side read +9315%).
     row.busy = busy_reason(b, n);
@@ -211,6 +281,7 @@ CompareReport compare_artifacts(const json& base, const json& fresh, const stats
       rep.rows.push_back(row);
       continue;
     }
+    rep.left_out += !row.left_out.empty();
     switch (row.cmp.verdict) {
       case stats::Verdict::Same: ++rep.same; break;
       case stats::Verdict::Faster: ++rep.faster; break;
@@ -231,37 +302,66 @@ CompareReport compare_artifacts(const json& base, const json& fresh, const stats
   return rep;
 }
 
+namespace {
+
+/// "", or the note that `n` cases' host contention was not judged (judged_on "none").
+std::string unjudged_note(const CompareReport& r) {
+  if (!r.unjudged) return "";
+  return "note: " + std::to_string(r.unjudged) + " case(s) ran under " + format_seconds(kMinJudgedWindow) +
+         ": host contention not judged (host.judged_on \"none\" on a side, marked \"host not judged\"); a busy host would go "
+         "unseen in them";
+}
+
+/// The footnote for rows whose change disagrees with their medians ("" when none): what each
+/// statistic is, then one line per case; `md` escapes the marker and bullets the cases.
+std::string disagreement_footnote(const CompareReport& r, bool md) {
+  if (!r.disagreements) return "";
+  const std::string t = pct(r.threshold).substr(1);
+  std::string out = std::string(md ? "\\*" : "*") + " change vs medians: for " + std::to_string(r.disagreements) +
+                    " case(s) marked " + (md ? "\\*" : "*") + " the change and the ratio of the medians fall on different sides of the +-" + t +
+                    " threshold. change is the Hodges-Lehmann estimate: the median of all pairwise new/base ratios of the "
+                    "round medians (basis rounds) or of the samples (basis samples); base and new are each side's median of "
+                    "the same values. They part when those values are spread or bimodal (e.g. some rounds 1000x slower), so "
+                    "neither number alone describes the case: look at its round_medians_s / samples_s.\n";
+  if (md) out += "\n";
+  for (const auto& row : r.rows) {
+    if (row.presence != "both" || !row.change_disagrees) continue;
+    out += (md ? "- `" + row.id + "`" : "  " + row.id) + ": change " + pct(row.cmp.ratio - 1) + ", medians " +
+           format_seconds(row.base_median) + " -> " + format_seconds(row.new_median) + " (" + pct(row.medians_ratio - 1) +
+           "), basis " + row.basis + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string format_compare(const CompareReport& r, const std::string& format) {
   std::ostringstream os;
-  auto verdict = [](const CompareRow& row) { return short_verdict(row); };
   auto cells = [&](const CompareRow& row) -> std::vector<std::string> {
     if (row.presence != "both")
-      return {row.id, "-", "-", "-", "-", "-", "-", verdict(row) + (row.note.empty() ? "" : " (" + row.note + ")")};
+      return {row.id, "-", "-", "-", "-", "-", "-", short_verdict(row) + (row.note.empty() ? "" : " (" + row.note + ")")};
     char p[32];
     std::snprintf(p, sizeof p, "%.3g", row.cmp.p);
+    // '*': the change disagrees with the medians (footnote below); a space keeps the others aligned.
+    const std::string mark = row.change_disagrees ? "*" : r.disagreements ? " " : "";
     return {row.id,
             format_seconds(row.base_median),
             format_seconds(row.new_median),
-            pct(row.cmp.ratio - 1),
+            pct(row.cmp.ratio - 1) + mark,
             "[" + pct(row.cmp.lo - 1) + ", " + pct(row.cmp.hi - 1) + "]",
             p,
             row.basis,
-            verdict(row)};
+            short_verdict(row)};
   };
   const std::vector<std::string> head{"case", "base", "new", "change", "95% CI", "p", "basis", "verdict"};
-  char summary[320];
-  std::snprintf(summary, sizeof summary, "%zu slower, %zu faster, %zu same, %zu ambiguous, %zu not compared (threshold %.1f%%)",
+  char counts[320];
+  std::snprintf(counts, sizeof counts, "%zu slower, %zu faster, %zu same, %zu ambiguous, %zu not compared (threshold %.1f%%)",
                 r.slower, r.faster, r.same, r.ambiguous, r.unmatched, 100 * r.threshold);
-  if (r.undecided) {
-    const std::string busy = std::string(summary) + "; " + std::to_string(r.undecided) +
-                             " UNDECIDED: measured on a busy host, not judged (rerun them on a quiet machine)";
-    std::snprintf(summary, sizeof summary, "%s", busy.c_str());
-  }
-  if (r.balanced) {
-    const std::string busy = std::string(summary) + "; " + std::to_string(r.balanced) +
-                             " judged despite a busy host (interleaved ABBA rounds)";
-    std::snprintf(summary, sizeof summary, "%s", busy.c_str());
-  }
+  std::string summary = counts;
+  if (r.undecided)
+    summary += "; " + std::to_string(r.undecided) + " UNDECIDED: measured on a busy host, not judged (rerun them on a quiet machine)";
+  if (r.balanced) summary += "; " + std::to_string(r.balanced) + " judged despite a busy host (interleaved ABBA rounds)";
+  if (r.left_out) summary += "; " + std::to_string(r.left_out) + " judged on quiet rounds (busy rounds left out)";
   // A verdict on one process per side cannot see between-process variance (code and page
   // placement, thread start-up, neighbours: 8-47% on a shared 2-vCPU VM), so say so next to it.
   size_t single_process = 0;
@@ -273,16 +373,22 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
     note = "note: " + std::to_string(single_process) +
            " slower/faster verdict(s) rest on one process per side; between-process variance is not in their CIs: "
            "confirm with rtx-bench run --rounds 5 on both sides before acting on them";
+  const std::string unjudged = unjudged_note(r);
   if (format == "json") {
     nlohmann::json j;
     j["schema"] = "rtx.bench-compare.v1";
     if (!note.empty()) j["note"] = note;
+    nlohmann::json notes = nlohmann::json::array();
+    for (const std::string& x : {note, unjudged, disagreement_footnote(r, false)})
+      if (!x.empty()) notes.push_back(x.back() == '\n' ? x.substr(0, x.find('\n')) : x);
+    if (!notes.empty()) j["notes"] = notes;
     j["base"] = r.base_source;
     j["new"] = r.new_source;
     j["threshold"] = r.threshold;
     j["summary"] = {{"slower", r.slower},       {"faster", r.faster},       {"same", r.same},
                     {"ambiguous", r.ambiguous}, {"unmatched", r.unmatched}, {"undecided", r.undecided},
-                    {"balanced", r.balanced}};
+                    {"balanced", r.balanced},   {"left_out", r.left_out},   {"host_not_judged", r.unjudged},
+                    {"change_disagrees", r.disagreements}};
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& row : r.rows) {
       nlohmann::json x = {{"id", row.id}, {"presence", row.presence}};
@@ -292,6 +398,8 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
         x["new_median_s"] = row.new_median;
         x["ratio"] = row.cmp.ratio;
         x["ratio_ci"] = {row.cmp.lo, row.cmp.hi};
+        x["medians_ratio"] = row.medians_ratio;
+        x["change_disagrees_with_medians"] = row.change_disagrees;
         x["p"] = row.cmp.p;
         x["n_base"] = row.cmp.n_base;
         x["n_new"] = row.cmp.n_new;
@@ -305,6 +413,8 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
           x["measured_reason"] = row.cmp.reason;
         }
         if (!row.balanced.empty()) x["host_note"] = row.balanced;
+        if (!row.left_out.empty()) x["rounds_note"] = row.left_out;
+        if (!row.unjudged.empty()) x["host_not_judged"] = row.unjudged;
       } else if (!row.note.empty()) {
         x["note"] = row.note;
       }
@@ -314,15 +424,22 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
     os << j.dump(2) << "\n";
   } else if (format == "csv") {
     // verdict: "undecided" for a busy host, else the statistical verdict; reason: the host
-    // evidence (busy or ABBA-balanced) and/or the statistics' reason; measured_verdict: what
+    // notes (ABBA-balanced, rounds left out, not judged), a change that disagrees with the
+    // medians, then the busy-host evidence or the statistics' reason; measured_verdict: what
     // the statistics alone said.
     os << "case,base_median_s,new_median_s,ratio,ratio_lo,ratio_hi,p,basis,verdict,reason,measured_verdict\n";
     for (const auto& row : r.rows) {
       os << csv_quote(row.id) << ",";
       if (row.presence == "both") {
         const std::string measured = stats::verdict_name(row.cmp.verdict);
-        std::string reason = !row.busy.empty() ? row.busy : row.cmp.reason;
-        if (!row.balanced.empty()) reason = row.balanced + (reason.empty() ? "" : "; " + reason);
+        std::string reason;
+        for (const std::string& x : {row.balanced, row.left_out,
+                                     row.unjudged.empty() ? std::string() : "host not judged on " + row.unjudged + " (ran under " +
+                                                                                format_seconds(kMinJudgedWindow) + ")",
+                                     row.change_disagrees ? "change disagrees with the medians (" + pct(row.medians_ratio - 1) + ")"
+                                                          : std::string(),
+                                     !row.busy.empty() ? row.busy : row.cmp.reason})
+          if (!x.empty()) reason += (reason.empty() ? "" : "; ") + x;
         os << row.base_median << "," << row.new_median << "," << row.cmp.ratio << "," << row.cmp.lo << "," << row.cmp.hi << ","
            << row.cmp.p << "," << row.basis << "," << (row.busy.empty() ? measured : "undecided") << "," << csv_quote(reason) << ","
            << measured << "\n";
@@ -337,7 +454,8 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
     for (const auto& row : r.rows) {
       auto c = cells(row);
       if (row.presence == "both" && !row.busy.empty()) c.back() = "**undecided** (busy host)";
-      else if (row.presence == "both" && row.cmp.verdict == stats::Verdict::Slower) c.back() = "**slower**";
+      else if (row.presence == "both" && row.cmp.verdict == stats::Verdict::Slower) c.back() = "**slower**" + c.back().substr(6);  // markers kept
+      if (row.change_disagrees) c[3] = c[3].substr(0, c[3].size() - 1) + "\\*";
       // A code span cannot hold its own delimiter: use `` when the id has a backtick.
       const std::string tick = c[0].find('`') == std::string::npos ? "`" : "`` ";
       const std::string untick = tick == "`" ? "`" : " ``";
@@ -348,6 +466,8 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
     os << "\n" << summary << "\n";
     if (const std::string reasons = reason_list(r, "- "); !reasons.empty()) os << "\nhost:\n\n" << reasons;
     if (!note.empty()) os << "\n" << note << "\n";
+    if (!unjudged.empty()) os << "\n" << unjudged << "\n";
+    if (const std::string f = disagreement_footnote(r, true); !f.empty()) os << "\n" << f;
   } else if (format == "table") {
     std::vector<std::vector<std::string>> rows{head};
     for (const auto& row : r.rows) rows.push_back(cells(row));
@@ -366,6 +486,8 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
     os << summary << "\n";
     if (const std::string reasons = reason_list(r, "  "); !reasons.empty()) os << "host:\n" << reasons;
     if (!note.empty()) os << note << "\n";
+    if (!unjudged.empty()) os << unjudged << "\n";
+    os << disagreement_footnote(r, false);
   } else {
     throw_usage("unknown format '" + format + "'", "--format", "use table, md, csv or json");
   }

@@ -147,6 +147,13 @@ json to_json(const HostEvidence& e) {
   if (e.rounds) {
     j["rounds"] = e.rounds;
     j["rounds_contended"] = e.rounds_contended;
+    j["judged_rounds"] = e.judged_rounds;
+  }
+  if (!e.rounds_left_out.empty()) {
+    json lo = json::array();
+    for (const LeftOutRound& r : e.rounds_left_out)
+      lo.push_back({{"round", r.round}, {"reason", r.reason}, {"median_s", r.median_s}, {"n", r.samples.size()}, {"samples_s", r.samples}});
+    j["rounds_left_out"] = lo;
   }
   return j;
 }
@@ -191,6 +198,56 @@ HostEvidence host_evidence_from_json(const json& j, const std::string& source, c
   count("rounds_contended", e.rounds_contended);
   if (e.rounds_contended > e.rounds)
     bad("rounds_contended", "expected at most rounds (" + std::to_string(e.rounds) + "), got " + std::to_string(e.rounds_contended));
+  if (j.contains("rounds_left_out")) {
+    const json& lo = j["rounds_left_out"];
+    if (!lo.is_array()) bad("rounds_left_out", std::string("expected array, got ") + lo.type_name());
+    for (size_t i = 0; i < lo.size(); ++i) {
+      const std::string at = "rounds_left_out/" + std::to_string(i);
+      const json& x = lo[i];
+      if (!x.is_object()) bad(at, std::string("expected object, got ") + x.type_name());
+      LeftOutRound r;
+      const json none;
+      const json& round = x.contains("round") ? x["round"] : none;
+      if (!round.is_number_integer() || round.get<int64_t>() < 1 || round.get<uint64_t>() > e.rounds)
+        bad(at + "/round", "expected an integer in [1, rounds = " + std::to_string(e.rounds) + "], got " + round.dump());
+      r.round = round.get<size_t>();
+      if (!e.rounds_left_out.empty() && r.round <= e.rounds_left_out.back().round)
+        bad(at + "/round", "expected rounds in increasing order, got " + std::to_string(r.round) + " after " +
+                               std::to_string(e.rounds_left_out.back().round));
+      if (!x.contains("reason") || !x["reason"].is_string())
+        bad(at + "/reason", "expected string, got " + (x.contains("reason") ? std::string(x["reason"].type_name()) : "nothing"));
+      r.reason = x["reason"].get<std::string>();
+      if (x.contains("samples_s")) {
+        const json& s = x["samples_s"];
+        if (!s.is_array()) bad(at + "/samples_s", std::string("expected array, got ") + s.type_name());
+        for (size_t k = 0; k < s.size(); ++k) {
+          if (!s[k].is_number() || !std::isfinite(s[k].get<double>()) || !(s[k].get<double>() > 0))
+            bad(at + "/samples_s/" + std::to_string(k), "expected a finite positive number of seconds, got " + s[k].dump());
+          r.samples.push_back(s[k].get<double>());
+        }
+      }
+      if (x.contains("median_s")) {
+        const json& m = x["median_s"];
+        if (!m.is_number() || !std::isfinite(m.get<double>()) || m.get<double>() < 0)
+          bad(at + "/median_s", "expected a finite number >= 0, got " + m.dump());
+        r.median_s = m.get<double>();
+      }
+      e.rounds_left_out.push_back(std::move(r));
+    }
+    if (e.rounds_left_out.size() > e.rounds_contended)
+      bad("rounds_left_out", "lists " + std::to_string(e.rounds_left_out.size()) + " rounds, more than rounds_contended (" +
+                                 std::to_string(e.rounds_contended) + ")");
+  }
+  // Artifacts written before judged_rounds existed judged every round.
+  e.judged_rounds = e.rounds - e.rounds_left_out.size();
+  if (j.contains("judged_rounds")) {
+    size_t judged = 0;
+    count("judged_rounds", judged);
+    if (judged != e.judged_rounds)
+      bad("judged_rounds", "expected rounds minus the left-out rounds (" + std::to_string(e.rounds) + " - " +
+                               std::to_string(e.rounds_left_out.size()) + " = " + std::to_string(e.judged_rounds) + "), got " +
+                               std::to_string(judged));
+  }
   if (!j.contains("contended")) bad("contended", "missing (expected boolean)");
   if (!j["contended"].is_boolean()) bad("contended", std::string("expected boolean, got ") + j["contended"].type_name());
   e.contended = j["contended"].get<bool>();
@@ -203,6 +260,9 @@ HostEvidence host_evidence_from_json(const json& j, const std::string& source, c
     if (!v.is_string() || (v != "case" && v != "run" && v != "avg10" && v != "none"))
       bad("judged_on", "expected \"case\", \"run\" or \"none\" (\"avg10\" in artifacts of earlier builds), got " + v.dump());
     e.judged_on = v == "none" ? "" : v.get<std::string>();
+  } else if (e.window_s >= kMinJudgedWindow) {
+    // Builds before judged_on judged every window this long; "" would read back as "none".
+    e.judged_on = "case";
   }
   if (e.contended && e.reason.empty()) e.reason = "flagged contended (no evidence recorded)";
   return e;

@@ -381,8 +381,15 @@ TEST_CASE("error bodies and model/context helpers", "[cpu]") {
   const auto nf = check_model("gpt-9", {"stories"});
   REQUIRE(nf);
   CHECK(nf->status == 404);
-  CHECK(error_body(*nf) == json::parse(R"({"error":{"message":"The model `gpt-9` does not exist or you do not have access to it.",
+  CHECK(error_body(*nf) == json::parse(R"({"error":{"message":"The model 'gpt-9' is not served here; this server serves 'stories'.",
       "type":"invalid_request_error","param":null,"code":"model_not_found"}})"));
+  // Several served ids are all named; none served says so; the empty name is shown as such.
+  CHECK(check_model("x", {"a", "b"})->message == "The model 'x' is not served here; this server serves 'a', 'b'.");
+  CHECK(check_model("x", {})->message == "The model 'x' is not served here; this server serves no model.");
+  CHECK(check_model("", {"a"})->message == "The model '' is not served here; this server serves 'a'.");
+  CHECK(check_model("", {"a"})->status == 404);
+  CHECK_FALSE(check_model("a", {"a"}));
+  CHECK(check_model("A", {"a"}));  // ids compare exactly
 
   CHECK_FALSE(check_context(100, 156, 256, "prompt"));
   CHECK_FALSE(check_context(1, 1, 2, "prompt"));

@@ -14,7 +14,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cctype>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <string_view>
@@ -32,6 +34,8 @@ thread_local Clock::time_point t_request_start = Clock::now();
 thread_local socket_t t_sock = INVALID_SOCKET;  // the connection this thread is serving
 thread_local std::string t_detail;                // what is wrong, for the syntax refusals
 thread_local std::string t_peer;                  // the peer's address, for the access log
+class GuardStream;
+thread_local const GuardStream* t_stream = nullptr;  // the stream of the connection this thread serves
 
 /// cpp-httplib's limit on one header line and on the request line, CRLF included.
 constexpr size_t kLineMax = CPPHTTPLIB_HEADER_MAX_LENGTH;
@@ -188,6 +192,7 @@ class GuardStream final : public httplib::Stream {
     chunked_ = false;
     chunk_state_ = ChunkState::Size;
     chunk_left_ = body_bytes_ = 0;
+    body_read_ = declared_length_ = 0;
     chunk_line_ = 0;
     chunk_digits_ = 0;
     ext_ = false;
@@ -200,6 +205,12 @@ class GuardStream final : public httplib::Stream {
     t_refusal = GuardRefusal::None;
   }
   bool buffered() const { return pos_ < len_ || out_pos_ < out_.size(); }
+  /// Whether the current request was handed out to its end: the headers, then the body as framed
+  /// (Content-Length bytes, or a chunked body through its last chunk's CRLF).
+  bool request_read_whole() const {
+    if (in_headers_) return false;
+    return chunked_ ? chunk_state_ == ChunkState::Done : body_read_ >= declared_length_;
+  }
   /// Bytes written for the current request (0: nothing answered yet).
   size_t written() const { return written_; }
   /// The request line's method and target, as far as they arrived (for the access log of a
@@ -253,6 +264,8 @@ class GuardStream final : public httplib::Stream {
     } else if (chunked_) {
       for (size_t i = 0; i < k; ++i)
         if (!chunk_byte(buf_[pos_ + i])) return -1;
+    } else {
+      body_read_ += k;
     }
     std::memcpy(ptr, buf_.data() + pos_, k);
     pos_ += k;
@@ -286,8 +299,11 @@ class GuardStream final : public httplib::Stream {
 
   /// Bytes in buf_ to read, waiting for them if there are none, within the current deadline
   /// (which holds however the bytes trickle in: one byte per second keeps a per-read timeout
-  /// from ever firing) and cpp-httplib's read timeout. False on a refusal (a missed deadline),
-  /// a read timeout, end of stream or a socket error.
+  /// from ever firing) and cpp-httplib's read timeout. False on a refusal (a missed deadline, or
+  /// the read timeout passing without a byte: a request stalled before its deadlines, 408, not
+  /// the 400 cpp-httplib would answer for a failed read), end of stream or a socket error. The
+  /// connection loop only starts a request once its first bytes are there, so a read that
+  /// waits is always inside a request.
   bool fill() {
     const Clock::time_point deadline = in_headers_ ? header_deadline_ : receive_deadline_;
     if (Clock::now() >= deadline) return refuse(in_headers_ ? GuardRefusal::HeaderTimeout : GuardRefusal::ReceiveTimeout);
@@ -301,7 +317,12 @@ class GuardStream final : public httplib::Stream {
       if (r < 0 && errno != EINTR) return false;
       if (Clock::now() >= deadline)
         return refuse(in_headers_ ? GuardRefusal::HeaderTimeout : GuardRefusal::ReceiveTimeout);
-      if (Clock::now() >= give_up) return false;
+      if (Clock::now() >= give_up) {
+        char what[160];
+        std::snprintf(what, sizeof what, "no byte of the request's %s arrived for %g s (the read timeout)",
+                      in_headers_ ? (header_lines_ == 0 ? "request line" : "headers") : "body", read_timeout_ms_ / 1e3);
+        return refuse(GuardRefusal::ReadTimeout, what);
+      }
     }
     ssize_t n;
     do {
@@ -560,6 +581,9 @@ class GuardStream final : public httplib::Stream {
                                                         "alone, or a Content-Length");
       chunked_ = true;
     }
+    // Digits only (checked above); past 19 digits it is more than any body this server reads.
+    if (has_content_length_ && !chunked_)
+      declared_length_ = content_length_.size() > 19 ? UINT64_MAX : std::strtoull(content_length_.c_str(), nullptr, 10);
     const bool body = chunked_ || (has_content_length_ && content_length_.find_first_not_of('0') != std::string::npos);
     if (body && !content_encoding_.empty() && lower(content_encoding_) != "identity")
       return refuse(GuardRefusal::UnsupportedEncoding,
@@ -659,6 +683,7 @@ class GuardStream final : public httplib::Stream {
   bool chunked_ = false;
   ChunkState chunk_state_ = ChunkState::Size;
   uint64_t chunk_left_ = 0, body_bytes_ = 0;
+  uint64_t body_read_ = 0, declared_length_ = 0;  // Content-Length body: bytes handed out, bytes declared
   size_t chunk_line_ = 0, chunk_digits_ = 0;
   bool ext_ = false;
   Clock::time_point header_deadline_, receive_deadline_;
@@ -680,6 +705,7 @@ bool current_client_gone() {
 }
 
 GuardRefusal current_guard_refusal() { return t_refusal; }
+bool current_request_read_whole() { return t_stream && t_stream->request_read_whole(); }
 void close_after_response() { t_close_after = true; }
 std::string current_client_addr() { return t_peer; }
 
@@ -704,6 +730,8 @@ std::string guard_refusal_message(GuardRefusal r, const HttpLimits& l) {
       return "request headers did not arrive within " + num(l.header_timeout_s) + " s";
     case GuardRefusal::ReceiveTimeout:
       return "request body did not arrive within " + num(l.receive_timeout_s) + " s of the request's start";
+    case GuardRefusal::ReadTimeout:
+      return t_detail;
     case GuardRefusal::BodyTooLarge:
       return "Request body too large: the chunked body exceeds the limit of " + t_detail + " bytes.";
     case GuardRefusal::BadRequest:
@@ -724,7 +752,8 @@ const char* guard_refusal_reason(GuardRefusal r) {
     case GuardRefusal::HeaderLineTooLong: return "headers_too_large";
     case GuardRefusal::UriTooLong: return "uri_too_long";
     case GuardRefusal::HeaderTimeout:
-    case GuardRefusal::ReceiveTimeout: return "timeout";
+    case GuardRefusal::ReceiveTimeout:
+    case GuardRefusal::ReadTimeout: return "timeout";
     case GuardRefusal::BadRequest: return "bad_request";
     case GuardRefusal::BadFraming: return "bad_framing";
     case GuardRefusal::NotImplemented: return "not_implemented";
@@ -745,7 +774,8 @@ GuardAnswer guard_refusal_answer(GuardRefusal r, const HttpLimits& l) {
     case GuardRefusal::HeaderLineTooLong: a.status = 431, a.code = "headers_too_large"; break;
     case GuardRefusal::UriTooLong: a.status = 414, a.code = "uri_too_long"; break;
     case GuardRefusal::HeaderTimeout:
-    case GuardRefusal::ReceiveTimeout: a.status = 408, a.code = "request_timeout"; break;
+    case GuardRefusal::ReceiveTimeout:
+    case GuardRefusal::ReadTimeout: a.status = 408, a.code = "request_timeout"; break;
     case GuardRefusal::BadRequest: a.status = 400, a.code = "bad_request"; break;
     case GuardRefusal::BadFraming: a.status = 400, a.code = "bad_framing"; break;
     case GuardRefusal::NotImplemented: a.status = 501, a.code = "not_implemented"; break;
@@ -809,10 +839,14 @@ GuardedHttpServer& GuardedHttpServer::set_error_handler(httplib::Server::Handler
   httplib::Server::set_error_handler(httplib::Server::HandlerWithResponse(
       [this, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
     // cpp-httplib's own 400 (its parser or body reader refused the request, or it routes the
-    // method nowhere) comes with no body; a handler's or the guard's answers have one or a refusal.
-    const bool library_400 = res.status == 400 && res.body.empty() && current_guard_refusal() == GuardRefusal::None;
+    // method nowhere) and 413 (a form-encoded body over its 8 KiB cap; larger declared bodies
+    // are refused before routing) come with no body; a handler's or the guard's answers have one
+    // or a refusal.
+    const bool library = res.body.empty() && current_guard_refusal() == GuardRefusal::None;
+    const int status = res.status;
     const auto r = handler ? handler(req, res) : httplib::Server::HandlerResponse::Unhandled;
-    if (library_400 && res.status == 400) count_refusal("bad_request");
+    if (library && status == 400 && res.status == 400) count_refusal("bad_request");
+    if (library && status == 413 && res.status == 413) count_refusal("body_too_large");
     return r;
   }));
   return *this;
@@ -837,11 +871,13 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
   const int write_ms = static_cast<int>(write_timeout_sec_ * 1000 + write_timeout_usec_ / 1000);
   GuardStream strm(sock, limits_, payload_max_length_, std::max(read_ms, 1), std::max(write_ms, 1));
   t_sock = sock;
+  t_stream = &strm;
   int peer_port = 0;
   strm.get_remote_ip_and_port(t_peer, peer_port);
   struct Forget {
     ~Forget() {
       t_sock = INVALID_SOCKET;
+      t_stream = nullptr;
       t_peer.clear();
     }
   } forget;

@@ -40,6 +40,7 @@ enum class GuardRefusal {
   UriTooLong,            ///< the request line over 8192 bytes (or max_header_bytes): 414
   HeaderTimeout,         ///< 408
   ReceiveTimeout,        ///< 408
+  ReadTimeout,           ///< no byte for the read timeout (set_read_timeout) mid-request, before a deadline: 408
   BadRequest,            ///< a header line, Host or request target RFC 9112 says to reject (400 bad_request)
   BadFraming,            ///< Transfer-Encoding or chunked framing that cannot be trusted (400 bad_framing)
   NotImplemented,        ///< an unknown method or transfer coding, CONNECT, OPTIONS * (501)
@@ -60,6 +61,11 @@ std::string current_client_addr();
 /// request) do not count as gone. For handlers that wait without writing (non-streamed
 /// completions), so that a client that went away frees its slot at once.
 bool current_client_gone();
+/// Whether the request being handled on the calling thread has been read to its end: its
+/// headers, and its body as framed (Content-Length bytes, or a chunked body up to its last
+/// chunk). False while bytes of it may still be on the socket (cpp-httplib does not read the
+/// body of a GET, HEAD, OPTIONS or TRACE), which must then not be read as a next request.
+bool current_request_read_whole();
 /// Close the connection once the current response is written (a refusal that left the request
 /// unread: what follows on the socket must not be read as a next request). The response then
 /// carries one `Connection: close` and no `Keep-Alive`.
@@ -77,7 +83,7 @@ GuardAnswer guard_refusal_answer(GuardRefusal r, const HttpLimits& l);
 
 /// The `reason` label of a refusal in rtx_http_refused_total ("" for None): headers_too_large
 /// (431, HeadersTooLarge and HeaderLineTooLong), uri_too_long (414), timeout (408, both
-/// deadlines), bad_request and bad_framing (400), not_implemented (501), unsupported_encoding
+/// deadlines and the read timeout), bad_request and bad_framing (400), not_implemented (501), unsupported_encoding
 /// (415), body_too_large (413, a chunked body), version_not_supported (505, RFC 9110 15.6.6).
 /// headers_too_large and timeout are the labels of the first version of the metric; 414
 /// counted under headers_too_large before it had its own.
@@ -104,7 +110,9 @@ class GuardedHttpServer : public httplib::Server {
   /// (the error handler or the connection loop). A 400 Bad Request (RFC 9110 15.5.1) that
   /// cpp-httplib gives itself, past the guard's checks (a request cut short mid-headers or
   /// mid-body, a multipart body it cannot parse, a method it routes nowhere such as TRACE on an
-  /// unknown path), counts under bad_request when it is still 400 after the error handler ran.
+  /// unknown path), counts under bad_request when it is still 400 after the error handler ran;
+  /// its own 413 (a form-encoded body over CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH, 8 KiB)
+  /// counts under body_too_large when it is still 413.
   /// Refusals made by the server's own handlers (pre-routing: several Content-Length, a
   /// declared body over the limit, 401, 411) are not counted here.
   uint64_t refused(std::string_view reason) const;
@@ -116,8 +124,9 @@ class GuardedHttpServer : public httplib::Server {
   /// cpp-httplib never sees as requests. Hides httplib::Server::set_logger.
   GuardedHttpServer& set_logger(httplib::Logger logger);
   /// cpp-httplib's error handler (called for every answer with status >= 400, RFC 9110 15.5),
-  /// wrapped so that a 400 cpp-httplib raised itself, with no guard refusal and no body from a
-  /// handler, is counted under bad_request in refused() when the handler leaves it a 400.
+  /// wrapped so that a 400 or 413 cpp-httplib raised itself, with no guard refusal and no body
+  /// from a handler, is counted under bad_request or body_too_large in refused() when the
+  /// handler leaves that status.
   /// Hides httplib::Server::set_error_handler; the constructor installs the wrapper with no
   /// handler, so such 400s count even when none is set.
   GuardedHttpServer& set_error_handler(httplib::Server::HandlerWithResponse handler);

@@ -44,9 +44,12 @@ ApiError invalid_request(std::string message, std::string param, std::string cod
 std::optional<ApiError> check_model(const std::string& name, const std::vector<std::string>& served) {
   for (const auto& s : served)
     if (s == name) return std::nullopt;
+  std::string list;
+  for (const auto& s : served) list += (list.empty() ? "'" : ", '") + s + "'";
   ApiError e;
   e.status = 404;
-  e.message = "The model `" + name + "` does not exist or you do not have access to it.";
+  e.message = "The model '" + name + "' is not served here; this server serves " +
+              (list.empty() ? std::string("no model") : list) + ".";
   e.code = "model_not_found";
   return e;
 }

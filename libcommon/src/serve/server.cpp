@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <ctime>
 #include <deque>
+#include <filesystem>
 #include <iomanip>
 #include <map>
 #include <mutex>
@@ -199,6 +200,10 @@ struct Server::Impl {
   std::atomic<int> streaming{0};  // SSE responses not yet fully written
   const int64_t started = static_cast<int64_t>(std::time(nullptr));  // the model object's "created"
 
+  /// The model id this server serves: --model-name, else the model's name (general.name or
+  /// the file's stem), never a path.
+  std::string served_id() const { return cfg.model_name.empty() ? main.model->info().name : cfg.model_name; }
+
   void count(const std::string& engine, int status) {
     std::lock_guard<std::mutex> g(stat_mu);
     ++status_counts[engine + "|" + std::to_string(status)];
@@ -229,7 +234,7 @@ struct Server::Impl {
     const Model& model = *main.model;
     const ModelInfo& mi = model.info();
     const io::Tokenizer& tok = model.tokenizer();
-    const std::string served = cfg.model_name.empty() ? mi.name : cfg.model_name;
+    const std::string served = served_id();
     try {
       if (detokenize) {
         const DetokenizeRequest rq = parse_detokenize_request(hreq.body);
@@ -292,7 +297,7 @@ struct Server::Impl {
       send_error(res, e.error());
       return;
     }
-    const std::string served = cfg.model_name.empty() ? main.model->info().name : cfg.model_name;
+    const std::string served = served_id();
     if (rq.model.empty()) rq.model = served;
     if (auto e = check_model(rq.model, {served})) {
       send_error(res, *e);
@@ -505,9 +510,10 @@ struct Server::Impl {
     // Every reason of the HTTP guard (http_guard.hpp, guard_refusal_reason), 0 included.
     family("rtx_http_refused_total", "counter",
            "Requests the HTTP guard refused (the connection then closed), by reason: headers_too_large (431), "
-           "uri_too_long (414), timeout (408), bad_request and bad_framing (400), not_implemented (501), "
-           "unsupported_encoding (415), body_too_large (413, a chunked body), version_not_supported (505); "
-           "cpp-httplib's own 400s count under bad_request.");
+           "uri_too_long (414), timeout (408: a deadline, or no byte for the read timeout), bad_request and "
+           "bad_framing (400), not_implemented (501), unsupported_encoding (415), body_too_large (413, a chunked "
+           "body), version_not_supported (505); cpp-httplib's own 400s count under bad_request, its 413 (a "
+           "form-encoded body over 8 KiB) under body_too_large.");
     for (const char* reason : kGuardRefusalReasons)
       o << "rtx_http_refused_total{reason=\"" << reason << "\"} " << http.refused(reason) << "\n";
     family("rtx_requests_finished_total", "counter", "Generation requests finished, by finish reason.");
@@ -586,6 +592,8 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
   if (!(cfg.shutdown_deadline_s >= 0)) throw_input("shutdown deadline must be >= 0", "shutdown_deadline_s");
   if (!(cfg.header_timeout_s > 0) || !(cfg.receive_timeout_s >= cfg.header_timeout_s))
     throw_input("header timeout must be > 0 and the receive timeout >= it", "header_timeout_s/receive_timeout_s");
+  if (!(cfg.read_timeout_s > 0 && cfg.read_timeout_s <= 86400))  // the guard waits in int milliseconds
+    throw_input("read timeout must be > 0 and at most 86400 s", "read_timeout_s");
   if (cfg.max_header_bytes < 1024 || cfg.max_header_lines < 4)
     throw_input("header limits must allow at least 1024 bytes and 4 lines", "max_header_bytes/max_header_lines");
   if (cfg.chat.name.empty()) cfg.chat = chat_template(kDefaultChatTemplate);
@@ -612,7 +620,10 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
     I->listen_fd = sock;
   });
-  http.set_read_timeout(30, 0);
+  {
+    const auto us = static_cast<int64_t>(std::ceil(cfg.read_timeout_s * 1e6));
+    http.set_read_timeout(static_cast<time_t>(us / 1000000), static_cast<time_t>(us % 1000000));
+  }
   http.set_write_timeout(30, 0);
   // Runs before cpp-httplib reads the body. Every refusal here leaves the body unread, so the
   // connection is closed after the answer: the unread bytes must never be parsed as a next
@@ -701,8 +712,14 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
     if (!res.body.empty()) return;
     // An error cpp-httplib raised while reading (bad request line, header, chunk, size): the
     // rest of the request may still be on the socket, so the connection ends with this answer.
-    close_after_response();
-    res.set_header("Connection", "close");
+    // A 404 or 405 of the router (no route for the path or the method) keeps the connection
+    // when the whole request was read, as any handler's answer does; with a body left unread (a
+    // GET or TRACE with a Content-Length, which cpp-httplib does not read) it closes too.
+    const auto end_connection = [&res] {
+      close_after_response();
+      res.set_header("Connection", "close");
+    };
+    const bool read_whole = current_request_read_whole();
     const size_t declared = std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10);
     if (res.status == 413 && declared <= I->cfg.max_body_bytes &&
         req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0) {
@@ -713,12 +730,14 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
                   " bytes sent as application/x-www-form-urlencoded, which the HTTP library caps at 8192 bytes; "
                   "send it with 'Content-Type: application/json' (curl: -H 'Content-Type: application/json').";
       I->send_error(res, e);
+      end_connection();
     } else if (res.status == 413) {
       I->send_error(res, body_too_large(declared, I->cfg.max_body_bytes));
+      end_connection();
     } else if (res.status == 404 && req.path.rfind("/v1/models/", 0) == 0 && route_takes(req.path, req.method)) {
       // GET /v1/models/{id} with an id the route pattern does not take (empty, CR or LF).
-      I->send_error(res, status_error(404, "invalid_request_error",
-                                      "The model '" + req.path.substr(11) + "' does not exist.", "model_not_found"));
+      I->send_error(res, *check_model(req.path.substr(11), {I->served_id()}));
+      if (!read_whole) end_connection();
     } else if ((res.status == 404 && route_methods(req.path).empty()) ||
                ((res.status == 404 || res.status == 400) && !req.method.empty() && !route_methods(req.path).empty() &&
                 !route_takes(req.path, req.method))) {
@@ -727,13 +746,16 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
       const ApiError e = wrong_route(req, res);
       res.status = e.status;
       I->send_error(res, e);
+      if (!read_whole) end_connection();
     } else if (res.status == 404 || (res.status == 400 && routed_nowhere_by_httplib(req.method) && !req.path.empty() &&
                                       route_methods(req.path).empty())) {
       // A path no route serves is 404 whatever the method: cpp-httplib answers 400 for a
       // method it routes nowhere (TRACE /nowhere), which is not the client's framing error.
       res.status = 404;
       I->send_error(res, status_error(404, "invalid_request_error", req.path + " was not found", "not_found"));
+      if (!read_whole) end_connection();
     } else if (res.status >= 400) {
+      end_connection();
       const std::string what =
           res.status == 400 ? "malformed HTTP/1.1 request (request line, headers or body framing)"
                             : "HTTP " + std::to_string(res.status);
@@ -757,31 +779,22 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
             [I](const httplib::Request& q, httplib::Response& r) { I->handle(q, r, Endpoint::ChatCompletions); });
   http.Post("/tokenize", [I](const httplib::Request& q, httplib::Response& r) { I->handle_tokens(q, r, false); });
   http.Post("/detokenize", [I](const httplib::Request& q, httplib::Response& r) { I->handle_tokens(q, r, true); });
-  // OpenAI's model object for the served model (GET /v1/models and /v1/models/{id}).
+  // OpenAI's model object for the served model (GET /v1/models and /v1/models/{id}). No path:
+  // where the file lies on the server is the operator's business; meta.file is its name alone.
   auto model_object = [I] {
     const ModelInfo& mi = I->main.model->info();
-    const std::string id = I->cfg.model_name.empty() ? mi.name : I->cfg.model_name;
-    return nlohmann::json{{"id", id}, {"object", "model"}, {"created", I->started},
+    return nlohmann::json{{"id", I->served_id()}, {"object", "model"}, {"created", I->started},
                           {"owned_by", "rtx"},
                           {"meta", {{"arch", mi.arch}, {"vocab", mi.vocab}, {"context", mi.context},
-                                    {"n_layer", mi.n_layer}, {"path", mi.path}}}};
+                                    {"n_layer", mi.n_layer}, {"file", std::filesystem::path(mi.path).filename().string()}}}};
   };
   http.Get("/v1/models", [I, model_object](const httplib::Request&, httplib::Response& res) {
     res.set_content(dump_json({{"object", "list"}, {"data", nlohmann::json::array({model_object()})}}), "application/json");
     I->count("main", 200);
   });
   http.Get(R"(/v1/models/(.+))", [I, model_object](const httplib::Request& req, httplib::Response& res) {
-    nlohmann::json m = model_object();
-    const std::string want = req.matches[1];
-    if (want != m["id"].get<std::string>()) {
-      res.status = 404;
-      I->send_error(res, status_error(404, "invalid_request_error",
-                                      "The model '" + want + "' does not exist; this server serves '" +
-                                          m["id"].get<std::string>() + "'.",
-                                      "model_not_found"));
-      I->count("main", 404);
-      return;
-    }
+    if (auto e = check_model(req.matches[1], {I->served_id()})) return I->send_error(res, *e);
+    const nlohmann::json m = model_object();
     res.set_content(dump_json(m), "application/json");
     I->count("main", 200);
   });

@@ -44,8 +44,9 @@ class ApiException : public Error {
 nlohmann::json error_body(const ApiError& e);
 /// 400 invalid_request_error naming `param`.
 ApiError invalid_request(std::string message, std::string param = {}, std::string code = {});
-/// 404 "The model `name` does not exist or you do not have access to it." code model_not_found
-/// (OpenAI's wording), or nullopt when `name` is one of `served`.
+/// 404 invalid_request_error, code model_not_found (OpenAI's code; param null, as OpenAI's),
+/// naming the ids that are served: "The model 'gpt-4' is not served here; this server serves
+/// 'stories'." (several ids: 'a', 'b'). nullopt when `name` is one of `served`.
 std::optional<ApiError> check_model(const std::string& name, const std::vector<std::string>& served);
 /// 400 code context_length_exceeded (OpenAI's wording: "This model's maximum context length is
 /// C tokens. However, you requested P+M tokens (P in the prompt, M in the completion). ...") when

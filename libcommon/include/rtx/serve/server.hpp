@@ -39,6 +39,9 @@ struct ServerConfig {
   size_t max_header_lines = 128;   ///< request line + header lines; beyond: 431
   double header_timeout_s = 10;    ///< a request's line + headers must arrive within this (else 408)
   double receive_timeout_s = 60;   ///< its headers + body within this (else 408): slow clients end
+  /// cpp-httplib's read timeout: a request whose next byte does not come for this long is
+  /// answered 408 (counted under timeout), even before the deadlines above; (0, 86400].
+  double read_timeout_s = 30;
   /// Non-null: one access-log line per answered request, after its last byte (streams too):
   /// "<UTC ISO 8601 time> <client addr> <method> <path> <status> <ms> <engine>" (engine "-" when
   /// none ran it; bytes of method and path below 0x21, 0x7f and backslash as \xNN), written with

@@ -2,10 +2,14 @@
 // request 429 or 413, authentication silently off, a name that cannot be bound) are refused at
 // start, exit 2, with a message naming the flag or variable and what is wrong.
 #include <catch2/catch.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "rtx/store/store.hpp"
+#include "rtx/telemetry/hwprofile.hpp"
 #include "test_util.hpp"
 
 using rtx::test::run;
@@ -32,6 +36,7 @@ TEST_CASE("rtx-serve run: values that would make a useless server are refused at
       {"--canary-fraction 2", "rtx-serve: error: --canary-fraction: must be in [0, 1] (got 2)"},
       {"--canary-fraction -0.5", "rtx-serve: error: --canary-fraction: must be in [0, 1] (got -0.5)"},
       {"--model-name ''", "rtx-serve: error: --model-name: is empty (or blank); leave the flag out for its default"},
+      {"--alias ' '", "rtx-serve: error: --model-name: is empty (or blank); leave the flag out for its default"},
       {"--chat-template ''", "rtx-serve: error: --chat-template: is empty"},
   };
   for (const auto& [args, want] : cases) {
@@ -78,4 +83,61 @@ TEST_CASE("rtx-serve run: an address it cannot bind exits 3, naming host, port a
   CHECK(busy.exit_code == 3);
   CHECK_THAT(busy.err, Catch::StartsWith("rtx-serve: error: --port: cannot bind 127.0.0.1:" + port +
                                          ": Address already in use (another process listens there)"));
+}
+
+TEST_CASE("rtx-serve run: one start-up line says which profile store and SKU were looked at and what they changed; "
+          "--alias names the model",
+          "[cpu][cli]") {
+  const std::string model = rtx::test::data_dir() + "/stories260k/tinyllamas-stories-260k-f32.gguf";
+  // SIGTERM after 3 s: a graceful stop, exit 0, after the start-up lines.
+  const std::string serve = "timeout --preserve-status -s TERM 3 " + rtx::test::tool_path("rtx-serve") + " run --port 0 -m " + model;
+  const std::string dir = rtx::test::temp_dir();
+  const auto lines_with = [](const std::string& err, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = err.find(what); at != std::string::npos; at = err.find(what, at + 1)) ++n;
+    return n;
+  };
+  // No store: one line for the tuned profiles and the promoted configs together.
+  auto p = run(serve + " --db " + dir + "/none.db");
+  INFO("stderr: " << p.err);
+  CHECK(p.exit_code == 0);
+  CHECK_THAT(p.err, Catch::StartsWith("rtx-serve: no store at " + dir + "/none.db: no rtx-tune profile or rtx-evolve "
+                                      "promoted config to apply (defaults)\nrtx-serve: tinyllamas-stories-260k (llama, "));
+  CHECK(lines_with(p.err, "no store at") == 1);
+  // An empty store: the rtx-tune line names the store, the SKU and both lookups; the promoted
+  // configs get their own line, after it (they override it).
+  const std::string db = dir + "/rtx.db";
+  { rtx::store::Store st(db); }
+  const std::string sku = rtx::telemetry::sku_key("cpu");
+  p = run(serve + " --db " + db);
+  INFO("stderr: " << p.err);
+  CHECK(p.exit_code == 0);
+  CHECK_THAT(p.err, Catch::StartsWith("rtx-serve: rtx-tune profiles in " + db + " for SKU " + sku +
+                                      ": tuned scheduler: none for model 'tinyllamas-stories-260k-f32' (defaults); tuned "
+                                      "matmul: none for this SKU (defaults)\nrtx-serve: promoted configs: none for " +
+                                      sku + "; defaults\nrtx-serve: tinyllamas-stories-260k (llama, "));
+  // A file that is not a store: said once, on each line, and the server still starts.
+  const std::string junk = dir + "/junk.db";
+  {
+    std::ofstream f(junk, std::ios::binary);
+    for (int i = 0; i < 100; ++i) f << "this is not an SQLite database file at all.\n";
+  }
+  p = run(serve + " --db " + junk);
+  INFO("stderr: " << p.err);
+  CHECK(p.exit_code == 0);
+  CHECK_THAT(p.err, Catch::StartsWith("rtx-serve: rtx-tune profiles: store " + junk + " not read ("));
+  CHECK_THAT(p.err, Catch::Contains("; scheduler and matmul defaults)\nrtx-serve: promoted configs: store not read ("));
+  // --no-profile: nothing looked up, nothing said about it.
+  p = run(serve + " --db " + db + " --no-profile");
+  CHECK(p.exit_code == 0);
+  CHECK_THAT(p.err, Catch::StartsWith("rtx-serve: tinyllamas-stories-260k (llama, "));
+  CHECK(lines_with(p.err, "rtx-tune profiles") + lines_with(p.err, "promoted configs") == 0);
+  // --alias (llama-server's name for --model-name): the served id, in the start-up line and --json.
+  p = run(serve + " --no-profile --alias stories --json");
+  INFO("stderr: " << p.err);
+  CHECK(p.exit_code == 0);
+  CHECK_THAT(p.err, Catch::StartsWith("rtx-serve: stories (llama, 5 layers"));
+  const auto j = nlohmann::json::parse(p.out, nullptr, false);
+  REQUIRE(j.is_object());
+  CHECK(j["model"] == "stories");
 }

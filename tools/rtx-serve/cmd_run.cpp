@@ -137,14 +137,14 @@ void check_model_path(const std::string& path) {
 
 /// Apply the configs rtx-evolve promoted for this SKU (scheduler, parallelism) under the flags
 /// the user gave explicitly. A promoted value that is not valid here is ignored with a warning:
-/// the store never stops the server. Says what it applied on stderr.
-void apply_promoted(RunArgs& a, const std::string& db, bool quiet) {
+/// the store never stops the server. Returns the start-up line that says what it applied
+/// ("promoted configs ...", without the "rtx-serve: " prefix).
+std::string apply_promoted(RunArgs& a, const std::string& db) {
   std::string sku;
   try {
     sku = rtx::telemetry::sku_key("cpu");
   } catch (const rtx::Error& e) {
-    if (!quiet) std::fprintf(stderr, "rtx-serve: promoted configs: no SKU (%s); defaults\n", e.what());
-    return;
+    return std::string("promoted configs: no SKU (") + e.what() + "); defaults";
   }
   const auto pc = rtx::evolve::promoted_configs(db, sku);
   std::map<std::string, std::string> outcome;
@@ -173,24 +173,21 @@ void apply_promoted(RunArgs& a, const std::string& db, bool quiet) {
       outcome["parallelism"] = "";
     } else outcome["parallelism"] = why;
   }
-  if (!quiet) std::fprintf(stderr, "rtx-serve: %s\n", rtx::evolve::describe(pc, outcome).c_str());
+  return rtx::evolve::describe(pc, outcome);
 }
 
 /// Apply rtx-tune's scheduler profile for this model file and SKU (the entry nearest to the
 /// default batch workload) under the flags given explicitly; rtx-evolve's promoted configs,
 /// applied after, override it (they passed gates; a tuned profile is one measurement). Never
-/// stops the server: a profile that is not valid here is reported and ignored.
-void apply_tuned(RunArgs& a, const std::string& db, bool quiet) {
-  if (!std::filesystem::exists(db)) return;
+/// stops the server: a profile that is not valid here is reported and ignored. Returns what it
+/// did, for the start-up line: "max_batch=8,... from KEY (flags kept: max_batch)", "none for
+/// model 'X' (defaults)" or "not applied (why)".
+std::string apply_tuned(RunArgs& a, rtx::tune::ProfileLookup& lookup) {
   try {
-    rtx::store::Store st(db);
-    rtx::tune::ProfileLookup lookup(st);
-    const auto ans = lookup.find(rtx::serve::kSchedulerTuneOp, rtx::serve::tune_model_name(a.model),
-                                 rtx::kernels::Backend::CPU, rtx::serve::BatchWorkload{}.shape(), rtx::DType::F32);
-    if (!ans.params) {
-      if (!quiet) std::fprintf(stderr, "rtx-serve: tuned scheduler: no rtx-tune profile for this model and SKU\n");
-      return;
-    }
+    const std::string stem = rtx::serve::tune_model_name(a.model);
+    const auto ans = lookup.find(rtx::serve::kSchedulerTuneOp, stem, rtx::kernels::Backend::CPU,
+                                 rtx::serve::BatchWorkload{}.shape(), rtx::DType::F32);
+    if (!ans.params) return "none for model '" + stem + "' (defaults)";
     const nlohmann::json given = a.sched.to_json();
     nlohmann::json tuned = rtx::serve::scheduler_config_from(*ans.params, a.sched).to_json();
     std::string kept;
@@ -202,11 +199,10 @@ void apply_tuned(RunArgs& a, const std::string& db, bool quiet) {
     const int t = rtx::serve::tuned_threads(*ans.params);
     if (t > 0 && a.threads_flag->count() == 0) a.threads = t;
     else if (t > 0) kept += " threads";
-    if (!quiet)
-      std::fprintf(stderr, "rtx-serve: tuned scheduler: %s from %s%s%s\n", rtx::kernels::params_to_string(*ans.params).c_str(),
-                   ans.key.c_str(), kept.empty() ? "" : "; flags kept:", kept.c_str());
+    return rtx::kernels::params_to_string(*ans.params) + " from " + ans.key +
+           (kept.empty() ? "" : " (flags kept:" + kept + ")");
   } catch (const rtx::Error& e) {
-    if (!quiet) std::fprintf(stderr, "rtx-serve: tuned scheduler: not applied (%s)\n", e.what());
+    return std::string("not applied (") + e.what() + ")";
   }
 }
 
@@ -263,31 +259,66 @@ EngineProfile read_engine_profile(const std::string& path, const RunArgs& base) 
   return p;
 }
 
-/// The promoted tuning profile's matmul parameters for this machine's SKU (nearest shape to a
-/// decode-sized matmul of the model), or the defaults; says which on stderr.
-rtx::kernels::MatmulParams profile_matmul(const std::string& db, int M, int N, int K, bool quiet) {
+/// rtx-tune's matmul parameters for this machine's SKU (the cpu.blocked entry nearest to a
+/// decode-sized matmul of the model, M x N x K), or the defaults. `said` gets what was used,
+/// for the start-up line: "KC=256,NR=16 from KEY", "none for this SKU (defaults)", "KEY ignored
+/// (why; defaults)" or "not read (why; defaults)".
+rtx::kernels::MatmulParams profile_matmul(rtx::tune::ProfileLookup& lookup, int M, int N, int K, std::string& said) {
   rtx::kernels::MatmulParams mp;
-  if (!std::filesystem::exists(db)) {
-    if (!quiet) std::fprintf(stderr, "rtx-serve: tuning profile: no store at %s (defaults)\n", db.c_str());
-    return mp;
-  }
   try {
-    rtx::store::Store st(db);
-    rtx::tune::ProfileLookup lookup(st);
     const auto& reg = rtx::kernels::registry();
     const auto ans = lookup.find("matmul_forward", &reg.variant("matmul_forward", "cpu.blocked"), {{"M", M}, {"N", N}, {"K", K}},
                                  rtx::DType::F32);
+    said = "none for this SKU (defaults)";
     if (ans.params) {
       mp = rtx::kernels::matmul_params_from(*ans.params, rtx::kernels::MatmulImpl::Blocked);
-      if (!rtx::kernels::matmul_params_invalid(mp, rtx::kernels::cpu_isa_active()).empty()) mp = {};
+      said = rtx::kernels::params_to_string(*ans.params) + " from " + ans.key;
+      if (const std::string why = rtx::kernels::matmul_params_invalid(mp, rtx::kernels::cpu_isa_active()); !why.empty()) {
+        mp = {};
+        said = ans.key + " ignored (" + why + "; defaults)";
+      }
     }
-    if (!quiet)
-      std::fprintf(stderr, "rtx-serve: tuning profile: %s\n",
-                   ans.params ? ("matmul params from " + ans.key).c_str() : "none for this SKU (defaults)");
   } catch (const rtx::Error& e) {
-    if (!quiet) std::fprintf(stderr, "rtx-serve: tuning profile: not read (%s); defaults\n", e.what());
+    said = std::string("not read (") + e.what() + "; defaults)";
   }
   return mp;
+}
+
+/// The profiles of a store, opened once for both of rtx-serve's lookups (the scheduler's before
+/// the model loads, the matmul's after); `error` says why not when the store exists but cannot
+/// be read.
+struct TunedProfiles {
+  bool store_exists = false;
+  std::unique_ptr<rtx::store::Store> store;
+  std::unique_ptr<rtx::tune::ProfileLookup> lookup;
+  std::string error;
+  explicit TunedProfiles(const std::string& db) : store_exists(std::filesystem::exists(db)) {
+    if (!store_exists) return;
+    try {
+      store = std::make_unique<rtx::store::Store>(db);
+      lookup = std::make_unique<rtx::tune::ProfileLookup>(*store);
+    } catch (const rtx::Error& e) {
+      lookup.reset();
+      store.reset();
+      error = e.what();
+    }
+  }
+};
+
+/// The one start-up line about rtx-tune's profiles in an existing store: which store and SKU
+/// they were looked up for, and what the scheduler and matmul lookups changed (their texts from apply_tuned and
+/// profile_matmul; empty matmul: not looked up, the model runs on a CUDA device).
+std::string tuned_line(const std::string& db, const TunedProfiles& tp, const std::string& scheduler,
+                       const std::string& matmul) {
+  if (!tp.lookup) return "rtx-tune profiles: store " + db + " not read (" + tp.error + "; scheduler and matmul defaults)";
+  std::string sku;
+  try {
+    sku = rtx::telemetry::sku_key("cpu");
+  } catch (const rtx::Error& e) {
+    sku = std::string("unknown: ") + e.what();
+  }
+  return "rtx-tune profiles in " + db + " for SKU " + sku + ": tuned scheduler: " + scheduler + "; tuned matmul: " +
+         (matmul.empty() ? "not used (a CUDA device: they are the CPU kernel's)" : matmul);
 }
 
 }  // namespace
@@ -302,7 +333,9 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
   a->api_key_flag =
       s.add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY' on every route but /health (or RTX_API_KEY)");
   a->nonempty_flags.push_back(
-      s.add_option("--model-name", a->served_name, "Model id in /v1/models and requests (default: general.name or file name)"));
+      s.add_option("--model-name,--alias", a->served_name,
+                   "Model id in /v1/models and requests (default: the GGUF's general.name, else the file name without "
+                   "extension; --alias is llama-server's name for it)"));
   a->nonempty_flags.push_back(
       s.add_option("--chat-template", a->chat_template, "chatml | llama2 | plain (default) | a JSON template file"));
   const auto sched_opt = [&](const char* flag, auto& member, const char* key, const char* help) {
@@ -400,9 +433,14 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
     for (const auto& [key, opt] : a->sched_flags)
       if (key == "request_timeout_s" && opt->count() > 0) finite(a->sched.request_timeout_s, "--request-timeout", "of seconds > 0");
     const std::string db = common.db.empty() ? rtx::store::default_db_path() : common.db;
+    // What the tuned profiles and the promoted configs did: said once the matmul lookup (which
+    // needs the model's shapes) is done, tuned first, then the promoted configs over it.
+    std::unique_ptr<TunedProfiles> tuned;
+    std::string tuned_sched, tuned_matmul, promoted;
     if (!a->no_profile) {
-      apply_tuned(*a, db, common.quiet);
-      apply_promoted(*a, db, common.quiet);
+      tuned = std::make_unique<TunedProfiles>(db);
+      if (tuned->lookup) tuned_sched = apply_tuned(*a, *tuned->lookup);
+      promoted = apply_promoted(*a, db);
     }
     // A budget below the prefill chunk caps the chunk unless the chunk was asked for explicitly
     // (--token-budget 64 alone is a valid request; both flags contradicting is still an error).
@@ -435,10 +473,18 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
     lo.int8_activations = !a->f32_activations;
     lo.cuda_device = parse_device(a->device);
     auto model = load_model(a->model, lo);
-    if (!a->no_profile && lo.cuda_device < 0) {  // the tuned matmul parameters are the CPU kernel's
+    if (tuned && tuned->lookup && lo.cuda_device < 0) {  // the tuned matmul parameters are the CPU kernel's
       const int C = model->info().n_kv_head * model->info().head_dim;
-      lo.matmul = profile_matmul(db, a->sched.max_batch, 4 * C, C, common.quiet);
+      lo.matmul = profile_matmul(*tuned->lookup, a->sched.max_batch, 4 * C, C, tuned_matmul);
       if (lo.matmul.KC || lo.matmul.NR) model = load_model(a->model, lo);
+    }
+    if (!common.quiet && !a->no_profile) {  // --no-profile: nothing looked up, nothing to say
+      if (!tuned->store_exists)  // one line for both: neither rtx-tune nor rtx-evolve wrote here yet
+        std::fprintf(stderr, "rtx-serve: no store at %s: no rtx-tune profile or rtx-evolve promoted config to apply "
+                             "(defaults)\n", db.c_str());
+      else
+        std::fprintf(stderr, "rtx-serve: %s\nrtx-serve: %s\n", tuned_line(db, *tuned, tuned_sched, tuned_matmul).c_str(),
+                     promoted.c_str());
     }
     Scheduler sched(*model, a->sched);
     std::unique_ptr<Model> canary_model;
@@ -475,16 +521,17 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
       throw_bind_error(a->host, a->port, e);
     }
     const ModelInfo& mi = model->info();
+    const std::string served = a->served_name.empty() ? mi.name : a->served_name;
     if (!common.quiet)
       std::fprintf(stderr,
                    "rtx-serve: %s (%s, %d layers, vocab %d, context %d, weights %s %.1f MiB, %s) on http://%s:%d  max_batch %d, "
                    "KV %d blocks x %d tokens %s (%.1f MiB), prefix cache %s%s%s\n",
-                   mi.name.c_str(), mi.arch.c_str(), mi.n_layer, mi.vocab, mi.context, mi.weights.c_str(),
+                   served.c_str(), mi.arch.c_str(), mi.n_layer, mi.vocab, mi.context, mi.weights.c_str(),
                    mi.param_bytes / 1048576.0, mi.device.c_str(), a->host.c_str(), port,
                    a->sched.max_batch, sched.stats().kv_blocks_total, a->sched.kv_block_tokens,
                    rtx::serve::kv_type_name(a->sched.kv_type), sched.stats().kv_bytes / 1048576.0, a->sched.prefix_cache ? "on" : "off",
                    canary_sched ? ", canary engine loaded" : "", a->api_key.empty() ? "" : ", API key required");
-    if (common.json) std::printf("%s\n", nlohmann::json({{"port", port}, {"host", a->host}, {"model", mi.name}}).dump().c_str());
+    if (common.json) std::printf("%s\n", nlohmann::json({{"port", port}, {"host", a->host}, {"model", served}}).dump().c_str());
     std::fflush(stdout);
     std::signal(SIGTERM, on_signal);
     std::signal(SIGINT, on_signal);

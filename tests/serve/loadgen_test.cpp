@@ -10,9 +10,12 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <tuple>
 
+#include "rtx/app/bench.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/serve/loadgen.hpp"
+#include "rtx/telemetry/hwprofile.hpp"
 
 using rtx::serve::LoadConfig;
 using rtx::serve::RequestResult;
@@ -726,4 +729,45 @@ TEST_CASE("end to end: an interrupt stops new requests, lets the ones in flight 
   const auto [rep2, took2] = interrupted_run(slow, 200);
   CHECK(took2 < 5);
   CHECK_THAT(rep2.aborted, Catch::Contains("interrupted"));
+}
+
+TEST_CASE("a bench run is judged busy by the suite's PSI rule over its window", "[cpu]") {
+  using rtx::serve::judge_run_contention;
+  // The same rule and minimum window as rtx-bench's whole-run verdict.
+  STATIC_REQUIRE(rtx::serve::kMinJudgedRunS == rtx::app::bench::kMinJudgedWindow);
+  STATIC_REQUIRE(rtx::telemetry::kBusyPsiStallShare == rtx::app::bench::kMaxPsiStallShare);
+  auto c = judge_run_contention(true, 1.44, 3.2);  // 45% stall
+  CHECK(c.judged);
+  CHECK(c.contended);
+  CHECK(c.psi_share == Approx(0.45));
+  CHECK(c.reason == "PSI cpu stall 45.0% of the run's 3.20 s (> 10%)");
+  // At the threshold is not above it; just past it is.
+  c = judge_run_contention(true, 0.1, 1.0);
+  CHECK(c.judged);
+  CHECK_FALSE(c.contended);
+  CHECK(c.reason.empty());
+  CHECK(judge_run_contention(true, 0.1001, 1.0).contended);
+  CHECK(judge_run_contention(true, 0.0, 2.0).psi_share == 0);
+  // The share is clamped to [0, 1] (PSI is read a few us after the clock).
+  c = judge_run_contention(true, 2.5, 2.0);
+  CHECK(c.psi_share == 1.0);
+  CHECK(c.reason == "PSI cpu stall 100.0% of the run's 2.00 s (> 10%)");
+  CHECK(judge_run_contention(true, -1.0, 2.0).psi_share == 0);
+  // Too short to judge: the share is recorded, no verdict.
+  c = judge_run_contention(true, 0.04, 0.049);
+  CHECK_FALSE(c.judged);
+  CHECK_FALSE(c.contended);
+  CHECK(c.psi_share == Approx(0.04 / 0.049));
+  CHECK(judge_run_contention(true, 0.05, 0.05).judged);
+  // Without PSI, or without a window: not judged (the load average is not used: it trails the
+  // load by a minute, and the bench's clients raise it themselves).
+  for (const auto& [psi, stall, wall] : {std::tuple{false, 1.0, 2.0}, std::tuple{true, 1.0, 0.0},
+                                         std::tuple{true, 1.0, -1.0}, std::tuple{true, 1.0, std::nan("")}}) {
+    INFO(psi << " " << stall << " " << wall);
+    c = judge_run_contention(psi, stall, wall);
+    CHECK_FALSE(c.judged);
+    CHECK_FALSE(c.contended);
+    CHECK(c.psi_share == 0);
+    CHECK(c.reason.empty());
+  }
 }

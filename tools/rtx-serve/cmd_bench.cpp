@@ -187,7 +187,6 @@ Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
     // Other work on this host before any load is sent (a server on this host shares its CPUs
     // with the clients, so the load the bench itself makes is not counted against it).
     const std::string busy = rtx::telemetry::busy_host_warning(rtx::telemetry::hardware_profile());
-    const rtx::app::bench::HostSample host_start = rtx::app::bench::sample_host();
     if (!busy.empty() && !common.quiet)
       std::cerr << "rtx-serve bench: warning: before any request was sent, " << busy
                 << "; if the server runs on this host, its latencies are not comparable\n";
@@ -202,6 +201,8 @@ Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
         rtx::throw_env("warm-up failed: " + wr.requests.front().error, cfg.host + ":" + std::to_string(cfg.port),
                        "is the server up and serving " + cfg.endpoint + "?");
     }
+    // The run's window: after the warm-up, around the measured requests only.
+    const rtx::app::bench::HostSample host_start = rtx::app::bench::sample_host();
     struct sigaction sa{}, old_sa{};
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
@@ -212,12 +213,21 @@ Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
     sigaction(SIGINT, &old_sa, nullptr);
     const rtx::app::bench::HostSample host_end = rtx::app::bench::sample_host();
     nlohmann::json doc = rtx::serve::to_json(report, a->with_requests);
-    // Recorded, not judged: the clients (and a server on this host) load the CPUs themselves.
-    nlohmann::json host = {{"load1_start", host_start.load1}, {"load1_end", host_end.load1}, {"busy_at_start", !busy.empty()}};
+    // The run judged as rtx-bench judges a whole run: PSI stall over the window. The clients,
+    // and a server on this host, load the CPUs too; the warning says so.
+    const bool psi = host_start.psi_valid && host_end.psi_valid && host_end.psi_some_total_us >= host_start.psi_some_total_us;
+    const rtx::serve::RunContention run_host = rtx::serve::judge_run_contention(
+        psi, psi ? static_cast<double>(host_end.psi_some_total_us - host_start.psi_some_total_us) / 1e6 : 0,
+        host_end.wall_s - host_start.wall_s);
+    nlohmann::json host = {{"load1_start", host_start.load1},
+                           {"load1_end", host_end.load1},
+                           {"busy_at_start", !busy.empty()},
+                           {"contended", run_host.contended},
+                           {"reason", run_host.reason},
+                           {"judged_on", run_host.judged ? "run" : "none"},
+                           {"thresholds", {{"psi_cpu_some_share_max", rtx::telemetry::kBusyPsiStallShare}}}};
     if (!busy.empty()) host["warning"] = busy;
-    if (host_start.psi_valid && host_end.psi_valid && host_end.wall_s > host_start.wall_s)
-      host["psi_cpu_some_share"] = static_cast<double>(host_end.psi_some_total_us - host_start.psi_some_total_us) / 1e6 /
-                                   (host_end.wall_s - host_start.wall_s);
+    if (psi) host["psi_cpu_some_share"] = run_host.psi_share;
     doc["host"] = host;
     if (!a->out_path.empty() && !(common.json && a->out_path == "-")) rtx::io::write_artifact(a->out_path, doc);
     if (common.json) {
@@ -226,6 +236,9 @@ Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
     } else if (!common.quiet) {
       std::cout << rtx::serve::format_table(report);
     }
+    if (run_host.contended && !common.quiet)
+      std::cerr << "rtx-serve bench: warning: the host was busy during the run: " << run_host.reason
+                << "; latencies include waits for a CPU (this bench's clients, and a server on this host, count too)\n";
     if (!report.aborted.empty()) std::cerr << "rtx-serve bench: stopped early: " << report.aborted << "\n";
     if (g_interrupted.load()) return 130;  // 128 + SIGINT, as a shell reports an interrupted command
     if (report.summary.completed > 0) return 0;  // failures, if any, are listed in the table

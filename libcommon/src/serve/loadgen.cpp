@@ -814,6 +814,22 @@ json to_json(const LoadReport& report, bool include_requests) {
   return doc;
 }
 
+RunContention judge_run_contention(bool psi_valid, double stall_s, double wall_s) {
+  RunContention c;
+  if (!psi_valid || !(wall_s > 0)) return c;
+  c.psi_share = std::clamp(stall_s / wall_s, 0.0, 1.0);
+  if (wall_s < kMinJudgedRunS) return c;
+  c.judged = true;
+  c.contended = c.psi_share > telemetry::kBusyPsiStallShare;
+  if (c.contended) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "PSI cpu stall %.1f%% of the run's %.2f s (> %.0f%%)", 100 * c.psi_share, wall_s,
+                  100 * telemetry::kBusyPsiStallShare);
+    c.reason = buf;
+  }
+  return c;
+}
+
 std::string format_table(const LoadReport& report) {
   const LoadSummary& s = report.summary;
   std::ostringstream o;

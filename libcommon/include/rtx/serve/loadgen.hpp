@@ -222,6 +222,23 @@ LoadReport run_load(const LoadConfig& cfg);
 /// none failed), "aborted" (LoadReport::aborted or null) and, when include_requests, every request.
 nlohmann::json to_json(const LoadReport& report, bool include_requests = false);
 
+/// Shortest run window judged for host contention, s: rtx-bench's kMinJudgedWindow (a single
+/// 4 ms time slice in a shorter window would read as 8% or more of it).
+inline constexpr double kMinJudgedRunS = 0.05;
+
+/// Whether other work competed for the CPUs during a bench run, by the suite's busy-host rule
+/// (telemetry::kBusyPsiStallShare): the Linux PSI cpu "some" stall over the run's window.
+struct RunContention {
+  bool judged = false;     ///< PSI was readable at both ends and the window is >= kMinJudgedRunS
+  bool contended = false;  ///< judged, and the stall share is above kBusyPsiStallShare
+  double psi_share = 0;    ///< stall / wall, clamped to [0, 1] (0 when PSI was not readable)
+  std::string reason;      ///< "" unless contended: "PSI cpu stall 45.0% of the run's 3.20 s (> 10%)"
+};
+/// The verdict for a window of `wall_s` seconds in which PSI counted `stall_s` seconds of stall
+/// (`psi_valid`: read at both ends). Not judged without PSI: the load average trails by a
+/// minute, and the bench's own clients raise it.
+RunContention judge_run_contention(bool psi_valid, double stall_s, double wall_s);
+
 /// A human-readable table of the summary (like benchmark_serving's printout), units in names.
 /// When requests failed, a "Failures" section after the counts gives their failure_groups (and
 /// says so when none succeeded, so the zeros below it are not read as measurements).

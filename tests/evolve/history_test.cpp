@@ -553,3 +553,23 @@ TEST_CASE("rtx-evolve history CLI: JSON, table, case list, bad input", "[cpu]") 
     CHECK(r.err.find("no such column") == std::string::npos);
   }
 }
+
+TEST_CASE("history text shows control bytes from the store as \\xHH", "[cpu]") {
+  // A hand-edited store: a reason and a case name with a terminal escape and a newline must not
+  // reach the terminal raw (they would clear the screen or forge a row).
+  rtx::store::Store st(":memory:");
+  const std::string name = "gelu\x1b[2J/N=7";
+  for (int i = 0; i < 3; ++i) add_point(st, name, i, 1e-3);
+  st.exec("UPDATE bench_results SET contended = 1, contention_reason = 'stall' || char(10) || 'x' || char(27) || '[31m'");
+  const std::string text = rtx::evolve::format_history(rtx::evolve::case_history(st, name, {}));
+  INFO(text);
+  CHECK(text.find('\x1b') == std::string::npos);
+  CHECK_THAT(text, Catch::Contains("case gelu\\x1B[2J/N=7 ("));
+  CHECK_THAT(text, Catch::Contains("[busy 1] stall\\x0Ax\\x1B[31m\n"));
+  // The JSON keeps the stored text as it is (JSON escapes it).
+  CHECK(rtx::evolve::to_json(rtx::evolve::case_history(st, name, {}))["points"][0]["contention_reason"] ==
+        "stall\nx\x1b[31m");
+  const std::string list = rtx::evolve::format_cases(rtx::evolve::history_cases(st));
+  CHECK(list.find('\x1b') == std::string::npos);
+  CHECK_THAT(list, Catch::Contains("gelu\\x1B[2J/N=7\n"));
+}

@@ -13,6 +13,7 @@
 
 #include "rtx/core/build_info.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/core/printable.hpp"
 #include "rtx/kernels/registry.hpp"
 #include "rtx/stats/stats.hpp"
 #include "rtx/telemetry/hwprofile.hpp"
@@ -334,7 +335,7 @@ json to_json(const CaseHistory& h) {
 
 std::string format_history(const CaseHistory& h) {
   std::ostringstream os;
-  os << "case " << h.case_name << " (" << h.metric << ", " << h.points.size() << " points, oldest first)\n";
+  os << "case " << printable(h.case_name) << " (" << h.metric << ", " << h.points.size() << " points, oldest first)\n";
   std::set<size_t> starts;
   for (const auto& c : h.change_points) starts.insert(c.index);
   char line[256];
@@ -351,7 +352,7 @@ std::string format_history(const CaseHistory& h) {
       note += "   [busy " + std::to_string(it - reasons.begin() + 1) + "]";
     }
     std::snprintf(line, sizeof line, "  %4zu  %-24s  %8lld  %-18s  %8s  %-4s  %s", i, p.created_at.c_str(),
-                  static_cast<long long>(p.run_id), p.source.c_str(),
+                  static_cast<long long>(p.run_id), printable(p.source).c_str(),
                   p.proposal_id ? ("#" + std::to_string(*p.proposal_id)).c_str() : "-", p.contended ? "busy" : "-",
                   with_unit(h.metric, p.value).c_str());
     os << line << note << "\n";
@@ -363,7 +364,7 @@ std::string format_history(const CaseHistory& h) {
                                : ", analysed like the others")
        << ":\n";
     for (size_t i = 0; i < reasons.size(); ++i)
-      os << "  [busy " << i + 1 << "] " << (reasons[i].empty() ? "(no reason recorded)" : reasons[i]) << "\n";
+      os << "  [busy " << i + 1 << "] " << (reasons[i].empty() ? "(no reason recorded)" : printable(reasons[i])) << "\n";
   }
   if (h.change_points.empty()) {
     const std::string state = analysis_state(h);
@@ -404,7 +405,7 @@ std::string format_cases(const std::vector<CaseCount>& cases) {
   int64_t busy = 0;
   for (const auto& c : cases) {
     std::snprintf(line, sizeof line, "  %6lld  %6lld  ", static_cast<long long>(c.points), static_cast<long long>(c.busy));
-    os << line << c.name << "\n";
+    os << line << printable(c.name) << "\n";
     busy += c.busy;
   }
   if (busy > 0)

@@ -56,9 +56,10 @@ Peaks peaks_for(store::Store* st, Backend b, const std::string& db_path) {
       return p;
     }
   }
-  const auto m = doctor::latest_measured_peaks(*st);
+  std::string why;
+  const auto m = doctor::latest_measured_peaks(*st, &why);
   if (!m) {
-    p.source = "no doctor report for this machine in the store; run rtx-doctor first";
+    p.source = why;  // none stored, a --quick report with nothing carried over, or another machine's
     return p;
   }
   if (b == Backend::CPU) {

@@ -319,9 +319,14 @@ TEST_CASE("compare --format md escapes '|' and control characters in cells", "[c
   row.presence = "base only";
   r.rows.push_back(row);
   const std::string md = format_compare(r, "md");
-  CHECK(md.find("`a\\|b\\x0ac`") != std::string::npos);
+  CHECK(md.find("`a\\|b\\x0Ac`") != std::string::npos);
   // every table line still has exactly the header's number of unescaped separators
   CHECK(md.find("a|b") == std::string::npos);
+  // The table format shows the id's control bytes as \xHH too (a raw ESC would reach the terminal).
+  r.rows[0].id = "x\x1b[2Jy";
+  const std::string table = format_compare(r, "table");
+  CHECK(table.find('\x1b') == std::string::npos);
+  CHECK(table.find("x\\x1B[2Jy") != std::string::npos);
 }
 
 TEST_CASE("an unreadable pack is an Input error; a missing one too", "[cpu]") {

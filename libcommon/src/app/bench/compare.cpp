@@ -9,6 +9,7 @@
 
 #include "rtx/app/bench.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/core/printable.hpp"
 
 namespace rtx::app::bench {
 namespace {
@@ -31,19 +32,12 @@ double median_of(const json& c) {
 }
 
 /// A markdown table cell: '|' escaped (it would end the cell), control characters shown as
-/// \xHH (a newline would end the row).
+/// \xHH by rtx::printable (a newline would end the row).
 std::string md_cell(const std::string& s) {
   std::string o;
-  for (unsigned char ch : s) {
-    if (ch == '|') {
-      o += "\\|";
-    } else if (ch < 0x20 || ch == 0x7f) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\x%02x", ch);
-      o += b;
-    } else {
-      o += static_cast<char>(ch);
-    }
+  for (char ch : printable(s)) {
+    if (ch == '|') o += '\\';
+    o += ch;
   }
   return o;
 }
@@ -470,7 +464,11 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
     if (const std::string f = disagreement_footnote(r, true); !f.empty()) os << "\n" << f;
   } else if (format == "table") {
     std::vector<std::vector<std::string>> rows{head};
-    for (const auto& row : r.rows) rows.push_back(cells(row));
+    for (const auto& row : r.rows) {
+      auto c = cells(row);
+      for (auto& x : c) x = printable(x);  // ids and notes come from artifact files: no raw controls
+      rows.push_back(std::move(c));
+    }
     std::vector<size_t> w(head.size(), 0);
     for (const auto& x : rows)
       for (size_t k = 0; k < x.size(); ++k) w[k] = std::max(w[k], x[k].size());

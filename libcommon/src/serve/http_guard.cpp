@@ -22,6 +22,8 @@
 #include <string_view>
 #include <vector>
 
+#include "rtx/core/printable.hpp"
+
 namespace rtx::serve {
 
 namespace {
@@ -48,22 +50,8 @@ bool tchar(unsigned char c) {
   return std::isalnum(c) || (c != 0 && std::strchr("!#$%&'*+-.^_`|~", c) != nullptr);
 }
 
-/// `s` cut to 60 bytes, bytes outside printable ASCII as \xNN, for a message.
-std::string shown(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size() && i < 60; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      char hex[5];
-      std::snprintf(hex, sizeof hex, "\\x%02X", c);
-      out += hex;
-    }
-  }
-  if (s.size() > 60) out += "...";
-  return out;
-}
+/// `s` cut to 60 bytes, bytes outside printable ASCII (and a backslash) as \xNN, for a message.
+std::string shown(std::string_view s) { return printable(s, Escape::NonAscii, "\\", 60); }
 
 std::string lower(std::string_view s) {
   std::string out(s);

@@ -22,6 +22,7 @@
 
 #include "http_guard.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/core/printable.hpp"
 #include "rtx/serve/text.hpp"
 
 namespace rtx::serve {
@@ -121,17 +122,7 @@ std::string random_id(const char* prefix) {
 /// stays ASCII (valid UTF-8) whatever bytes a path decodes to.
 std::string log_escape(const std::string& s) {
   if (s.empty()) return "-";  // a request refused before its request line was parsed
-  std::string out;
-  for (const unsigned char c : s) {
-    if (c > 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-      continue;
-    }
-    char hex[5];
-    std::snprintf(hex, sizeof hex, "\\x%02X", c);
-    out += hex;
-  }
-  return out;
+  return printable(s, Escape::NonAscii, " \\");
 }
 
 /// The methods the server's route at `path` takes ("POST", or "GET, HEAD": cpp-httplib answers

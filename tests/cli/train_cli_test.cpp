@@ -65,8 +65,11 @@ TEST_CASE("rtx-train run under a busy loop warns that its tok/s is not comparabl
   const std::string dir = rtx::test::temp_dir();
   write_file(dir + "/cfg.json", kTinyCfg);
   rtx::test::BusyHost busy;
-  const auto p = run(train() + " run --data " + dataset() + " --config " + dir +
-                     "/cfg.json --threads 2 --steps 30 --eval-iters 0 --out " + dir + "/busy --json");
+  const auto p = run("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT " + train() + " run --data " + dataset() +
+                     " --config " + dir + "/cfg.json --threads 2 --steps 30 --eval-iters 0 --out " + dir + "/busy --json");
+  // With a wait policy chosen, the spin-wait hint is not repeated.
+  const auto passive = run("OMP_WAIT_POLICY=passive " + train() + " run --data " + dataset() + " --config " + dir +
+                           "/cfg.json --threads 2 --steps 30 --eval-iters 0 --out " + dir + "/busy2 --json");
   busy.stop();
   INFO(p.err);
   REQUIRE(p.exit_code == 0);
@@ -81,6 +84,12 @@ TEST_CASE("rtx-train run under a busy loop warns that its tok/s is not comparabl
   CHECK_THAT(r["host"]["reason"].get<std::string>(), !Catch::Contains("measuring thread ran"));
   CHECK_THAT(p.err, Catch::Contains("rtx-train: warning: other work competed with this run (") &&
                         Catch::Contains("): its tok/s is not comparable"));
+  CHECK_THAT(p.err, Catch::Contains("rtx-train: hint: OpenMP threads spin-wait by default") &&
+                        Catch::Contains("run with OMP_WAIT_POLICY=passive or fewer --threads"));
+  INFO(passive.err);
+  REQUIRE(passive.exit_code == 0);
+  if (nlohmann::json::parse(passive.out)["host"]["contended"] == true)
+    CHECK_THAT(passive.err, Catch::Contains("warning: other work competed") && !Catch::Contains("rtx-train: hint:"));
 }
 
 TEST_CASE("rtx-train run --steps 1 reports the one (cold) step's tok/s, not 0", "[cpu][cli]") {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -278,9 +279,18 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
                    r.tokens_per_s_cold ? " (first step only, cold)" : "", losses.c_str(),
                    r.checkpoint.empty() ? "" : ", checkpoint ", r.checkpoint.c_str());
     }
-    if (!quiet && host.contended)
+    if (!quiet && host.contended) {
       std::fprintf(stderr, "rtx-train: warning: other work competed with this run (%s): its tok/s is not comparable\n",
                    host.reason.c_str());
+      // libgomp's default wait policy spins between parallel regions, which costs the most when
+      // another process wants the same CPUs: two runs at once on 2 vCPUs went 15.3k -> 4.0k
+      // tok/s each by default, 8.2k each with OMP_WAIT_POLICY=passive (docs/perf.md).
+      const char* wp = std::getenv("OMP_WAIT_POLICY");
+      if (c.backend == rtx::models::Backend::Cpu && !(wp && *wp) && !std::getenv("GOMP_SPINCOUNT"))
+        std::fprintf(stderr,
+                     "rtx-train: hint: OpenMP threads spin-wait by default and lose most when other work shares the "
+                     "CPUs; on a shared machine run with OMP_WAIT_POLICY=passive or fewer --threads\n");
+    }
     return r.interrupted ? 130 : 0;
   };
 }

@@ -38,18 +38,16 @@ std::string without_busy_warning(const std::string& err) {
   return out;
 }
 
-/// A loopback server that answers every completion request with rtx-serve's 400 for a prompt
-/// longer than the context.
-struct RefusingServer {
+/// A loopback server that answers every POST /v1/completions with `status` and `body` of
+/// `type`.
+struct StubServer {
   httplib::Server srv;
   int port = 0;
   std::thread th;
-  RefusingServer() {
-    srv.Post("/v1/completions", [](const httplib::Request&, httplib::Response& res) {
-      res.status = 400;
-      res.set_content(R"({"error":{"message":"This model's maximum context length is 512 tokens.","type":)"
-                      R"("invalid_request_error","param":"prompt","code":"context_length_exceeded"}})",
-                      "application/json");
+  StubServer(int status, std::string body, std::string type) {
+    srv.Post("/v1/completions", [=](const httplib::Request&, httplib::Response& res) {
+      res.status = status;
+      res.set_content(body, type);
     });
     port = srv.bind_to_any_port("127.0.0.1");
     REQUIRE(port > 0);
@@ -57,31 +55,7 @@ struct RefusingServer {
     for (int i = 0; i < 500 && !srv.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     REQUIRE(srv.is_running());
   }
-  ~RefusingServer() {
-    srv.stop();
-    th.join();
-  }
-};
-
-/// A loopback server that streams every completion as one content chunk, its usage and [DONE].
-struct StreamingServer {
-  httplib::Server srv;
-  int port = 0;
-  std::thread th;
-  StreamingServer() {
-    srv.Post("/v1/completions", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content("data: {\"choices\":[{\"index\":0,\"text\":\" once\",\"finish_reason\":null}]}\n\n"
-                      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":1}}\n\n"
-                      "data: [DONE]\n\n",
-                      "text/event-stream");
-    });
-    port = srv.bind_to_any_port("127.0.0.1");
-    REQUIRE(port > 0);
-    th = std::thread([this] { srv.listen_after_bind(); });
-    for (int i = 0; i < 500 && !srv.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    REQUIRE(srv.is_running());
-  }
-  ~StreamingServer() {
+  ~StubServer() {
     srv.stop();
     th.join();
   }
@@ -181,7 +155,10 @@ TEST_CASE("rtx-serve bench: a bad value is reported under its flag, once, before
 }
 
 TEST_CASE("rtx-serve bench: when every request fails, the reason is in the summary and the artifact; exit 1", "[cpu][cli]") {
-  RefusingServer srv;
+  StubServer srv(400,
+                 R"({"error":{"message":"This model's maximum context length is 512 tokens.","type":)"
+                 R"("invalid_request_error","param":"prompt","code":"context_length_exceeded"}})",
+                 "application/json");
   const std::string dir = rtx::test::temp_dir();
   const std::string bench = serve() + " bench --port " + std::to_string(srv.port) + " -n 3 -c 2 --max-tokens 4";
   const std::string reason = "HTTP 400: context_length_exceeded: This model's maximum context length is 512 tokens.";
@@ -276,7 +253,12 @@ TEST_CASE("rtx-serve bench: a host busy during the run is warned about at the en
     WARN("SKIPPED: no /proc/pressure/cpu (PSI): the run cannot be judged here");
     return;
   }
-  StreamingServer srv;
+  // Every completion streamed as one content chunk, its usage and [DONE].
+  StubServer srv(200,
+                 "data: {\"choices\":[{\"index\":0,\"text\":\" once\",\"finish_reason\":null}]}\n\n"
+                 "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":1}}\n\n"
+                 "data: [DONE]\n\n",
+                 "text/event-stream");
   const std::string dir = rtx::test::temp_dir();
   const std::string bench = " bench --port " + std::to_string(srv.port) + " --duration 1 -c 2 --max-tokens 1";
   rtx::test::Proc p, q;

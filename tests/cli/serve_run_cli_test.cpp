@@ -29,14 +29,21 @@ TEST_CASE("rtx-serve run: values that would make a useless server are refused at
       {"--host example.invalid", "rtx-serve: error: --host: 'example.invalid' cannot be parsed as an address nor resolved"},
       {"--host ''", "rtx-serve: error: --host: is empty"},
       {"--request-timeout inf", "rtx-serve: error: --request-timeout: must be a finite number of seconds > 0 (got inf)"},
-      {"--header-timeout inf", "rtx-serve: error: --header-timeout: must be a finite number of seconds > 0 (got inf)"},
-      {"--receive-timeout nan", "rtx-serve: error: --receive-timeout: must be a finite number of seconds > 0 (got nan)"},
+      {"--header-timeout inf", "rtx-serve: error: --header-timeout: must be seconds in [0.001, 86400] (got inf)"},
+      {"--receive-timeout nan", "rtx-serve: error: --receive-timeout: must be seconds in [0.001, 86400] (got nan)"},
+      // 1e10 s overflowed the guard's nanosecond deadlines and 1e-9 s refused every request.
+      {"--header-timeout 1e10", "rtx-serve: error: --header-timeout: must be seconds in [0.001, 86400] (got 1e+10)"},
+      {"--receive-timeout 1e-9", "rtx-serve: error: --receive-timeout: must be seconds in [0.001, 86400] (got 1e-09)"},
+      {"--header-timeout 0", "rtx-serve: error: --header-timeout: must be seconds in [0.001, 86400] (got 0)"},
       {"--shutdown-deadline inf", "rtx-serve: error: --shutdown-deadline: must be a finite number of seconds >= 0"},
       // The range first: "needs --canary-profile" would send the user after the wrong fix.
       {"--canary-fraction 2", "rtx-serve: error: --canary-fraction: must be in [0, 1] (got 2)"},
       {"--canary-fraction -0.5", "rtx-serve: error: --canary-fraction: must be in [0, 1] (got -0.5)"},
       {"--model-name ''", "rtx-serve: error: --model-name: is empty (or blank); leave the flag out for its default"},
       {"--alias ' '", "rtx-serve: error: --model-name: is empty (or blank); leave the flag out for its default"},
+      // Refused before the model loads, naming the flag (it had failed after binding the port).
+      {"--alias \"$(printf '\\377\\376')\"", "rtx-serve: error: --model-name: must be valid UTF-8 without control characters (got '\\xFF\\xFE')"},
+      {"--alias \"$(printf 'a\\033[31mRED')\"", "rtx-serve: error: --model-name: must be valid UTF-8 without control characters (got 'a\\x1B[31mRED')"},
       {"--chat-template ''", "rtx-serve: error: --chat-template: is empty"},
   };
   for (const auto& [args, want] : cases) {

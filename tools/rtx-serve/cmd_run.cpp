@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -23,6 +24,7 @@
 
 #include "commands.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/core/printable.hpp"
 #include "rtx/evolve/deploy.hpp"
 #include "rtx/kernels/cpu_features.hpp"
 #include "rtx/serve/model.hpp"
@@ -30,6 +32,7 @@
 #include "rtx/serve/server.hpp"
 #include "rtx/store/store.hpp"
 #include "rtx/telemetry/hwprofile.hpp"
+#include "rtx/serve/text.hpp"
 #include "rtx/serve/tuning.hpp"
 #include "rtx/tune/lookup.hpp"
 
@@ -414,6 +417,15 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
       a->api_key = k;
       check_api_key(a->api_key, "RTX_API_KEY", "it would turn authentication off", "unset RTX_API_KEY to run without one");
     }
+    // The served id goes into every response's JSON and the start-up line: valid UTF-8 without
+    // control characters, said before the model loads (it had failed after, with a generic error).
+    if (!a->served_name.empty()) {
+      const bool ctl = std::any_of(a->served_name.begin(), a->served_name.end(),
+                                   [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+      if (!utf8_valid(a->served_name) || ctl)
+        rtx::throw_usage("must be valid UTF-8 without control characters (got '" + rtx::printable(a->served_name, rtx::Escape::NonAscii) + "')",
+                         "--model-name");
+    }
     if (a->port < 0 || a->port > 65535) rtx::throw_usage("must be in [0, 65535]", "--port");
     if (a->threads < 0) rtx::throw_usage("must be >= 0", "--threads");
     if (a->max_body < 1) rtx::throw_usage("must be >= 1 (0 would refuse every POST with 413)", "--max-body-bytes");
@@ -425,8 +437,13 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
     const auto finite = [&](double x, const char* flag, const char* rule) {
       if (!std::isfinite(x)) rtx::throw_usage(std::string("must be a finite number ") + rule + " (got " + num(x) + ")", flag);
     };
-    finite(a->header_timeout_s, "--header-timeout", "of seconds > 0");
-    finite(a->receive_timeout_s, "--receive-timeout", "of seconds > 0");
+    // The guard counts its deadlines in nanoseconds: 1e10 s overflowed and refused every request
+    // at once; 1e-9 s refused every request too. Seconds in [0.001, 86400] (a day).
+    const auto timeout = [&](double x, const char* flag) {
+      if (!(x >= 0.001 && x <= 86400)) rtx::throw_usage("must be seconds in [0.001, 86400] (got " + num(x) + ")", flag);
+    };
+    timeout(a->header_timeout_s, "--header-timeout");
+    timeout(a->receive_timeout_s, "--receive-timeout");
     finite(a->shutdown_deadline_s, "--shutdown-deadline", "of seconds >= 0");
     if (!(a->canary_fraction >= 0 && a->canary_fraction <= 1))
       rtx::throw_usage("must be in [0, 1] (got " + num(a->canary_fraction) + ")", "--canary-fraction");

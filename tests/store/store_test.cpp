@@ -401,6 +401,48 @@ TEST_CASE("store: a store whose user_version claims columns it lacks is refused 
                {one + " is not a valid rtx store (", "table 'runs' lacks column 'git_sha')"});
 }
 
+TEST_CASE("store: a store whose tables do not match its user_version is refused with nothing migrated", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir();
+  struct Case {
+    std::string name;
+    int build_upto;  // migrations applied by hand
+    int user_version;
+    std::string why;
+  };
+  const std::vector<Case> cases = {
+      {"v1-no-tables", 0, 1, "schema version 1 but migration 3 fails on its tables: no such table: bench_results"},
+      {"v2-with-v1-tables", 1, 2, "table 'evolve_configs' is missing"},
+      {"v2-with-v3-columns", 3, 2, "migration 3 fails on its tables: duplicate column name: contended"},
+  };
+  for (const auto& k : cases) {
+    INFO(k.name);
+    const std::string path = dir + "/" + k.name + ".db";
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    for (const auto& m : rtx::store::detail::migrations())
+      if (m.version <= k.build_upto) REQUIRE(sqlite3_exec(db, m.sql, nullptr, nullptr, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, ("PRAGMA user_version = " + std::to_string(k.user_version)).c_str(), nullptr, nullptr,
+                         nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+    const int64_t objects = raw_int(path, "SELECT count(*) FROM sqlite_master");
+    try {
+      Store s(path);
+      FAIL("an inconsistent store opened");
+    } catch (const Error& e) {
+      INFO(e.what());
+      CHECK(e.category() == ErrorCategory::Input);
+      CHECK(e.exit_code() == 2);
+      const std::string what = e.what();
+      CHECK(what.rfind(path + " is not a valid rtx store (", 0) == 0);
+      CHECK(what.find(k.why) != std::string::npos);
+      CHECK(what.find("ALTER TABLE") == std::string::npos);  // no raw SQL
+    }
+    // Nothing committed: same version, same schema objects.
+    CHECK(raw_int(path, "PRAGMA user_version") == k.user_version);
+    CHECK(raw_int(path, "SELECT count(*) FROM sqlite_master") == objects);
+  }
+}
+
 TEST_CASE("store: a database with a negative user_version is refused and untouched", "[cpu]") {
   const std::string path = rtx::test::temp_dir() + "/neg.db";
   sqlite3* db = nullptr;

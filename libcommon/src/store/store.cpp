@@ -109,25 +109,43 @@ void check_not_foreign(Connection* c, int64_t version) {
                                           std::to_string(n) + " schema objects, user_version 0): move it aside or pass --db");
 }
 
-void migrate(Connection* c) {
+void probe_schema(Connection* c);
+
+// All pending migrations and the structural probe run in ONE transaction (SQLite DDL is
+// transactional): a store whose tables do not match its user_version (a migration's SQL fails,
+// or the result lacks a table or column) is refused as not a valid rtx store and rolled back,
+// so nothing is committed and the file stays as it was.
+void migrate_and_probe(Connection* c) {
   const auto& all = detail::migrations();
-  for (const auto& m : all) {
-    if (m.version <= c->schema_version) continue;
-    RTX_SQLITE_CHECK(c, sqlite3_exec(c->db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), "BEGIN IMMEDIATE (migration)");
-    try {
-      // Another process may have migrated while we waited for the lock: re-read.
-      const int64_t now = query_int(c, "PRAGMA user_version");
-      if (now < m.version) {
-        if (now == 0) check_not_foreign(c, now);
-        exec_sql(c, m.sql);
-        exec_sql(c, "PRAGMA user_version = " + std::to_string(m.version));
-      }
-      exec_sql(c, "COMMIT");
-      c->schema_version = static_cast<int>(std::max<int64_t>(now, m.version));
-    } catch (...) {
-      if (!sqlite3_get_autocommit(c->db)) sqlite3_exec(c->db, "ROLLBACK", nullptr, nullptr, nullptr);
-      throw;
+  if (c->schema_version >= all.back().version) {
+    probe_schema(c);
+    return;
+  }
+  const int opened_at = c->schema_version;
+  RTX_SQLITE_CHECK(c, sqlite3_exec(c->db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), "BEGIN IMMEDIATE (migration)");
+  try {
+    // Another process may have migrated while we waited for the lock: re-read.
+    const int64_t now = query_int(c, "PRAGMA user_version");
+    if (now == 0) check_not_foreign(c, now);
+    c->schema_version = static_cast<int>(now);
+    for (const auto& m : all) {
+      if (m.version <= c->schema_version) continue;
+      const int rc = sqlite3_exec(c->db, m.sql, nullptr, nullptr, nullptr);
+      if ((rc & 0xff) == SQLITE_ERROR)
+        throw Error(ErrorCategory::Input, c->path + " is not a valid rtx store (schema version " +
+                                              std::to_string(now) + " but migration " +
+                                              std::to_string(m.version) + " fails on its tables: " +
+                                              sqlite3_errmsg(c->db) + "): move it aside or pass --db");
+      RTX_SQLITE_CHECK(c, rc, "migration " + std::to_string(m.version));
+      exec_sql(c, "PRAGMA user_version = " + std::to_string(m.version));
+      c->schema_version = m.version;
     }
+    probe_schema(c);
+    exec_sql(c, "COMMIT");
+  } catch (...) {
+    if (!sqlite3_get_autocommit(c->db)) sqlite3_exec(c->db, "ROLLBACK", nullptr, nullptr, nullptr);
+    c->schema_version = opened_at;
+    throw;
   }
 }
 
@@ -264,8 +282,7 @@ Store::Store(const std::string& path, const StoreOptions& options) {
   }
   exec_sql(c.get(), "PRAGMA foreign_keys = ON");
   exec_sql(c.get(), "PRAGMA synchronous = NORMAL");
-  migrate(c.get());
-  probe_schema(c.get());
+  migrate_and_probe(c.get());
   conn_ = std::move(c);
 }
 

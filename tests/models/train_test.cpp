@@ -114,6 +114,14 @@ TEST_CASE("schedule_warning names a warm-up that outlasts the run or the decay",
                                 "100, then drops to min_lr 0.0001 with no cosine decay");
   c.lr_decay_steps = 5000;  // decay past the end of the run: a partial cosine, as nanoGPT allows
   CHECK(c.schedule_warning().empty());
+  // The largest warm-up: warmup_steps + 1 must not wrap (it made the rate negative).
+  c.lr_decay_steps = 0;
+  c.warmup_steps = 2147483647;
+  c.steps = 10;
+  CHECK(lr_at(c, 9) > 0);
+  CHECK(lr_at(c, 9) == Approx(1e-3 * 10 / 2147483648.0).epsilon(1e-6));
+  CHECK_THAT(c.schedule_warning(), Catch::StartsWith("warmup_steps 2147483647 >= steps 10: the learning rate is still "
+                                                     "warming up at the last step (4.66e-12,"));
   c.warmup_steps = 0;
   c.steps = 1;
   CHECK(c.schedule_warning().empty());
@@ -157,6 +165,14 @@ TEST_CASE("run config validation names the field", "[cpu]") {
   CHECK_THROWS_AS(j.apply_json({{"stepz", 3}}, "cfg.json"), rtx::Error);
   CHECK_THROWS_AS(j.apply_json({{"steps", "three"}}, "cfg.json"), rtx::Error);
   CHECK_THROWS_AS(j.apply_json({{"backend", "tpu"}}, "cfg.json"), rtx::Error);
+  // A float field whose value float32 cannot hold: said as such, not as "must be positive" later.
+  try {
+    j.apply_json({{"lr", 1e-50}}, "cfg.json");
+    FAIL("1e-50 accepted");
+  } catch (const rtx::Error& e) {
+    CHECK_THAT(e.message(), Catch::Contains("field 'lr' must be a number float32 can hold (this one underflows to 0)"));
+  }
+  CHECK_NOTHROW(j.apply_json({{"weight_decay", 0.0}}, "cfg.json"));  // a real zero is fine
   j.apply_json({{"preset", "shakespeare-char-cpu"}, {"steps", 7}, {"beta2", 0.99}}, "cfg.json");
   CHECK(j.model.n_layer == 4);
   CHECK(j.model.n_embd == 128);

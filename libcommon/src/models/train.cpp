@@ -58,6 +58,8 @@ void get_field(const nlohmann::json& j, const char* key, float& out, const std::
   if (!v.is_number()) bad_type(key, "a number", v, where);
   out = v.get<float>();
   if (!std::isfinite(out)) bad_type(key, "a finite number in float range", v, where);
+  // 1e-50 would read as 0 and fail later as "must be positive", hiding why.
+  if (out == 0 && v.get<double>() != 0) bad_type(key, "a number float32 can hold (this one underflows to 0)", v, where);
 }
 void get_field(const nlohmann::json& j, const char* key, uint64_t& out, const std::string& where) {
   if (!j.contains(key)) return;
@@ -204,7 +206,7 @@ std::string TrainConfig::schedule_warning() const {
 float lr_at(const TrainConfig& c, int step) {
   const int decay_end = c.lr_decay_steps > 0 ? c.lr_decay_steps : c.steps;
   if (step < c.warmup_steps)
-    return static_cast<float>(static_cast<double>(c.lr) * (step + 1) / (c.warmup_steps + 1));
+    return static_cast<float>(static_cast<double>(c.lr) * (step + 1.0) / (c.warmup_steps + 1.0));  // no int overflow
   if (step > decay_end) return c.min_lr;
   if (decay_end == c.warmup_steps) return c.min_lr;
   const double r = static_cast<double>(step - c.warmup_steps) / (decay_end - c.warmup_steps);

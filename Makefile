@@ -19,10 +19,15 @@ export RTX_DATA
 # A build folder configured for another source tree (copied, or the checkout moved): CMake
 # stops with a long cache error, so say what it means and what to do first.
 define check_cache
-	@if [ -f $(1)/CMakeCache.txt ]; then \
-	  home=$$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' $(1)/CMakeCache.txt); \
+	@if [ -f "$(1)/CMakeCache.txt" ]; then \
+	  home=$$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$(1)/CMakeCache.txt" | tr -d '\r'); \
+	  cache=$$(sed -n 's/^CMAKE_CACHEFILE_DIR:INTERNAL=//p' "$(1)/CMakeCache.txt" | tr -d '\r'); \
 	  if [ -n "$$home" ] && [ "$$(cd "$$home" 2>/dev/null && pwd -P)" != "$$(pwd -P)" ]; then \
 	    echo "make: $(1)/ was configured for another source tree ($$home), not $$(pwd -P):" \
+	      "remove it (rm -rf $(1)) or build in another folder (make BUILD=dir)" >&2; exit 2; \
+	  fi; \
+	  if [ -n "$$cache" ] && [ "$$(cd "$$cache" 2>/dev/null && pwd -P)" != "$$(cd "$(1)" && pwd -P)" ]; then \
+	    echo "make: $(1)/ holds the CMake cache of another build folder ($$cache; copied?):" \
 	      "remove it (rm -rf $(1)) or build in another folder (make BUILD=dir)" >&2; exit 2; \
 	  fi; \
 	fi

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include "rtx/evolve/history.hpp"
 #include "rtx/store/store.hpp"
 #include "test_util.hpp"
+#include "../../libcommon/src/store/migrations.hpp"  // the released migrations, to build an older store
 
 using nlohmann::json;
 
@@ -572,4 +574,43 @@ TEST_CASE("history text shows control bytes from the store as \\xHH", "[cpu]") {
   const std::string list = rtx::evolve::format_cases(rtx::evolve::history_cases(st));
   CHECK(list.find('\x1b') == std::string::npos);
   CHECK_THAT(list, Catch::Contains("gelu\\x1B[2J/N=7\n"));
+}
+
+TEST_CASE("rtx-evolve history and report open the store read-only: no store is created, none migrated", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir();
+  const std::string ev = rtx::test::tool_path("rtx-evolve");
+  // A mistyped --db: a clear environment error, and neither the directories nor a store appear.
+  const std::string missing = dir + "/typo/sub/x.db";
+  for (const std::string cmd : {"history", "report --format md"}) {
+    INFO(cmd);
+    const auto r = rtx::test::run(ev + " --db " + missing + " " + cmd);
+    CHECK(r.exit_code == 3);
+    CHECK_THAT(r.err, Catch::Contains("no store at " + missing));
+    CHECK_THAT(r.err, Catch::Contains("rtx-bench run or rtx-evolve run"));
+    CHECK_FALSE(std::filesystem::exists(dir + "/typo"));
+  }
+  // An older (schema 2) store is refused by the read-only open, not migrated behind the user's back.
+  const std::string v2 = dir + "/v2.db";
+  {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(v2.c_str(), &db) == SQLITE_OK);
+    for (const auto& m : rtx::store::detail::migrations())
+      if (m.version <= 2) REQUIRE(sqlite3_exec(db, m.sql, nullptr, nullptr, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 2;", nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+  }
+  for (const std::string cmd : {"history", "report --format md"}) {
+    INFO(cmd);
+    const auto r = rtx::test::run(ev + " --db " + v2 + " " + cmd);
+    CHECK(r.exit_code == 3);
+    CHECK_THAT(r.err, Catch::Contains("older than this rtx's"));
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open_v2(v2.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+    CHECK(sqlite3_column_int(st, 0) == 2);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+  }
 }

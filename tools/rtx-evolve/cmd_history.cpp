@@ -30,7 +30,10 @@ Body add_history(CLI::App& app, const rtx::cli::CommonOptions& common) {
                "points too; by default they are left out of the analysis");
   return [&common, name, o]() {
     rtx::evolve::normalize_since(o->since, 0);  // a bad --since is refused before the store is opened
-    rtx::store::Store st(rtx::store::resolve_db_path(common.db));
+    // Only reads: a read-only open neither creates a missing store nor migrates an older one.
+    rtx::store::StoreOptions ro;
+    ro.read_only = true;
+    rtx::store::Store st(rtx::store::resolve_db_path(common.db), ro);
     if (name->empty()) {
       const auto cases = rtx::evolve::history_cases(st);
       if (common.json) {

@@ -24,7 +24,10 @@ Body add_report(CLI::App& app, const rtx::cli::CommonOptions& common) {
     if (fmt != "html" && fmt != "md" && fmt != "json")
       rtx::throw_input("unknown report format '" + fmt + "'", "--format", "one of html, md, json");
     rtx::evolve::normalize_since(o->since, 0);  // a bad --since is refused before the store is opened
-    rtx::store::Store st(rtx::store::resolve_db_path(common.db));
+    // Only reads: a read-only open neither creates a missing store nor migrates an older one.
+    rtx::store::StoreOptions ro;
+    ro.read_only = true;
+    rtx::store::Store st(rtx::store::resolve_db_path(common.db), ro);
     const std::string text = rtx::evolve::render_report(rtx::evolve::build_report(st, *o), fmt);
     rtx::io::write_text_output(*out, text);
     if (*out != "-" && !common.quiet) std::cerr << "wrote " << fmt << " report to " << *out << "\n";

@@ -224,7 +224,8 @@ Store::Store(const std::string& path, const StoreOptions& options) {
   if (options.read_only && !is_memory(path)) {
     std::error_code ec;
     if (!fs::exists(path, ec))
-      throw Error(ErrorCategory::Environment, "no store at " + path + (ec ? " (" + ec.message() + ")" : ""), path);
+      throw Error(ErrorCategory::Environment, "no store at " + path + (ec ? " (" + ec.message() + ")" : ""), path,
+                  "run rtx-bench run or rtx-evolve run first, or pass --db");
   }
   if (!is_memory(path)) {
     if (!options.read_only) make_parent_dir(path);

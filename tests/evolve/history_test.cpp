@@ -614,3 +614,23 @@ TEST_CASE("rtx-evolve history and report open the store read-only: no store is c
     sqlite3_close(db);
   }
 }
+
+TEST_CASE("rtx-evolve --json history and report --format json survive invalid UTF-8 in the store", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir(), db = dir + "/rtx.db";
+  {
+    rtx::store::Store st(db);
+    for (int i = 0; i < 4; ++i) add_point(st, "bad", i, 1e-3);
+    // A hand-edited row: case name and reason with bytes that are not UTF-8.
+    st.exec("UPDATE bench_results SET case_name = CAST(X'6261645FFF' AS TEXT), contended = 1, "
+            "contention_reason = CAST(X'72FF0A1B' AS TEXT)");
+  }
+  const std::string ev = rtx::test::tool_path("rtx-evolve") + " --db " + db + " ";
+  for (const std::string cmd : {"--json history", "--json history $(printf 'bad_\\377')", "report --format json"}) {
+    INFO(cmd);
+    const auto r = rtx::test::run(ev + cmd);
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    CHECK_NOTHROW(json::parse(r.out));
+    CHECK_THAT(r.out, Catch::Contains("bad_\xEF\xBF\xBD"));  // U+FFFD in place of the 0xFF byte
+  }
+}

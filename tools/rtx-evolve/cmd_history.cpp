@@ -37,7 +37,7 @@ Body add_history(CLI::App& app, const rtx::cli::CommonOptions& common) {
     if (name->empty()) {
       const auto cases = rtx::evolve::history_cases(st);
       if (common.json) {
-        std::cout << rtx::evolve::to_json(cases).dump(2) << "\n";
+        std::cout << rtx::evolve::to_json(cases).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       } else {
         std::cout << rtx::evolve::format_cases(cases);
       }
@@ -46,7 +46,7 @@ Body add_history(CLI::App& app, const rtx::cli::CommonOptions& common) {
     o->seed = common.seed;
     const rtx::evolve::CaseHistory h = rtx::evolve::case_history(st, *name, *o);
     if (common.json)
-      std::cout << rtx::evolve::to_json(h).dump(2) << "\n";
+      std::cout << rtx::evolve::to_json(h).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     else
       std::cout << rtx::evolve::format_history(h);
     return 0;

@@ -993,7 +993,7 @@ std::string md_report(const json& r) {
 }  // namespace
 
 std::string render_report(const json& report, const std::string& format) {
-  if (format == "json") return report.dump(2) + "\n";
+  if (format == "json") return report.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
   if (format == "html") return html_report(report);
   if (format == "md") return md_report(report);
   throw_input("unknown report format '" + format + "'", "--format", "one of html, md, json");

@@ -114,7 +114,7 @@ TEST_CASE("rtx-train run --steps 1 reports the one (cold) step's tok/s, not 0", 
   CHECK(step_rate == Approx(4.0 * 32 / (step_ms * 1e-3)).epsilon(1e-6));  // batch 4, block 32
   CHECK(r["tokens_per_s"].get<double>() == Approx(step_rate).epsilon(1e-9));
   // The human summary still reaches stderr under --json; the config's floats print as given.
-  CHECK_THAT(p.err, Catch::Contains("done: 1 steps in "));
+  CHECK_THAT(p.err, Catch::Contains("done: 1 step in "));
   CHECK(r["config"]["lr"].dump() == "0.003");
   CHECK(r["config"]["min_lr"].dump() == "0.0003");
   // warmup 3 over 1 step: lr at step 0 = 3e-3 * 1/4 (nanoGPT's ramp), never the peak.

@@ -274,7 +274,8 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
         std::snprintf(buf, sizeof buf, "val loss %.4f (best %.4f)", r.final_val_loss, r.best_val_loss);
         losses = buf;
       }
-      std::fprintf(stderr, "%sdone: %d steps in %.1f s, %s tok/s%s, %s%s%s\n", tty ? "\r\033[K" : "", r.steps_done,
+      std::fprintf(stderr, "%sdone: %d step%s in %.1f s, %s tok/s%s, %s%s%s\n", tty ? "\r\033[K" : "", r.steps_done,
+                   r.steps_done == 1 ? "" : "s",
                    r.wall_s, human_tokens(r.mean_tokens_per_s).c_str(),
                    r.tokens_per_s_cold ? " (first step only, cold)" : "", losses.c_str(),
                    r.checkpoint.empty() ? "" : ", checkpoint ", r.checkpoint.c_str());

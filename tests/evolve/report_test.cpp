@@ -628,7 +628,8 @@ TEST_CASE("rtx-evolve report: CLI writes one HTML file, md, json; bad input exit
   CHECK_THAT(bs.err, Catch::Contains("--since"));
   CHECK(rtx::test::run(tool + "report --limit 0").exit_code == 2);
 
-  // An empty store reports, not crashes.
+  // An empty store reports, not crashes (report opens read-only: the store must exist).
+  { rtx::store::Store empty(dir + "/empty.db"); }
   auto e = rtx::test::run(rtx::test::tool_path("rtx-evolve") + " --db " + dir + "/empty.db report --format md");
   CHECK(e.exit_code == 0);
   CHECK_THAT(e.out, Catch::Contains("No proposals in the store"));

@@ -12,6 +12,7 @@
 #include "rtx/core/error.hpp"
 #include "rtx/core/philox.hpp"
 #include "rtx/evolve/history.hpp"
+#include "rtx/evolve/report.hpp"
 #include "rtx/store/store.hpp"
 #include "test_util.hpp"
 #include "../../libcommon/src/store/migrations.hpp"  // the released migrations, to build an older store
@@ -633,4 +634,33 @@ TEST_CASE("rtx-evolve --json history and report --format json survive invalid UT
     CHECK_NOTHROW(json::parse(r.out));
     CHECK_THAT(r.out, Catch::Contains("bad_\xEF\xBF\xBD"));  // U+FFFD in place of the 0xFF byte
   }
+}
+
+TEST_CASE("history and the md report show created_at, close matches and case names from the store as \\xHH; long lines stay whole", "[cpu]") {
+  rtx::store::Store st(":memory:");
+  const std::string name = "ctl\x1b[31mRED\x07/N=1";
+  for (int i = 0; i < 3; ++i) add_point(st, name, i, 1e-3);
+  add_point(st, "long/case", 0, 2e-3, std::string(300, 'x'));
+  st.exec("UPDATE bench_results SET created_at = '2026' || char(27) || '[31m' WHERE case_name = 'long/case'");
+  // created_at with an escape, a 300-byte runs.tool: the value column is still printed.
+  const std::string text = rtx::evolve::format_history(rtx::evolve::case_history(st, "long/case", {}));
+  INFO(text);
+  CHECK(text.find('\x1b') == std::string::npos);
+  CHECK_THAT(text, Catch::Contains("2026\\x1B[31m"));
+  CHECK_THAT(text, Catch::Contains(std::string(300, 'x') + "         -  -     2 ms"));
+  // An unknown case's close matches.
+  try {
+    rtx::evolve::case_history(st, "ctl[31mRED\x07/N=1", {});  // the ESC left out
+    FAIL("an unknown case was found");
+  } catch (const rtx::Error& e) {
+    INFO(e.what());
+    CHECK(std::string(e.what()).find('\x1b') == std::string::npos);
+    CHECK(std::string(e.what()).find('\x07') == std::string::npos);
+    CHECK_THAT(std::string(e.what()), Catch::Contains("close matches:\n  ctl\\x1B[31mRED\\x07/N=1"));
+  }
+  const std::string md = rtx::evolve::render_report(rtx::evolve::build_report(st, {}), "md");
+  INFO(md);
+  CHECK(md.find('\x1b') == std::string::npos);
+  CHECK(md.find('\x07') == std::string::npos);
+  CHECK_THAT(md, Catch::Contains("ctl\\x1B[31mRED\\x07/N=1"));
 }

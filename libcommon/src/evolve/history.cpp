@@ -225,10 +225,10 @@ CaseHistory case_history(store::Store& st, const std::string& case_name, const H
       const auto near = close_matches(names, case_name);
       std::string hint = names.empty() ? "the store has no bench results yet: run rtx-bench run or rtx-evolve run first"
                                        : "run `rtx-evolve history` to list the " + std::to_string(names.size()) + " cases";
-      std::string msg = "no bench results for case '" + case_name + "' in " + st.path();
+      std::string msg = "no bench results for case '" + printable(case_name) + "' in " + st.path();
       if (!near.empty()) {
         msg += "; close matches:";
-        for (const auto& n : near) msg += "\n  " + n;
+        for (const auto& n : near) msg += "\n  " + printable(n);
       }
       throw_input(msg, "CASE", hint);
     }
@@ -351,11 +351,16 @@ std::string format_history(const CaseHistory& h) {
       if (it == reasons.end()) it = reasons.insert(reasons.end(), p.contention_reason);
       note += "   [busy " + std::to_string(it - reasons.begin() + 1) + "]";
     }
-    std::snprintf(line, sizeof line, "  %4zu  %-24s  %8lld  %-18s  %8s  %-4s  %s", i, p.created_at.c_str(),
-                  static_cast<long long>(p.run_id), printable(p.source).c_str(),
-                  p.proposal_id ? ("#" + std::to_string(*p.proposal_id)).c_str() : "-", p.contended ? "busy" : "-",
-                  with_unit(h.metric, p.value).c_str());
-    os << line << note << "\n";
+    // Built as a string, not into the fixed buffer: a long stored source or created_at must not
+    // cut the value column off. Padding is in bytes, as printf's was.
+    const auto pad = [](std::string v, size_t width, bool left) {
+      if (v.size() < width) left ? v.append(width - v.size(), ' ') : v.insert(0, width - v.size(), ' ');
+      return v;
+    };
+    os << "  " << pad(std::to_string(i), 4, false) << "  " << pad(printable(p.created_at), 24, true) << "  "
+       << pad(std::to_string(p.run_id), 8, false) << "  " << pad(printable(p.source), 18, true) << "  "
+       << pad(p.proposal_id ? "#" + std::to_string(*p.proposal_id) : "-", 8, false) << "  "
+       << pad(p.contended ? "busy" : "-", 4, true) << "  " << with_unit(h.metric, p.value) << note << "\n";
   }
   if (h.contended_points > 0) {
     os << h.contended_points << " busy-host point" << (h.contended_points == 1 ? "" : "s")
@@ -385,7 +390,7 @@ std::string format_history(const CaseHistory& h) {
   os << "change points (E-divisive means):\n";
   for (size_t i = 0; i < h.change_points.size(); ++i) {
     const auto& c = h.change_points[i];
-    os << "  at #" << c.index << " (" << h.points[c.index].created_at << "): " << with_unit(h.metric, c.mean_before) << " -> "
+    os << "  at #" << c.index << " (" << printable(h.points[c.index].created_at) << "): " << with_unit(h.metric, c.mean_before) << " -> "
        << with_unit(h.metric, c.mean_after) << " mean (" << fmt("%+.1f%%", 100 * c.relative_change) << "), median "
        << with_unit(h.metric, c.median_before) << " -> " << with_unit(h.metric, c.median_after) << ", q "
        << fmt("%.4g", c.q) << ", p " << fmt("%.3f", c.pvalue) << "; ";

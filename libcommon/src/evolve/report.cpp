@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "rtx/core/error.hpp"
+#include "rtx/core/printable.hpp"
 #include "rtx/evolve/history.hpp"
 #include "rtx/evolve/kg.hpp"
 #include "rtx/evolve/loop.hpp"
@@ -835,6 +836,7 @@ std::string md(const std::string& x) {
     else if (c == '\n' || c == '\r') o += ' ';
     else if (c == '<' && (std::isalpha(static_cast<unsigned char>(next)) || next == '/' || next == '!' || next == '?'))
       o += "&lt;";
+    else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) o += printable(std::string_view(&x[i], 1));  // ESC, BEL: \xHH
     else o += c;
   }
   return o;
@@ -851,6 +853,7 @@ std::string md_code(const std::string& x) {
     longest = std::max(longest, run);
     if (c == '|') body += "\\|";
     else if (c == '\n' || c == '\r') body += ' ';
+    else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) body += printable(std::string_view(&c, 1));
     else body += c;
   }
   const std::string fence(longest + 1, '`');

@@ -1024,3 +1024,101 @@ TEST_CASE("run --rounds writes the quiet-round merge and names the rounds left o
   }
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("rounds_left_out must follow the leave-out rule: quiet rounds suffice, n and round_medians_s agree", "[cpu][bench]") {
+  const json good = merged_doc(round_docs(5, {2, 4}));
+  auto expect = [&](const std::function<void(json&)>& edit, const std::string& field, const std::string& what) {
+    json doc = good;
+    edit(doc["cases"][0]);
+    expect_artifact_error(doc, {"b.json: field '/cases/0/" + field + "'", what});
+  };
+  // 3 of 5 left out: 2 quiet rounds do not suffice (merge_rounds would not leave them out).
+  expect([](json& c) {
+    json& h = c["host"];
+    h["rounds_left_out"].push_back(h["rounds_left_out"][1]);
+    h["rounds_left_out"][2]["round"] = 5;
+    h["rounds_contended"] = 3;
+    h["judged_rounds"] = 2;
+  }, "host/rounds_left_out", "do not suffice");
+  // Every round left out.
+  expect([](json& c) {
+    json& h = c["host"];
+    json lo = json::array();
+    for (int k = 1; k <= 5; ++k) lo.push_back({{"round", k}, {"reason", "busy"}});
+    h["rounds_left_out"] = lo;
+    h["rounds_contended"] = 5;
+    h["judged_rounds"] = 0;
+  }, "host/rounds_left_out", "do not suffice");
+  expect([](json& c) { c["round_medians_s"].push_back(1e-3); }, "round_medians_s", "expected judged_rounds (3)");
+  expect([](json& c) { c["host"]["rounds_left_out"][0]["n"] = 99; }, "host/rounds_left_out/0/n", "expected the sample count");
+  expect([](json& c) { c["host"]["rounds_left_out"][0]["n"] = "many"; }, "host/rounds_left_out/0/n", "expected the sample count");
+  // A round 2^64-1 of rounds 2^64-1 is in range (it read as -1 before); the counts then disagree.
+  expect([](json& c) {
+    c["host"]["rounds"] = UINT64_MAX;
+    c["host"]["rounds_left_out"][1]["round"] = UINT64_MAX;
+  }, "host/judged_rounds", "expected rounds minus the left-out rounds");
+  CHECK_NOTHROW(check_bench_artifact(good, "b.json"));
+  // Half of 2^64-1 rounds quiet: 2 * quiet overflowed.
+  CHECK(quiet_rounds_suffice(UINT64_MAX - 1, UINT64_MAX));
+  CHECK_FALSE(quiet_rounds_suffice(UINT64_MAX / 2 - 1, UINT64_MAX));
+  CHECK(quiet_rounds_suffice(3, 5));
+  CHECK_FALSE(quiet_rounds_suffice(3, 7));
+}
+
+TEST_CASE("fields show reads are type-checked; a missing ci or throughput shows '-' or 0", "[cpu][bench]") {
+  const json good = merged_doc(round_docs(1, {}));
+  auto expect = [&](const std::function<void(json&)>& edit, const std::string& field) {
+    json doc = good;
+    edit(doc);
+    expect_artifact_error(doc, {"b.json: field '" + field + "'"});
+  };
+  expect([](json& d) { d["cases"][0]["noisy"] = "yes"; }, "/cases/0/noisy");
+  expect([](json& d) { d["cases"][0]["roofline"] = {{"peak_fraction", "x"}}; }, "/cases/0/roofline/peak_fraction");
+  expect([](json& d) { d["pack"] = "str"; }, "/pack");
+  expect([](json& d) { d["pack"]["name"] = 5; }, "/pack/name");
+  expect([](json& d) { d["cases"][0]["time"]["p10_s"] = "x"; }, "/cases/0/time/p10_s");
+  expect([](json& d) { d["cases"][0]["time"]["ci"] = "x"; }, "/cases/0/time/ci");
+  expect([](json& d) { d["cases"][0]["skip_reason"] = 7; }, "/cases/0/skip_reason");
+  expect([](json& d) { d["peaks"]["source"] = 5; }, "/peaks/source");
+  expect([](json& d) { d["options"] = "x"; }, "/options");
+  expect([](json& d) { d["seed"] = -1; }, "/seed");
+  json cut = good;
+  cut["cases"][0]["time"] = {{"median_s", cut["cases"][0]["time"]["median_s"]}};
+  cut["cases"][0].erase("throughput");
+  const json checked = check_bench_artifact(cut, "b.json");
+  std::string table;
+  REQUIRE_NOTHROW(table = format_table(checked));
+  CHECK_THAT(table, Catch::Contains("+-0.0%"));
+}
+
+TEST_CASE("compare's host list and change-vs-medians footnote escape control bytes; csv quotes a lone CR", "[cpu][bench]") {
+  json base = merged_doc(round_docs(5, {2}));
+  base["cases"][0]["host"]["rounds_left_out"][0]["reason"] = "evil\x1b[2J";
+  const json fresh = merged_doc(round_docs(5, {}));
+  stats::CompareOptions o;
+  const CompareReport rep = compare_artifacts(check_bench_artifact(base, "b.json"), fresh, o, "b.json", "n.json");
+  for (const char* f : {"table", "md"}) {
+    const std::string s = format_compare(rep, f);
+    INFO(s);
+    CHECK(s.find('\x1b') == std::string::npos);
+    CHECK_THAT(s, Catch::Contains("evil\\x1B[2J"));
+  }
+  // The footnote: ids of rows whose change disagrees with the medians (the trial's case).
+  auto doc = [](const std::string& id, const std::vector<double>& us) {
+    std::vector<double> s;
+    for (double x : us) s.push_back(x * 1e-6);
+    json c = {{"id", id}, {"status", "ok"}, {"samples_s", s}, {"round_medians_s", s}};
+    return json{{"schema", "rtx.bench.v1"}, {"seed", 0}, {"cases", json::array({c})}};
+  };
+  const std::string id = "k\x1b]0;t\x07";
+  const CompareReport r2 = compare_artifacts(doc(id, {5.9, 7998.6, 7996.0, 7995.9, 4.9}), doc(id, {5.5, 5.6, 5.7, 7990, 7995}), o);
+  REQUIRE(r2.disagreements == 1);
+  for (const char* f : {"table", "md"}) {
+    const std::string s = format_compare(r2, f);
+    INFO(s);
+    CHECK(s.find('\x1b') == std::string::npos);
+    CHECK(s.find('\x07') == std::string::npos);
+  }
+  const CompareReport r3 = compare_artifacts(doc("\r", {1, 2, 3}), doc("\r", {1, 2, 3}), o);
+  CHECK_THAT(format_compare(r3, "csv"), Catch::Contains("\n\"\r\","));
+}

@@ -283,6 +283,13 @@ TEST_CASE("thresholds and time formatting", "[cpu]") {
   CHECK(format_seconds(1.5e-3) == "1.5 ms");
   CHECK(format_seconds(2.0) == "2 s");
   CHECK(format_seconds(12.3e-9) == "12.3 ns");
+  // The unit is picked after rounding: [999.5 us, 1 ms) printed "1e+03 us".
+  CHECK(format_seconds(999.7e-6) == "1 ms");
+  CHECK(format_seconds(999.5e-6).find("e+") == std::string::npos);  // "0.999 ms" (999.5 us in binary is just under)
+  CHECK(format_seconds(999.5e-6).find(" ms") != std::string::npos);
+  CHECK(format_seconds(999.4e-6) == "999 us");
+  CHECK(format_seconds(0.9996) == "1 s");
+  CHECK(format_seconds(999.6e-9) == "1 us");
   CHECK(format_seconds(456e-6) == "456 us");
 }
 

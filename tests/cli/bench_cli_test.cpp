@@ -543,3 +543,43 @@ TEST_CASE("run under a busy loop warns, records host.contended; compare calls it
   CHECK(rep["cases"][0]["reason"].get<std::string>().find("host busy during base: measuring thread ran") == 0);
   CHECK_THAT(q.err, Catch::Contains("1 case(s) undecided"));
 }
+
+TEST_CASE("run --json: a failed store write leaves stdout one JSON document (the error), -o FILE written", "[cpu][cli]") {
+  const std::string d = rtx::test::temp_dir();
+  const std::string db = d + "/rtx.db";
+  {
+    rtx::store::Store st(db);  // created at the current schema, then refusing the run's rows
+    st.exec("CREATE TRIGGER no_runs BEFORE INSERT ON runs BEGIN SELECT RAISE(ABORT, 'refused'); END");
+  }
+  auto p = run(bench() + " run " + smoke() + " --json --max-time 0.02 --threads 1 --filter gelu --db " + db + " -o " + d + "/a.json");
+  INFO(p.out << p.err);
+  CHECK(p.exit_code != 0);
+  json out;
+  REQUIRE_NOTHROW(out = json::parse(p.out));  // before: the artifact, then the error object
+  CHECK(out.contains("error"));
+  CHECK_FALSE(out.contains("cases"));
+  CHECK(std::filesystem::exists(d + "/a.json"));
+}
+
+TEST_CASE("show prints seed 2^64-1 unsigned and escapes ids, pack name and skip reasons", "[cpu][cli]") {
+  const std::string d = rtx::test::temp_dir();
+  json doc = fake_artifact(1e-3, 1);
+  doc["seed"] = UINT64_MAX;
+  doc["pack"] = {{"name", "p\x1b[31m"}, {"source", "x"}};
+  doc["cases"][0]["id"] = "k\x1b[2J";
+  doc["cases"].push_back({{"id", "s\rx"}, {"status", "skipped"}, {"samples_s", json::array()}, {"skip_reason", "no\x07"}});
+  std::ofstream(d + "/a.json") << doc.dump();
+  auto p = run(bench() + " show " + d + "/a.json");
+  INFO(p.out << p.err);
+  REQUIRE(p.exit_code == 0);
+  CHECK_THAT(p.out, Catch::Contains("seed 18446744073709551615"));
+  CHECK(p.out.find('\x1b') == std::string::npos);
+  CHECK(p.out.find('\r') == std::string::npos);
+  CHECK(p.out.find('\x07') == std::string::npos);
+  CHECK_THAT(p.out, Catch::Contains("k\\x1B[2J"));
+  doc["seed"] = -1;
+  std::ofstream(d + "/b.json") << doc.dump();
+  auto q = run(bench() + " show " + d + "/b.json");
+  CHECK(q.exit_code == 2);
+  CHECK_THAT(q.err, Catch::Contains("field '/seed'"));
+}

@@ -23,6 +23,7 @@
 #include <cstdio>
 #include "rtx/dist/comm.hpp"
 #include "rtx/app/bench.hpp"
+#include "rtx/core/printable.hpp"
 #include "rtx/app/doctor.hpp"
 #include "rtx/cli/cli.hpp"
 #include "rtx/core/build_info.hpp"
@@ -519,7 +520,6 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
   if (const std::string w = c.quiet ? "" : contention_warning(r, meta, rb.cases.empty() ? nullptr : &rb); !w.empty())
     err << w;
   if (const std::string w = c.quiet ? "" : left_out_note(r, rb.cases.empty() ? nullptr : &rb); !w.empty()) err << w;
-  if (c.out == "-" || c.json) out_stream << doc.dump(2) << std::endl;
   // The baseline first: if it cannot be written, neither file is.
   if (!c.baseline_out.empty()) io::write_artifact(c.baseline_out, doc_b);
   if (!c.out.empty() && c.out != "-") io::write_artifact(c.out, doc);
@@ -529,6 +529,9 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
           << "; compare with: rtx-bench compare " << c.baseline_out << " " << (c.out.empty() || c.out == "-" ? "NEW" : c.out) << "\n";
   }
   if (st) record(*st, c, doc, r, failed, telemetry::sku_key(kernels::backend_name(backend)), started_at);
+  // stdout only after the store write: when it fails, stdout holds the error object alone
+  // (one JSON document), not the artifact followed by the error. -o FILE is already written.
+  if (c.out == "-" || c.json) out_stream << doc.dump(2) << std::endl;
   if (failed && !c.quiet) err << "rtx-bench: a case failed its correctness check (exit 1)\n";
   return failed ? 1 : 0;
 }
@@ -601,8 +604,11 @@ int run_show(const ShowCommand& c, std::ostream& out) {
     out << doc.dump(2) << "\n";
     return 0;
   }
-  out << "pack " << doc.value("pack", json::object()).value("name", std::string("?")) << ", seed " << doc.value("seed", 0)
-      << ", backend " << doc.value("options", json::object()).value("backend", std::string("?")) << "\n";
+  // Types checked by read_bench_artifact; the pack name and backend come from the file (printable);
+  // the seed is unsigned (2^64-1 printed as -1).
+  out << "pack " << printable(doc.value("pack", json::object()).value("name", std::string("?"))) << ", seed "
+      << doc.value("seed", uint64_t{0}) << ", backend " << printable(doc.value("options", json::object()).value("backend", std::string("?")))
+      << "\n";
   out << format_table(doc, false);
   return 0;
 }

@@ -43,7 +43,7 @@ std::string md_cell(const std::string& s) {
 }
 
 std::string csv_quote(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string o = "\"";
   for (char ch : s) o += ch == '"' ? std::string("\"\"") : std::string(1, ch);
   return o + "\"";
@@ -166,8 +166,9 @@ std::string reason_list(const CompareReport& r, const std::string& bullet) {
   }
   std::string out;
   for (const auto& [key, ids] : groups) {
-    out += bullet + key + "\n" + std::string(bullet.size() + 2, ' ') + "cases: ";
-    for (size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + ids[i];
+    // Reasons and ids come from artifact files: control bytes shown as \xHH.
+    out += bullet + printable(key) + "\n" + std::string(bullet.size() + 2, ' ') + "cases: ";
+    for (size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + printable(ids[i]);
     out += "\n";
   }
   return out;
@@ -320,7 +321,7 @@ std::string disagreement_footnote(const CompareReport& r, bool md) {
   if (md) out += "\n";
   for (const auto& row : r.rows) {
     if (row.presence != "both" || !row.change_disagrees) continue;
-    out += (md ? "- `" + row.id + "`" : "  " + row.id) + ": change " + pct(row.cmp.ratio - 1) + ", medians " +
+    out += (md ? "- `" + printable(row.id) + "`" : "  " + printable(row.id)) + ": change " + pct(row.cmp.ratio - 1) + ", medians " +
            format_seconds(row.base_median) + " -> " + format_seconds(row.new_median) + " (" + pct(row.medians_ratio - 1) +
            "), basis " + row.basis + "\n";
   }

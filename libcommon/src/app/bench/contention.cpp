@@ -208,7 +208,9 @@ HostEvidence host_evidence_from_json(const json& j, const std::string& source, c
       LeftOutRound r;
       const json none;
       const json& round = x.contains("round") ? x["round"] : none;
-      if (!round.is_number_integer() || round.get<int64_t>() < 1 || round.get<uint64_t>() > e.rounds)
+      // 2^64-1 read as int64_t was -1: only a signed integer is read signed.
+      if (!round.is_number_integer() || (!round.is_number_unsigned() && round.get<int64_t>() < 1) || round.get<uint64_t>() < 1 ||
+          round.get<uint64_t>() > e.rounds)
         bad(at + "/round", "expected an integer in [1, rounds = " + std::to_string(e.rounds) + "], got " + round.dump());
       r.round = round.get<size_t>();
       if (!e.rounds_left_out.empty() && r.round <= e.rounds_left_out.back().round)
@@ -226,6 +228,9 @@ HostEvidence host_evidence_from_json(const json& j, const std::string& source, c
           r.samples.push_back(s[k].get<double>());
         }
       }
+      if (x.contains("n") && (!x["n"].is_number_integer() || (!x["n"].is_number_unsigned() && x["n"].get<int64_t>() < 0) ||
+                              x["n"].get<uint64_t>() != r.samples.size()))
+        bad(at + "/n", "expected the sample count " + std::to_string(r.samples.size()) + ", got " + x["n"].dump());
       if (x.contains("median_s")) {
         const json& m = x["median_s"];
         if (!m.is_number() || !std::isfinite(m.get<double>()) || m.get<double>() < 0)
@@ -248,6 +253,12 @@ HostEvidence host_evidence_from_json(const json& j, const std::string& source, c
                                std::to_string(e.rounds_left_out.size()) + " = " + std::to_string(e.judged_rounds) + "), got " +
                                std::to_string(judged));
   }
+  // Rounds are left out only when the quiet ones suffice (merge_rounds): judging on none, or
+  // on 2 of 5, is not what an artifact of rtx-bench can say.
+  if (!e.rounds_left_out.empty() && !quiet_rounds_suffice(e.judged_rounds, e.rounds))
+    bad("rounds_left_out", "leaves " + std::to_string(e.rounds_left_out.size()) + " of " + std::to_string(e.rounds) +
+                               " rounds out, but the " + std::to_string(e.judged_rounds) + " quiet ones do not suffice (need " +
+                               std::to_string(kMinQuietRounds) + " and at least half)");
   if (!j.contains("contended")) bad("contended", "missing (expected boolean)");
   if (!j["contended"].is_boolean()) bad("contended", std::string("expected boolean, got ") + j["contended"].type_name());
   e.contended = j["contended"].get<bool>();

@@ -462,6 +462,16 @@ TEST_CASE("evolve mcp: list_benchmarks and get_baseline", "[cpu]") {
   CHECK_THAT(tool_error(one(srv, call(9, "get_baseline", {{"key", "astrology|" + f.sku}}))), Catch::Contains("astrology"));
   CHECK(error_code(one(srv, call(10, "get_baseline", json::object()))) == -32602);
   CHECK(error_code(one(srv, call(11, "get_baseline", {{"key", 7}}))) == -32602);
+
+  // A row changed outside rtx with params_json that is not JSON: a tool error naming it, not
+  // -32603 with raw SQL ("malformed JSON" from json_extract).
+  f.st.exec("INSERT INTO runs (tool) VALUES ('rtx-bench')");
+  f.st.exec("PRAGMA ignore_check_constraints = ON");  // the schema's json_valid CHECK, as a hand-made table lacks it
+  f.st.exec("INSERT INTO bench_results (run_id, case_name, op, variant, backend, shape, dtype, params_json, median_s) "
+            "VALUES (last_insert_rowid(), 'bad/params', 'gelu', 'cpu.ref', 'cpu', 'N=4', 'f32', 'not json', 1e-3)");
+  f.st.exec("PRAGMA ignore_check_constraints = OFF");
+  CHECK_THAT(tool_error(one(srv, call(17, "get_baseline", {{"case", "bad/params"}}))),
+             Catch::Contains("stored params_json is unreadable"));
 }
 
 TEST_CASE("evolve mcp: submit_proposal, proposal_status, query_knowledge", "[cpu]") {

@@ -408,7 +408,11 @@ json key_baseline(store::Store& st, const std::string& key) {
 
 /// Rows that measured what runs here: rtx-bench results and validations' baseline arms, not the
 /// candidate arms rtx-evolve records (params_json.rtx_evolve.arm, rtx/evolve/history.hpp).
-constexpr const char* kNotCandidate = "COALESCE(json_extract(b.params_json, '$.rtx_evolve.arm'), '') <> 'candidate'";
+/// A row whose params_json is not JSON (changed outside rtx) is not a candidate: json_extract
+/// on it would fail the whole query with raw SQL; get_baseline then reports it as a tool error.
+constexpr const char* kNotCandidate =
+    "(CASE WHEN json_valid(b.params_json) THEN COALESCE(json_extract(b.params_json, '$.rtx_evolve.arm'), '') "
+    "ELSE '' END) <> 'candidate'";
 
 /// The latest bench_results row of a case id, and the profile in force for its key here. Rows
 /// measured on a busy host (bench_results.contended) are skipped unless `include_contended`;

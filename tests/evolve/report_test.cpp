@@ -383,6 +383,9 @@ TEST_CASE("report: gates with too few rounds show no CI and count as undecided",
       CHECK(p["too_few_rounds"] == true);
       CHECK(p["improvement"].get<double>() == Approx(pg.detail["improvement"].get<double>()));
       CHECK_THAT(p["action"].get<std::string>(), Catch::StartsWith("none now: undecided performance"));
+      // Too few rounds, not the host's noise, left it undecided: the action says so.
+      CHECK_THAT(p["action"].get<std::string>(), Catch::Contains("too few rounds to decide"));
+      CHECK(p["action"].get<std::string>().find("noise") == std::string::npos);
     }
   CHECK(r["win_rate"]["overall"]["undecided"] == 1);
   CHECK(r["win_rate"]["overall"]["validated"] == 1);

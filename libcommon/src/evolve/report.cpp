@@ -80,11 +80,15 @@ std::string op_of(const Proposal& p) {
 
 /// What a person should do with a proposal in this status: {text, command}.
 std::pair<std::string, std::string> action_of(int64_t id, const std::string& status, const std::string& failed_why,
-                                              bool undecided) {
+                                              bool undecided, bool too_few_rounds = false) {
   const std::string sid = std::to_string(id);
   if (status == "passed") return {"approve to promote", "rtx-evolve approve " + sid};
   if (status == "approved") return {"promotion pending: approve again to retry it", "rtx-evolve approve " + sid};
   if (status == "promoted") return {"in force; to undo", "rtx-evolve rollback " + sid};
+  if (status == "failed" && undecided && too_few_rounds)
+    return {"none now: undecided " + failed_why +
+                " (too few rounds to decide; a later run, with more --rounds, proposes it again)",
+            ""};
   if (status == "failed" && undecided)
     return {"none now: undecided " + failed_why + " (this host's noise hid the effect; a later run proposes it again)",
             ""};
@@ -264,7 +268,7 @@ json build_report(store::Store& st, const ReportOptions& o) {
       }
     }
     if (queue_rows.size() < o.limit) {
-      const auto [text, command] = action_of(id, p.status, failed_why, undecided);
+      const auto [text, command] = action_of(id, p.status, failed_why, undecided, too_few);
       queue_rows.push_back({{"id", id},
                             {"created_at", created_at},
                             {"domain", p.domain},

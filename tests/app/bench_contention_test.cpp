@@ -750,9 +750,43 @@ TEST_CASE("merged rounds: busy rounds are left out when at least 3 quiet rounds 
                                                     std::to_string(t.busy[0]) + " evidence"));
         CHECK_THAT(c.host.reason, Catch::EndsWith("; " + std::to_string(t.busy.size()) + " of " + std::to_string(t.rounds) +
                                                   " rounds busy, " + std::to_string(quiet) +
-                                                  " quiet: too few to judge on the quiet rounds alone (need 3 and at least half)"));
+                                                  " judged quiet: too few to judge on the quiet rounds alone (need 3 and at least half)"));
       }
     }
+  }
+  // Rounds too short to judge (window 0.02 s, judged_on "none") are not quiet rounds: 1 busy of
+  // 5 with 4 unjudged leaves nothing judged quiet, so the busy round stays in (the new-user
+  // trial saw a smoke pack "judged on quiet rounds" that no one had judged).
+  {
+    std::vector<json> docs = round_docs(5, {2});
+    for (size_t k : {0, 2, 3, 4}) {
+      json& h = docs[k]["cases"][0]["host"];
+      h["window_s"] = 0.02;
+      h["thread_cpu_s"] = 0.0198;
+      h["judged_on"] = "none";
+    }
+    const CaseResult c = merge_rounds(docs).cases[0];
+    CHECK(c.host.contended);
+    CHECK(c.host.rounds_left_out.empty());
+    CHECK(c.round_medians.size() == 5);
+    CHECK_THAT(c.host.reason, Catch::EndsWith("; 1 of 5 rounds busy, 0 judged quiet (4 too short to judge): too few to "
+                                              "judge on the quiet rounds alone (need 3 and at least half)"));
+    // Three judged quiet rounds of five are enough again, the unjudged one merged with them.
+    docs[3]["cases"][0]["host"]["window_s"] = 1.0;
+    docs[3]["cases"][0]["host"]["thread_cpu_s"] = 0.99;
+    docs[3]["cases"][0]["host"].erase("judged_on");
+    docs[4]["cases"][0]["host"]["window_s"] = 1.0;
+    docs[4]["cases"][0]["host"]["thread_cpu_s"] = 0.99;
+    docs[4]["cases"][0]["host"].erase("judged_on");
+    CHECK(merge_rounds(docs).cases[0].host.contended);  // 2 judged quiet: still too few
+    docs[2]["cases"][0]["host"]["window_s"] = 1.0;
+    docs[2]["cases"][0]["host"]["thread_cpu_s"] = 0.99;
+    docs[2]["cases"][0]["host"].erase("judged_on");
+    const CaseResult d = merge_rounds(docs).cases[0];
+    CHECK_FALSE(d.host.contended);
+    REQUIRE(d.host.rounds_left_out.size() == 1);
+    CHECK(d.host.rounds_left_out[0].round == 2);
+    CHECK(d.round_medians.size() == 4);
   }
   // The artifact records it and reads back; the table marks the case and counts it.
   const json doc = merged_doc(round_docs(5, {2, 4}));
@@ -838,7 +872,7 @@ TEST_CASE("compare judges a case on its quiet rounds and says which rounds were 
   rep = compare_artifacts(merged_doc(round_docs(5, {1, 2, 3})), fresh, o);
   CHECK(rep.undecided == 1);
   CHECK(rep.left_out == 0);
-  CHECK_THAT(rep.rows[0].busy, Catch::Contains("3 of 5 rounds busy, 2 quiet: too few"));
+  CHECK_THAT(rep.rows[0].busy, Catch::Contains("3 of 5 rounds busy, 2 judged quiet: too few"));
   // An artifact of an earlier build (busy round, no rounds_left_out): undecided as before.
   json old = merged_doc(round_docs(3, {2}));
   old["cases"][0]["host"].erase("judged_rounds");

@@ -387,7 +387,8 @@ inline constexpr size_t kMinRoundsForBasis = 3;
 /// left out: the rounds basis's minimum, so that compare still judges it on round medians.
 inline constexpr size_t kMinQuietRounds = kMinRoundsForBasis;
 
-/// True when a case measured in `rounds` rounds, `quiet` of them not contended, may be judged
+/// True when a case measured in `rounds` rounds, `quiet` of them judged and not contended (a
+/// round too short to judge, judged_on "none", does not count as quiet), may be judged
 /// on its quiet rounds alone: quiet >= kMinQuietRounds and quiet >= rounds / 2 (at least half).
 /// Below that the busy rounds stay in and the case stays contended. The half rule: when most
 /// rounds cross the thresholds the host was busy for most of the run, and the rounds that did

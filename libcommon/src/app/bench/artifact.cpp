@@ -345,16 +345,19 @@ void merge_host(HostEvidence& m, const HostEvidence& x, size_t k, size_t total) 
 CaseResult merge_case(const std::vector<CaseResult>& xs) {
   const size_t total = xs.size();
   std::vector<size_t> busy;
-  size_t ran = 0;
+  size_t ran = 0, judged_quiet = 0;
   bool all_ok = true;
   for (size_t k = 0; k < total; ++k) {
     if (xs[k].status == "skipped") continue;
     ++ran;
     all_ok = all_ok && xs[k].status == "ok" && !xs[k].samples.empty();
     if (xs[k].host.measured && xs[k].host.contended) busy.push_back(k);
+    // Quiet means judged and not contended: a round whose window was too short to judge (judged_on
+    // "") is unknown, and on a busy host only the long (busy) rounds would be judged at all.
+    else if (xs[k].host.measured && !xs[k].host.judged_on.empty()) ++judged_quiet;
   }
   // Leaving rounds out changes nothing a failed case shows (it is not compared), so only ok ones.
-  const bool leave_out = !busy.empty() && all_ok && quiet_rounds_suffice(ran - busy.size(), ran);
+  const bool leave_out = !busy.empty() && all_ok && quiet_rounds_suffice(judged_quiet, ran);
   auto left_out = [&](size_t k) { return leave_out && std::find(busy.begin(), busy.end(), k) != busy.end(); };
 
   CaseResult r = xs[0];
@@ -397,9 +400,11 @@ CaseResult merge_case(const std::vector<CaseResult>& xs) {
     r.host.contended = false;
     r.host.reason.clear();
   } else if (!busy.empty() && ran > 1) {
-    const size_t quiet = ran - busy.size();
-    r.host.reason += "; " + std::to_string(busy.size()) + " of " + std::to_string(ran) + " rounds busy, " + std::to_string(quiet) +
-                     " quiet: too few to judge on the quiet rounds alone (need " + std::to_string(kMinQuietRounds) +
+    const size_t unjudged = ran - busy.size() - judged_quiet;
+    r.host.reason += "; " + std::to_string(busy.size()) + " of " + std::to_string(ran) + " rounds busy, " +
+                     std::to_string(judged_quiet) + " judged quiet" +
+                     (unjudged ? " (" + std::to_string(unjudged) + " too short to judge)" : std::string()) +
+                     ": too few to judge on the quiet rounds alone (need " + std::to_string(kMinQuietRounds) +
                      " and at least half)";
   }
   return r;

@@ -263,6 +263,14 @@ TEST_CASE("report: an undecided performance gate is told apart from a failure", 
   CHECK_THAT(md, Catch::Contains("| domain | validated | passed | promoted | undecided |"));
   CHECK_THAT(md, Catch::Contains("| all | 2 | 0 | 0 | 1 | 0.0% | 0.0% |"));
   CHECK_THAT(md, Catch::Contains("1 proposal was undecided"));
+  // Gate failures: the undecided performance gates (#2, #3) are not counted as failures.
+  for (const auto& g : r["gate_failures"]["by_gate"])
+    if (g["gate"] == "performance") {
+      CHECK(g["evaluated"] == 3);
+      CHECK(g["failed"] == 1);
+      CHECK(g["undecided"] == 2);
+    }
+  for (const auto& t : r["gate_failures"]["top_reasons"]) CHECK(t["reason"].get<std::string>().find("straddles") == std::string::npos);
   CHECK_THAT(render_report(r, "html"), Catch::Contains("1 proposal was undecided"));
 
   // The prior that keeps a failure from being proposed again ignores the undecided one.

@@ -197,7 +197,7 @@ json build_report(store::Store& st, const ReportOptions& o) {
   std::map<std::string, int64_t> status_counts;
   std::map<std::string, std::array<int64_t, 4>> by_domain;  // validated (decided), passed, promoted, undecided
   std::array<int64_t, 4> overall{0, 0, 0, 0};
-  std::map<std::string, std::array<int64_t, 2>> by_gate;   // evaluated, failed
+  std::map<std::string, std::array<int64_t, 3>> by_gate;   // evaluated, failed, undecided (not counted as failed)
   struct ReasonCount {
     int64_t count = 0;
     std::string example;
@@ -236,12 +236,14 @@ json build_report(store::Store& st, const ReportOptions& o) {
         auto& bg = by_gate[g.gate];
         ++bg[0];
         if (!g.passed) {
-          ++bg[1];
-          const std::string r = reason.empty() ? "(no reason recorded)" : reason;
-          auto& rc = reasons[{g.gate, reason_class(r)}];
-          if (rc.count++ == 0) rc.example = r;
           // The deciding gate: the first failed one that is not an undecided performance gate.
           const bool undecided_perf = gate_undecided(g.gate, g.passed, g.detail);
+          ++bg[undecided_perf ? 2 : 1];
+          if (!undecided_perf) {  // an undecided gate is no evidence against the change: not a failure reason
+            const std::string r = reason.empty() ? "(no reason recorded)" : reason;
+            auto& rc = reasons[{g.gate, reason_class(r)}];
+            if (rc.count++ == 0) rc.example = r;
+          }
           if (failed_why.empty() || (failed_why_undecided && !undecided_perf)) {
             failed_why = g.gate + (reason.empty() ? "" : ": " + reason);
             failed_why_undecided = undecided_perf;
@@ -306,7 +308,7 @@ json build_report(store::Store& st, const ReportOptions& o) {
   report["win_rate"] = {{"overall", win_row("all", overall[0], overall[1], overall[2], overall[3])}, {"by_domain", domains}};
 
   json gate_rows = json::array();
-  for (const auto& [g, c] : by_gate) gate_rows.push_back({{"gate", g}, {"evaluated", c[0]}, {"failed", c[1]}});
+  for (const auto& [g, c] : by_gate) gate_rows.push_back({{"gate", g}, {"evaluated", c[0]}, {"failed", c[1]}, {"undecided", c[2]}});
   std::vector<std::pair<std::pair<std::string, std::string>, ReasonCount>> rs(reasons.begin(), reasons.end());
   std::stable_sort(rs.begin(), rs.end(), [](const auto& a, const auto& b) { return a.second.count > b.second.count; });
   json top = json::array();

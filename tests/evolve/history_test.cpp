@@ -538,7 +538,7 @@ TEST_CASE("rtx-evolve history CLI: JSON, table, case list, bad input", "[cpu]") 
   REQUIRE(r.exit_code == 0);
   CHECK(json::parse(r.out)["cases"][0]["busy"] == 40);
 
-  // A store that claims schema 3 without its columns: the invalid-store input error, exit 2,
+  // A store that claims the latest schema without one of its columns: the invalid-store input error, exit 2,
   // naming the file and the columns (not an internal error with raw SQL).
   {
     sqlite3* raw = nullptr;

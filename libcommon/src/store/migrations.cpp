@@ -214,6 +214,15 @@ ALTER TABLE bench_results ADD COLUMN contended INTEGER NOT NULL DEFAULT 0 CHECK 
 ALTER TABLE bench_results ADD COLUMN contention_reason TEXT NOT NULL DEFAULT '';
 )SQL";
 
+// Version 4 (rtx-tune host contention): whether a tuning trial's timing was taken on a busy
+// host (tune::Evaluation::contended and its evidence). A contended trial is neither reused by a
+// resume nor chosen as a search's best nor cited by rtx-evolve's tuner proposer. Rows from
+// before stay 0 and '': no evidence recorded, not "the host was idle".
+static const char* const kSchemaV4 = R"SQL(
+ALTER TABLE tuning_trials ADD COLUMN contended INTEGER NOT NULL DEFAULT 0 CHECK (contended IN (0, 1));
+ALTER TABLE tuning_trials ADD COLUMN contention_reason TEXT NOT NULL DEFAULT '';
+)SQL";
+
 #undef RTX_NOW
 
 const std::vector<Migration>& migrations() {
@@ -221,6 +230,7 @@ const std::vector<Migration>& migrations() {
       {1, "initial schema: runs, artifacts, doctor, bench, tuning, profiles, evolve, knowledge graph", kSchemaV1},
       {2, "evolve: versioned configurations (threads, scheduler, allocator) and the deployment log", kSchemaV2},
       {3, "bench: host contention of each bench result (contended, contention_reason)", kSchemaV3},
+      {4, "tune: host contention of each tuning trial (contended, contention_reason)", kSchemaV4},
   };
   return all;
 }

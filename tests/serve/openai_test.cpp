@@ -410,6 +410,11 @@ TEST_CASE("error bodies and model/context helpers", "[cpu]") {
 
   CHECK(unauthorized().status == 401);
   CHECK(body_too_large(2000000, 1048576).status == 413);
+  CHECK(body_too_large(2000000, 1048576).message == "Request body too large: 2000000 bytes (limit 1048576 bytes).");
+  // Size unknown (chunked): the limit alone, never "0 bytes".
+  CHECK(body_too_large(1048576).status == 413);
+  CHECK(body_too_large(1048576).code == "request_too_large");
+  CHECK(body_too_large(1048576).message == "Request body too large: over the limit of 1048576 bytes.");
   CHECK(overloaded("queue full (64 waiting)").status == 429);
   CHECK(server_error("boom").status == 500);
 

@@ -1754,3 +1754,73 @@ TEST_CASE("serve: cpp-httplib's own 413 for a form-encoded body over 8 KiB count
   CHECK(refused() == 1);
   CHECK(s.metric("rtx_requests_total{engine=\"main\",status=\"413\"}") == 2);
 }
+
+TEST_CASE("serve: a chunked form-encoded body over 8 KiB: the 413 names the bytes read, not 0", "[cpu][serve]") {
+  ServerConfig cfg;
+  cfg.max_body_bytes = 64 << 10;
+  Running s({}, cfg);
+  RawConn conn(s.port);
+  // 9000 bytes in two chunks (0x1000 + 0x1328), no Content-Length.
+  conn.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n1000\r\n" + std::string(4096, 'a') + "\r\n1328\r\n" +
+            std::string(4904, 'a') + "\r\n0\r\n\r\n");
+  const std::string r = conn.read_all(5);
+  INFO(r.substr(0, 600));
+  CHECK(r.rfind("HTTP/1.1 413 ", 0) == 0);
+  const std::string msg = body_of(r)["error"]["message"].get<std::string>();
+  CHECK_THAT(msg, Catch::Contains("Request body of 9000 bytes sent as application/x-www-form-urlencoded"));
+  CHECK_THAT(msg, !Catch::Contains(" 0 bytes"));
+  CHECK(s.metric("rtx_http_refused_total{reason=\"body_too_large\"}") == 1);
+  // The guard's 413 for a chunked body over --max-body-bytes names the limit, no size.
+  RawConn big(s.port);
+  big.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           "Transfer-Encoding: chunked\r\n\r\n10001\r\n");
+  const std::string rb = big.read_all(5);
+  INFO(rb.substr(0, 600));
+  CHECK(rb.rfind("HTTP/1.1 413 ", 0) == 0);
+  CHECK_THAT(body_of(rb)["error"]["message"].get<std::string>(),
+             Catch::Contains("the chunked body exceeds the limit of 65536 bytes") && !Catch::Contains(" 0 bytes"));
+}
+
+TEST_CASE("serve: a form-encoded body over 8 KiB to an unknown path is 404 (405 for a route without POST), not 413",
+          "[cpu][serve]") {
+  ServerConfig cfg;
+  cfg.max_body_bytes = 64 << 10;
+  Running s({}, cfg);
+  const std::string form = "Content-Type: application/x-www-form-urlencoded\r\n";
+  const std::string body(9000, 'a');
+  const std::string chunked = "Transfer-Encoding: chunked\r\n\r\n2328\r\n" + body + "\r\n0\r\n\r\n";
+  const std::string health = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  struct Case {
+    std::string request, status, code;
+  };
+  const std::vector<Case> cases = {
+      {"POST /nowhere HTTP/1.1\r\nHost: x\r\n" + form + "Content-Length: 9000\r\n\r\n" + body, "404", "not_found"},
+      {"POST /v1/completion HTTP/1.1\r\nHost: x\r\n" + form + chunked, "404", "not_found"},
+      {"PUT /nowhere HTTP/1.1\r\nHost: x\r\n" + form + "Content-Length: 9000\r\n\r\n" + body, "404", "not_found"},
+      {"POST /health HTTP/1.1\r\nHost: x\r\n" + form + "Content-Length: 9000\r\n\r\n" + body, "405",
+       "method_not_allowed"},
+  };
+  for (const auto& c : cases) {
+    RawConn conn(s.port);
+    conn.send(c.request + health);  // the body was read whole: the connection stays for the next request
+    const std::string r = conn.read_all(5);
+    INFO(c.request.substr(0, 120) << "\n -> " << r.substr(0, 600));
+    CHECK(r.rfind("HTTP/1.1 " + c.status + " ", 0) == 0);
+    const std::string first = r.substr(0, r.find("HTTP/1.1 200 "));
+    CHECK(body_of(first)["error"]["code"] == c.code);
+    CHECK(body_of(first)["error"]["type"] == "invalid_request_error");
+    CHECK(header_values(first, "Connection").empty());
+    CHECK_THAT(r, Catch::EndsWith("{\"status\":\"ok\"}"));
+  }
+  CHECK(s.metric("rtx_http_refused_total{reason=\"body_too_large\"}") == 0);
+  CHECK(s.metric("rtx_requests_total{engine=\"main\",status=\"404\"}") == 3);
+  CHECK(s.metric("rtx_requests_total{engine=\"main\",status=\"405\"}") == 1);
+  // A route that takes the request keeps the library's 413.
+  RawConn known(s.port);
+  known.send("POST /tokenize HTTP/1.1\r\nHost: x\r\n" + form + "Content-Length: 9000\r\n\r\n" + body);
+  const std::string rk = known.read_all(5);
+  CHECK(rk.rfind("HTTP/1.1 413 ", 0) == 0);
+  CHECK(s.metric("rtx_http_refused_total{reason=\"body_too_large\"}") == 1);
+  CHECK(s.metric("rtx_requests_total{engine=\"main\",status=\"413\"}") == 1);  // the only 413
+}

@@ -83,6 +83,12 @@ ApiError body_too_large(size_t bytes, size_t limit) {
   return e;
 }
 
+ApiError body_too_large(size_t limit) {
+  ApiError e = body_too_large(0, limit);
+  e.message = "Request body too large: over the limit of " + std::to_string(limit) + " bytes.";
+  return e;
+}
+
 ApiError overloaded(std::string message) {
   ApiError e;
   e.status = 429;

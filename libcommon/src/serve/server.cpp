@@ -504,7 +504,7 @@ struct Server::Impl {
            "uri_too_long (414), timeout (408: a deadline, or no byte for the read timeout), bad_request and "
            "bad_framing (400), not_implemented (501), unsupported_encoding (415), body_too_large (413, a chunked "
            "body), version_not_supported (505); cpp-httplib's own 400s count under bad_request, its 413 (a "
-           "form-encoded body over 8 KiB) under body_too_large.");
+           "form-encoded body over 8 KiB, to a route that takes it) under body_too_large.");
     for (const char* reason : kGuardRefusalReasons)
       o << "rtx_http_refused_total{reason=\"" << reason << "\"} " << http.refused(reason) << "\n";
     family("rtx_requests_finished_total", "counter", "Generation requests finished, by finish reason.");
@@ -717,19 +717,32 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
       res.set_header("Connection", "close");
     };
     const bool read_whole = current_request_read_whole();
+    const bool has_length = req.has_header("Content-Length");
     const size_t declared = std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10);
-    if (res.status == 413 && declared <= I->cfg.max_body_bytes &&
-        req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0) {
+    const bool form = req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0;
+    // cpp-httplib's own 413 for a form-encoded body comes after it read the whole body (into
+    // req.body, Content-Length or chunked), before it routed: bodies over --max-body-bytes never
+    // get there (refused before routing, or by the guard while a chunked one is read).
+    if (res.status == 413 && form && req.body.size() <= I->cfg.max_body_bytes && !route_takes(req.path, req.method)) {
+      // No route for the path (404), or one that does not take the method (405): the answer
+      // the same request with any other body gets, not the library's cap. The body was read,
+      // so the connection stays as for any 404 or 405.
+      const ApiError e = wrong_route(req, res);
+      res.status = e.status;
+      I->send_error(res, e);
+      if (!read_whole) end_connection();
+    } else if (res.status == 413 && form && req.body.size() <= I->cfg.max_body_bytes) {
       // cpp-httplib caps form-encoded bodies (8 KiB), below --max-body-bytes: curl -d without a
-      // Content-Type sends that type. Say so, rather than a limit the body is under.
-      ApiError e = body_too_large(declared, I->cfg.max_body_bytes);
-      e.message = "Request body of " + std::to_string(declared) +
+      // Content-Type sends that type. Say so, rather than a limit the body is under. The size is
+      // the bytes read (a chunked body has no Content-Length).
+      ApiError e = body_too_large(req.body.size(), I->cfg.max_body_bytes);
+      e.message = "Request body of " + std::to_string(req.body.size()) +
                   " bytes sent as application/x-www-form-urlencoded, which the HTTP library caps at 8192 bytes; "
                   "send it with 'Content-Type: application/json' (curl: -H 'Content-Type: application/json').";
       I->send_error(res, e);
       end_connection();
     } else if (res.status == 413) {
-      I->send_error(res, body_too_large(declared, I->cfg.max_body_bytes));
+      I->send_error(res, has_length ? body_too_large(declared, I->cfg.max_body_bytes) : body_too_large(I->cfg.max_body_bytes));
       end_connection();
     } else if (res.status == 404 && req.path.rfind("/v1/models/", 0) == 0 && route_takes(req.path, req.method)) {
       // GET /v1/models/{id} with an id the route pattern does not take (empty, CR or LF).

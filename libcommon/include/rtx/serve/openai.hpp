@@ -60,6 +60,9 @@ std::optional<ApiError> check_context(int64_t prompt_tokens, int64_t max_tokens,
 ApiError unauthorized();
 /// 413 "Request body too large: N bytes (limit L bytes)." code request_too_large.
 ApiError body_too_large(size_t bytes, size_t limit);
+/// 413 "Request body too large: over the limit of L bytes." code request_too_large: for a body
+/// whose size is not known (a chunked body, no Content-Length), which must not be shown as 0.
+ApiError body_too_large(size_t limit);
 /// 429 "The server is overloaded: ..." type server_overloaded, code queue_full (send Retry-After).
 ApiError overloaded(std::string message);
 /// 500 type server_error with `message`.

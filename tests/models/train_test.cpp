@@ -329,3 +329,74 @@ TEST_CASE("checkpoint regressions from fuzzing: a config bigger than the file, a
     }
   }
 }
+
+TEST_CASE("vocab_warning: a model vocabulary far larger than the dataset's names the presets that fit", "[cpu]") {
+  Gpt2Config m = Gpt2Config::preset("gpt2-tiny");
+  CHECK(vocab_warning(m, 65) ==
+        "the model's vocab_size 50257 is 773x the dataset's 65 token ids: most of the output head is for ids the data "
+        "never holds (compute and memory for nothing); use a preset sized for this dataset (--preset shakespeare-char "
+        "or shakespeare-char-cpu) or a --config whose \"model\" has \"vocab_size\": 65");
+  CHECK(vocab_warning(m, 50257).empty());  // a GPT-2 BPE dataset
+  m.vocab_size = 50304;                    // nanoGPT's padded GPT-2 vocabulary
+  CHECK(vocab_warning(m, 50257).empty());
+  m.vocab_size = 128;  // 65 padded to a multiple of 64: under the ratio
+  CHECK(vocab_warning(m, 65).empty());
+  m.vocab_size = 65;
+  CHECK(vocab_warning(m, 65).empty());
+  m.vocab_size = 4 * 65;  // at the ratio
+  CHECK_THAT(vocab_warning(m, 65), Catch::StartsWith("the model's vocab_size 260 is 4.0x the dataset's 65 token ids"));
+  m.vocab_size = 50257;  // no preset within 4x of 1000 ids: only the config field is named
+  CHECK_THAT(vocab_warning(m, 1000),
+             Catch::EndsWith("(compute and memory for nothing); use a --config whose \"model\" has \"vocab_size\": 1000"));
+  CHECK(vocab_warning(m, 0).empty());
+}
+
+TEST_CASE("train warns before the first step on a vocabulary far larger than the dataset's, refuses a smaller one",
+          "[cpu]") {
+  TrainConfig c = tiny_config(1);
+  c.model.vocab_size = 50257;  // gpt2-tiny's head on a 65-char dataset
+  c.eval_iters = 0;
+  std::vector<std::string> events;
+  TrainCallbacks cb;
+  cb.on_warning = [&](const std::string& w) { events.push_back("warning: " + w); };
+  cb.on_step = [&](const StepRecord& s) { events.push_back("step " + std::to_string(s.step)); };
+  train(c, shakespeare_dir(), "", "", cb);
+  REQUIRE(events.size() == 2);
+  CHECK_THAT(events[0], Catch::StartsWith("warning: the model's vocab_size 50257 is 773x the dataset's 65 token ids"));
+  CHECK(events[1] == "step 1");
+  // Sized for the data: no warning.
+  events.clear();
+  c.model.vocab_size = 65;
+  train(c, shakespeare_dir(), "", "", cb);
+  CHECK(events == std::vector<std::string>{"step 1"});
+  // A model with fewer ids than the dataset holds (ids 32..64 would have no row): input error.
+  c.model.vocab_size = 32;
+  try {
+    train(c, shakespeare_dir(), "", "", cb);
+    FAIL("a 32-token model trained on 65 token ids");
+  } catch (const rtx::Error& e) {
+    CHECK(e.category() == rtx::ErrorCategory::Input);
+    CHECK_THAT(std::string(e.what()), Catch::Contains("the dataset's vocabulary (65 tokens) is larger than the model's "
+                                                      "vocab_size (32)") &&
+                                          Catch::Contains("meta.json"));
+  }
+}
+
+TEST_CASE("rtx-train run --preset gpt2-tiny on a char dataset warns on stderr before the first step", "[cpu]") {
+  const std::string home = rtx::test::temp_dir();
+  const std::string run = rtx::test::tool_path("rtx-train") + " run --data " + shakespeare_dir() +
+                          " --steps 1 --batch 1 --eval-iters 0 --no-promoted --log-interval 1 --preset ";
+  const auto tiny = rtx::test::run(run + "gpt2-tiny", "RTX_HOME=" + home);
+  INFO(tiny.err);
+  CHECK(tiny.exit_code == 0);
+  const size_t warn = tiny.err.find(
+      "rtx-train: warning: the model's vocab_size 50257 is 773x the dataset's 65 token ids: most of the output head is "
+      "for ids the data never holds (compute and memory for nothing); use a preset sized for this dataset (--preset "
+      "shakespeare-char or shakespeare-char-cpu) or a --config whose \"model\" has \"vocab_size\": 65\n");
+  REQUIRE(warn != std::string::npos);
+  CHECK(warn < tiny.err.find("step 1/1"));
+  const auto sized = rtx::test::run(run + "shakespeare-char-cpu", "RTX_HOME=" + home);
+  INFO(sized.err);
+  CHECK(sized.exit_code == 0);
+  CHECK(sized.err.find("vocab_size") == std::string::npos);
+}

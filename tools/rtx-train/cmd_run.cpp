@@ -209,6 +209,7 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
       if (world.size() > 1)
         std::fprintf(stderr, "rtx-train: data parallel over %d %s ranks: global batch %d, buckets of %g MiB\n",
                      world.size(), world.backend(), c.batch * world.size(), static_cast<double>(c.bucket_mb));
+      cb.on_warning = [](const std::string& w) { std::fprintf(stderr, "rtx-train: warning: %s\n", w.c_str()); };
       cb.on_step = [=](const rtx::models::StepRecord& r) {
         if (tty) {
           std::fprintf(stderr, "\rstep %d/%d  loss %.4f  lr %.2e  norm %.3f  %.1f ms  %s tok/s   ", r.step, c.steps,

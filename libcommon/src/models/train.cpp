@@ -183,6 +183,23 @@ void TrainConfig::apply_json(const nlohmann::json& j, const std::string& where) 
   }
 }
 
+std::string vocab_warning(const Gpt2Config& model, int dataset_vocab) {
+  if (dataset_vocab <= 0 || model.vocab_size / kVocabWarnRatio < dataset_vocab) return "";
+  const double ratio = static_cast<double>(model.vocab_size) / dataset_vocab;
+  char times[32];
+  std::snprintf(times, sizeof times, ratio >= 10 ? "%.0fx" : "%.1fx", ratio);
+  std::string fits;
+  for (const std::string& name : Gpt2Config::preset_names()) {
+    const int v = Gpt2Config::preset(name).vocab_size;
+    if (v >= dataset_vocab && v / kVocabWarnRatio < dataset_vocab) fits += (fits.empty() ? "" : " or ") + name;
+  }
+  const std::string ids = std::to_string(dataset_vocab);
+  return "the model's vocab_size " + std::to_string(model.vocab_size) + " is " + times + " the dataset's " + ids +
+         " token ids: most of the output head is for ids the data never holds (compute and memory for nothing); " +
+         (fits.empty() ? std::string("use") : "use a preset sized for this dataset (--preset " + fits + ") or") +
+         " a --config whose \"model\" has \"vocab_size\": " + ids;
+}
+
 std::string TrainConfig::schedule_warning() const {
   char buf[256];
   if (lr_decay_steps > 0 && lr_decay_steps < warmup_steps && lr_decay_steps < steps) {
@@ -309,6 +326,8 @@ TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std
     throw_input("the dataset's vocabulary (" + std::to_string(ds.vocab_size()) +
                     " tokens) is larger than the model's vocab_size (" + std::to_string(cfg.model.vocab_size) + ")",
                 data_dir + "/meta.json", "use a model config whose vocab_size covers the tokenizer");
+  if (lead && cb.on_warning)
+    if (const std::string w = vocab_warning(cfg.model, ds.vocab_size()); !w.empty()) cb.on_warning(w);
   const int B = cfg.batch, T = cfg.T(), K = cfg.grad_accum;
   if (ds.tokens(false) < T + 1 || (cfg.eval_iters > 0 && ds.tokens(true) < T + 1))
     throw_input("a split has fewer than seq_len+1 = " + std::to_string(T + 1) + " tokens", data_dir,

@@ -56,6 +56,16 @@ struct TrainConfig {
   void apply_json(const nlohmann::json& j, const std::string& where);
 };
 
+/// A model vocabulary far larger than the dataset's, as one sentence, or "": vocab_size at
+/// least kVocabWarnRatio times the dataset's token ids (its tokenizer's vocab_size; every id in
+/// the data is below it, checked when the dataset opens), as gpt2-tiny's 50257 on a char-level
+/// dataset's 65. The output head's rows (and the embedding's) for ids the data never holds only
+/// learn to be unlikely: compute and memory spent for nothing. Names the presets whose
+/// vocab_size covers the dataset within that ratio, and the --config model field.
+/// A padded vocabulary (nanoGPT's 50304 for 50257, 128 for 65) stays below the ratio.
+inline constexpr int kVocabWarnRatio = 4;
+std::string vocab_warning(const Gpt2Config& model, int dataset_vocab);
+
 /// nanoGPT's get_lr: step < warmup: lr (step+1)/(warmup+1); step > decay_end: min_lr; otherwise
 /// cosine from lr to min_lr: min_lr + 0.5 (1 + cos(pi r)) (lr - min_lr), r = (step-warmup)/(decay_end-warmup).
 /// `step` is 0-based.
@@ -85,6 +95,9 @@ struct TrainCallbacks {
   std::function<void(const std::string& path, int step)> on_checkpoint;
   /// Polled after each step: true stops the run there, after writing a checkpoint (Ctrl-C).
   std::function<bool()> should_stop;
+  /// A legal but probably unmeant setup of the run and its data (vocab_warning()), called on
+  /// rank 0 before the first step, once per warning.
+  std::function<void(const std::string&)> on_warning;
 };
 
 /// What a finished run reports.
@@ -113,7 +126,8 @@ struct TrainResult {
 /// run: model, optimizer moments, step and RNG state are restored and the remaining steps are
 /// bit-for-bit those of an uninterrupted run (CPU). Stale checkpoint temp files in `out_dir` (from a
 /// killed process) are removed at start. Throws Error(Input) on a dataset whose vocab exceeds the
-/// model's, a checkpoint whose model config, seed or tokenizer differs from the run's, and
+/// model's (a token id the model has no row for), and warns (cb.on_warning) on one far smaller
+/// (vocab_warning()), a checkpoint whose model config, seed or tokenizer differs from the run's, and
 /// Error(Usage) when the checkpoint is already at or past cfg.steps.
 ///
 /// Data parallel (rtx/dist): `comm` (nullptr: dist::world(), which is the MPI world under

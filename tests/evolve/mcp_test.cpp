@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rtx/core/error.hpp"
+#include "rtx/core/printable.hpp"
 #include "rtx/evolve/deploy.hpp"
 #include "rtx/evolve/kg.hpp"
 #include "rtx/evolve/mcp.hpp"
@@ -215,6 +216,46 @@ TEST_CASE("evolve mcp: lifecycle, JSON-RPC ids and error codes", "[cpu]") {
   CHECK(r[17]["result"] == json::object());
   CHECK(r[18]["id"] == nullptr);  // (session() re-parsed the reply: it is valid UTF-8 itself)
   CHECK(error_code(r[18]) == -32700);
+}
+
+TEST_CASE("evolve mcp: the stderr log escapes what the client sent (control bytes, newlines, non-UTF-8)", "[cpu]") {
+  Fixture f;
+  std::ostringstream log;
+  rtx::evolve::McpOptions o = f.opts();
+  o.log = &log;
+  McpServer srv(f.st, o);
+  const std::string esc = "\x1b]0;pwned\x07\x1b[2J";  // retitle the terminal, clear the screen
+  session(srv, {
+                   req(1, "initialize", {{"protocolVersion", rtx::evolve::kMcpProtocolVersion},
+                                         {"clientInfo", {{"name", "agent" + esc + "\nrtx-evolve mcp: forged"}}}}),
+                   json{{"jsonrpc", "2.0"}, {"method", "notifications/" + esc}}.dump(),   // ignored notification
+                   "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"\xff\xfe\"}",                  // not UTF-8: parse error
+                   json{{"jsonrpc", "2.0"}, {"id", "r\xc3\xa9" + esc}, {"result", json::object()}}.dump(),  // a response
+                   call(3, "get_baseline", {{"key", "astrology" + esc + "|" + f.sku}}),  // a tool error quoting the key
+               });
+  const std::string text = log.str();
+  INFO(rtx::printable(text, rtx::Escape::NonAscii, "", 4000));
+  // Only printable ASCII and the line ends the server writes: one line per event.
+  size_t raw_bytes = 0;
+  for (const char ch : text) {
+    const auto u = static_cast<unsigned char>(ch);
+    raw_bytes += !(ch == '\n' || (u >= 0x20 && u < 0x7f));
+  }
+  CHECK(raw_bytes == 0);
+  std::vector<std::string> lines;
+  std::istringstream rd(text);
+  for (std::string l; std::getline(rd, l);) lines.push_back(l);
+  REQUIRE(lines.size() == 6);  // initialize, notification, parse error, response, tool error, end of input
+  for (const auto& l : lines) CHECK_THAT(l, Catch::StartsWith("rtx-evolve mcp: "));
+  CHECK_THAT(lines[0], Catch::StartsWith("rtx-evolve mcp: initialized by agent\\x1B]0;pwned\\x07\\x1B[2J\\x0Artx-evolve "
+                                         "mcp: forged (asked "));
+  CHECK(lines[1] == "rtx-evolve mcp: ignoring notification 'notifications/\\x1B]0;pwned\\x07\\x1B[2J'");
+  CHECK_THAT(lines[2], Catch::StartsWith("rtx-evolve mcp: parse error: ") && Catch::Contains("\\xFF"));
+  // dump() writes the id's control bytes as \u001b; its UTF-8 'é' is escaped byte by byte.
+  CHECK_THAT(lines[3], Catch::StartsWith("rtx-evolve mcp: ignoring a response to id \"r\\xC3\\xA9\\u001b]0;pwned"));
+  CHECK_THAT(lines[4], Catch::StartsWith("rtx-evolve mcp: get_baseline: ") &&
+                           Catch::Contains("astrology\\x1B]0;pwned\\x07\\x1B[2J"));
+  CHECK(lines[5] == "rtx-evolve mcp: end of input, 3 replies");
 }
 
 TEST_CASE("evolve mcp: version negotiation and float ids", "[cpu]") {

@@ -272,6 +272,15 @@ TEST_CASE("report: an undecided performance gate is told apart from a failure", 
     }
   for (const auto& t : r["gate_failures"]["top_reasons"]) CHECK(t["reason"].get<std::string>().find("straddles") == std::string::npos);
   CHECK_THAT(render_report(r, "html"), Catch::Contains("1 proposal was undecided"));
+  // ... and the HTML and Markdown Gate failures tables show the undecided count beside failed.
+  // by_gate is sorted by gate name: memory (1 evaluated, 1 failed), performance, safety.
+  CHECK_THAT(md, Catch::Contains("### Gate failures\n\n| gate | evaluated | failed | undecided |\n|---|---:|---:|---:|\n"
+                                 "| memory | 1 | 1 | 0 |\n| performance | 3 | 1 | 2 |\n| safety | 3 | 0 | 0 |\n"));
+  const std::string html = render_report(r, "html");
+  CHECK_THAT(html, Catch::Contains("<h2>Gate failures</h2>\n<table><tr><th>gate</th><th>evaluated</th><th>failed</th>"
+                                   "<th>undecided</th></tr>\n"));
+  CHECK_THAT(html, Catch::Contains("<tr><td>performance</td><td class=\"n\">3</td><td class=\"n\">1</td><td "
+                                   "class=\"n\">2</td></tr>\n"));
 
   // The prior that keeps a failure from being proposed again ignores the undecided one.
   CHECK(failed_before(st, dec.fingerprint, "SKU-A"));

@@ -50,6 +50,19 @@ int64_t raw_int(const std::string& path, const std::string& sql) {
   return v;
 }
 
+// The same for one text value (PRAGMA journal_mode).
+std::string raw_text(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+  const std::string v = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return v;
+}
+
 int64_t count_rows(Store& s, const std::string& table) {
   Statement& st = s.prepare("SELECT count(*) FROM " + table);
   REQUIRE(st.step());
@@ -157,9 +170,11 @@ TEST_CASE("store: a version 2 store migrates to 3; old bench rows read contended
                          nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
   }
+  CHECK(raw_text(path, "PRAGMA journal_mode") == "delete");
   Store s(path);
-  CHECK(s.schema_version() == 3);
+  CHECK(s.schema_version() == Store::latest_schema_version());
   CHECK(Store::latest_schema_version() >= 3);
+  CHECK(raw_text(path, "PRAGMA journal_mode") == "wal");  // switched once the store is accepted
   Statement& q = s.prepare("SELECT case_name, median_s, contended, contention_reason FROM bench_results");
   REQUIRE(q.step());
   CHECK(q.column_text(0) == "old/case");
@@ -410,10 +425,16 @@ TEST_CASE("store: a store whose tables do not match its user_version is refused 
     std::string why;
   };
   const std::vector<Case> cases = {
-      {"v1-no-tables", 0, 1, "schema version 1 but migration 3 fails on its tables: no such table: bench_results"},
+      // `why` follows "(schema version <user_version> but ": the version the file claims, not
+      // the one a migration reached before the refusal.
+      {"v1-no-tables", 0, 1, "migration 3 fails on its tables: no such table: bench_results"},
       {"v2-with-v1-tables", 1, 2, "table 'evolve_configs' is missing"},
       {"v2-with-v3-columns", 3, 2, "migration 3 fails on its tables: duplicate column name: contended"},
+      {"v3-with-v2-tables", 2, 3, "table 'bench_results' lacks columns 'contended', 'contention_reason'"},
+      {"v3-with-v4-columns", 4, 3, "migration 4 fails on its tables: duplicate column name: contended"},
+      {"v4-with-v1-tables", 1, 4, "table 'bench_results' lacks columns 'contended', 'contention_reason'"},
   };
+  REQUIRE(Store::latest_schema_version() == 4);  // the cases above name migrations 3 and 4
   for (const auto& k : cases) {
     INFO(k.name);
     const std::string path = dir + "/" + k.name + ".db";
@@ -425,6 +446,9 @@ TEST_CASE("store: a store whose tables do not match its user_version is refused 
                          nullptr) == SQLITE_OK);
     sqlite3_close(db);
     const int64_t objects = raw_int(path, "SELECT count(*) FROM sqlite_master");
+    REQUIRE(raw_text(path, "PRAGMA journal_mode") == "delete");
+    const std::string before = slurp(path);
+    const auto mtime = fs::last_write_time(path);
     try {
       Store s(path);
       FAIL("an inconsistent store opened");
@@ -433,13 +457,20 @@ TEST_CASE("store: a store whose tables do not match its user_version is refused 
       CHECK(e.category() == ErrorCategory::Input);
       CHECK(e.exit_code() == 2);
       const std::string what = e.what();
-      CHECK(what.rfind(path + " is not a valid rtx store (", 0) == 0);
-      CHECK(what.find(k.why) != std::string::npos);
+      CHECK(what == path + " is not a valid rtx store (schema version " + std::to_string(k.user_version) + " but " +
+                        k.why + "): move it aside or pass --db");
       CHECK(what.find("ALTER TABLE") == std::string::npos);  // no raw SQL
     }
-    // Nothing committed: same version, same schema objects.
+    // Nothing committed: same version, same schema objects, the journal mode not switched to
+    // WAL, and the file byte for byte as it was, no -wal or -journal left beside it.
     CHECK(raw_int(path, "PRAGMA user_version") == k.user_version);
     CHECK(raw_int(path, "SELECT count(*) FROM sqlite_master") == objects);
+    CHECK(raw_text(path, "PRAGMA journal_mode") == "delete");
+    const bool same_bytes = slurp(path) == before;
+    CHECK(same_bytes);
+    CHECK(fs::last_write_time(path) == mtime);
+    CHECK_FALSE(fs::exists(path + "-wal"));
+    CHECK_FALSE(fs::exists(path + "-journal"));
   }
 }
 

@@ -6,11 +6,14 @@
 #include <cstdint>
 #include <istream>
 #include <ostream>
+#include <streambuf>
+#include <string_view>
 #include <utility>
 
 #include "rtx/app/bench.hpp"
 #include "rtx/core/build_info.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/core/printable.hpp"
 #include "rtx/evolve/deploy.hpp"
 #include "rtx/evolve/kg.hpp"
 #include "rtx/evolve/proposers.hpp"
@@ -509,6 +512,39 @@ json case_baseline(store::Store& st, const std::string& case_id, bool include_co
   return out;
 }
 
+/// One diagnostics line on `log` (none when null): "rtx-evolve mcp: " and `text` with every
+/// byte outside printable ASCII as \xHH (rtx::printable, Escape::NonAscii), since it holds
+/// what a client sent (methods, ids, names, parser messages quoting raw bytes): control bytes,
+/// a newline or invalid UTF-8 from a client never reach the operator's terminal as they are.
+void log_line(std::ostream* log, std::string_view text) {
+  if (log) *log << "rtx-evolve mcp: " << printable(text, Escape::NonAscii) << "\n";
+}
+
+/// A streambuf that passes line ends and writes every other byte through rtx::printable, for
+/// the validation log of submit_proposal {validate: true} (it may quote the agent's proposal).
+class PrintableLogBuf : public std::streambuf {
+ public:
+  explicit PrintableLogBuf(std::ostream& to) : to_(to) {}
+
+ protected:
+  int overflow(int c) override {
+    if (c == traits_type::eof()) return traits_type::not_eof(c);
+    const char ch = traits_type::to_char_type(c);
+    if (ch == '\n')
+      to_.put(ch);
+    else
+      to_ << printable(std::string_view(&ch, 1), Escape::NonAscii);
+    return to_ ? c : traits_type::eof();
+  }
+  int sync() override {
+    to_.flush();
+    return to_ ? 0 : -1;
+  }
+
+ private:
+  std::ostream& to_;
+};
+
 }  // namespace
 
 const json& McpServer::tool_definitions() {
@@ -533,7 +569,7 @@ size_t McpServer::serve(std::istream& in, std::ostream& out) {
     if (got == LineRead::kEnd) break;
     std::optional<json> r;
     if (got == LineRead::kTooLong) {
-      if (o_.log) *o_.log << "rtx-evolve mcp: skipped a message longer than " << mib_text(o_.max_message_bytes) << "\n";
+      log_line(o_.log, "skipped a message longer than " + mib_text(o_.max_message_bytes));
       r = too_long_error(o_.max_message_bytes);
     } else {
       r = handle_line(line);
@@ -545,7 +581,7 @@ size_t McpServer::serve(std::istream& in, std::ostream& out) {
     if (!out) throw_env("stdout closed: cannot write the reply", "<stdout>", "the client stopped reading; nothing more is served");
     ++replies;
   }
-  if (o_.log) *o_.log << "rtx-evolve mcp: end of input, " << replies << " replies\n";
+  log_line(o_.log, "end of input, " + std::to_string(replies) + " replies");
   return replies;
 }
 
@@ -561,7 +597,7 @@ std::optional<json> McpServer::handle_line(const std::string& raw) {
   try {
     msg = json::parse(line);
   } catch (const json::exception& e) {  // parse_error, or out_of_range for a number past double
-    if (o_.log) *o_.log << "rtx-evolve mcp: parse error: " << e.what() << "\n";
+    log_line(o_.log, std::string("parse error: ") + e.what());
     return rpc_error(nullptr, kParseError, std::string("parse error: ") + e.what());
   }
   return handle(msg);
@@ -607,7 +643,8 @@ std::optional<json> McpServer::handle(const json& msg) {
   if (!msg.contains("method")) {
     if (has_id && (msg.contains("result") || msg.contains("error"))) {
       // A response: this server sends no requests, so there is nothing it answers.
-      if (o_.log) *o_.log << "rtx-evolve mcp: ignoring a response to id " << msg["id"].dump() << " (this server sends no requests)\n";
+      log_line(o_.log, "ignoring a response to id " + msg["id"].dump(-1, ' ', false, json::error_handler_t::replace) +
+                           " (this server sends no requests)");
       return std::nullopt;
     }
     return rpc_error(id, kInvalidRequest, "invalid request: missing field 'method'");
@@ -624,9 +661,9 @@ std::optional<json> McpServer::handle(const json& msg) {
   if (!has_id) {
     // Notifications never get a reply, not even an error.
     if (method == "notifications/initialized") {
-      if (!initialized_ && o_.log) *o_.log << "rtx-evolve mcp: 'notifications/initialized' before 'initialize' ignored\n";
-    } else if (method != "notifications/cancelled" && o_.log) {
-      *o_.log << "rtx-evolve mcp: ignoring notification '" << method << "'\n";
+      if (!initialized_) log_line(o_.log, "'notifications/initialized' before 'initialize' ignored");
+    } else if (method != "notifications/cancelled") {
+      log_line(o_.log, "ignoring notification '" + method + "'");
     }
     return std::nullopt;
   }
@@ -637,10 +674,10 @@ std::optional<json> McpServer::handle(const json& msg) {
   } catch (const RpcError& e) {
     return rpc_error(id, e.code, e.message);
   } catch (const Error& e) {
-    if (o_.log) *o_.log << "rtx-evolve mcp: " << method << ": " << e.what() << "\n";
+    log_line(o_.log, method + ": " + e.what());
     return rpc_error(id, e.category() == ErrorCategory::Internal ? kInternalError : kInvalidParams, e.what());
   } catch (const std::exception& e) {
-    if (o_.log) *o_.log << "rtx-evolve mcp: " << method << ": internal error: " << e.what() << "\n";
+    log_line(o_.log, method + ": internal error: " + e.what());
     return rpc_error(id, kInternalError, std::string("internal error: ") + e.what());
   }
 }
@@ -657,8 +694,9 @@ json McpServer::dispatch(const std::string& method, const json& params) {
     initialized_ = true;
     if (o_.log) {
       const json ci = params.value("clientInfo", json::object());
-      *o_.log << "rtx-evolve mcp: initialized by " << (ci.is_object() ? ci.value("name", std::string("?")) : std::string("?"))
-              << " (asked " << asked << ", speaking " << protocol_version_ << ")\n";
+      const bool named = ci.is_object() && ci.contains("name") && ci["name"].is_string();
+      log_line(o_.log, "initialized by " + (named ? ci["name"].get<std::string>() : std::string("?")) + " (asked " +
+                           asked + ", speaking " + protocol_version_ + ")");
     }
     json server_info = {{"name", "rtx-evolve"}, {"title", "rtx-evolve proposals and knowledge"}, {"version", rtx::version()}};
     if (!mcp_has_structured_output(protocol_version_)) server_info.erase("title");  // Implementation.title is 2025-06-18's
@@ -713,7 +751,7 @@ json McpServer::call_tool(const json& params) {
   } catch (const Error& e) {
     if (e.category() == ErrorCategory::Internal) throw;
     // A tool execution error: a result the agent can read and act on, not a protocol error.
-    if (o_.log) *o_.log << "rtx-evolve mcp: " << name << ": " << e.what() << "\n";
+    log_line(o_.log, name + ": " + e.what());
     return {{"content", json::array({{{"type", "text"}, {"text", std::string(e.what())}}})}, {"isError", true}};
   }
 }
@@ -753,12 +791,21 @@ json McpServer::run_tool(const std::string& name, const json& args) {
   if (name == "submit_proposal") {
     const int64_t id = submit(st_, args["proposal"], "mcp submit_proposal", key(), kernels::registry());
     json out = {{"id", id}, {"status", "new"}, {"validated", false}};
-    if (o_.log) *o_.log << "rtx-evolve mcp: stored proposal " << id << "\n";
+    log_line(o_.log, "stored proposal " + std::to_string(id));
     if (args.value("validate", false)) {
       ValidateOptions v = o_.validate;
       if (args.contains("rounds")) v.rounds = static_cast<size_t>(as_int(args["rounds"]));
-      if (!v.log) v.log = o_.log;
+      // The validation log goes to the server's log escaped as its own lines are (a caller's
+      // own ValidateOptions::log is used as given).
+      std::optional<PrintableLogBuf> escaped_buf;
+      std::optional<std::ostream> escaped;
+      if (!v.log && o_.log) {
+        escaped_buf.emplace(*o_.log);
+        escaped.emplace(&*escaped_buf);
+        v.log = &*escaped;
+      }
       const Validation val = validate(st_, id, key(), v, 0);
+      if (escaped) escaped->flush();
       out["status"] = val.passed ? "passed" : "failed";
       out["validated"] = true;
       out["validation"] = val.summary;

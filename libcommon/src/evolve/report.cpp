@@ -723,11 +723,14 @@ std::string html_report(const json& r) {
   if (gf["by_gate"].empty()) {
     s << "<p class=\"empty\">No gate results recorded.</p>\n";
   } else {
-    s << "<table><tr><th>gate</th><th>evaluated</th><th>failed</th></tr>\n";
+    // undecided: a performance or held-out gate the host's noise or too few rounds left
+    // undecided; counted apart, not as failed (by_gate's 'undecided' in the JSON).
+    s << "<table><tr><th>gate</th><th>evaluated</th><th>failed</th><th>undecided</th></tr>\n";
     std::vector<Bar> bars;
     for (const auto& g : gf["by_gate"]) {
       s << "<tr><td>" << E(g["gate"].get<std::string>()) << "</td><td class=\"n\">" << g["evaluated"].get<int64_t>()
-        << "</td><td class=\"n\">" << g["failed"].get<int64_t>() << "</td></tr>\n";
+        << "</td><td class=\"n\">" << g["failed"].get<int64_t>() << "</td><td class=\"n\">"
+        << g.value("undecided", int64_t{0}) << "</td></tr>\n";
       bars.push_back({g["gate"].get<std::string>(), g["failed"].get<double>(),
                       std::to_string(g["failed"].get<int64_t>()) + " of " + std::to_string(g["evaluated"].get<int64_t>()), "bf"});
     }
@@ -924,10 +927,10 @@ std::string md_report(const json& r) {
   if (gf["by_gate"].empty()) {
     s << "No gate results recorded.\n\n";
   } else {
-    s << "| gate | evaluated | failed |\n|---|---:|---:|\n";
+    s << "| gate | evaluated | failed | undecided |\n|---|---:|---:|---:|\n";
     for (const auto& g : gf["by_gate"])
       s << "| " << md(g["gate"].get<std::string>()) << " | " << g["evaluated"].get<int64_t>() << " | "
-        << g["failed"].get<int64_t>() << " |\n";
+        << g["failed"].get<int64_t>() << " | " << g.value("undecided", int64_t{0}) << " |\n";
     s << "\n";
     if (!gf["top_reasons"].empty()) {
       s << "| gate | top reason (example) | count |\n|---|---|---:|\n";

@@ -109,16 +109,17 @@ void check_not_foreign(Connection* c, int64_t version) {
                                           std::to_string(n) + " schema objects, user_version 0): move it aside or pass --db");
 }
 
-void probe_schema(Connection* c);
+void probe_schema(Connection* c, int64_t claimed);
 
 // All pending migrations and the structural probe run in ONE transaction (SQLite DDL is
 // transactional): a store whose tables do not match its user_version (a migration's SQL fails,
 // or the result lacks a table or column) is refused as not a valid rtx store and rolled back,
-// so nothing is committed and the file stays as it was.
+// so nothing is committed and the file stays as it was. Every refusal names the version the
+// file claims (its user_version as read under the lock), never the one a migration reached.
 void migrate_and_probe(Connection* c) {
   const auto& all = detail::migrations();
   if (c->schema_version >= all.back().version) {
-    probe_schema(c);
+    probe_schema(c, c->schema_version);
     return;
   }
   const int opened_at = c->schema_version;
@@ -140,7 +141,7 @@ void migrate_and_probe(Connection* c) {
       exec_sql(c, "PRAGMA user_version = " + std::to_string(m.version));
       c->schema_version = m.version;
     }
-    probe_schema(c);
+    probe_schema(c, now);
     exec_sql(c, "COMMIT");
   } catch (...) {
     if (!sqlite3_get_autocommit(c->db)) sqlite3_exec(c->db, "ROLLBACK", nullptr, nullptr, nullptr);
@@ -181,8 +182,10 @@ const std::map<std::string, std::vector<std::string>>& reference_columns() {
 
 // Cheap structural probe: every expected table exists with every column the migrations give
 // it, and its root page reads. Catches truncated or damaged files, and a user_version that
-// claims a schema the tables do not have, without a full integrity check.
-void probe_schema(Connection* c) {
+// claims a schema the tables do not have, without a full integrity check. `claimed` is the
+// user_version the file had when opened (before any migration of this open), which the
+// refusal names.
+void probe_schema(Connection* c, int64_t claimed) {
   std::set<std::string> have;
   {
     Statement st(c, "SELECT name FROM sqlite_master WHERE type = 'table'");
@@ -190,7 +193,7 @@ void probe_schema(Connection* c) {
   }
   const auto invalid = [&](const std::string& why) {
     return Error(ErrorCategory::Input, c->path + " is not a valid rtx store (schema version " +
-                                           std::to_string(c->schema_version) + " but " + why +
+                                           std::to_string(claimed) + " but " + why +
                                            "): move it aside or pass --db");
   };
   const auto& reference = reference_columns();
@@ -269,21 +272,25 @@ Store::Store(const std::string& path, const StoreOptions& options) {
                                                   " is older than this rtx's (" + std::to_string(latest) +
                                                   ") and a read-only open does not migrate it",
                   path, "run any rtx command that writes the store (e.g. rtx-doctor --quick) once");
-    probe_schema(c.get());
+    probe_schema(c.get(), version);
     conn_ = std::move(c);
     return;
   }
 
+  exec_sql(c.get(), "PRAGMA foreign_keys = ON");
+  // Migrations and the probe first, in the file's own journal mode: a refused store is rolled
+  // back and left byte for byte as it was. journal_mode=WAL persists in the file's header, so
+  // it is switched only once the store is accepted (outside any transaction, as SQLite needs).
+  migrate_and_probe(c.get());
   if (!is_memory(path)) {
     Statement st(c.get(), "PRAGMA journal_mode = WAL");
     const std::string mode = st.step() ? st.column_text(0) : std::string();
+    st.reset();
     if (mode != "wal")
       throw Error(ErrorCategory::Environment, "cannot switch the store to WAL mode (got '" + mode + "')", path,
                   "the file system may not support shared memory; use --db on a local disk");
   }
-  exec_sql(c.get(), "PRAGMA foreign_keys = ON");
   exec_sql(c.get(), "PRAGMA synchronous = NORMAL");
-  migrate_and_probe(c.get());
   conn_ = std::move(c);
 }
 

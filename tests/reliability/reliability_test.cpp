@@ -220,7 +220,10 @@ TEST_CASE("tuning: SIGKILL during rtx-tune run; a resumed run continues from the
   // kill are a prefix of the path the resumed run walks.
   const std::string cmd = test::tool_path("rtx-tune") +
                           " run --op matmul_forward --shape M=200,N=190,K=180 --strategy random --budget 60evals --seed 5"
-                          " --min-samples 20 --max-samples 20 --max-time 0.2 --abort-ratio 0 --confirm 0 --json --db " + db;
+                          " --min-samples 20 --max-samples 20 --max-time 0.2 --abort-ratio 0 --confirm 0 --json --db " + db +
+                          // ctest -j runs other tests beside this one: busy-host trials are
+                          // reused and compete like quiet ones, so the resume is deterministic.
+                          " --include-busy";
   std::mt19937 rng(77);
   int64_t last_rows = 0;
   for (int round = 0; round < 8; ++round) {

@@ -15,8 +15,10 @@ namespace {
 
 std::string tune() { return rtx::test::tool_path("rtx-tune"); }
 
+// --include-busy: ctest -j runs other tests beside these, and a trial judged busy would neither
+// be reused nor win (tested with injected host readings in tune_measure_test).
 const char* kTiny = " run --op matmul_forward --shape M=64,N=64,K=64 --strategy random --budget 5evals --seed 3"
-                    " --min-samples 3 --max-samples 8 --max-time 0.02";
+                    " --min-samples 3 --max-samples 8 --max-time 0.02 --include-busy";
 
 json parse_out(const rtx::test::Proc& p) {
   INFO("stdout: " << p.out << "\nstderr: " << p.err);
@@ -79,7 +81,7 @@ TEST_CASE("rtx-tune run/show/export/import end to end", "[cpu][cli]") {
   }
 
   // Replay with another strategy: nothing measured, nothing written.
-  p = run(tune() + " run --op matmul_forward --shape 64x64x64 --strategy tpe --budget 50 --replay --json" + db);
+  p = run(tune() + " run --op matmul_forward --shape 64x64x64 --strategy tpe --budget 50 --replay --include-busy --json" + db);
   REQUIRE(p.exit_code == 0);
   k = parse_out(p)["keys"][0];
   CHECK(k["measured"] == 0);
@@ -132,12 +134,12 @@ TEST_CASE("rtx-tune efficiency replays strategies against a recorded grid", "[cp
   const std::string db = " --db " + d + "/rtx.db";
   const std::string key = " --op attention_forward --shape B=1,T=7,NH=2,HS=8";
   // A partly recorded grid is refused (naming the coverage), then the full grid is recorded.
-  auto p = run(tune() + " run" + key + " --strategy random --budget 4evals --max-samples 5 --max-time 0.01" + db);
+  auto p = run(tune() + " run" + key + " --strategy random --budget 4evals --max-samples 5 --max-time 0.01 --include-busy" + db);
   REQUIRE(p.exit_code == 0);
   p = run(tune() + " efficiency" + key + db);
   CHECK(p.exit_code == 2);
   CHECK(p.err.find("4 of 20 valid points") != std::string::npos);
-  p = run(tune() + " run" + key + " --strategy grid --budget 100evals --abort-ratio 0 --max-samples 5 --max-time 0.01 --json" + db);
+  p = run(tune() + " run" + key + " --strategy grid --budget 100evals --abort-ratio 0 --max-samples 5 --max-time 0.01 --include-busy --json" + db);
   REQUIRE(p.exit_code == 0);
   const json tuned = parse_out(p)["keys"][0];
 
@@ -188,7 +190,7 @@ TEST_CASE("rtx-tune run --serve tunes the scheduler; rtx-serve starts with the p
   const std::string db = " --db " + d + "/rtx.db";
   const std::string model = rtx::test::data_dir() + "/stories260k/tinyllamas-stories-260k-f32.gguf";
   auto p = run(tune() + " run --serve " + model +
-               " --workload requests=4,prompt=8,gen=4 --strategy random --budget 6evals --min-samples 2 --max-samples 3 --max-time 0.01 --json" + db);
+               " --workload requests=4,prompt=8,gen=4 --strategy random --budget 6evals --min-samples 2 --max-samples 3 --max-time 0.01 --include-busy --json" + db);
   INFO(p.err);
   REQUIRE(p.exit_code == 0);
   const json k = parse_out(p)["keys"][0];

@@ -41,6 +41,8 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common, int argc, char*
   s.add_option("--strategy", c->strategy, "grid, random, halving or tpe")->capture_default_str();
   s.add_option("--budget", c->budget, "Evaluations (200evals, 200) or wall time (120s, 5m)")->capture_default_str();
   s.add_flag("--replay", c->replay, "Run the strategy against recorded trials only: nothing is timed or written");
+  s.add_flag("--include-busy", c->include_busy,
+             "Let trials measured on a busy host (PSI stall, preemption) become the best; by default they never do");
   s.add_option("--min-samples", c->min_samples, "Fewest timed samples per configuration")->capture_default_str()->check(CLI::NonNegativeNumber);
   s.add_option("--max-samples", c->max_samples, "Most timed samples per configuration")->capture_default_str()->check(CLI::NonNegativeNumber);
   s.add_option("--max-time", c->max_time, "Seconds of sampling per configuration")->capture_default_str();

@@ -159,10 +159,21 @@ class TunerProposer : public Proposer {
       const tune::Space sp = tune::variant_space(v, bc.shape);
       const json base = baseline_config(*ctx.st, "tuner", key, *ctx.reg);
       const kernels::Params base_p = base.get<kernels::Params>();
+      // Only timings taken on a quiet host are cited: a trial measured while other work held
+      // the CPU (tuning_trials.contended) can read 40x slow and would fake a gain.
+      size_t busy = 0;
+      std::string busy_reason;
       auto ok_trials = [&] {
         std::vector<tune::TrialRecord> v2;
-        for (auto& t : trials.all())
-          if (t.eval.status == tune::Evaluation::Status::Ok) v2.push_back(std::move(t));
+        busy = 0;
+        for (auto& t : trials.all()) {
+          if (t.eval.status != tune::Evaluation::Status::Ok) continue;
+          if (t.eval.contended) {
+            if (!busy++) busy_reason = t.eval.contention_reason;
+            continue;
+          }
+          v2.push_back(std::move(t));
+        }
         return v2;
       };
       std::vector<tune::TrialRecord> oks = ok_trials();
@@ -170,7 +181,9 @@ class TunerProposer : public Proposer {
         // Few recorded trials: measure the baseline and a few seeded random points (recorded as
         // rtx-tune trials, so rtx-tune resumes from them).
         say(ctx, "tuner: exploring " + std::to_string(ctx.explore_evals) + " configurations of " + bc.id);
-        tune::KernelObjective obj(op, v, bc.shape, bc.dtype, ctx.seed);
+        tune::KernelObjective kobj(op, v, bc.shape, bc.dtype, ctx.seed);
+        tune::HostJudgedObjective obj(kobj);
+        obj.mark();
         tune::EvalBudget b;
         b.min_samples = 5;
         b.max_samples = 15;
@@ -181,10 +194,16 @@ class TunerProposer : public Proposer {
           if (sp.validate && !sp.validate(q).empty()) continue;
           if (std::find(pts.begin(), pts.end(), q) == pts.end()) pts.push_back(q);
         }
-        for (const auto& q : pts)
-          if (!trials.find(q)) trials.put(q, obj.evaluate(q, b), 0);
+        for (const auto& q : pts) {
+          const auto rec = trials.find(q);
+          if (!rec || (rec->eval.status == tune::Evaluation::Status::Ok && rec->eval.contended))
+            trials.put(q, obj.evaluate(q, b), 0);
+        }
         oks = ok_trials();
       }
+      if (busy)
+        say(ctx, "tuner: " + bc.id + ": " + std::to_string(busy) + " recorded trial" + (busy == 1 ? "" : "s") +
+                     " measured on a busy host not cited (first: " + busy_reason + ")");
       if (oks.empty()) continue;
       const auto best = std::min_element(oks.begin(), oks.end(), [](const auto& a, const auto& b2) {
         return a.eval.median < b2.eval.median;
@@ -201,9 +220,15 @@ class TunerProposer : public Proposer {
         if (o.op == bc.op && o.variant == bc.variant && o.id != bc.id && o.dtype == bc.dtype && o.skip_reason.empty())
           work["heldout"].push_back(case_json(o));
       for (auto& h : heldout_for(*ctx.reg, bc.op, bc.variant, bc.dtype, 2)) work["heldout"].push_back(h);
-      char why[256];
-      std::snprintf(why, sizeof why, "recorded trials: %s runs in %.3g s vs %.3g s for the current parameters (%+.1f%%)",
-                    kernels::params_to_string(best->config).c_str(), best->eval.median, base_median, -100 * gain);
+      char why[320];
+      if (base_median > 0)
+        std::snprintf(why, sizeof why, "recorded trials: %s runs in %.3g s vs %.3g s for the current parameters (%+.1f%%)",
+                      kernels::params_to_string(best->config).c_str(), best->eval.median, base_median, -100 * gain);
+      else
+        std::snprintf(why, sizeof why,
+                      "recorded trials: %s runs in %.3g s, the fastest quiet trial; the current parameters have no "
+                      "quiet-host trial to compare with",
+                      kernels::params_to_string(best->config).c_str(), best->eval.median);
       Proposal p = make(ctx, "tuner", key, base, cand, why, work);
       p.plan["expected"] = {{"improvement", gain}};
       if (failed_before(*ctx.st, p.fingerprint, ctx.sku)) {

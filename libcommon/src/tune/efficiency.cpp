@@ -96,6 +96,9 @@ EfficiencyReport efficiency(const Space& space, const std::vector<TrialRecord>& 
       so.budget.evals = rep.budget;
       so.eval = o.eval;
       so.abort_ratio = o.abort_ratio;
+      // The optimum is taken over every recorded trial, busy-host ones too (the caller warns):
+      // the replays must be free to reach it.
+      so.include_contended = true;
       if (o.default_first) so.first = defaults;
       const SearchResult r = search(space, replay, so);
       std::vector<double> curve;

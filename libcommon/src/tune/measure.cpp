@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include <omp.h>
+
 #include "rtx/app/bench.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/stats/stats.hpp"
@@ -76,6 +78,74 @@ std::optional<std::pair<std::vector<double>, std::vector<double>>> KernelObjecti
     inst->sync();
   }
   return sample_interleaved([&] { return ia->timed_run(); }, [&] { return ib->timed_run(); }, n);
+}
+
+HostJudgedObjective::HostJudgedObjective(Objective& inner, kernels::Backend backend,
+                                         std::function<app::bench::HostSample()> sampler, bool thread_runs)
+    : inner_(inner),
+      backend_(thread_runs ? backend : kernels::Backend::CUDA),  // CUDA: judged without the CPU-share rule
+      sampler_(sampler ? std::move(sampler) : app::bench::sample_host) {}
+
+void HostJudgedObjective::mark() {
+  starts_.push_back(sampler_());
+  if (starts_.size() > 256) starts_.pop_front();
+}
+
+app::bench::HostEvidence HostJudgedObjective::judge(const app::bench::HostSample& before,
+                                                    const app::bench::HostSample& after) {
+  using namespace app::bench;
+  const int threads = std::max(1, omp_get_max_threads());
+  HostEvidence h = contention_evidence(before, after, threads, backend_);
+  if (h.judged_on == "case") {
+    h.judged_on = "trial";
+  } else {
+    // Too short alone: the span back to the latest start at least kMinJudgedWindow earlier.
+    const HostSample* from = nullptr;
+    for (auto it = starts_.rbegin(); it != starts_.rend(); ++it)
+      if (after.wall_s - it->wall_s >= kMinJudgedWindow) {
+        from = &*it;
+        break;
+      }
+    if (from) {
+      HostEvidence span;
+      span.threads = threads;
+      add_window(span, *from, after);
+      // Not the CPU-share rule (the span holds the trials' store writes, where the measuring
+      // thread sleeps in fsync): judged as rtx-bench judges a CUDA window, on PSI and switches.
+      judge_contention(span, kernels::Backend::CUDA);
+      h.contended = span.contended;
+      h.judged_on = span.judged_on.empty() ? "" : "recent";
+      char w[64];
+      std::snprintf(w, sizeof w, "%.3g", span.window_s);
+      h.reason = span.contended ? "recent " + std::string(w) + " s (this trial's window is too short to judge alone): " +
+                                      span.reason
+                                : "";
+    }
+  }
+  starts_.push_back(before);
+  if (starts_.size() > 256) starts_.pop_front();
+  return h;
+}
+
+Evaluation HostJudgedObjective::evaluate(const Params& p, const EvalBudget& b) {
+  const app::bench::HostSample before = sampler_();
+  Evaluation e = inner_.evaluate(p, b);
+  const app::bench::HostSample after = sampler_();
+  if (e.status != Evaluation::Status::Ok || e.reused) return e;
+  const app::bench::HostEvidence h = judge(before, after);
+  e.contended = h.contended;
+  e.contention_reason = h.contended ? h.reason : "";
+  e.judged_on = h.judged_on;
+  return e;
+}
+
+std::optional<std::pair<std::vector<double>, std::vector<double>>> HostJudgedObjective::interleaved(const Params& a,
+                                                                                                    const Params& b,
+                                                                                                    size_t n) {
+  const app::bench::HostSample before = sampler_();
+  auto r = inner_.interleaved(a, b, n);
+  interleaved_host_ = judge(before, sampler_());
+  return r;
 }
 
 std::pair<std::vector<double>, std::vector<double>> sample_interleaved(const std::function<double()>& a,

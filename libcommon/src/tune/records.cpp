@@ -88,10 +88,13 @@ TrialRecord read_trial(store::Statement& q, const std::string& db) {
   r.run_id = q.column_int64(5);
   r.eval.reused = true;
   r.eval.aborted = r.eval.reason.rfind("aborted early", 0) == 0;
+  r.eval.contended = q.column_int64(7) != 0;
+  r.eval.contention_reason = q.column_text(8);
   return r;
 }
 
-constexpr const char* kTrialColumns = "config_json, status, reason, samples_json, median_s, run_id, id";
+constexpr const char* kTrialColumns =
+    "config_json, status, reason, samples_json, median_s, run_id, id, contended, contention_reason";
 constexpr const char* kKeyWhere = "op = ?1 AND variant = ?2 AND shape = ?3 AND dtype = ?4 AND backend = ?5 AND sku = ?6";
 
 void bind_key(store::Statement& q, const TuneKey& k) {
@@ -125,10 +128,12 @@ void TrialStore::put(const Params& p, const Evaluation& e, int64_t run_id) {
   store::Transaction tx(st_);
   auto& q = st_.prepare(
       "INSERT INTO tuning_trials (op, variant, shape, dtype, backend, sku, config_json, status, reason, samples_json, "
-      "median_s, run_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) "
+      "median_s, run_id, contended, contention_reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
+      "?14) "
       "ON CONFLICT (op, variant, shape, dtype, backend, sku, config_json) DO UPDATE SET status = excluded.status, "
       "reason = excluded.reason, samples_json = excluded.samples_json, median_s = excluded.median_s, "
-      "run_id = excluded.run_id, created_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')");
+      "run_id = excluded.run_id, contended = excluded.contended, contention_reason = excluded.contention_reason, "
+      "created_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')");
   bind_key(q, key_);
   q.bind(7, config_json(p)).bind(8, status_name(e.status));
   if (e.reason.empty()) q.bind(9, nullptr);
@@ -138,6 +143,8 @@ void TrialStore::put(const Params& p, const Evaluation& e, int64_t run_id) {
   else q.bind(11, nullptr);
   if (run_id > 0) q.bind(12, run_id);
   else q.bind(12, nullptr);
+  const bool contended = e.status == Evaluation::Status::Ok && e.contended;
+  q.bind(13, static_cast<int64_t>(contended)).bind(14, contended ? e.contention_reason : std::string());
   q.run();
   tx.commit();
 }
@@ -167,10 +174,13 @@ std::vector<TrialRecord> TrialStore::all() {
 Evaluation RecordingObjective::evaluate(const Params& p, const EvalBudget& b) {
   if (auto r = trials_.find(p)) {
     const Evaluation& e = r->eval;
-    const bool enough = e.status != Evaluation::Status::Ok || (!e.aborted && e.samples.size() >= b.min_samples);
+    // A timing taken on a busy host is not reused: measure it again (the host may be quiet now).
+    const bool busy = e.status == Evaluation::Status::Ok && e.contended && !reuse_contended_;
+    const bool enough =
+        e.status != Evaluation::Status::Ok || (!busy && !e.aborted && e.samples.size() >= b.min_samples);
     // An aborted record is final too unless this evaluation would not abort it (a better
     // threshold now): re-measure only then.
-    const bool aborted_final = e.aborted && b.abort_above > 0 && e.median > b.abort_above;
+    const bool aborted_final = !busy && e.aborted && b.abort_above > 0 && e.median > b.abort_above;
     if (enough || aborted_final) {
       Evaluation out = e;
       out.reused = true;
@@ -209,6 +219,8 @@ Evaluation ReplayObjective::evaluate(const Params& p, const EvalBudget& b) {
   e.status = r.status;
   e.reason = r.reason;
   if (r.status != Evaluation::Status::Ok) return e;
+  e.contended = r.contended;
+  e.contention_reason = r.contention_reason;
   if (r.samples.empty()) {  // recorded without samples (imported/aborted rows): use the median
     e.median = r.median;
     e.aborted = r.aborted;

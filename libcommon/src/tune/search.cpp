@@ -453,8 +453,12 @@ SearchResult search(const Space& space, Objective& objective, const SearchOption
     if (e.status == Evaluation::Status::Skip) ++res.skipped;
     if (e.status == Evaluation::Status::Fail) ++res.failed;
     if (e.aborted) ++res.aborted;
+    if (e.status == Evaluation::Status::Ok && e.contended) {
+      ++res.contended;
+      if (res.contention_reason.empty()) res.contention_reason = e.contention_reason;
+    }
     res.trials.push_back(t);
-    if (e.status == Evaluation::Status::Ok && !e.aborted) {
+    if (e.status == Evaluation::Status::Ok && !e.aborted && (!e.contended || o.include_contended)) {
       latest[p.index] = {res.trials.size() - 1, e.median};
       update_best();
     } else if (latest.erase(p.index)) {

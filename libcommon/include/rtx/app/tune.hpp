@@ -4,12 +4,14 @@
 #pragma once
 #include <cstdint>
 #include <iosfwd>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "rtx/app/bench.hpp"
 #include "rtx/kernels/registry.hpp"
 #include "rtx/tune/records.hpp"
 #include "rtx/tune/search.hpp"
@@ -46,15 +48,27 @@ struct RunCommand : Target {
   bool json = false;
   bool quiet = false;
   bool progress = false;         ///< TTY progress line on stderr
+  /// Busy-host trials may become the best (--include-busy); by default they never do, so a key
+  /// measured only on a busy host gets no profile.
+  bool include_busy = false;
   std::string db;
   std::vector<std::string> argv;
+  /// Reads the host-contention signals around each trial (tune::HostJudgedObjective); empty:
+  /// app::bench::sample_host. Tests inject busy readings here.
+  std::function<app::bench::HostSample()> host_sampler;
 };
 /// Tune every key; prints a summary on `err` and (json) one rtx.tune.v1 document on `out`:
 /// {"schema","hardware","strategy","seed","budget","replay","keys":[{"key","op","variant",
 /// "shape","dtype","backend","sku","evaluations","measured","reused","skipped","failed",
-/// "aborted","seconds","stop_reason","best":{"params","median_s"}|null,"default":{"params",
-/// "median_s"}|null,"speedup_vs_default","search_speedup","confirm":{"n","default_median_s",
-/// "best_median_s","speedup","ci","p","verdict"}|null,"profile_params","profile_version","curve"}]}.
+/// "aborted","contended","contention_reason","seconds","stop_reason","best":{"params","median_s"}|null,
+/// "default":{"params","median_s"}|null,"speedup_vs_default","search_speedup","confirm":{"n",
+/// "default_median_s","best_median_s","speedup","ci","p","verdict","host":{"contended","reason",
+/// "judged_on"}}|null,"profile_params","profile_version","curve"}]}.
+/// Every measured trial is judged for host contention (tune::HostJudgedObjective, rtx-bench's
+/// per-window rule) and stored with the verdict (tuning_trials.contended). "contended" counts
+/// the Ok trials measured on a busy host: they are re-measured by the next run rather than
+/// reused, and never chosen as best unless include_busy; "contention_reason" is the first one's
+/// evidence. A default measured on a busy host is no baseline either (default is null then).
 /// speedup_vs_default is the confirmation's (default and winner re-measured interleaved, ABBA,
 /// judged as rtx-bench compare does with a 2% threshold) when there was one, else the search's
 /// sequential ratio (search_speedup). A winner the confirmation finds slower is not saved:

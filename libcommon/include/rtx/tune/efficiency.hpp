@@ -61,7 +61,8 @@ struct EfficiencyReport {
 
 /// Replay every strategy in `o.strategies` for `o.seeds` seeds against `records` (the trials of
 /// one key, every valid point of `space` recorded) and measure how fast each comes within
-/// `o.within` of the optimum. Throws rtx::Error(Input) when no record is Ok, when `records` miss
+/// `o.within` of the optimum. Busy-host trials (Evaluation::contended) count like quiet ones
+/// here (the optimum is over every record; rtx-tune efficiency warns about them). Throws rtx::Error(Input) when no record is Ok, when `records` miss
 /// valid points and `allow_partial` is false (naming how many, and the command that records the
 /// grid), and rtx::Error(Usage) for an unknown strategy, seeds outside [1, 100000], a budget
 /// over 10x the grid's evaluations, or within <= 0.

@@ -3,8 +3,10 @@
 // statistics (median, 95% median CI stop rule) and aborting early when clearly slower.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <functional>
 
+#include "rtx/app/bench.hpp"
 #include "rtx/core/dtype.hpp"
 #include "rtx/kernels/registry.hpp"
 #include "rtx/tune/search.hpp"
@@ -39,6 +41,45 @@ class KernelObjective : public Objective {
   DType dtype_;
   uint64_t seed_;
   size_t warmup_;
+};
+
+/// Judges every evaluation of `inner` for host contention, with rtx-bench's per-window rule
+/// (app::bench::judge_contention: PSI cpu stall > 10% of the window, the measuring thread
+/// running < 80% of it on CPU, > 100 involuntary switches/s), and sets Evaluation::contended,
+/// contention_reason and judged_on on Ok results (skips and failures carry no timing and are
+/// not judged). The window runs from before inner.evaluate() (instance, check, warm-up,
+/// sampling) to after it. A window shorter than app::bench::kMinJudgedWindow (a microsecond
+/// kernel converging in a few ms) is judged, as rtx-bench judges such a case on its whole run,
+/// on the span back to the latest earlier evaluation that started at least that long before
+/// (judged_on "recent"), with the PSI and switch rules only: the span also holds the store
+/// writes between trials, where the measuring thread sleeps in fsync. Before any such start
+/// exists the trial stays unjudged (judged_on "", not contended); mark() records a start
+/// without evaluating (rtx-tune marks its process warm-up). interleaved() is judged the same
+/// way and its verdict kept in last_interleaved(). `sampler` (tests inject busy readings)
+/// defaults to app::bench::sample_host. `thread_runs` false: the measuring thread waits while
+/// other threads work (rtx-serve's scheduler objective), so the CPU-share rule is off for every
+/// window, as it is on CUDA. `inner` must outlive this.
+class HostJudgedObjective : public Objective {
+ public:
+  explicit HostJudgedObjective(Objective& inner, kernels::Backend backend = kernels::Backend::CPU,
+                               std::function<app::bench::HostSample()> sampler = nullptr, bool thread_runs = true);
+  Evaluation evaluate(const Params& p, const EvalBudget& b) override;
+  void skipped(const Params& p, const std::string& reason) override { inner_.skipped(p, reason); }
+  std::optional<std::pair<std::vector<double>, std::vector<double>>> interleaved(const Params& a, const Params& b,
+                                                                                 size_t n) override;
+  /// Record a window start now (e.g. before an untimed warm-up), so that the first short
+  /// trials can be judged on the span since.
+  void mark();
+  /// Host verdict of the latest interleaved() call (judged_on "" before any).
+  const app::bench::HostEvidence& last_interleaved() const { return interleaved_host_; }
+
+ private:
+  app::bench::HostEvidence judge(const app::bench::HostSample& before, const app::bench::HostSample& after);
+  Objective& inner_;
+  kernels::Backend backend_;
+  std::function<app::bench::HostSample()> sampler_;
+  std::deque<app::bench::HostSample> starts_;  ///< recent window starts, oldest first
+  app::bench::HostEvidence interleaved_host_;
 };
 
 /// Interleave `n` samples of each of two samplers in ABBA order (a, b, b, a, a, b, ...): the

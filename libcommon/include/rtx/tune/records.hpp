@@ -52,7 +52,8 @@ class TrialStore {
   /// The recorded trial of configuration `p`, or nullopt.
   std::optional<TrialRecord> find(const Params& p);
   /// Insert or replace the trial of `p` (one row per configuration; a re-measurement with more
-  /// samples replaces the row). One transaction. `run_id` 0: none.
+  /// samples replaces the row), with e.contended / e.contention_reason for an Ok trial (schema
+  /// v4 columns; 0 and '' otherwise). One transaction. `run_id` 0: none.
   void put(const Params& p, const Evaluation& e, int64_t run_id);
   /// Every recorded trial of the key, in id order.
   std::vector<TrialRecord> all();
@@ -63,12 +64,14 @@ class TrialStore {
 };
 
 /// Resume: answers a configuration from its recorded trial when that trial is a skip or fail,
-/// or an Ok (not aborted) with at least b.min_samples samples; otherwise measures with `inner`
-/// and records the result. Reused answers have `reused = true` (nothing measured).
+/// or an Ok (not aborted, not contended) with at least b.min_samples samples; otherwise measures
+/// with `inner` and records the result (its contended flag and reason too). A trial recorded on
+/// a busy host is measured again unless `reuse_contended`. Reused answers have `reused = true` (nothing measured).
 class RecordingObjective : public Objective {
  public:
-  RecordingObjective(Objective& inner, TrialStore& trials, int64_t run_id)
-      : inner_(inner), trials_(trials), run_id_(run_id) {}
+  /// `reuse_contended`: reuse busy-host records like quiet ones (rtx-tune run --include-busy).
+  RecordingObjective(Objective& inner, TrialStore& trials, int64_t run_id, bool reuse_contended = false)
+      : inner_(inner), trials_(trials), run_id_(run_id), reuse_contended_(reuse_contended) {}
   Evaluation evaluate(const Params& p, const EvalBudget& b) override;
   /// Records the skip (status "skip" with the reason) unless the configuration has a row.
   void skipped(const Params& p, const std::string& reason) override;
@@ -82,10 +85,11 @@ class RecordingObjective : public Objective {
   Objective& inner_;
   TrialStore& trials_;
   int64_t run_id_;
+  bool reuse_contended_ = false;
 };
 
 /// Replay (Kernel Tuner's simulation mode): answers from recorded trials only, measuring
-/// nothing. An Ok trial answers with its first min(b.max_samples, n) samples (so successive
+/// nothing; a record's contended flag and reason are passed on. An Ok trial answers with its first min(b.max_samples, n) samples (so successive
 /// halving sees lower fidelity at low rungs) and their median; early abort is applied to those
 /// samples as KernelObjective would. A configuration without a record is a Skip with reason
 /// "replay: no recorded trial" that does not count toward the budget.

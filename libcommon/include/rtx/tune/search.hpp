@@ -63,6 +63,15 @@ struct Evaluation {
   bool aborted = false;           ///< stopped early as clearly slower than the best so far
   bool reused = false;            ///< came from a recorded trial (resume / replay), nothing measured
   bool counts = true;             ///< counts toward the evaluation budget (false: replay miss)
+  /// The timing was taken on a busy host (HostJudgedObjective, rtx-bench's per-window rule):
+  /// such an Ok trial is never a search's best (unless SearchOptions::include_contended), is
+  /// re-measured rather than reused by a resume, and is not cited by rtx-evolve's tuner.
+  bool contended = false;
+  std::string contention_reason;  ///< the evidence when contended, e.g. "PSI cpu stall 38% of the window (> 10%)"
+  /// What the verdict covered: "trial" (this evaluation's own window), "recent" (too short
+  /// alone: the window back to an earlier trial's start, kMinJudgedWindow or more), "" (not
+  /// judged: no timing, or nothing long enough measured yet).
+  std::string judged_on;
 };
 
 /// "ok" | "skip" | "fail" (the store's tuning_trials.status vocabulary).
@@ -176,6 +185,9 @@ struct SearchOptions {
   Budget budget;
   EvalBudget eval;            ///< budget of rung 0; rung r multiplies min/max samples by eta^r
   double abort_ratio = 1.5;   ///< early abort above abort_ratio x best median (0: never)
+  /// Busy-host (Evaluation::contended) Ok trials may become the best (rtx-tune run
+  /// --include-busy); by default they are told to the strategy but never chosen.
+  bool include_contended = false;
   /// Evaluate this grid point first (e.g. the defaults, so the same run measures them).
   std::optional<size_t> first;
   /// Called after every trial (progress display); may be null.
@@ -189,6 +201,8 @@ struct SearchResult {
   size_t evaluations = 0;         ///< trials counted toward the budget
   size_t measured = 0;            ///< evaluations that ran something (not reused)
   size_t skipped = 0, failed = 0, aborted = 0;
+  size_t contended = 0;           ///< Ok trials measured on a busy host (Evaluation::contended)
+  std::string contention_reason;  ///< the first contended trial's evidence ("" when none)
   double seconds = 0;             ///< wall time of the search
   std::string stop_reason;        ///< "exhausted", "evals", "seconds"
   /// Best Ok median after each counted evaluation (0 before the first Ok).
@@ -197,7 +211,8 @@ struct SearchResult {
 
 /// Run `strategy` against `objective` until the strategy is exhausted or the budget is spent.
 /// Invalid points (space.validate) are told Skip without calling the objective and do not count.
-/// A Fail never becomes best. The best is the lowest median among Ok trials at the highest
+/// A Fail never becomes best, nor (unless o.include_contended) a contended Ok trial; both are
+/// still told to the strategy. The best is the lowest median among Ok trials at the highest
 /// rung each was evaluated at (ties: the earlier trial).
 SearchResult search(const Space& space, Objective& objective, const SearchOptions& o);
 

@@ -195,6 +195,7 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
       so.eval.max_samples = c.max_samples;
       so.eval.max_time = c.max_time;
       so.abort_ratio = c.abort_ratio;
+      so.include_contended = c.include_busy;
       so.first = space.index_of(space.defaults());
       Progress prog;
       prog.on = c.progress && !c.quiet;
@@ -205,7 +206,8 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
       so.on_trial = [&prog](const Trial& t, size_t evals) { prog.update(t, evals); };
 
       SearchResult r;
-      std::unique_ptr<Objective> inner;  // what measures (null for replay): also confirms the winner
+      std::unique_ptr<Objective> inner;  // what measures (null for replay)
+      std::unique_ptr<HostJudgedObjective> judged;  // inner, each trial judged for host contention; confirms the winner
       if (c.replay) {
         std::vector<TrialRecord> rec = trials.all();
         if (rec.empty())
@@ -220,6 +222,9 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
         } else {
           inner = std::make_unique<KernelObjective>(*j.op, *j.variant, j.key.shape, j.key.dtype, c.seed);
         }
+        // The scheduler objective's thread waits on the engine's workers: no CPU-share rule.
+        judged = std::make_unique<HostJudgedObjective>(*inner, backend, c.host_sampler, j.model.empty());
+        judged->mark();  // the warm-up's start: a first short trial is judged on the span since
         // Process warm-up, not recorded: the defaults go first, and without it they would also
         // pay for thread-pool start, page faults and clock ramp-up (seen as a 1.4x "speedup" of
         // whatever is measured later).
@@ -231,13 +236,14 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
           warm.max_time = 0.5;
           (void)inner->evaluate(space.at(*so.first), warm);
         }
-        RecordingObjective obj(*inner, trials, run_id);
+        RecordingObjective obj(*judged, trials, run_id, c.include_busy);
         r = search(space, obj, so);
       }
       if (prog.on) std::fprintf(stderr, "\r\033[K");
 
       std::optional<Params> best_params, default_params;
       double best_median = 0, default_median = 0;
+      bool default_busy = false;  // the defaults ran, but on a busy host: no baseline median
       if (r.best) {
         best_params = r.trials[*r.best].params;
         best_median = r.trials[*r.best].eval.median;
@@ -246,7 +252,8 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
         for (const Trial& t : r.trials)
           if (t.index == *so.first && t.eval.status == Evaluation::Status::Ok && !t.eval.aborted) {
             default_params = t.params;
-            default_median = t.eval.median;
+            default_busy = t.eval.contended && !c.include_busy;
+            default_median = default_busy ? 0 : t.eval.median;
           }
       // The defaults were measured first and the winner later: on a drifting machine the
       // sequential ratio can be far off. Confirm with interleaved A/B samples of both.
@@ -269,8 +276,8 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
               if (confirm.contains("speedup") && confirm["speedup"].is_number()) confirmed = confirm["speedup"].get<double>();
             }
           }
-      if (inner && !standing && c.confirm > 0 && best_params && default_params && *best_params != *default_params) {
-        if (auto ab = inner->interleaved(*default_params, *best_params, c.confirm)) {
+      if (judged && !standing && c.confirm > 0 && best_params && default_params && *best_params != *default_params) {
+        if (auto ab = judged->interleaved(*default_params, *best_params, c.confirm)) {
           stats::CompareOptions co;
           co.threshold = 0.02;
           co.min_samples = std::min<size_t>(5, c.confirm);
@@ -283,6 +290,10 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
                      {"ci", {1 / cmp.hi, 1 / cmp.lo}},
                      {"p", cmp.p},
                      {"verdict", stats::verdict_name(cmp.verdict)}};
+          const bench::HostEvidence& h = judged->last_interleaved();
+          confirm["host"] = {{"contended", h.contended},
+                             {"reason", h.contended ? json(h.reason) : json(nullptr)},
+                             {"judged_on", h.judged_on.empty() ? "none" : h.judged_on}};
           // A winner the A/B finds slower than the defaults is not promoted to the profile.
           if (cmp.verdict == stats::Verdict::Slower) profile_params = default_params;
         }
@@ -296,7 +307,8 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
                            {"confirm", confirm},
                            {"strategy", c.strategy},
                            {"seed", c.seed},
-                           {"evaluations", r.evaluations}};
+                           {"evaluations", r.evaluations},
+                           {"contended_trials", r.contended}};
         version = save_profile(st, j.key.str(), *profile_params, under, run_id);
       }
       if (!best_params) all_found = false;
@@ -315,10 +327,13 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
                 {"skipped", r.skipped},
                 {"failed", r.failed},
                 {"aborted", r.aborted},
+                {"contended", r.contended},
+                {"contention_reason", r.contended ? json(r.contention_reason) : json(nullptr)},
                 {"seconds", r.seconds},
                 {"stop_reason", r.stop_reason},
                 {"best", best_params ? json{{"params", *best_params}, {"median_s", best_median}} : json(nullptr)},
-                {"default", default_params ? json{{"params", *default_params}, {"median_s", default_median}} : json(nullptr)},
+                {"default", default_params && !default_busy ? json{{"params", *default_params}, {"median_s", default_median}}
+                                                             : json(nullptr)},
                 {"speedup_vs_default", speedup > 0 ? json(speedup) : json(nullptr)},
                 {"search_speedup", search_speedup > 0 ? json(search_speedup) : json(nullptr)},
                 {"confirm", confirm},
@@ -345,11 +360,34 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
         }
         std::snprintf(line, sizeof line, "%s: %s  best %s %s  default %s%s  %zu evals (%zu measured, %zu reused), %zu skipped, %zu failed, %zu aborted%s\n",
                       j.key.str().c_str(), c.replay ? "[replay]" : "",
-                      best_params ? kernels::params_to_string(*best_params).c_str() : "(none passed)", fmt_s(best_median).c_str(),
-                      fmt_s(default_median).c_str(), ratio.c_str(),
+                      best_params ? kernels::params_to_string(*best_params).c_str()
+                                  : (r.contended ? "(none measured on a quiet host)" : "(none passed)"),
+                      fmt_s(best_median).c_str(), default_busy ? "busy" : fmt_s(default_median).c_str(), ratio.c_str(),
                       r.evaluations, r.measured, r.evaluations - r.measured, r.skipped, r.failed, r.aborted,
                       version > 0 ? (", profile v" + std::to_string(version)).c_str() : "");
         err << line;
+      }
+      if (r.contended) {
+        // Busy trials are stored with their verdict (re-measured, never reused) and, unless
+        // --include-busy, never chosen: say so, with the first one's evidence.
+        const std::string w =
+            j.key.str() + ": " + std::to_string(r.contended) + " of " +
+            std::to_string(c.replay ? r.evaluations : r.measured) +
+            (c.replay ? " replayed trials were recorded on a busy host" : " measured trials ran on a busy host") +
+            " (first: " + r.contention_reason + ")" +
+            (c.include_busy ? "; --include-busy let them compete"
+                            : ": none of them can be the best, and the next run measures them again") +
+            (default_busy ? "; the defaults were among them, so the search has no baseline" : "") +
+            (!best_params && !c.include_busy ? "; no profile saved: re-run when the host is quiet" : "");
+        doc["warnings"].push_back(w);
+        if (!c.quiet) err << "rtx-tune: warning: " << w << "\n";
+      }
+      if (confirm.is_object() && confirm.contains("host") && confirm["host"].value("contended", false)) {
+        const std::string w = j.key.str() + ": the A/B confirmation ran on a busy host (" +
+                              confirm["host"]["reason"].get<std::string>() +
+                              "): its interleaving exposes both sides alike, but its spread is wider";
+        doc["warnings"].push_back(w);
+        if (!c.quiet) err << "rtx-tune: warning: " << w << "\n";
       }
     }
   } catch (...) {
@@ -424,6 +462,12 @@ int run_efficiency(const EfficiencyCommand& c, std::ostream& out, std::ostream& 
                       (j.model.empty() ? "--op " + j.key.op + " --shape " + kernels::shape_to_string(j.key.shape)
                                        : "--serve " + j.model + " --workload " + kernels::shape_to_string(j.key.shape)) +
                       " --strategy grid --budget 100000evals --abort-ratio 0");
+    size_t busy = 0;
+    for (const TrialRecord& t : rec) busy += t.eval.status == Evaluation::Status::Ok && t.eval.contended;
+    if (busy)
+      err << "rtx-tune: warning: " << j.key.str() << ": " << busy << " of the " << rec.size()
+          << " recorded trials were measured on a busy host: the optimum and the ratios may be off (rtx-tune run "
+             "measures them again)\n";
     const Space space = job_space(j);
     const EfficiencyReport r = efficiency(space, rec, o, c.partial);
     const StrategyEfficiency* best = nullptr;
@@ -438,6 +482,7 @@ int run_efficiency(const EfficiencyCommand& c, std::ostream& out, std::ostream& 
               {"ok", r.ok},
               {"failed", r.failed},
               {"aborted", r.aborted},
+              {"contended", busy},
               {"optimum", {{"params", r.optimum}, {"median_s", r.optimum_s}}},
               {"worst_ratio", r.worst_ratio},
               {"default_ratio", r.default_ratio ? json(*r.default_ratio) : json(nullptr)},
@@ -526,8 +571,8 @@ int run_show(const ShowCommand& c, std::ostream& out, std::ostream& err) {
     json trials = json::array();
     auto& q = st.prepare(
         "SELECT op, variant, shape, dtype, backend, sku, SUM(status = 'ok'), SUM(status = 'skip'), SUM(status = 'fail'), "
-        "MIN(CASE WHEN status = 'ok' THEN median_s END) FROM tuning_trials GROUP BY op, variant, shape, dtype, backend, sku "
-        "ORDER BY op, variant, shape");
+        "MIN(CASE WHEN status = 'ok' AND contended = 0 THEN median_s END), SUM(status = 'ok' AND contended = 1) "
+        "FROM tuning_trials GROUP BY op, variant, shape, dtype, backend, sku ORDER BY op, variant, shape");
     while (q.step())
       trials.push_back({{"op", q.column_text(0)},
                         {"variant", q.column_text(1)},
@@ -538,6 +583,7 @@ int run_show(const ShowCommand& c, std::ostream& out, std::ostream& err) {
                         {"ok", q.column_int64(6)},
                         {"skip", q.column_int64(7)},
                         {"fail", q.column_int64(8)},
+                        {"busy", q.column_int64(10)},
                         {"best_median_s", q.column_opt_double(9) ? json(*q.column_opt_double(9)) : json(nullptr)}});
     q.reset();
     // Resolve every tuned key through the run-time lookup, as kernels would.
@@ -570,7 +616,8 @@ int run_show(const ShowCommand& c, std::ostream& out, std::ostream& err) {
     for (const auto& t : s["trials"])
       out << "  " << t["op"].get<std::string>() << " " << t["variant"].get<std::string>() << " "
           << kernels::shape_to_string(t["shape"].get<kernels::Shape>()) << " " << t["dtype"].get<std::string>() << ": "
-          << t["ok"] << " ok, " << t["skip"] << " skipped, " << t["fail"] << " failed\n";
+          << t["ok"] << " ok (" << t["busy"] << " on a busy host), " << t["skip"] << " skipped, " << t["fail"]
+          << " failed\n";
     const json& l = s["lookup"];
     out << "lookup: " << l["entries"] << " entries, " << l["exact"] << " exact, " << l["nearest"] << " nearest, "
         << l["miss"] << " miss, " << l["stale"] << " stale, " << l["invalid"] << " invalid\n";

@@ -551,8 +551,9 @@ TEST_CASE("rtx-evolve history CLI: JSON, table, case list, bad input", "[cpu]") 
     r = rtx::test::run(ev + args);
     INFO(args << ": " << r.err);
     CHECK(r.exit_code == 2);
-    CHECK_THAT(r.err, Catch::Contains(db + " is not a valid rtx store (schema version 3 but table 'bench_results' lacks "
-                                      "column 'contention_reason')"));
+    CHECK_THAT(r.err, Catch::Contains(db + " is not a valid rtx store (schema version " +
+                                      std::to_string(rtx::store::Store::latest_schema_version()) +
+                                      " but table 'bench_results' lacks column 'contention_reason')"));
     CHECK(r.err.find("no such column") == std::string::npos);
   }
 }

@@ -86,9 +86,11 @@ HostJudgedObjective::HostJudgedObjective(Objective& inner, kernels::Backend back
       backend_(thread_runs ? backend : kernels::Backend::CUDA),  // CUDA: judged without the CPU-share rule
       sampler_(sampler ? std::move(sampler) : app::bench::sample_host) {}
 
-void HostJudgedObjective::mark() {
-  starts_.push_back(sampler_());
-  if (starts_.size() > 256) starts_.pop_front();
+void HostJudgedObjective::mark() { remember(sampler_()); }
+
+void HostJudgedObjective::remember(const app::bench::HostSample& start) {
+  starts_.push_back(start);
+  if (starts_.size() > 256) starts_.pop_front();  // a 50 ms look-back never needs more
 }
 
 app::bench::HostEvidence HostJudgedObjective::judge(const app::bench::HostSample& before,
@@ -122,8 +124,7 @@ app::bench::HostEvidence HostJudgedObjective::judge(const app::bench::HostSample
                                 : "";
     }
   }
-  starts_.push_back(before);
-  if (starts_.size() > 256) starts_.pop_front();
+  remember(before);
   return h;
 }
 

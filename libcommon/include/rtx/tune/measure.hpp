@@ -75,6 +75,7 @@ class HostJudgedObjective : public Objective {
 
  private:
   app::bench::HostEvidence judge(const app::bench::HostSample& before, const app::bench::HostSample& after);
+  void remember(const app::bench::HostSample& start);  ///< keep a window start (bounded)
   Objective& inner_;
   kernels::Backend backend_;
   std::function<app::bench::HostSample()> sampler_;

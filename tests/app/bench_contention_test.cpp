@@ -901,6 +901,109 @@ TEST_CASE("a malformed rounds_left_out or judged_rounds is an input error naming
   CHECK_NOTHROW(check_bench_artifact(good, "b.json"));
 }
 
+TEST_CASE("ABBA rounds: a round busy on either side is left out of both (merge_rounds_paired)", "[cpu][bench]") {
+  // New busy in round 2, the baseline in round 4, of 6. Left out independently, each side kept 5
+  // rounds, one of them the partner of the other side's busy round; paired, both keep 1, 3, 5, 6.
+  const std::vector<json> fresh = round_docs(6, {2}), base = round_docs(6, {4}, 2e-3);
+  const auto [n, b] = merge_rounds_paired(fresh, base);
+  const CaseResult& cn = n.cases[0];
+  const CaseResult& cb = b.cases[0];
+  for (const CaseResult* c : {&cn, &cb}) {
+    CHECK_FALSE(c->host.contended);
+    CHECK(c->host.reason.empty());
+    CHECK(c->host.rounds == 6);
+    CHECK(c->host.rounds_contended == 1);  // its own busy round only
+    CHECK(c->host.judged_rounds == 4);
+    CHECK(c->round_medians.size() == 4);
+    CHECK(c->host.window_s == Approx(4.0));  // the kept rounds' windows only
+    REQUIRE(c->host.rounds_left_out.size() == 2);
+    CHECK(c->host.rounds_left_out[0].round == 2);
+    CHECK(c->host.rounds_left_out[1].round == 4);
+  }
+  CHECK_FALSE(cn.host.rounds_left_out[0].paired);
+  CHECK(cn.host.rounds_left_out[0].reason == "round 2 evidence");
+  CHECK(cn.host.rounds_left_out[1].paired);
+  CHECK(cn.host.rounds_left_out[1].reason == "the baseline's round 4 was busy: round 4 evidence");
+  CHECK(cn.host.rounds_left_out[1].samples == fresh[3]["cases"][0]["samples_s"].get<std::vector<double>>());
+  CHECK(cb.host.rounds_left_out[0].paired);
+  CHECK(cb.host.rounds_left_out[0].reason == "the new build's round 2 was busy: round 2 evidence");
+  CHECK_FALSE(cb.host.rounds_left_out[1].paired);
+  for (const auto& [c, docs] : {std::pair{&cn, &fresh}, std::pair{&cb, &base}}) {
+    std::vector<double> expect, medians;
+    for (size_t k : {1, 3, 5, 6}) {
+      const auto s = (*docs)[k - 1]["cases"][0]["samples_s"].get<std::vector<double>>();
+      expect.insert(expect.end(), s.begin(), s.end());
+      medians.push_back(stats::median(s));
+    }
+    CHECK(c->samples == expect);
+    CHECK(c->round_medians == medians);
+    CHECK(c->median == Approx(stats::median(expect)));
+  }
+  // Alone, each side keeps 5 rounds (what --baseline-exe did before).
+  CHECK(merge_rounds(fresh).cases[0].round_medians.size() == 5);
+  CHECK(merge_rounds(base).cases[0].round_medians.size() == 5);
+
+  // The artifact says which left-out round was paired, reads back, and is checked.
+  ArtifactMeta m;
+  m.rounds = 6;
+  const json nd = check_bench_artifact(to_json(n, m), "n.json"), bd = check_bench_artifact(to_json(b, m), "b.json");
+  const json& h = nd["cases"][0]["host"];
+  CHECK_FALSE(h["rounds_left_out"][0].contains("paired"));
+  CHECK(h["rounds_left_out"][1]["paired"] == true);
+  CHECK(h["rounds_contended"] == 1);
+  CHECK(h["judged_rounds"] == 4);
+  const HostEvidence back = host_evidence_from_json(h, "n.json", "/cases/0/host");
+  REQUIRE(back.rounds_left_out.size() == 2);
+  CHECK_FALSE(back.rounds_left_out[0].paired);
+  CHECK(back.rounds_left_out[1].paired);
+  json bad = nd;
+  bad["cases"][0]["host"]["rounds_left_out"][1]["paired"] = "yes";
+  expect_artifact_error(bad, {"b.json: field '/cases/0/host/rounds_left_out/1/paired'", "expected boolean, got string"});
+  bad = nd;
+  bad["cases"][0]["host"]["rounds_left_out"][1].erase("paired");  // two busy rounds, one contended
+  expect_artifact_error(bad, {"b.json: field '/cases/0/host/rounds_left_out'", "lists 2 busy rounds, more than rounds_contended (1)"});
+
+  // compare judges both on the same 4 rounds: new (1 ms) is faster than the baseline (2 ms).
+  stats::CompareOptions o;
+  const CompareReport rep = compare_artifacts(bd, nd, o, "b.json", "n.json");
+  REQUIRE(rep.rows.size() == 1);
+  CHECK(rep.rows[0].basis == "rounds");
+  CHECK(rep.rows[0].cmp.n_base == 4);
+  CHECK(rep.rows[0].cmp.n_new == 4);
+  CHECK(rep.rows[0].cmp.verdict == stats::Verdict::Faster);
+  CHECK(rep.rows[0].left_out ==
+        "base judged on 4 of 6 rounds (round 2 left out with its pair, the new build's round 2 was busy: round 2 evidence; "
+        "round 4 busy: round 4 evidence); new judged on 4 of 6 rounds (round 2 busy: round 2 evidence; round 4 left out "
+        "with its pair, the baseline's round 4 was busy: round 4 evidence)");
+
+  // Too few rounds quiet on both sides (2 of 6): neither side leaves a round out, the busy
+  // sides stay contended (compare of an ABBA pair then judges on all round medians, noted).
+  {
+    const auto [n2, b2] = merge_rounds_paired(round_docs(6, {1, 2}), round_docs(6, {3, 4}));
+    for (const RunResult* r : {&n2, &b2}) {
+      CHECK(r->cases[0].host.contended);
+      CHECK(r->cases[0].host.rounds_left_out.empty());
+      CHECK(r->cases[0].round_medians.size() == 6);
+      CHECK_THAT(r->cases[0].host.reason, Catch::EndsWith("; 2 of 6 rounds busy, 2 more on the other side, 2 judged quiet on both sides: too few to judge "
+                                                          "on the quiet rounds alone (need 3 and at least half)"));
+    }
+    // A side quiet throughout keeps its rounds and is not contended.
+    const auto [n3, b3] = merge_rounds_paired(round_docs(6, {1, 2, 3, 4}), round_docs(6, {}));
+    CHECK(n3.cases[0].host.contended);
+    CHECK_FALSE(b3.cases[0].host.contended);
+    CHECK(b3.cases[0].round_medians.size() == 6);
+    // Quiet on both sides: nothing left out, the same as merge_rounds.
+    const auto [n4, b4] = merge_rounds_paired(round_docs(4, {}), round_docs(4, {}));
+    CHECK(n4.cases[0].samples == merge_rounds(round_docs(4, {})).cases[0].samples);
+    CHECK(n4.cases[0].host.rounds_left_out.empty());
+  }
+  // The sides must match round for round and case for case.
+  CHECK_THROWS_WITH(merge_rounds_paired(round_docs(5, {}), round_docs(6, {})), Catch::Contains("6 baseline rounds against 5"));
+  std::vector<json> other = round_docs(4, {});
+  for (json& d : other) d["cases"][0]["id"] = "other";
+  CHECK_THROWS_WITH(merge_rounds_paired(round_docs(4, {}), other), Catch::Contains("is 'k' here and 'other' in the baseline"));
+}
+
 TEST_CASE("change_contradicts_medians: different bands and apart by more than the threshold", "[cpu][bench]") {
   // The trial's case (hand-computed below): change -0.1% beside medians 8 ms -> 5.7 us.
   CHECK(change_contradicts_medians(0.99892, 5.7 / 7995.9, 0.05));

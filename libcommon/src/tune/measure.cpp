@@ -83,7 +83,8 @@ std::optional<std::pair<std::vector<double>, std::vector<double>>> KernelObjecti
 HostJudgedObjective::HostJudgedObjective(Objective& inner, kernels::Backend backend,
                                          std::function<app::bench::HostSample()> sampler, bool thread_runs)
     : inner_(inner),
-      backend_(thread_runs ? backend : kernels::Backend::CUDA),  // CUDA: judged without the CPU-share rule
+      cpu_share_rule_(thread_runs && backend == kernels::Backend::CPU ? app::bench::CpuShareRule::Apply
+                                                                       : app::bench::CpuShareRule::Off),
       sampler_(sampler ? std::move(sampler) : app::bench::sample_host) {}
 
 void HostJudgedObjective::mark() { remember(sampler_()); }
@@ -97,7 +98,7 @@ app::bench::HostEvidence HostJudgedObjective::judge(const app::bench::HostSample
                                                     const app::bench::HostSample& after) {
   using namespace app::bench;
   const int threads = std::max(1, omp_get_max_threads());
-  HostEvidence h = contention_evidence(before, after, threads, backend_);
+  HostEvidence h = contention_evidence(before, after, threads, cpu_share_rule_);
   if (h.judged_on == "case") {
     h.judged_on = "trial";
   } else {
@@ -113,8 +114,8 @@ app::bench::HostEvidence HostJudgedObjective::judge(const app::bench::HostSample
       span.threads = threads;
       add_window(span, *from, after);
       // Not the CPU-share rule (the span holds the trials' store writes, where the measuring
-      // thread sleeps in fsync): judged as rtx-bench judges a CUDA window, on PSI and switches.
-      judge_contention(span, kernels::Backend::CUDA);
+      // thread sleeps in fsync): judged on PSI and switches only.
+      judge_contention(span, CpuShareRule::Off);
       h.contended = span.contended;
       h.judged_on = span.judged_on.empty() ? "" : "recent";
       char w[64];

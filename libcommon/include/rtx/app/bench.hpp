@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <vector>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -170,10 +171,14 @@ inline constexpr double kMinJudgedWindow = 0.05;  ///< s
 inline constexpr int64_t kMinInvoluntarySwitches = 10;
 
 /// A round of a merged case (`run --rounds`) that was measured on a busy host and left out of
-/// the case's statistics because enough quiet rounds remained (quiet_rounds_suffice).
+/// the case's statistics because enough quiet rounds remained (quiet_rounds_suffice). Under
+/// `--baseline-exe` a round is left out on both sides when either side's round of that index
+/// was busy (merge_rounds_paired); on the side whose own round was quiet it is `paired`.
 struct LeftOutRound {
   size_t round = 0;              ///< 1-based round number
-  std::string reason;            ///< that round's host.reason (the evidence that flagged it)
+  std::string reason;            ///< that round's host.reason (the evidence that flagged it), or for a
+                                 ///< paired one "the baseline's round k was busy: <its evidence>"
+  bool paired = false;           ///< quiet on its own; left out with the other side's busy round k
   std::vector<double> samples;   ///< its samples, s (kept for inspection; judged on by nothing)
   double median_s = 0;           ///< median of `samples`, s
 };
@@ -192,7 +197,8 @@ struct HostEvidence {
   double psi_avg10_max = 0;          ///< largest PSI "some avg10" at a window's end, %
   double load1_start = 0, load1_end = 0;  ///< 1-minute load average before the first / after the last window
   size_t rounds = 0;                 ///< merged artifacts: rounds merged (0: a single process)
-  size_t rounds_contended = 0;       ///< merged artifacts: rounds judged contended on their own (left out or not)
+  size_t rounds_contended = 0;       ///< merged artifacts: rounds judged contended on their own (left out or not;
+                                     ///< a paired left-out round is not counted: it was quiet)
   /// Merged artifacts: the rounds the case's samples, round medians, statistics and the sums
   /// above come from (rounds minus rounds_left_out); 0 for a single process.
   size_t judged_rounds = 0;
@@ -218,10 +224,19 @@ struct HostEvidence {
 
 /// Add the window [before, after] to `e` (load1_start taken from the first window).
 void add_window(HostEvidence& e, const HostSample& before, const HostSample& after);
-/// Set e.contended and e.reason from the thresholds above (the CPU-share rule only for
-/// Backend::CPU); a window shorter than kMinJudgedWindow is not contended.
+/// Whether judge_contention applies the CPU-share rule (kMinCpuShare). Off where the measuring
+/// thread waits by design: a CUDA case (the GPU works), rtx-serve's scheduler (the engine's
+/// workers work), a span holding store writes (fsync sleeps).
+enum class CpuShareRule { Apply, Off };
+
+/// Set e.contended and e.reason from the thresholds above (the CPU-share rule as `rule` says);
+/// a window shorter than kMinJudgedWindow is not contended.
+void judge_contention(HostEvidence& e, CpuShareRule rule);
+/// judge_contention with the CPU-share rule for Backend::CPU only.
 void judge_contention(HostEvidence& e, Backend backend);
 /// One window, judged: the pure function the runner's readings go through (tests inject them).
+HostEvidence contention_evidence(const HostSample& before, const HostSample& after, int threads, CpuShareRule rule);
+/// contention_evidence with the CPU-share rule for Backend::CPU only.
 HostEvidence contention_evidence(const HostSample& before, const HostSample& after, int threads, Backend backend);
 /// A case whose own window was too short to judge (judged_on "") takes the run's verdict when
 /// the run's window was judged (judged_on "run", reason prefixed "whole run (...)"); when the
@@ -378,6 +393,17 @@ std::string format_seconds(double s);
 /// Roofline fields are left for annotate_roofline. Throws rtx::Error(Input) naming the round
 /// when `rounds` is empty or the rounds' case ids differ.
 RunResult merge_rounds(const std::vector<nlohmann::json>& rounds);
+
+/// merge_rounds for the two sides of one `run --baseline-exe` run, whose round k of this
+/// program (`fresh[k]`) and of the baseline (`base[k]`) ran next to each other (ABBA order), so
+/// that drift and neighbours fall on both alike (Kalibera & Jones 2013). The leave-out rule is
+/// applied per case to the pairs: a round busy on either side is left out on both (on the quiet
+/// side as LeftOutRound::paired), when the rounds quiet on both sides suffice
+/// (quiet_rounds_suffice); else both sides keep every round. So the sides are judged on the same
+/// round indices, never on 4 rounds against 5. Returns {fresh merged, base merged}. Throws
+/// rtx::Error(Input) as merge_rounds does, and when the sides differ in round count or case ids.
+std::pair<RunResult, RunResult> merge_rounds_paired(const std::vector<nlohmann::json>& fresh,
+                                                    const std::vector<nlohmann::json>& base);
 
 /// Most rounds `run --rounds` accepts.
 inline constexpr size_t kMaxRounds = 200;

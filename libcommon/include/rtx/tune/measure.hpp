@@ -77,7 +77,7 @@ class HostJudgedObjective : public Objective {
   app::bench::HostEvidence judge(const app::bench::HostSample& before, const app::bench::HostSample& after);
   void remember(const app::bench::HostSample& start);  ///< keep a window start (bounded)
   Objective& inner_;
-  kernels::Backend backend_;
+  app::bench::CpuShareRule cpu_share_rule_;  ///< Off on CUDA and for a waiting thread (thread_runs false)
   std::function<app::bench::HostSample()> sampler_;
   std::deque<app::bench::HostSample> starts_;  ///< recent window starts, oldest first
   app::bench::HostEvidence interleaved_host_;

@@ -340,25 +340,60 @@ void merge_host(HostEvidence& m, const HostEvidence& x, size_t k, size_t total) 
   m.judged_rounds = m.rounds;  // every round merged here is judged on (merge_case counts the left-out ones apart)
 }
 
-/// One case over all rounds (`xs[k]`: round k's result, ids checked): merged from every round,
-/// or from the quiet rounds alone when some were busy and quiet_rounds_suffice.
-CaseResult merge_case(const std::vector<CaseResult>& xs) {
-  const size_t total = xs.size();
-  std::vector<size_t> busy;
-  size_t ran = 0, judged_quiet = 0;
+/// Which rounds of one case are left out, decided from the host evidence of its rounds.
+struct LeaveOut {
+  std::vector<size_t> busy;    ///< rounds busy on this side (0-based), left out or not
+  std::vector<size_t> paired;  ///< rounds quiet here, left out with the other side's busy round
+  std::vector<std::string> paired_reason;  ///< per `paired` entry: the other side's evidence
+  size_t ran = 0, judged_quiet = 0;  ///< rounds run; judged quiet (on both sides when paired)
   bool all_ok = true;
-  for (size_t k = 0; k < total; ++k) {
-    if (xs[k].status == "skipped") continue;
-    ++ran;
-    all_ok = all_ok && xs[k].status == "ok" && !xs[k].samples.empty();
-    if (xs[k].host.measured && xs[k].host.contended) busy.push_back(k);
-    // Quiet means judged and not contended: a round whose window was too short to judge (judged_on
-    // "") is unknown, and on a busy host only the long (busy) rounds would be judged at all.
-    else if (xs[k].host.measured && !xs[k].host.judged_on.empty()) ++judged_quiet;
+  bool paired_mode = false;    ///< decided on the pairs of an ABBA run
+  bool apply = false;          ///< the rule holds: the rounds above leave the case
+  bool out(size_t k) const {
+    return apply && (std::find(busy.begin(), busy.end(), k) != busy.end() || std::find(paired.begin(), paired.end(), k) != paired.end());
+  }
+};
+
+bool round_busy(const CaseResult& x) { return x.host.measured && x.host.contended; }
+// Quiet means judged and not contended: a round whose window was too short to judge (judged_on
+// "") is unknown, and on a busy host only the long (busy) rounds would be judged at all.
+bool round_quiet(const CaseResult& x) { return x.host.measured && !x.host.contended && !x.host.judged_on.empty(); }
+
+/// The leave-out decision for `xs` (round k's result of one case, ids checked); with `other`
+/// (the same case's rounds of the other side of an ABBA run, same count), decided on the pairs:
+/// a round counts as busy when either side's is and as quiet when both are. `other_side` names
+/// that side in a paired round's reason ("the baseline", "the new build").
+LeaveOut decide_leave_out(const std::vector<CaseResult>& xs, const std::vector<CaseResult>* other, const std::string& other_side) {
+  LeaveOut d;
+  d.paired_mode = other != nullptr;
+  for (size_t k = 0; k < xs.size(); ++k) {
+    if (xs[k].status == "skipped" || (other && (*other)[k].status == "skipped")) continue;
+    ++d.ran;
+    d.all_ok = d.all_ok && xs[k].status == "ok" && !xs[k].samples.empty();
+    if (other) d.all_ok = d.all_ok && (*other)[k].status == "ok" && !(*other)[k].samples.empty();
+    const bool busy_here = round_busy(xs[k]), busy_there = other && round_busy((*other)[k]);
+    if (busy_here) {
+      d.busy.push_back(k);
+    } else if (busy_there) {
+      d.paired.push_back(k);
+      d.paired_reason.push_back(other_side + "'s round " + std::to_string(k + 1) + " was busy: " + (*other)[k].host.reason);
+    } else if (round_quiet(xs[k]) && (!other || round_quiet((*other)[k]))) {
+      ++d.judged_quiet;
+    }
   }
   // Leaving rounds out changes nothing a failed case shows (it is not compared), so only ok ones.
-  const bool leave_out = !busy.empty() && all_ok && quiet_rounds_suffice(judged_quiet, ran);
-  auto left_out = [&](size_t k) { return leave_out && std::find(busy.begin(), busy.end(), k) != busy.end(); };
+  d.apply = (!d.busy.empty() || !d.paired.empty()) && d.all_ok && quiet_rounds_suffice(d.judged_quiet, d.ran);
+  return d;
+}
+
+/// One case over all rounds (`xs[k]`: round k's result, ids checked): merged from every round,
+/// or from the rounds `d` leaves out when its rule holds (decide_leave_out).
+CaseResult merge_case(const std::vector<CaseResult>& xs, const LeaveOut& d) {
+  const size_t total = xs.size();
+  const std::vector<size_t>& busy = d.busy;
+  const size_t ran = d.ran, judged_quiet = d.judged_quiet;
+  const bool leave_out = d.apply;
+  auto left_out = [&](size_t k) { return d.out(k); };
 
   CaseResult r = xs[0];
   r.samples.clear();
@@ -389,20 +424,27 @@ CaseResult merge_case(const std::vector<CaseResult>& xs) {
   }
   if (leave_out) {
     // The busy rounds are counted (rounds, rounds_contended) and kept for inspection, but
-    // neither their samples nor their windows are in the case any more.
+    // neither their samples nor their windows are in the case any more; nor are those of the
+    // quiet rounds paired with the other side's busy ones (counted in rounds only).
     r.host.measured = true;
-    for (size_t k : busy) {
+    for (size_t k = 0; k < total; ++k) {
       const CaseResult& x = xs[k];
-      r.host.rounds_left_out.push_back({k + 1, x.host.reason, x.samples, stats::median(x.samples)});
+      const auto b = std::find(busy.begin(), busy.end(), k);
+      const auto p = std::find(d.paired.begin(), d.paired.end(), k);
+      if (b == busy.end() && p == d.paired.end()) continue;
+      LeftOutRound lo{k + 1, b != busy.end() ? x.host.reason : d.paired_reason[p - d.paired.begin()], b == busy.end(), x.samples,
+                      stats::median(x.samples)};
+      r.host.rounds_left_out.push_back(std::move(lo));
       ++r.host.rounds;
-      ++r.host.rounds_contended;
+      r.host.rounds_contended += b != busy.end();
     }
     r.host.contended = false;
     r.host.reason.clear();
   } else if (!busy.empty() && ran > 1) {
-    const size_t unjudged = ran - busy.size() - judged_quiet;
+    const size_t unjudged = ran - busy.size() - d.paired.size() - judged_quiet;
     r.host.reason += "; " + std::to_string(busy.size()) + " of " + std::to_string(ran) + " rounds busy, " +
-                     std::to_string(judged_quiet) + " judged quiet" +
+                     (d.paired.empty() ? std::string() : std::to_string(d.paired.size()) + " more on the other side, ") +
+                     std::to_string(judged_quiet) + " judged quiet" + (d.paired_mode ? " on both sides" : "") +
                      (unjudged ? " (" + std::to_string(unjudged) + " too short to judge)" : std::string()) +
                      ": too few to judge on the quiet rounds alone (need " + std::to_string(kMinQuietRounds) +
                      " and at least half)";
@@ -417,14 +459,18 @@ bool quiet_rounds_suffice(size_t quiet, size_t rounds) {
   return quiet >= kMinQuietRounds && (quiet >= rounds || quiet >= rounds - quiet);
 }
 
-RunResult merge_rounds(const std::vector<json>& rounds) {
-  if (rounds.empty()) throw_input("no round artifacts to merge", "run --rounds", "report this: the run produced no rounds");
-  RunResult out;
-  std::vector<std::vector<CaseResult>> per;  // per[case][round]
+namespace {
+
+/// The rounds' cases as per[case][round], matched by id in round 1's order. `side`: "" or
+/// "baseline " (named in errors). Throws rtx::Error(Input) when there is no round or the
+/// rounds' cases differ.
+std::vector<std::vector<CaseResult>> cases_by_round(const std::vector<json>& rounds, const std::string& side) {
+  if (rounds.empty()) throw_input("no " + side + "round artifacts to merge", "run --rounds", "report this: the run produced no rounds");
+  std::vector<std::vector<CaseResult>> per;
   for (const auto& c : rounds[0]["cases"]) per.push_back({case_from_json(c)});
   for (size_t k = 1; k < rounds.size(); ++k) {
     const json& cases = rounds[k]["cases"];
-    const std::string where = "run --rounds: round " + std::to_string(k + 1);
+    const std::string where = "run --rounds: " + side + "round " + std::to_string(k + 1);
     if (cases.size() != per.size())
       throw_input("has " + std::to_string(cases.size()) + " cases, round 1 has " + std::to_string(per.size()), where,
                   "do not edit the pack while a multi-round run is in progress");
@@ -436,12 +482,20 @@ RunResult merge_rounds(const std::vector<json>& rounds) {
       per[i].push_back(std::move(x));
     }
   }
-  for (const auto& xs : per) out.cases.push_back(merge_case(xs));
+  return per;
+}
+
+/// The merged run of `per` (cases_by_round) with each case's leave-out decision `d[i]`: the
+/// rounds' whole-run windows merged into host.run and each ok case's statistics recomputed.
+RunResult merge_decided(const std::vector<json>& rounds, const std::vector<std::vector<CaseResult>>& per,
+                        const std::vector<LeaveOut>& d) {
+  RunResult out;
+  for (size_t i = 0; i < per.size(); ++i) out.cases.push_back(merge_case(per[i], d[i]));
   // The rounds' whole-run windows, merged like a case's (each round judged by its process).
   for (size_t k = 0; k < rounds.size(); ++k) {
-    const json& d = rounds[k];
-    if (!d.contains("host") || !d["host"].is_object() || !d["host"].contains("run")) continue;
-    merge_host(out.host, host_evidence_from_json(d["host"]["run"], "round artifact " + std::to_string(k + 1), "/host/run"), k,
+    const json& doc = rounds[k];
+    if (!doc.contains("host") || !doc["host"].is_object() || !doc["host"].contains("run")) continue;
+    merge_host(out.host, host_evidence_from_json(doc["host"]["run"], "round artifact " + std::to_string(k + 1), "/host/run"), k,
                rounds.size());
   }
   for (CaseResult& r : out.cases) {
@@ -459,6 +513,34 @@ RunResult merge_rounds(const std::vector<json>& rounds) {
     }
   }
   return out;
+}
+
+}  // namespace
+
+RunResult merge_rounds(const std::vector<json>& rounds) {
+  const auto per = cases_by_round(rounds, "");
+  std::vector<LeaveOut> d;
+  for (const auto& xs : per) d.push_back(decide_leave_out(xs, nullptr, ""));
+  return merge_decided(rounds, per, d);
+}
+
+std::pair<RunResult, RunResult> merge_rounds_paired(const std::vector<json>& fresh, const std::vector<json>& base) {
+  const auto pn = cases_by_round(fresh, ""), pb = cases_by_round(base, "baseline ");
+  if (fresh.size() != base.size())
+    throw_input(std::to_string(base.size()) + " baseline rounds against " + std::to_string(fresh.size()) + " of this build",
+                "run --baseline-exe", "report this: the ABBA run must give both sides the same rounds");
+  if (pn.size() != pb.size())
+    throw_input("the baseline measured " + std::to_string(pb.size()) + " cases, this build " + std::to_string(pn.size()),
+                "run --baseline-exe", "the baseline must expand the pack to the same cases (same pack, same flags)");
+  std::vector<LeaveOut> dn, db;
+  for (size_t i = 0; i < pn.size(); ++i) {
+    if (pn[i][0].c.id != pb[i][0].c.id)
+      throw_input("case " + std::to_string(i) + " is '" + pn[i][0].c.id + "' here and '" + pb[i][0].c.id + "' in the baseline",
+                  "run --baseline-exe", "the baseline must expand the pack to the same cases (same pack, same flags)");
+    dn.push_back(decide_leave_out(pn[i], &pb[i], "the baseline"));
+    db.push_back(decide_leave_out(pb[i], &pn[i], "the new build"));
+  }
+  return {merge_decided(fresh, pn, dn), merge_decided(base, pb, db)};
 }
 
 json read_bench_artifact(const std::string& path) {

@@ -484,8 +484,12 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
   RunResult r, rb;
   if (rounds > 1) {
     auto docs = run_rounds(c, rounds, err);
-    r = merge_rounds(docs.first);
-    if (!c.baseline_exe.empty()) rb = merge_rounds(docs.second);
+    // ABBA: a round busy on either side leaves both sides (merge_rounds_paired), so the two are
+    // judged on the same round indices.
+    if (!c.baseline_exe.empty())
+      std::tie(r, rb) = merge_rounds_paired(docs.first, docs.second);
+    else
+      r = merge_rounds(docs.first);
   } else {
     r = run_cases(cases, reg, ro);
   }

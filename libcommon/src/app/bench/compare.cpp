@@ -104,7 +104,8 @@ std::string left_out_note(const json& b, const json& n) {
     const size_t rounds = h.value("rounds", size_t{0});
     std::string s = std::string(side) + " judged on " + std::to_string(rounds - lo.size()) + " of " + std::to_string(rounds) + " rounds (";
     for (size_t i = 0; i < lo.size(); ++i)
-      s += (i ? "; round " : "round ") + std::to_string(lo[i]["round"].get<size_t>()) + " busy: " + lo[i]["reason"].get<std::string>();
+      s += (i ? "; round " : "round ") + std::to_string(lo[i]["round"].get<size_t>()) +
+           (lo[i].value("paired", false) ? " left out with its pair, " : " busy: ") + lo[i]["reason"].get<std::string>();
     out += (out.empty() ? "" : "; ") + s + ")";
   }
   return out;

@@ -86,6 +86,10 @@ void add_window(HostEvidence& e, const HostSample& before, const HostSample& aft
 }
 
 void judge_contention(HostEvidence& e, Backend backend) {
+  judge_contention(e, backend == Backend::CPU ? CpuShareRule::Apply : CpuShareRule::Off);
+}
+
+void judge_contention(HostEvidence& e, CpuShareRule rule) {
   e.contended = false;
   e.reason.clear();
   e.judged_on.clear();
@@ -93,7 +97,7 @@ void judge_contention(HostEvidence& e, Backend backend) {
   e.judged_on = "case";
   std::string why;
   auto add = [&](const std::string& s) { why += (why.empty() ? "" : ", ") + s; };
-  if (backend == Backend::CPU && e.cpu_share() < kMinCpuShare)
+  if (rule == CpuShareRule::Apply && e.cpu_share() < kMinCpuShare)
     add("measuring thread ran " + beyond(e.cpu_share(), kMinCpuShare, false, 100) + "% of the window (< " +
         fmt("%.0f%%", 100 * kMinCpuShare) + ")");
   if (e.psi_valid && e.psi_share() > kMaxPsiStallShare)
@@ -105,12 +109,16 @@ void judge_contention(HostEvidence& e, Backend backend) {
   e.reason = why;
 }
 
-HostEvidence contention_evidence(const HostSample& before, const HostSample& after, int threads, Backend backend) {
+HostEvidence contention_evidence(const HostSample& before, const HostSample& after, int threads, CpuShareRule rule) {
   HostEvidence e;
   e.threads = threads;
   add_window(e, before, after);
-  judge_contention(e, backend);
+  judge_contention(e, rule);
   return e;
+}
+
+HostEvidence contention_evidence(const HostSample& before, const HostSample& after, int threads, Backend backend) {
+  return contention_evidence(before, after, threads, backend == Backend::CPU ? CpuShareRule::Apply : CpuShareRule::Off);
 }
 
 void inherit_run_contention(HostEvidence& c, const HostEvidence& run) {
@@ -151,8 +159,11 @@ json to_json(const HostEvidence& e) {
   }
   if (!e.rounds_left_out.empty()) {
     json lo = json::array();
-    for (const LeftOutRound& r : e.rounds_left_out)
-      lo.push_back({{"round", r.round}, {"reason", r.reason}, {"median_s", r.median_s}, {"n", r.samples.size()}, {"samples_s", r.samples}});
+    for (const LeftOutRound& r : e.rounds_left_out) {
+      json x = {{"round", r.round}, {"reason", r.reason}, {"median_s", r.median_s}, {"n", r.samples.size()}, {"samples_s", r.samples}};
+      if (r.paired) x["paired"] = true;
+      lo.push_back(std::move(x));
+    }
     j["rounds_left_out"] = lo;
   }
   return j;
@@ -219,6 +230,10 @@ HostEvidence host_evidence_from_json(const json& j, const std::string& source, c
       if (!x.contains("reason") || !x["reason"].is_string())
         bad(at + "/reason", "expected string, got " + (x.contains("reason") ? std::string(x["reason"].type_name()) : "nothing"));
       r.reason = x["reason"].get<std::string>();
+      if (x.contains("paired")) {
+        if (!x["paired"].is_boolean()) bad(at + "/paired", std::string("expected boolean, got ") + x["paired"].type_name());
+        r.paired = x["paired"].get<bool>();
+      }
       if (x.contains("samples_s")) {
         const json& s = x["samples_s"];
         if (!s.is_array()) bad(at + "/samples_s", std::string("expected array, got ") + s.type_name());
@@ -239,8 +254,12 @@ HostEvidence host_evidence_from_json(const json& j, const std::string& source, c
       }
       e.rounds_left_out.push_back(std::move(r));
     }
-    if (e.rounds_left_out.size() > e.rounds_contended)
-      bad("rounds_left_out", "lists " + std::to_string(e.rounds_left_out.size()) + " rounds, more than rounds_contended (" +
+    // A paired round was quiet on its own (left out with the other side's busy round): only the
+    // others count against rounds_contended.
+    const size_t own = static_cast<size_t>(std::count_if(e.rounds_left_out.begin(), e.rounds_left_out.end(),
+                                                         [](const LeftOutRound& r) { return !r.paired; }));
+    if (own > e.rounds_contended)
+      bad("rounds_left_out", "lists " + std::to_string(own) + " busy rounds, more than rounds_contended (" +
                                  std::to_string(e.rounds_contended) + ")");
   }
   // Artifacts written before judged_rounds existed judged every round.

@@ -397,13 +397,17 @@ TEST_CASE("busy-host trials: never the best, stored with the verdict, re-measure
 }
 
 TEST_CASE("rtx-tune run on a busy host: no profile from busy trials; a quiet re-run measures them again", "[cpu]") {
-  // Real matmul trials, with host readings on the real clock whose PSI stall is 60% of the
-  // time (busy) or 0 (quiet).
+  // Real matmul trials, with host readings whose PSI stall is 60% of the time (busy) or 0
+  // (quiet), on a clock that advances 60 ms per reading: every trial window is long enough to
+  // judge alone however fast the machine runs it (on the real clock an idle machine ran all four
+  // trials in 1.3 ms, nothing was judged, and the test failed).
   double stall = 0.6;
   rtx::app::bench::HostSample last;
   bool first = true;
+  double clock_s = 1000;
   auto sampler = [&] {
     rtx::app::bench::HostSample s = rtx::app::bench::sample_host();
+    s.wall_s = clock_s += 0.06;
     if (first) {
       last = s;
       last.psi_some_total_us = 0;

@@ -88,6 +88,28 @@ bool pwrite_all(int fd, const char* p, size_t n, off_t off) {
 
 }  // namespace
 
+void require_output_dir(const std::string& path_in, const std::string& flag) {
+  if (path_in.empty() || path_in == "-") return;
+  const std::string path = follow_links(path_in);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode))
+      throw Error(ErrorCategory::Usage, path_in + " is a folder, not a file", flag, "give a file path in it");
+    if (!S_ISREG(st.st_mode)) return;  // a device or FIFO: written in place
+  }
+  const std::string dir = path.back() == '/' ? path : dir_of(path);
+  struct stat ds {};
+  if (::stat(dir.c_str(), &ds) != 0 || !S_ISDIR(ds.st_mode))
+    throw Error(ErrorCategory::Usage, "the folder of " + path_in + " does not exist", flag,
+                "create it first or give another path");
+  // The temp file of an atomic write is made in the folder, so the folder must be writable
+  // (the file itself being writable is not enough).
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw Error(ErrorCategory::Environment,
+                "cannot write in the folder of " + path_in + " (" + dir + "): " + errno_text(errno), flag,
+                "give a path in a writable folder");
+}
+
 void atomic_write_file(const std::string& path_in, std::string_view bytes) {
   if (path_in.empty() || path_in.back() == '/')
     throw Error(ErrorCategory::Usage, "not a file path", path_in.empty() ? std::string("<empty path>") : path_in);

@@ -18,6 +18,14 @@ namespace rtx::io {
 /// /dev/null, a FIFO) is written in place, never replaced; a directory is a Usage error.
 void atomic_write_file(const std::string& path, std::string_view bytes);
 
+/// Check, before any work, that an output file named on the command line by `flag` (-o, ...)
+/// can be written, so a bad destination costs no run: nothing for "" or "-" (stdout) or for an
+/// existing non-regular file (/dev/null, a FIFO: written in place). A missing folder (or one
+/// that is a file) and a path that is a folder are usage errors (exit 2), "FLAG: the folder of
+/// PATH does not exist (create it first or give another path)"; a folder that exists but cannot
+/// be written in is rtx::Error(Environment) (exit 3). A symbolic link is checked at its target.
+void require_output_dir(const std::string& path, const std::string& flag);
+
 /// Bounds on what read_text_file accepts (the defaults accept anything, as before).
 struct ReadLimits {
   /// Most bytes read; a longer input is refused with rtx::Error(Input) "larger than N bytes"

@@ -30,6 +30,7 @@
 #include "rtx/core/device.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/io/artifact.hpp"
+#include "rtx/io/atomic_file.hpp"
 #include "rtx/store/store.hpp"
 #include "rtx/telemetry/bus.hpp"
 #include "rtx/telemetry/hwprofile.hpp"
@@ -155,16 +156,6 @@ bool same_path(const std::string& a, const std::string& b) {
   const auto pa = std::filesystem::weakly_canonical(std::filesystem::absolute(a, e1), e1);
   const auto pb = std::filesystem::weakly_canonical(std::filesystem::absolute(b, e2), e2);
   return !e1 && !e2 && pa == pb;
-}
-
-/// Usage error naming `flag` when `path`'s folder does not exist: checked before the run so a
-/// bad destination costs no measurement and leaves no other file written.
-void require_parent_dir(const std::string& path, const char* flag) {
-  if (path.empty() || path == "-") return;
-  std::error_code ec;
-  const auto parent = std::filesystem::absolute(path, ec).parent_path();
-  if (ec || !std::filesystem::is_directory(parent, ec))
-    throw_usage("the folder of " + path + " does not exist", flag, "create it first or give another path");
 }
 
 /// One runner option: the flag if given (range-checked up front), else the pack default
@@ -445,8 +436,9 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
     throw_usage("--baseline-exe alternates rounds with the baseline: give --rounds R >= 2 (10-20 for a 10% threshold, "
                 "about 100 for 5% on a noisy host)",
                 "--rounds");
-  require_parent_dir(c.out, "-o");
-  require_parent_dir(c.baseline_out, "--baseline-out");
+  // Checked before the run so a bad destination costs no measurement and leaves no other file.
+  io::require_output_dir(c.out, "-o");
+  io::require_output_dir(c.baseline_out, "--baseline-out");
   if (rounds > 1 && c.pack == "-")
     throw_usage("--rounds " + std::to_string(rounds) + " re-reads the pack in each round, but the pack is stdin", "--rounds",
                 "save the pack to a file, or use --rounds 1");

@@ -1,6 +1,8 @@
 // rtx-serve bench as a subprocess: configuration errors name the flag that set the value; a run
 // in which every request fails says why, next to the summary and in the artifact, and exits 1.
 #include <httplib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <algorithm>
@@ -89,9 +91,10 @@ TEST_CASE("rtx-serve bench: prompts files, -o and --extra-body are checked befor
       {"--extra-body '{\"max_tokens\": 3}'", 2,
        "rtx-serve: error: --extra-body: \"max_tokens\" cannot be given in extra_body: set by --max-tokens"},
       {"--extra-body '{\"prompt\": \"x\"}'", 2, "rtx-serve: error: --extra-body: \"prompt\" cannot be given"},
-      // An unwritable -o: an environment error (README: 3), said before the run, naming the path.
-      {"-o " + dir + "/no/such/dir/b.json", 3, "rtx-serve: error: " + dir + "/no/such/dir/b.json: -o: cannot write the artifact"},
-      {"-o " + dir, 2, "rtx-serve: error: " + dir + ": -o: cannot write the artifact: is a directory"},
+      // -o in a folder that does not exist: a usage error (2) said before the run, as rtx-bench's.
+      {"-o " + dir + "/no/such/dir/b.json", 2,
+       "rtx-serve: error: -o: the folder of " + dir + "/no/such/dir/b.json does not exist (create it first or give another path)"},
+      {"-o " + dir, 2, "rtx-serve: error: -o: " + dir + " is a folder, not a file"},
   };
   for (const auto& [args, code, want] : cases) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -293,4 +296,19 @@ TEST_CASE("rtx-serve bench: a host busy during the run is warned about at the en
   const json qd = json::parse(q.out);
   CHECK(qd["host"]["contended"] == true);
   CHECK_THAT(qd["host"]["reason"].get<std::string>(), Catch::StartsWith("PSI cpu stall "));
+}
+
+TEST_CASE("rtx-serve bench: an -o folder that cannot be written in is an environment error (3), before any request",
+          "[cpu][cli]") {
+  if (::geteuid() == 0) {
+    WARN("SKIPPED: running as root, every folder is writable");
+    return;
+  }
+  SilentServer srv;  // a request sent would time out: none may be
+  const std::string dir = rtx::test::temp_dir();
+  REQUIRE(::mkdir((dir + "/ro").c_str(), 0555) == 0);
+  const auto p = run(serve() + " bench --port " + std::to_string(srv.port()) + " -n 1 --timeout 30 -o " + dir + "/ro/b.json");
+  INFO(p.err);
+  CHECK(p.exit_code == 3);
+  CHECK_THAT(p.err, Catch::StartsWith("rtx-serve: error: -o: cannot write in the folder of " + dir + "/ro/b.json"));
 }

@@ -2,6 +2,8 @@
 // status passthrough, capture window and cap, stats/merge/validate, flame graphs from the
 // sample and from folded stacks, and exit 2 with a clear message for bad input.
 #include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <fstream>
@@ -221,4 +223,40 @@ TEST_CASE("rtx-flame renders the sample, folded stacks and diffs; bad input exit
   expect2(R"({"traceEvents":[{"name":"a","ph":"B","ts":1,"pid":1,"tid":1}]})", "unbalanced B/E");
   expect2("main;a 1\nmain;b many\n", ":2");
   CHECK(run(flame_bin() + " " + sample() + " --colors rainbow -o " + dir + "/x.svg").exit_code == 2);
+}
+
+TEST_CASE("rtx-trace record checks -o before it runs the program: a missing folder 2, an unwritable one 3",
+          "[cpu][cli]") {
+  const std::string dir = rtx::test::temp_dir();
+  const auto p = run(trace_bin() + " record -o " + dir + "/nonexist/x.json -- sh -c 'echo RAN'");
+  INFO(p.err);
+  CHECK(p.exit_code == 2);
+  CHECK(p.out.empty());  // the program never ran
+  CHECK(p.err == "rtx-trace: error: -o: the folder of " + dir +
+                     "/nonexist/x.json does not exist (create it first or give another path)\n");
+  const auto d = run(trace_bin() + " record -o " + dir + " -- sh -c 'echo RAN'");
+  CHECK(d.exit_code == 2);
+  CHECK(d.out.empty());
+  CHECK_THAT(d.err, Catch::Contains("is a folder, not a file"));
+  // merge and rtx-flame: the same condition, the same code and message shape, before reading.
+  const auto m = run(trace_bin() + " merge " + sample() + " -o " + dir + "/nonexist/m.json");
+  CHECK(m.exit_code == 2);
+  CHECK_THAT(m.err, Catch::StartsWith("rtx-trace: error: -o: the folder of " + dir + "/nonexist/m.json does not exist"));
+  const auto f = run(flame_bin() + " " + sample() + " -o " + dir + "/nonexist/x.svg");
+  CHECK(f.exit_code == 2);
+  CHECK_THAT(f.err, Catch::StartsWith("rtx-flame: error: -o: the folder of " + dir + "/nonexist/x.svg does not exist"));
+  write_file(dir + "/in.folded", "a;b 1\n");
+  const auto fi = run("sh -c '" + flame_bin() + " --folded -o " + dir + "/nonexist/x.folded < " + dir + "/in.folded'");
+  CHECK(fi.exit_code == 2);
+  if (::geteuid() == 0) {
+    WARN("SKIPPED the unwritable-folder part: running as root, every folder is writable");
+    return;
+  }
+  REQUIRE(::mkdir((dir + "/ro").c_str(), 0555) == 0);
+  const auto w = run(trace_bin() + " record -o " + dir + "/ro/x.json -- sh -c 'echo RAN'");
+  INFO(w.err);
+  CHECK(w.exit_code == 3);
+  CHECK(w.out.empty());
+  CHECK_THAT(w.err, Catch::StartsWith("rtx-trace: error: -o: cannot write in the folder of " + dir + "/ro/x.json"));
+  CHECK(run(flame_bin() + " " + sample() + " -o " + dir + "/ro/x.svg").exit_code == 3);
 }

@@ -89,11 +89,13 @@ int main(int argc, char** argv) {
       "NVTX ranges around the launching API call, then the kernel (weight = GPU time, ns).\n"
       "Folded input: 'a;b;c COUNT' per line (FlameGraph/inferno collapse output).\n"
       "Exit codes: 0 ok; 2 usage or input error (bad JSON, unbalanced B/E, non-numeric count, empty\n"
-      "profile); 3 environment (cannot write the output); 4 internal error.");
+      "profile, the folder of -o does not exist); 3 environment (cannot write the output); 4 internal error.");
   return rtx::cli::run_tool(app, argc, argv, common, [&]() {
     const auto mode = mode_s == "cpu" ? rtx::trace::FoldMode::Cpu
                       : mode_s == "gpu" ? rtx::trace::FoldMode::Gpu
                                         : rtx::trace::FoldMode::Auto;
+    // A missing folder of -o is a usage error found before reading any input (exit 2).
+    rtx::io::require_output_dir(output, "-o");
     rtx::trace::StackTrie trie;
     Loaded a, b;
     std::string what;

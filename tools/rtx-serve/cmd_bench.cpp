@@ -174,6 +174,9 @@ Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
     const auto out_status = std::filesystem::status(a->out_path, ec);
     const bool special = std::filesystem::exists(out_status) && !std::filesystem::is_regular_file(out_status) &&
                          !std::filesystem::is_directory(out_status);  // /dev/null, a FIFO: written in place
+    // A missing folder is a usage error (2), an unwritable one an environment error (3), both
+    // before any request is sent, as in rtx-bench.
+    rtx::io::require_output_dir(a->out_path, "-o");
     if (!a->out_path.empty() && a->out_path != "-" && !special) {
       // Whether -o can be written, before any request is sent (not after the whole run): a temp
       // file in its directory, removed again. An unwritable path is an environment error (3).

@@ -215,6 +215,7 @@ int main(int argc, char** argv) {
       "CUDA_INJECTION64_PATH=librtx_cupti_inject.so and NVTX_INJECTION64_PATH=libcupti.so (GPU only).\n"
       "Exit codes: record passes the program's exit status through (128+N when killed by signal N);\n"
       "otherwise 0 ok; 1 validate found violations; 2 usage or input error (bad trace, cannot run the\n"
-      "command); 3 environment (cannot write the output); 4 internal error.");
+      "command, the folder of -o does not exist); 3 environment (cannot write the output); 4 internal\n"
+      "error. -o is checked before the program starts.");
   return rtx::cli::run_tool(app, argc, argv, common, [&]() { return subs.run(); });
 }

@@ -7,12 +7,14 @@
 #include <set>
 
 #include "rtx/core/error.hpp"
+#include "rtx/io/atomic_file.hpp"
 #include "rtx/trace/trace_event.hpp"
 
 namespace rtx::trace {
 
 MergeResult merge_traces(const std::vector<std::string>& inputs, const std::string& output) {
   if (inputs.empty()) throw_usage("merge needs at least one input trace", "inputs", "pass A B ... -o OUT");
+  io::require_output_dir(output, "-o");  // before reading the inputs twice
   struct Facts {
     std::vector<int64_t> pids;  // first-seen order
     std::map<int64_t, bool> named;

@@ -22,6 +22,7 @@
 #include <set>
 
 #include "rtx/core/error.hpp"
+#include "rtx/io/atomic_file.hpp"
 #include "rtx/telemetry/bus.hpp"
 #include "rtx/telemetry/hwprofile.hpp"
 #include "rtx/trace/gzip_io.hpp"
@@ -376,6 +377,8 @@ void remove_tree(const std::string& dir) {
 RecordResult record(const RecordOptions& opt) {
   if (opt.command.empty())
     throw_usage("no command to record", "--", "usage: rtx-trace record -o trace.json -- PROGRAM ARGS...");
+  // Before the program runs: a trace that cannot be written would lose the whole recording.
+  io::require_output_dir(opt.output, "-o");
   RecordResult rr;
   const char* tmp = std::getenv("TMPDIR");
   std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/rtx-trace.XXXXXX";

@@ -64,7 +64,9 @@ struct RecordResult {
 /// child: RTX_EVENTS (a temp file; an explicit --events flag of the child wins),
 /// RTX_TRACE_CUPTI_DIR, RTX_TRACE_MAX_EVENTS and, with inject_lib, CUDA_INJECTION64_PATH
 /// (and NVTX_INJECTION64_PATH unless already set). The trace is written even when the child
-/// fails. Errors: rtx::Error(Usage) for an empty command or one that cannot be executed
+/// fails. The output is checked before the command starts (io::require_output_dir): a missing
+/// folder is Usage, an unwritable one Environment, and the command does not run.
+/// Errors: rtx::Error(Usage) for an empty command or one that cannot be executed
 /// (not found, not executable), Environment for temp-dir/fork failures.
 RecordResult record(const RecordOptions& opt);
 

@@ -260,3 +260,40 @@ TEST_CASE("rtx-trace record checks -o before it runs the program: a missing fold
   CHECK_THAT(w.err, Catch::StartsWith("rtx-trace: error: -o: cannot write in the folder of " + dir + "/ro/x.json"));
   CHECK(run(flame_bin() + " " + sample() + " -o " + dir + "/ro/x.svg").exit_code == 3);
 }
+
+TEST_CASE("rtx-trace record: a child run with its own --events is named when the trace has no spans", "[cpu][cli]") {
+  const std::string dir = rtx::test::temp_dir();
+  const auto p = run(trace_bin() + " record --cuda off -o " + dir + "/t.json -- " + train_cmd(1) + " --events " + dir +
+                     "/ev.jsonl");
+  INFO(p.err);
+  REQUIRE(p.exit_code == 0);
+  CHECK_THAT(p.err, Catch::Contains("no events recorded: the program's engine spans went to its own --events " + dir +
+                                    "/ev.jsonl"));
+  CHECK_THAT(p.err, !Catch::Contains("run without --events"));
+  std::ifstream ev(dir + "/ev.jsonl");
+  CHECK(ev.good());  // the spans are there
+  // Without a child --events, the old hint stays.
+  const auto t = run(trace_bin() + " record --cuda off -o " + dir + "/u.json -- true");
+  CHECK_THAT(t.err, Catch::Contains("is it an rtx tool run without --events?"));
+}
+
+TEST_CASE("rtx-trace stats says how many B events were never closed", "[cpu][cli]") {
+  const std::string dir = rtx::test::temp_dir();
+  write_file(dir + "/bad.json", R"({"traceEvents":[{"name":"a","ph":"B","ts":1,"pid":1,"tid":1}]})");
+  const auto t = run(trace_bin() + " stats " + dir + "/bad.json");
+  INFO(t.out << t.err);
+  CHECK(t.exit_code == 0);  // docs: stats summarizes what pairs; validate is the check (exit 1)
+  CHECK(t.out == "no complete slices (X or B/E pairs) in " + dir + "/bad.json\n"
+                 "note: 1 B event(s) never closed (no matching E) were ignored (rtx-trace validate " + dir +
+                     "/bad.json names them)\n");
+  const auto j = run(trace_bin() + " stats --json " + dir + "/bad.json");
+  const auto doc = nlohmann::json::parse(j.out);
+  CHECK(doc["unmatched_be"] == 1);
+  CHECK(doc["unclosed_b"] == 1);
+  CHECK(run(trace_bin() + " validate " + dir + "/bad.json").exit_code == 1);
+  // An E without a B is named as such, next to the table.
+  write_file(dir + "/e.json", R"({"traceEvents":[{"name":"x","ph":"X","ts":1,"dur":2,"pid":1,"tid":1},)"
+                              R"({"name":"a","ph":"E","ts":5,"pid":1,"tid":1}]})");
+  const auto e = run(trace_bin() + " stats " + dir + "/e.json");
+  CHECK_THAT(e.out, Catch::Contains("note: 1 E event(s) without an open B were ignored"));
+}

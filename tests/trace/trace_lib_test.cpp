@@ -11,6 +11,7 @@
 #include "rtx/trace/flamegraph.hpp"
 #include "rtx/trace/folded.hpp"
 #include "rtx/trace/merge.hpp"
+#include "rtx/trace/record.hpp"
 #include "rtx/trace/stats.hpp"
 #include "rtx/trace/trace_event.hpp"
 #include "test_util.hpp"
@@ -591,4 +592,14 @@ TEST_CASE("stats: self time of nested slices, three levels, two threads, clipped
   StackTrie t;
   const FoldResult f = fold_trace(dir + "/n.json", t, 0, FoldMode::Cpu);
   CHECK(f.total_ns == 145000 + 5000);
+}
+
+TEST_CASE("child_events_flag finds a child's own --events, up to a \"--\"", "[cpu]") {
+  using rtx::trace::child_events_flag;
+  CHECK(child_events_flag({"rtx-bench", "run", "p.json", "--events", "ev.jsonl"}) == "ev.jsonl");
+  CHECK(child_events_flag({"rtx-bench", "--events=e2.jsonl", "run"}) == "e2.jsonl");
+  CHECK(child_events_flag({"rtx-bench", "run", "p.json"}).empty());
+  CHECK(child_events_flag({"--events", "x"}).empty());  // the program itself, not an argument
+  CHECK(child_events_flag({"tool", "--", "--events", "x"}).empty());
+  CHECK(child_events_flag({"tool", "--events"}).empty());  // no value
 }

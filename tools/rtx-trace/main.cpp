@@ -122,10 +122,19 @@ int main(int argc, char** argv) {
                         " activity records (its buffers were full): the GPU timeline has gaps");
       if (c.bad_lines) say(common, std::to_string(c.bad_lines) + " unreadable recorded lines skipped (a killed program's last writes)");
       if (!c.range_found) say(common, "range \"" + o->capture.range + "\" never occurred: the trace is empty");
-      if (c.written == 0 && c.range_found)
-        say(common, "no events recorded: the program published no engine spans (is it an rtx tool run without "
-                    "--events?) and no CUDA activity was captured" +
+      if (c.written == 0 && c.range_found) {
+        // An rtx tool's own --events FILE wins over the RTX_EVENTS record sets: its spans went there.
+        const std::string spans_why =
+            r.child_events.empty()
+                ? "the program published no engine spans (is it an rtx tool run without --events?)"
+                : "the program's engine spans went to its own --events " + r.child_events +
+                      " (that flag wins over the trace's; drop it from the command to trace them)";
+        say(common, "no events recorded: " + spans_why + " and no CUDA activity was captured" +
                         std::string(r.cuda_capture ? "" : " (CUDA capture off: " + cuda_off + ")"));
+      } else if (c.spans == 0 && !r.child_events.empty()) {
+        say(common, "no engine spans in the trace: the program's own --events " + r.child_events +
+                        " took them (drop that flag from the command to trace them)");
+      }
       if (common.json) {
         nlohmann::json j = {{"schema", "rtx.trace_record.v1"}, {"output", o->output}, {"exit_code", r.exit_code},
                             {"cuda_capture", r.cuda_capture}, {"cuda_off_reason", cuda_off},

@@ -374,12 +374,25 @@ void remove_tree(const std::string& dir) {
 
 }  // namespace
 
+std::string child_events_flag(const std::vector<std::string>& command) {
+  // Any argument of the command line counts (rtx tools take --events before or after a
+  // subcommand); "--" ends the options of CLI11-parsed tools, so what follows is data.
+  for (size_t i = 1; i < command.size(); ++i) {
+    const std::string& a = command[i];
+    if (a == "--") break;
+    if (a == "--events" && i + 1 < command.size()) return command[i + 1];
+    if (a.rfind("--events=", 0) == 0) return a.substr(9);
+  }
+  return {};
+}
+
 RecordResult record(const RecordOptions& opt) {
   if (opt.command.empty())
     throw_usage("no command to record", "--", "usage: rtx-trace record -o trace.json -- PROGRAM ARGS...");
   // Before the program runs: a trace that cannot be written would lose the whole recording.
   io::require_output_dir(opt.output, "-o");
   RecordResult rr;
+  rr.child_events = child_events_flag(opt.command);
   const char* tmp = std::getenv("TMPDIR");
   std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/rtx-trace.XXXXXX";
   std::vector<char> tb(templ.begin(), templ.end());

@@ -56,8 +56,14 @@ struct RecordOptions {
 struct RecordResult {
   int exit_code = 0;     ///< the child's exit status; 128 + signal when it was killed
   bool cuda_capture = false;  ///< injection library was passed to the child
+  std::string child_events;   ///< the child's own --events FILE (child_events_flag), "" if none
   ConvertResult convert;
 };
+
+/// The FILE of an explicit `--events FILE` / `--events=FILE` in `command` (its arguments up
+/// to a "--"), "" when there is none. An rtx tool's --events wins over the RTX_EVENTS that
+/// record sets, so its engine spans go to FILE and not into the trace.
+std::string child_events_flag(const std::vector<std::string>& command);
 
 /// Run the command with tracing on and write the trace. The child inherits stdin/stdout/
 /// stderr untouched; SIGINT/SIGTERM/SIGHUP received meanwhile are forwarded to it. Sets in the

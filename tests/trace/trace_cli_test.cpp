@@ -297,3 +297,28 @@ TEST_CASE("rtx-trace stats says how many B events were never closed", "[cpu][cli
   const auto e = run(trace_bin() + " stats " + dir + "/e.json");
   CHECK_THAT(e.out, Catch::Contains("note: 1 E event(s) without an open B were ignored"));
 }
+
+TEST_CASE("rtx-flame names stdin as <stdin> and prints the unit folded counts carry", "[cpu][cli]") {
+  const std::string dir = rtx::test::temp_dir();
+  write_file(dir + "/b.folded", "main;a 1\nmain;b x\n");
+  const auto b = run("sh -c '" + flame_bin() + " -o " + dir + "/b.svg < " + dir + "/b.folded'");
+  INFO(b.err);
+  CHECK(b.exit_code == 2);
+  CHECK_THAT(b.err, Catch::StartsWith("rtx-flame: error: <stdin>:2: folded count \"x\""));
+  CHECK_THAT(b.err, !Catch::Contains("/tmp/"));
+  write_file(dir + "/t.json", R"({"traceEvents":[{"name":"a","ph")");
+  const auto bt = run("sh -c '" + flame_bin() + " -o " + dir + "/b.svg < " + dir + "/t.json'");
+  CHECK(bt.exit_code == 2);
+  CHECK_THAT(bt.err, Catch::Contains("<stdin>") && !Catch::Contains("rtx-flame.stdin"));
+  // Folded stacks carry no unit: a neutral word, not "samples"; --countname names it.
+  write_file(dir + "/a.folded", "main;a 1500000\nmain;b 2500000\n");
+  const auto d = run(flame_bin() + " --diff " + dir + "/a.folded " + dir + "/a.folded -o " + dir + "/d.svg");
+  INFO(d.err);
+  REQUIRE(d.exit_code == 0);
+  CHECK_THAT(d.err, Catch::Contains("total 4,000,000 counts ->"));
+  CHECK_THAT(d.err, !Catch::Contains("samples"));
+  const auto n = run(flame_bin() + " --countname ns " + dir + "/a.folded -o " + dir + "/n.svg");
+  CHECK_THAT(n.err, Catch::Contains("total 4.000 ms ->"));
+  const auto s = run(flame_bin() + " --countname samples " + dir + "/a.folded -o " + dir + "/s.svg");
+  CHECK_THAT(s.err, Catch::Contains("total 4,000,000 samples ->"));
+}

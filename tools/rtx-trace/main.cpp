@@ -225,6 +225,7 @@ int main(int argc, char** argv) {
       "Exit codes: record passes the program's exit status through (128+N when killed by signal N);\n"
       "otherwise 0 ok; 1 validate found violations; 2 usage or input error (bad trace, cannot run the\n"
       "command, the folder of -o does not exist); 3 environment (cannot write the output); 4 internal\n"
-      "error. -o is checked before the program starts.");
+      "error. -o is checked before the program starts. stats exits 0 when B/E events have no partner\n"
+      "(it says how many; validate checks).");
   return rtx::cli::run_tool(app, argc, argv, common, [&]() { return subs.run(); });
 }

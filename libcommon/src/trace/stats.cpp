@@ -153,7 +153,8 @@ TraceStats compute_stats(const std::string& path) {
       add_slice(e.pid, e.tid, b.key, b.ts, e.ts - b.ts, b.order);
     }
   }, ro);
-  for (auto& [k, v] : open) st.unmatched += v.size();
+  for (auto& [k, v] : open) st.unclosed_b += v.size();
+  st.unmatched += st.unclosed_b;
   for (auto& [k, v] : slices) add_self_times(v, acc);
   st.events = info.events;
   for (int g = 0; g < 4; ++g) {
@@ -190,7 +191,16 @@ TraceStats compute_stats(const std::string& path) {
 std::string stats_table(const TraceStats& s, size_t top) {
   std::string out;
   char line[512];
-  if (s.groups.empty()) return "no slices (X or B/E events) in " + s.file + "\n";
+  // B/E events without a partner are ignored (stats summarizes what pairs; validate checks).
+  std::string unpaired;
+  if (s.unclosed_b)
+    unpaired += std::to_string(s.unclosed_b) + " B event(s) never closed (no matching E)";
+  if (s.unmatched > s.unclosed_b)
+    unpaired += (unpaired.empty() ? "" : " and ") + std::to_string(s.unmatched - s.unclosed_b) +
+                " E event(s) without an open B";
+  if (!unpaired.empty())
+    unpaired = "note: " + unpaired + " were ignored (rtx-trace validate " + s.file + " names them)\n";
+  if (s.groups.empty()) return "no complete slices (X or B/E pairs) in " + s.file + "\n" + unpaired;
   for (const auto& g : s.groups) {
     std::snprintf(line, sizeof line, "== %s: %zu names, busy %s (the sum of self times; share = self / busy)\n",
                   g.category.c_str(), g.rows.size(), fmt_time(g.total_us).c_str());
@@ -214,7 +224,7 @@ std::string stats_table(const TraceStats& s, size_t top) {
   }
   out += "self: time a slice is the innermost open one on its thread (duration minus direct children);\n"
          "total, mean, min, max, stddev: of the slices' durations (children included)\n";
-  if (s.unmatched) out += "note: " + std::to_string(s.unmatched) + " B/E event(s) without a partner were ignored\n";
+  out += unpaired;
   return out;
 }
 
@@ -254,6 +264,7 @@ nlohmann::json stats_json(const TraceStats& s, size_t top) {
         {{"category", g.category}, {"total_ns", std::llround(g.total_us * 1e3)}, {"names", g.rows.size()}, {"rows", rows}});
   }
   return {{"schema", "rtx.trace_stats.v2"}, {"file", s.file}, {"events", s.events}, {"unmatched_be", s.unmatched},
+          {"unclosed_b", s.unclosed_b},
           {"groups", groups}};
 }
 

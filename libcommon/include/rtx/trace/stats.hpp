@@ -45,7 +45,8 @@ struct StatGroup {
 struct TraceStats {
   std::string file;
   uint64_t events = 0;
-  uint64_t unmatched = 0;  ///< B/E events without a partner (ignored)
+  uint64_t unmatched = 0;  ///< B/E events without a partner (ignored): unclosed_b + E events with no open B
+  uint64_t unclosed_b = 0; ///< of those, B events never closed by an E (a truncated or killed recording)
   std::vector<StatGroup> groups;  ///< non-empty groups only, in the order above
 };
 
@@ -57,12 +58,13 @@ struct TraceStats {
 TraceStats compute_stats(const std::string& path);
 
 /// Fixed-width table with units: share (of self), self, total, count, mean, min, max, stddev,
-/// name; top `top` rows per group (0 = all).
+/// name; top `top` rows per group (0 = all). B/E events without a partner are named in a
+/// closing note ("N B event(s) never closed"), also when they leave no slice at all.
 std::string stats_table(const TraceStats& s, size_t top);
 /// CSV: category,name,count,total_ns,mean_ns,min_ns,max_ns,stddev_ns,share,self_ns (all rows;
 /// self_ns last so that readers of the older columns keep working).
 std::string stats_csv(const TraceStats& s);
-/// {"schema":"rtx.trace_stats.v2","file","events","unmatched_be","groups":[{"category",
+/// {"schema":"rtx.trace_stats.v2","file","events","unmatched_be","unclosed_b","groups":[{"category",
 /// "total_ns" (sum of self_ns), "names","rows":[{"name","count","total_ns","self_ns",
 /// "mean_ns","min_ns","max_ns","stddev_ns","share"}]}]}; top `top` rows per group (0 = all).
 /// v2 (2026-12): the group's total_ns and each share come from self time; v1 summed the

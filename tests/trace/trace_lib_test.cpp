@@ -603,3 +603,12 @@ TEST_CASE("child_events_flag finds a child's own --events, up to a \"--\"", "[cp
   CHECK(child_events_flag({"tool", "--", "--events", "x"}).empty());
   CHECK(child_events_flag({"tool", "--events"}).empty());  // no value
 }
+
+TEST_CASE("format_weight: time for ns, else the unit as a label", "[cpu]") {
+  using rtx::trace::format_weight;
+  CHECK(format_weight(1500000, "ns") == "1.500 ms");
+  CHECK(format_weight(10766513625ULL, "counts") == "10,766,513,625 counts");
+  CHECK(format_weight(1, "counts") == "1 count");
+  CHECK(format_weight(2, "samples") == "2 samples");
+  CHECK(rtx::trace::StackTrie().unit == "counts");
+}

@@ -38,7 +38,17 @@ std::string spool_stdin(std::string& tmp_out) {
   return tmp_out;
 }
 
-Loaded load(const std::string& in, rtx::trace::StackTrie& trie, int which, rtx::trace::FoldMode mode) {
+/// `s` with every occurrence of `from` replaced by `to`.
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  if (from.empty()) return s;
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+  return s;
+}
+
+/// Load a trace or folded stacks into `trie` column `which`. Folded counts carry no unit:
+/// `count_unit` names it ("ns" prints times), else the neutral "counts".
+Loaded load(const std::string& in, rtx::trace::StackTrie& trie, int which, rtx::trace::FoldMode mode,
+            const std::string& count_unit) {
   Loaded l;
   std::string tmp;
   const std::string path = in == "-" ? spool_stdin(tmp) : in;
@@ -48,15 +58,22 @@ Loaded load(const std::string& in, rtx::trace::StackTrie& trie, int which, rtx::
       if (!p.empty()) ::unlink(p.c_str());
     }
   } rm{tmp};
-  if (rtx::trace::looks_like_trace(path)) {
-    const auto r = rtx::trace::fold_trace(path, trie, which, mode);
-    l.kind = "trace";
-    l.items = r.slices;
-    l.mode = r.mode;
-  } else {
-    l.kind = "folded";
-    l.items = rtx::trace::read_folded(path, trie, which);
-    trie.unit = "samples";
+  try {
+    if (rtx::trace::looks_like_trace(path)) {
+      const auto r = rtx::trace::fold_trace(path, trie, which, mode);
+      l.kind = "trace";
+      l.items = r.slices;
+      l.mode = r.mode;
+    } else {
+      l.kind = "folded";
+      l.items = rtx::trace::read_folded(path, trie, which);
+      trie.unit = count_unit.empty() ? "counts" : count_unit;
+    }
+  } catch (const rtx::Error& e) {
+    if (tmp.empty()) throw;
+    // The spool file is ours, not the user's: errors name stdin ("<stdin>:2: ...").
+    throw rtx::Error(e.category(), replace_all(e.message(), tmp, "<stdin>"), replace_all(e.where(), tmp, "<stdin>"),
+                     replace_all(e.hint(), tmp, "<stdin>"));
   }
   return l;
 }
@@ -67,7 +84,7 @@ int main(int argc, char** argv) {
   CLI::App app{"rtx-flame: flame graphs from traces (Chrome Trace Event JSON) or folded stacks", "rtx-flame"};
   rtx::cli::CommonOptions common;
   rtx::cli::add_common_options(app, common);
-  std::string input = "-", output = "-", mode_s = "auto";
+  std::string input = "-", output = "-", mode_s = "auto", count_unit;
   std::vector<std::string> diff;
   bool folded = false, normalize = false;
   rtx::trace::FlameOptions fo;
@@ -84,6 +101,9 @@ int main(int argc, char** argv) {
   app.add_option("--colors", fo.colors, "Palette: hot mem io aqua yellow green blue red orange purple gray");
   app.add_option("--mode", mode_s, "Trace folding: auto (GPU when GPU slices exist), cpu or gpu")
       ->check(CLI::IsMember({"auto", "cpu", "gpu"}));
+  app.add_option("--countname", count_unit,
+                 "Unit of folded input's counts (folded text carries none; default \"counts\"): e.g. samples, "
+                 "or ns to print times (folded stacks written from a trace are ns)");
   app.footer(
       "Traces: CPU stacks are slice nesting per thread (weight = self time, ns); GPU stacks are the CPU op /\n"
       "NVTX ranges around the launching API call, then the kernel (weight = GPU time, ns).\n"
@@ -102,8 +122,8 @@ int main(int argc, char** argv) {
     if (!diff.empty()) {
       if (app.get_option("input")->count() > 0)
         rtx::throw_usage("--diff BASE NEW takes both inputs; drop the positional input", "input");
-      b = load(diff[0], trie, 1, mode);
-      a = load(diff[1], trie, 0, mode);
+      b = load(diff[0], trie, 1, mode, count_unit);
+      a = load(diff[1], trie, 0, mode, count_unit);
       if (a.kind != b.kind)
         rtx::throw_usage("--diff inputs must both be traces or both folded stacks (got " + b.kind + " and " + a.kind + ")",
                          "--diff");
@@ -111,7 +131,7 @@ int main(int argc, char** argv) {
       fo.diff_normalize = normalize;
       what = "NEW " + diff[1] + " vs BASE " + diff[0] + ": red grew, blue shrank" + (normalize ? " (normalized)" : "");
     } else {
-      a = load(input, trie, 0, mode);
+      a = load(input, trie, 0, mode, count_unit);
       what = a.kind == "folded" ? "folded stacks from " + input
              : a.mode == rtx::trace::FoldMode::Gpu ? "GPU time by launching op stack, " + input
                                                    : "self time of op spans per thread, " + input;

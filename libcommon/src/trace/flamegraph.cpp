@@ -211,7 +211,10 @@ std::string format_weight(uint64_t w, const std::string& unit) {
     if (i && (digits.size() - i) % 3 == 0) r += ',';
     r += digits[i];
   }
-  return r + (w == 1 ? " sample" : " samples");
+  // Any other unit is a label after the number ("1,234 samples", "1 count").
+  if (unit.empty()) return r;
+  const bool singular = w == 1 && unit.size() > 1 && unit.back() == 's';
+  return r + " " + (singular ? unit.substr(0, unit.size() - 1) : unit);
 }
 
 std::string render_flamegraph(StackTrie& trie, const FlameOptions& opt) {

@@ -30,7 +30,8 @@ const std::vector<std::string>& flame_palettes();
 /// is empty (total weight 0).
 std::string render_flamegraph(StackTrie& trie, const FlameOptions& opt);
 
-/// Human text of a weight: "1.25 ms" for unit "ns", "1,234 samples" otherwise.
+/// Human text of a weight: "1.250 ms" for unit "ns", else the number and the unit as a label
+/// ("1,234 samples", "1 count"; singular for 1 when the unit ends in 's').
 std::string format_weight(uint64_t w, const std::string& unit);
 
 }  // namespace rtx::trace

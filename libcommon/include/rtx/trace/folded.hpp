@@ -46,8 +46,9 @@ class StackTrie {
   uint64_t total_weight(int which = 0) const;
   /// Frame path of `node` from the root's child down, joined by ';'.
   std::string path(uint32_t node) const;
-  /// Unit of the weights: "ns" (time from traces) or "samples" (folded input).
-  std::string unit = "samples";
+  /// Unit of the weights: "ns" (time from traces); folded text carries none, so its reader
+  /// names it (rtx-flame --countname), else the neutral "counts".
+  std::string unit = "counts";
 
  private:
   std::vector<Node> nodes_;

@@ -174,7 +174,8 @@ TEST_CASE("rtx-serve bench: when every request fails, the reason is in the summa
   CHECK(at < p.out.find("Time to First Token"));
   CHECK_THAT(p.out.substr(at), Catch::Contains("\nAll 3 requests failed: the latency figures below are empty.\n"
                                                "3 x http_error (first: request 0): " + reason + "\n"));
-  CHECK(without_busy_warning(p.err) == "rtx-serve bench: error: no request succeeded (3 failed): " + reason + "\n");
+  CHECK(without_busy_warning(p.err) == "rtx-serve bench: wrote " + dir + "/b.json (rtx.serve_bench.v1)\n"
+                                       "rtx-serve bench: error: no request succeeded (3 failed): " + reason + "\n");
   // The artifact keeps "errors" (counts per status) and adds the groups with their message.
   std::ifstream f(dir + "/b.json");
   const json doc = json::parse(f);
@@ -311,4 +312,31 @@ TEST_CASE("rtx-serve bench: an -o folder that cannot be written in is an environ
   INFO(p.err);
   CHECK(p.exit_code == 3);
   CHECK_THAT(p.err, Catch::StartsWith("rtx-serve: error: -o: cannot write in the folder of " + dir + "/ro/b.json"));
+}
+
+TEST_CASE("rtx-serve bench: no server is said first, without a busy-host warning before it; -o written is said",
+          "[cpu][cli]") {
+  // A host busy before the run would make bench warn about it: the missing server comes first.
+  {
+    rtx::test::BusyHost busy;
+    const auto p = run(serve() + " bench --port 1 -n 1 --timeout 2");
+    INFO(p.err);
+    CHECK(p.exit_code == 3);
+    CHECK_THAT(p.err, Catch::StartsWith("rtx-serve: error: --port: no server answers at 127.0.0.1:1 ("));
+    CHECK_THAT(p.err, !Catch::Contains("warning"));
+  }
+  StubServer srv(200,
+                 "data: {\"choices\":[{\"index\":0,\"text\":\" once\",\"finish_reason\":null}]}\n\n"
+                 "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":1}}\n\n"
+                 "data: [DONE]\n\n",
+                 "text/event-stream");
+  const std::string dir = rtx::test::temp_dir();
+  const std::string bench = " bench --port " + std::to_string(srv.port) + " -n 2 --max-tokens 1 -o " + dir + "/b.json";
+  const auto w = run(serve() + bench);
+  INFO(w.err);
+  REQUIRE(w.exit_code == 0);
+  CHECK_THAT(without_busy_warning(w.err), Catch::Contains("rtx-serve bench: wrote " + dir + "/b.json (rtx.serve_bench.v1)\n"));
+  const auto q = run(serve() + " -q" + bench);
+  REQUIRE(q.exit_code == 0);
+  CHECK(q.err.empty());
 }

@@ -187,6 +187,8 @@ Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
                          "give a path in a writable directory");
       }
     }
+    // No server: that one error, not a busy-host warning before it.
+    rtx::serve::require_server(cfg);
     // Other work on this host before any load is sent (a server on this host shares its CPUs
     // with the clients, so the load the bench itself makes is not counted against it).
     const std::string busy = rtx::telemetry::busy_host_warning(rtx::telemetry::hardware_profile());
@@ -239,6 +241,8 @@ Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
     } else if (!common.quiet) {
       std::cout << rtx::serve::format_table(report);
     }
+    if (!a->out_path.empty() && a->out_path != "-" && !common.quiet)
+      std::cerr << "rtx-serve bench: wrote " << a->out_path << " (rtx.serve_bench.v1)\n";
     if (run_host.contended && !common.quiet)
       std::cerr << "rtx-serve bench: warning: the host was busy during the run: " << run_host.reason
                 << "; latencies include waits for a CPU (this bench's clients, and a server on this host, count too)\n";

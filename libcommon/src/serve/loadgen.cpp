@@ -592,6 +592,14 @@ std::string tcp_connect_error(const std::string& host, int port, double timeout_
 
 }  // namespace
 
+void require_server(const LoadConfig& cfg) {
+  // A TCP connect with a deadline, nothing read: a server that accepts and then stalls or
+  // streams forever cannot hold the probe.
+  if (const std::string why = tcp_connect_error(cfg.host, cfg.port, std::min(cfg.timeout_s, 5.0)); !why.empty())
+    throw_env("no server answers at " + cfg.host + ":" + std::to_string(cfg.port) + " (" + why + ")", "--port",
+              "start the server first (rtx-serve run ...) or point --host/--port at it");
+}
+
 LoadReport run_load(const LoadConfig& cfg) {
   validate(cfg);
   LoadReport report;
@@ -612,12 +620,8 @@ LoadReport run_load(const LoadConfig& cfg) {
           : Clock::time_point::max();
 
   // Before any load: is anything listening? A typo in --port should be one clear error, not a
-  // report of N failed requests (or, for a duration-bounded run, a loop of refusals). A TCP
-  // connect with a deadline, nothing read: a server that accepts and then stalls or streams
-  // forever cannot hold the probe.
-  if (const std::string why = tcp_connect_error(cfg.host, cfg.port, std::min(cfg.timeout_s, 5.0)); !why.empty())
-    throw_env("no server answers at " + cfg.host + ":" + std::to_string(cfg.port) + " (" + why + ")", "--port",
-              "start the server first (rtx-serve run ...) or point --host/--port at it");
+  // report of N failed requests (or, for a duration-bounded run, a loop of refusals).
+  require_server(cfg);
 
   const int abort_after = std::max(kAbortAfterConnectFailures, 2 * cfg.concurrency);
   int connect_failures_in_a_row = 0;

@@ -203,6 +203,12 @@ inline constexpr const char* kLoadConfigWhere = "rtx::serve::LoadConfig";
 /// Every field is checked before num_requests == 0 with duration_s == 0 (a run that would never end).
 void validate(const LoadConfig& cfg);
 
+/// Is anything listening at cfg.host:cfg.port? A TCP connect with a deadline (min(timeout_s,
+/// 5 s)), nothing sent or read. Throws rtx::Error(Environment) "no server answers at H:P (why)"
+/// naming --port when not. run_load calls it first; a tool calls it before other checks
+/// whose output would be noise without a server (the busy-host warning).
+void require_server(const LoadConfig& cfg);
+
 /// Run the load: `concurrency` client threads (one httplib::Client each, a new connection per
 /// request, so TTFT includes the loopback connect as with a fresh client) take
 /// requests in order, wait for each one's arrival time (request_rate > 0) and stream it,

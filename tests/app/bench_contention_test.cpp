@@ -458,7 +458,9 @@ TEST_CASE("a run shorter than kMinJudgedWindow leaves its cases unjudged; host.r
   CHECK(doc["host"]["contended_cases"] == 0);
   CHECK(doc["host"]["unjudged_cases"] == 2);
   CHECK(doc["cases"][0]["host"]["psi_cpu_some_avg10_pct"].get<double>() == Approx(18.0));
-  CHECK(format_table(doc).find("2 not judged for contention (the whole run took under 0.05 s)") != std::string::npos);
+  CHECK_THAT(format_table(doc), Catch::Contains("2 not judged for contention (the measured span, " + format_seconds(0.005) +
+                                                " of warm-ups and samples, is under " + format_seconds(0.05) +
+                                                ": too short to judge; --min-samples measures longer)"));
   CHECK(format_table(doc).find("busy") == std::string::npos);
 }
 
@@ -810,6 +812,12 @@ TEST_CASE("merged rounds: busy rounds are left out when at least 3 quiet rounds 
   CHECK(back.rounds_left_out[0].samples.size() == 40);
   const std::string table = format_table(doc);
   CHECK(table.find("busy-rounds-left-out:2/5") != std::string::npos);
+  // The table shows what compare judges beside the all-samples median: the median of the 3
+  // kept rounds' medians, and their count.
+  CHECK(table.find("rounds: median") != std::string::npos);
+  CHECK(table.find("3: " + format_seconds(stats::median(doc["cases"][0]["round_medians_s"].get<std::vector<double>>()))) !=
+        std::string::npos);
+  CHECK(format_table(merged_doc(round_docs(1, {}))).find("rounds: median") == std::string::npos);  // one round: no column
   CHECK(table.find("1 judged on quiet rounds (busy rounds left out)") != std::string::npos);
   CHECK(table.find("busy-host") == std::string::npos);
   // A merged case with too few quiet rounds keeps every round and the flag.

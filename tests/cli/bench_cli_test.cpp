@@ -338,6 +338,18 @@ TEST_CASE("bad input never crashes: skipped shapes, option ranges, -o onto the p
   p = run(bench() + " list " + d + "/mixed.json --filter " + std::string(1001, 'a'));
   CHECK(p.exit_code == 2);
   CHECK(p.err.find("--filter") != std::string::npos);
+  // --filter matching no case: a usage error naming the pack's case count, for run and list
+  // (an empty run exiting 0 would pass a CI step that measured nothing), with no artifact written.
+  for (const std::string cmd : {" run " + smoke() + " --filter no_such_case --no-store -o " + d + "/none.json",
+                                 " list " + smoke() + " --filter no_such_case"}) {
+    INFO(cmd);
+    p = run(bench() + cmd);
+    CHECK(p.exit_code == 2);
+    CHECK(p.err.find("--filter") != std::string::npos);
+    CHECK(p.err.find("matches none of the") != std::string::npos);
+    CHECK(p.err.find("rtx-bench list") != std::string::npos);
+  }
+  CHECK_FALSE(std::filesystem::exists(d + "/none.json"));
 }
 
 TEST_CASE("compare/show reject inconsistent artifacts; compare - - is a usage error", "[cpu][cli]") {

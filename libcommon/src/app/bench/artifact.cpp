@@ -573,6 +573,11 @@ std::string format_table(const json& a, bool color) {
   const char* off = color ? "\033[0m" : "";
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"case", "n", "median", "ci", "p10..p90", "GFLOP/s", "GB/s", "peak", "status"});
+  // A --rounds artifact: compare judges the round medians (their median is what it shows), so
+  // the table shows that median and the round count beside the all-samples median.
+  bool with_rounds = false;
+  for (const auto& c : a["cases"]) with_rounds |= c.contains("round_medians_s") && c["round_medians_s"].size() > 1;
+  if (with_rounds) rows[0].insert(rows[0].begin() + 3, "rounds: median");
   std::vector<std::string> tint{""};
   std::vector<std::string> skipped;
   size_t left_out_cases = 0;
@@ -586,6 +591,11 @@ std::string format_table(const json& a, bool color) {
     if (c.contains("time")) {
       const auto& t = c["time"];
       row.push_back(format_seconds(t.value("median_s", 0.0)));
+      if (with_rounds) {
+        const std::vector<double> rm =
+            c.contains("round_medians_s") ? c["round_medians_s"].get<std::vector<double>>() : std::vector<double>{};
+        row.push_back(rm.empty() ? "-" : std::to_string(rm.size()) + ": " + format_seconds(stats::median(rm)));
+      }
       row.push_back(fmt("+-%.1f%%", 100 * member(t, "ci").value("rel", 0.0)));
       row.push_back(format_seconds(t.value("p10_s", 0.0)) + ".." + format_seconds(t.value("p90_s", 0.0)));
       const auto& th = member(c, "throughput");
@@ -596,7 +606,7 @@ std::string format_table(const json& a, bool color) {
                         ? fmt("%.0f%%", 100 * rf["peak_fraction"].get<double>()) + " " + printable(rf.value("bound", std::string()).substr(0, 3))
                         : "-");
     } else {
-      for (int k = 0; k < 6; ++k) row.push_back("-");
+      for (int k = 0; k < (with_rounds ? 7 : 6); ++k) row.push_back("-");
     }
     std::string flag = st;
     if (c.value("noisy", false)) flag += " noisy";
@@ -618,7 +628,8 @@ std::string format_table(const json& a, bool color) {
   std::ostringstream os;
   for (size_t i = 0; i < rows.size(); ++i) {
     os << tint[i];
-    for (size_t k = 0; k < rows[i].size(); ++k) os << pad(rows[i][k], w[k], k > 0 && k < 8) << (k + 1 < rows[i].size() ? "  " : "");
+    for (size_t k = 0; k < rows[i].size(); ++k)
+      os << pad(rows[i][k], w[k], k > 0 && k + 1 < rows[i].size()) << (k + 1 < rows[i].size() ? "  " : "");
     os << (tint[i].empty() ? "" : off) << "\n";
   }
   if (!skipped.empty()) {
@@ -631,9 +642,15 @@ std::string format_table(const json& a, bool color) {
        << s.value("noisy", 0) << " noisy";
     if (s.value("contended", 0) > 0) os << ", " << s.value("contended", 0) << " measured on a busy host";
     if (left_out_cases > 0) os << ", " << left_out_cases << " judged on quiet rounds (busy rounds left out)";
-    if (a.contains("host") && a["host"].value("unjudged_cases", 0) > 0)
-      os << ", " << a["host"].value("unjudged_cases", 0) << " not judged for contention (the whole run took under "
-         << kMinJudgedWindow << " s)";
+      if (a.contains("host") && a["host"].value("unjudged_cases", 0) > 0) {
+      // The run's span (warm-ups and samples, not start-up or the store) is what was too short,
+      // not the process's wall time: say so with its length.
+      const json& run = a["host"].contains("run") && a["host"]["run"].is_object() ? a["host"]["run"] : json::object();
+      const double span = run.value("window_s", 0.0);
+      os << ", " << a["host"].value("unjudged_cases", 0) << " not judged for contention (the measured span, "
+         << (span > 0 ? format_seconds(span) + " of warm-ups and samples, is" : std::string("warm-ups and samples, was"))
+         << " under " << format_seconds(kMinJudgedWindow) << ": too short to judge; --min-samples measures longer)";
+    }
     if (a.contains("peaks")) os << "; peaks: " << printable(a["peaks"].value("source", std::string()));
     os << "\n";
   }

@@ -225,6 +225,20 @@ struct TempDir {
   TempDir& operator=(const TempDir&) = delete;
 };
 
+/// A --filter that matches none of the pack's cases is a usage error (as Google Benchmark's
+/// "Failed to match any benchmarks"), not an empty run that exits 0: a typo would otherwise
+/// pass a CI step that measured nothing. Throws rtx::Error(Usage) naming --filter.
+void require_filter_matched(const std::vector<BenchCase>& cases, const Pack& pack, const kernels::Registry& reg,
+                            const ExpandOptions& eo) {
+  if (!cases.empty() || eo.filter.empty()) return;
+  ExpandOptions all = eo;
+  all.filter.clear();
+  const size_t n = expand_pack(pack, reg, all).size();
+  throw_usage("the regex '" + printable(eo.filter) + "' matches none of the " + std::to_string(n) + " cases of pack '" +
+                  printable(pack.name) + "'",
+              "--filter", "list the case ids with: rtx-bench list " + (pack.source.empty() ? std::string("PACK") : pack.source));
+}
+
 /// Run `rounds` rounds of this command as child processes (fork + execv of c.self_exe, one
 /// after another) and return their artifacts; with c.baseline_exe, also `rounds` rounds of it,
 /// alternating in ABBA order, returned in the second vector. A child exiting 0 or 1 (a failed
@@ -425,6 +439,7 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
   eo.filter = c.filter;
   eo.strict = c.strict;
   const std::vector<BenchCase> cases = expand_pack(pack, reg, eo);
+  require_filter_matched(cases, pack, reg, eo);
 
   ro.max_rel_ci = option(c.max_rel_ci, pack.run.max_rel_ci, ro.max_rel_ci);
   ro.max_time = option(c.max_time, pack.run.max_time, ro.max_time);
@@ -559,6 +574,7 @@ int run_list(const ListCommand& c, const kernels::Registry& reg, std::ostream& o
   eo.filter = c.filter;
   eo.strict = c.strict;
   const auto cases = expand_pack(pack, reg, eo);
+  require_filter_matched(cases, pack, reg, eo);
   size_t runnable = 0;
   for (const auto& x : cases) runnable += x.skip_reason.empty();
   if (c.json) {

@@ -154,6 +154,60 @@ TEST_CASE("contention evidence: each threshold alone flags the window and is nam
           "measuring thread ran 50% of the window (< 80%), PSI cpu stall 45% of the window (> 10%), "
           "400 involuntary context switches/s (> 100)");
   }
+  SECTION("the process's own threads on (nearly) all its CPUs: oversubscribed, not contended") {
+    // 1 s on 2 CPUs: the process used 1.94 CPU-s (97%), its measuring thread 0.55 s, PSI 32%,
+    // 1400 switches/s: what the cpu.blas backward cases read with OpenBLAS beside libgomp.
+    HostSample b = a, x = reading(1.0, 0.55, 1.94, 1400, true, 320'000);
+    b.cpus = x.cpus = 2;
+    const HostEvidence e = contention_evidence(b, x, 2, Backend::CPU);
+    CHECK(e.machine_share() == Approx(0.97));
+    CHECK_FALSE(e.contended);
+    CHECK(e.reason.empty());
+    CHECK(e.oversubscribed);
+    CHECK(e.oversubscription ==
+          "measuring thread ran 55% of the window (< 80%), PSI cpu stall 32% of the window (> 10%), 1400 involuntary "
+          "context switches/s (> 100); the process itself used 97% of its 2 CPUs (its threads outnumbered them)");
+    // A CPU-bound neighbour leaves 2 threads 2/3 of 2 CPUs (1.33 CPU-s): contended as before.
+    x = reading(1.0, 0.55, 1.33, 1400, true, 320'000);
+    x.cpus = 2;
+    const HostEvidence n = contention_evidence(b, x, 2, Backend::CPU);
+    CHECK(n.machine_share() == Approx(0.665));
+    CHECK(n.contended);
+    CHECK_FALSE(n.oversubscribed);
+    // Just below / at kSelfSaturatedShare; unknown CPUs (0) never exempts.
+    x = reading(1.0, 0.55, 1.79, 1400, true, 320'000);
+    x.cpus = 2;
+    CHECK(contention_evidence(b, x, 2, Backend::CPU).contended);
+    x = reading(1.0, 0.55, 1.80, 1400, true, 320'000);
+    x.cpus = 2;
+    CHECK_FALSE(contention_evidence(b, x, 2, Backend::CPU).contended);
+    CHECK(contention_evidence(a, reading(1.0, 0.55, 1.94, 1400, true, 320'000), 2, Backend::CPU).contended);
+    // A quiet window is neither.
+    x = reading(1.0, 0.99, 1.98, 20, true, 5'000);
+    x.cpus = 2;
+    CHECK_FALSE(contention_evidence(b, x, 2, Backend::CPU).oversubscribed);
+    // The artifact records it and reads it back; bad types are input errors naming the field.
+    const json j = to_json(e);
+    CHECK(j["cpus"] == 2);
+    CHECK(j["machine_share"].get<double>() == Approx(0.97));
+    CHECK(j["oversubscribed"] == true);
+    CHECK(j["oversubscription"] == e.oversubscription);
+    const HostEvidence back = host_evidence_from_json(j, "a.json", "/cases/0/host");
+    CHECK(back.cpus == 2);
+    CHECK(back.oversubscribed);
+    CHECK(back.oversubscription == e.oversubscription);
+    auto bad = [&](const char* key, const json& v, const std::string& what) {
+      json k = j;
+      k[key] = v;
+      CHECK_THROWS_WITH(host_evidence_from_json(k, "a.json", "/cases/0/host"),
+                        Catch::Contains(std::string("a.json: field '/cases/0/host/") + key + "'") && Catch::Contains(what));
+    };
+    bad("cpus", 0, "expected an integer in [1, 65536]");
+    bad("cpus", "2", "expected an integer in [1, 65536]");
+    bad("oversubscribed", 1, "expected boolean");
+    bad("oversubscription", 7, "expected string");
+    bad("machine_share", -1, "finite number >= 0");
+  }
   SECTION("a window shorter than kMinJudgedWindow is recorded, not judged; it takes the run's verdict") {
     HostEvidence e = contention_evidence(a, reading(0.02, 0.001, 0.001, 10, true, 19'000), 1, Backend::CPU);
     CHECK(e.window_s == Approx(0.02));

@@ -133,6 +133,7 @@ struct HostSample {
   uint64_t psi_some_total_us = 0;    ///< PSI cpu "some" total, us (system-wide)
   double psi_some_avg10 = 0;         ///< PSI cpu "some avg10", %
   double load1 = 0;                  ///< /proc/loadavg 1-minute load average (telemetry::load_average_1m)
+  int cpus = 0;                      ///< CPUs this thread may run on (sched_getaffinity); 0: unknown
 };
 /// Read all signals now (a few syscalls and two /proc reads: ~20 us, never inside a sample).
 HostSample sample_host();
@@ -169,6 +170,15 @@ inline constexpr double kMinCpuShare = 0.80;
 inline constexpr double kMaxInvoluntaryPerS = 100;
 inline constexpr double kMinJudgedWindow = 0.05;  ///< s
 inline constexpr int64_t kMinInvoluntarySwitches = 10;
+/// A window in which this process's own threads used at least this share of the CPUs it may
+/// run on (process CPU time / (window x CPUs)) is not contended by neighbours whatever the
+/// thresholds above read: under the kernel's fair scheduler a runnable neighbour gets its share
+/// (one CPU-bound neighbour against 2 threads on 2 CPUs leaves the process 2/3, against 3
+/// threads 3/4), so a stall, switches or a measuring thread below 80% there come from the
+/// process's own threads outnumbering the CPUs: HostEvidence::oversubscribed, recorded and
+/// shown, not a busy host. Measured: the cpu.blas matmul backward cases on 2 CPUs (OpenBLAS's
+/// spinning worker beside libgomp's) read PSI 15-45% and 200-2000 switches/s at 1.94-1.98 CPUs.
+inline constexpr double kSelfSaturatedShare = 0.90;
 
 /// A round of a merged case (`run --rounds`) that was measured on a busy host and left out of
 /// the case's statistics because enough quiet rounds remained (quiet_rounds_suffice). Under
@@ -205,6 +215,11 @@ struct HostEvidence {
   /// Merged artifacts: busy rounds left out of the case (in round order); empty when none was,
   /// including when too few quiet rounds remained (then `contended` is set instead).
   std::vector<LeftOutRound> rounds_left_out;
+  int cpus = 0;                      ///< CPUs the process may run on (largest over the windows); 0: unknown
+  /// The thresholds were crossed while the process itself used >= kSelfSaturatedShare of its
+  /// CPUs: its own threads outnumbered them; not contended (judge_contention).
+  bool oversubscribed = false;
+  std::string oversubscription;      ///< "" or the readings that crossed, with the process's CPU share
   bool contended = false;            ///< a threshold was crossed (judge_contention)
   std::string reason;                ///< "" or the evidence, e.g. "measuring thread ran 43% of the window, PSI cpu stall 38%"
   /// "case": judged on this window; "run": too short, took the whole run's verdict
@@ -218,6 +233,8 @@ struct HostEvidence {
   /// Process CPU / (wall x threads): informational (an op that does not parallelize gives 1/threads).
   double process_cpu_per_thread() const { return window_s > 0 ? process_cpu_s / (window_s * std::max(1, threads)) : 0; }
   double involuntary_per_s() const { return window_s > 0 ? static_cast<double>(involuntary_switches) / window_s : 0; }
+  /// Process CPU / (wall x CPUs it may run on): the share of the machine this process used; 0 when cpus is unknown.
+  double machine_share() const { return window_s > 0 && cpus > 0 ? process_cpu_s / (window_s * cpus) : 0; }
   /// PSI stall / wall, at most 1 (the PSI file is read a few us after the clock).
   double psi_share() const { return window_s > 0 ? std::min(1.0, psi_stall_s / window_s) : 0; }
 };

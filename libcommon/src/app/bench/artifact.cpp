@@ -318,7 +318,10 @@ void merge_host(HostEvidence& m, const HostEvidence& x, size_t k, size_t total) 
     m.rounds = 1;
     m.rounds_contended = 0;
     m.reason.clear();
+    m.oversubscribed = false;  // set below with the round named
+    m.oversubscription.clear();
   } else {
+    m.cpus = std::max(m.cpus, x.cpus);
     m.window_s += x.window_s;
     m.thread_cpu_s += x.thread_cpu_s;
     m.process_cpu_s += x.process_cpu_s;
@@ -335,6 +338,10 @@ void merge_host(HostEvidence& m, const HostEvidence& x, size_t k, size_t total) 
   if (x.contended) {
     if (m.rounds_contended == 0) m.reason = "round " + std::to_string(k + 1) + "/" + std::to_string(total) + ": " + x.reason;
     ++m.rounds_contended;
+  }
+  if (x.oversubscribed && !m.oversubscribed) {
+    m.oversubscribed = true;
+    m.oversubscription = "round " + std::to_string(k + 1) + "/" + std::to_string(total) + ": " + x.oversubscription;
   }
   m.contended = m.rounds_contended > 0;
   m.judged_rounds = m.rounds;  // every round merged here is judged on (merge_case counts the left-out ones apart)
@@ -580,7 +587,7 @@ std::string format_table(const json& a, bool color) {
   if (with_rounds) rows[0].insert(rows[0].begin() + 3, "rounds: median");
   std::vector<std::string> tint{""};
   std::vector<std::string> skipped;
-  size_t left_out_cases = 0;
+  size_t left_out_cases = 0, oversubscribed_cases = 0;
   for (const auto& c : a["cases"]) {
     const std::string st = c.value("status", std::string("?"));
     if (st == "skipped") {
@@ -612,6 +619,10 @@ std::string format_table(const json& a, bool color) {
     if (c.value("noisy", false)) flag += " noisy";
     if (c.value("throttled", false)) flag += " throttled";
     if (c.contains("host") && c["host"].value("contended", false)) flag += " busy-host";
+    if (c.contains("host") && c["host"].value("oversubscribed", false)) {
+      flag += " oversubscribed";
+      ++oversubscribed_cases;
+    }
     if (c.contains("host") && c["host"].contains("rounds_left_out") && !c["host"]["rounds_left_out"].empty()) {
       // Judged on its quiet rounds (merge_rounds): how many of how many rounds were left out.
       const json& h = c["host"];
@@ -642,6 +653,9 @@ std::string format_table(const json& a, bool color) {
        << s.value("noisy", 0) << " noisy";
     if (s.value("contended", 0) > 0) os << ", " << s.value("contended", 0) << " measured on a busy host";
     if (left_out_cases > 0) os << ", " << left_out_cases << " judged on quiet rounds (busy rounds left out)";
+    if (oversubscribed_cases > 0)
+      os << ", " << oversubscribed_cases << " oversubscribed (the process's own threads outnumbered its CPUs; "
+         << "host.oversubscription)";
       if (a.contains("host") && a["host"].value("unjudged_cases", 0) > 0) {
       // The run's span (warm-ups and samples, not start-up or the store) is what was too short,
       // not the process's wall time: say so with its length.

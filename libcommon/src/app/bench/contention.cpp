@@ -2,6 +2,7 @@
 // /proc/loadavg) around each case's sampling window, the thresholds that flag a case as
 // measured on a busy host, and the artifact's per-case "host" object. Not a scheduler model:
 // it reports what the kernel counted, and compare refuses to judge flagged cases.
+#include <sched.h>
 #include <sys/resource.h>
 
 #include <chrono>
@@ -60,6 +61,9 @@ HostSample sample_host() {
   s.psi_some_total_us = p.some_total_us;
   s.psi_some_avg10 = p.some_avg10;
   s.load1 = telemetry::load_average_1m();
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) == 0) s.cpus = CPU_COUNT(&allowed);
   return s;
 }
 
@@ -69,6 +73,7 @@ void add_window(HostEvidence& e, const HostSample& before, const HostSample& aft
     e.psi_valid = true;  // and-ed with each window below
   }
   e.measured = true;
+  e.cpus = std::max({e.cpus, before.cpus, after.cpus});
   e.window_s += std::max(0.0, after.wall_s - before.wall_s);
   e.thread_cpu_s += std::max(0.0, after.thread_cpu_s - before.thread_cpu_s);
   e.process_cpu_s += std::max(0.0, after.process_cpu_s - before.process_cpu_s);
@@ -105,6 +110,15 @@ void judge_contention(HostEvidence& e, CpuShareRule rule) {
         fmt("%.0f%%", 100 * kMaxPsiStallShare) + ")");
   if (e.involuntary_per_s() > kMaxInvoluntaryPerS && e.involuntary_switches >= kMinInvoluntarySwitches)
     add(beyond(e.involuntary_per_s(), kMaxInvoluntaryPerS, true) + " involuntary context switches/s (> " + fmt("%.0f", kMaxInvoluntaryPerS) + ")");
+  e.oversubscribed = false;
+  e.oversubscription.clear();
+  if (!why.empty() && e.machine_share() >= kSelfSaturatedShare) {
+    // The process had (nearly) every CPU: what crossed was its own threads (kSelfSaturatedShare).
+    e.oversubscribed = true;
+    e.oversubscription = why + "; the process itself used " + fmt("%.0f%%", 100 * e.machine_share()) + " of its " +
+                         std::to_string(e.cpus) + " CPUs (its threads outnumbered them)";
+    why.clear();
+  }
   e.contended = !why.empty();
   e.reason = why;
 }
@@ -131,6 +145,8 @@ void inherit_run_contention(HostEvidence& c, const HostEvidence& run) {
   char w[64];
   std::snprintf(w, sizeof w, "%.3g", run.window_s);
   c.reason = run.contended ? "whole run (" + std::string(w) + " s; this case's window is too short to judge alone): " + run.reason : "";
+  c.oversubscribed = run.oversubscribed;
+  c.oversubscription = run.oversubscribed ? "whole run (" + std::string(w) + " s): " + run.oversubscription : "";
 }
 
 json to_json(const HostEvidence& e) {
@@ -151,6 +167,14 @@ json to_json(const HostEvidence& e) {
     j["psi_cpu_some_stall_s"] = e.psi_stall_s;
     j["psi_cpu_some_share"] = e.psi_share();
     j["psi_cpu_some_avg10_pct"] = e.psi_avg10_max;
+  }
+  if (e.cpus > 0) {
+    j["cpus"] = e.cpus;
+    j["machine_share"] = e.machine_share();
+  }
+  if (e.oversubscribed) {
+    j["oversubscribed"] = true;
+    j["oversubscription"] = e.oversubscription;
   }
   if (e.rounds) {
     j["rounds"] = e.rounds;
@@ -205,6 +229,21 @@ HostEvidence host_evidence_from_json(const json& j, const std::string& source, c
   number("psi_cpu_some_avg10_pct", e.psi_avg10_max);
   double share = 0;  // derived (psi_share()); checked for type only
   number("psi_cpu_some_share", share);
+  if (j.contains("cpus") && (!j["cpus"].is_number_integer() || (!j["cpus"].is_number_unsigned() && j["cpus"].get<int64_t>() < 1) ||
+                             j["cpus"].get<uint64_t>() < 1 || j["cpus"].get<uint64_t>() > 65536))
+    bad("cpus", "expected an integer in [1, 65536], got " + j["cpus"].dump());
+  count("cpus", e.cpus);
+  double machine = 0;  // derived (machine_share()); checked for type only
+  number("machine_share", machine);
+  if (j.contains("oversubscribed")) {
+    if (!j["oversubscribed"].is_boolean()) bad("oversubscribed", std::string("expected boolean, got ") + j["oversubscribed"].type_name());
+    e.oversubscribed = j["oversubscribed"].get<bool>();
+  }
+  if (j.contains("oversubscription")) {
+    if (!j["oversubscription"].is_string())
+      bad("oversubscription", std::string("expected string, got ") + j["oversubscription"].type_name());
+    e.oversubscription = j["oversubscription"].get<std::string>();
+  }
   count("rounds", e.rounds);
   count("rounds_contended", e.rounds_contended);
   if (e.rounds_contended > e.rounds)

@@ -203,16 +203,25 @@ RunResult run_cases(const std::vector<BenchCase>& cases, const kernels::Registry
     if (cases[i].skip_reason.empty()) ++total;
   }
 
+  // Contention readings around every sampling window (outside the timed samples).
+  const std::function<HostSample()> read_host = o.host_sampler ? o.host_sampler : std::function<HostSample()>(sample_host);
+  // The run's window (out.host) is the run minus these waits, as a sum of segments: each
+  // segment's wall time, CPU times, switches and PSI stall alike. (Subtracting the waits from
+  // the wall time alone left the spinning workers' CPU and any stall of the waits in, over a
+  // shorter window: a quiet run of cpu.blas cases read 3.5 CPUs of process time on 2 CPUs and
+  // a PSI stall of 53%, and every case was flagged busy.) Open while `run_open`.
+  bool run_open = false;
+  HostSample segment_start;
+
   // Let OpenBLAS's idle workers park before a case is prepared (after loading, or after the
   // previous case's cblas calls): spinning, they take the CPUs from the case's OpenMP threads.
   // The wait is left out of the run's host window (a sleeping thread would read as contended).
-  double parked_s = 0;
-  auto park_blas_pool = [&parked_s] {
+  auto park_blas_pool = [&] {
     const double park = kernels::blas_pool_parked_in_s();
     if (park <= 0) return;
-    const auto t0 = Clock::now();
+    if (run_open) add_window(out.host, segment_start, read_host());
     std::this_thread::sleep_for(std::chrono::duration<double>(park));
-    parked_s += seconds_since(t0);
+    if (run_open) segment_start = read_host();
   };
 
   // Prepare one case: make, check, checksum, warm up. Returns null when it failed its check.
@@ -251,12 +260,10 @@ RunResult run_cases(const std::vector<BenchCase>& cases, const kernels::Registry
     return inst;
   };
 
-  // Contention readings around every sampling window (outside the timed samples).
-  const std::function<HostSample()> read_host = o.host_sampler ? o.host_sampler : std::function<HostSample()>(sample_host);
   const int threads = omp_get_max_threads();
   park_blas_pool();  // the pool OpenBLAS started at load time, before the run window opens
-  parked_s = 0;
-  const HostSample run_before = read_host();
+  segment_start = read_host();
+  run_open = true;
 
   // Sample case `L` up to `limit` more samples; marks it done when a stop rule fires.
   auto sample = [&](Live& L, size_t limit) {
@@ -336,9 +343,8 @@ RunResult run_cases(const std::vector<BenchCase>& cases, const kernels::Registry
     }
   }
   out.host.threads = threads;
-  HostSample run_after = read_host();
-  run_after.wall_s -= parked_s;
-  add_window(out.host, run_before, run_after);
+  add_window(out.host, segment_start, read_host());
+  run_open = false;
   judge_contention(out.host, cases.empty() ? Backend::CPU : cases.front().backend);  // one backend per run
   for (CaseResult& r : out.cases)
     if (r.status == "ok") inherit_run_contention(r.host, out.host);

@@ -283,12 +283,13 @@ void gemm_blocked(const View<T>& a, const View<T>& bt, const GemmArgs& g, const 
 }
 
 /// dbias (N) += column sums of dout (M,N), each column summed over rows in order in float64.
-/// Parallel over column chunks, so the order never depends on the thread count.
+/// Parallel over column chunks (when `parallel` and large), so the order never depends on the
+/// thread count: the same bits either way.
 template <typename T>
-void add_column_sums(float* dbias, const T* dout, int64_t M, int64_t N) {
+void add_column_sums(float* dbias, const T* dout, int64_t M, int64_t N, bool parallel) {
   constexpr int64_t kChunk = 64;
   const int64_t nchunks = (N + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (M * N > (1 << 16) && !omp_in_parallel())
+#pragma omp parallel for schedule(static) if (parallel && M * N > (1 << 16) && !omp_in_parallel())
   for (int64_t ch = 0; ch < nchunks; ++ch) {
     const int64_t j0 = ch * kChunk, j1 = std::min(N, j0 + kChunk);
     double s[kChunk] = {};
@@ -414,7 +415,12 @@ void backward_impl(float* dinp, float* dweight, float* dbias, const T* dout, con
     // dweight (N,K) += dout^T (N,M) x inp (M,K): A(n,m) = dout[m*N + n]; bt(j,m) = inp[m*K + j].
     gemm_blocked(View<T>{dout, 1, N}, View<T>{inp, 1, K}, GemmArgs{N, K, M, dweight, K, true, nullptr}, prm, isa);
   }
-  if (dbias) add_column_sums(dbias, dout, M, N);
+  // Not an OpenMP region next to BLAS calls: OpenBLAS's pthread workers spin (sched_yield) for
+  // ~0.1 s after a call and libgomp's after a region, so alternating the two put 3 busy threads
+  // on 2 CPUs (measured: 66% / 59% / 78% CPU, ~800 involuntary switches/s per thread; some
+  // samples 15x slower; rtx-bench flagged every such case and its whole run as a busy host).
+  // Serial, the column sums cost ~5% of the two GEMMs at M=256 and less at larger shapes.
+  if (dbias) add_column_sums(dbias, dout, M, N, prm.impl != MatmulImpl::Blas);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // tokens do not depend on scheduler knobs (batch invariance); bad specs are errors.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <fstream>
 
 #include "rtx/core/error.hpp"
@@ -167,6 +168,25 @@ TEST_CASE("evolve trial: each part's measuring window carries host evidence (inj
   const auto e = trial_host_evidence(r, "t.json", "/parts/0");
   REQUIRE(e.has_value());
   CHECK(e->contended);
+  // A timed loop of 10 ms (microsecond kernels) is too short to judge alone: it takes the verdict
+  // of the part's whole run (1.02 s, busy), judged_on "run", as rtx-bench does for a short case.
+  const double at[] = {0.0, 1.0, 1.01, 1.02};
+  size_t call = 0;
+  auto short_loop = [&]() {
+    rtx::app::bench::HostSample h;
+    h.wall_s = at[std::min<size_t>(call++, 3)];
+    h.thread_cpu_s = h.process_cpu_s = 0.4 * h.wall_s;
+    h.psi_valid = true;
+    h.psi_some_total_us = static_cast<uint64_t>(300'000 * h.wall_s);
+    return h;
+  };
+  const json rs = run_trial(s, short_loop);
+  CHECK(call == 4);
+  CHECK(rs["host"]["judged_on"] == "run");
+  CHECK(rs["host"]["contended"] == true);
+  CHECK(rs["host"]["window_s"].get<double>() == Approx(0.01));
+  CHECK_THAT(rs["host"]["reason"].get<std::string>(), Catch::StartsWith("whole run (1.02 s; "));
+  CHECK(trial_host_evidence(rs, "t.json", "/parts/0")->contended);
   // The allocation trace: judged on the part's whole run, CPU-share rule on.
   json a = spec("alloc");
   a["steps"] = 2;

@@ -88,15 +88,17 @@ int shape_dim(const json& spec, const char* k) {
   return static_cast<int>(sh[k].get<int64_t>());
 }
 
-/// The host verdict of one measuring window (rtx-bench's per-window rule, app::bench), with the
-/// CPU-share rule where the measuring thread is runnable for the whole window.
-json host_json(const app::bench::HostSample& before, const app::bench::HostSample& after, bool cpu_share_rule) {
+/// The host evidence of one measuring window, judged by rtx-bench's per-window rule (app::bench),
+/// with the CPU-share rule where the measuring thread is runnable for the whole window.
+app::bench::HostEvidence host_evidence(const app::bench::HostSample& before, const app::bench::HostSample& after,
+                                       bool cpu_share_rule) {
   // Backend::CUDA turns the CPU-share rule off (the thread may wait by design), as for a CUDA case.
-  return app::bench::to_json(app::bench::contention_evidence(before, after, omp_get_max_threads(),
-                                                             cpu_share_rule ? kernels::Backend::CPU : kernels::Backend::CUDA));
+  return app::bench::contention_evidence(before, after, omp_get_max_threads(),
+                                         cpu_share_rule ? kernels::Backend::CPU : kernels::Backend::CUDA);
 }
 
-json run_kernels(const json& spec, const std::function<app::bench::HostSample()>& sample) {
+json run_kernels(const json& spec, const std::function<app::bench::HostSample()>& sample, app::bench::HostSample& win_before,
+                 app::bench::HostSample& win_after) {
   const auto& reg = kernels::registry();
   const size_t samples = get<size_t>(spec, "samples", 7), warmup = get<size_t>(spec, "warmup", 1);
   const uint64_t seed = get<uint64_t>(spec, "seed", 0);
@@ -178,12 +180,11 @@ json run_kernels(const json& spec, const std::function<app::bench::HostSample()>
     cs.push_back(std::move(x));
   }
   // The measuring window is the timed loop alone (setup, reference checks and warm-up are not in it).
-  const app::bench::HostSample before = sample();
+  win_before = sample();
   for (size_t i = 0; i < samples; ++i)
     for (C& x : cs) x.s.push_back(x.inst->timed_run());
-  const app::bench::HostSample after = sample();
+  win_after = sample();
   json out = {{"schema", kTrialResultSchema}, {"threads", omp_get_max_threads()}, {"cases", json::array()}};
-  out["host"] = host_json(before, after, true);
   for (C& x : cs) {
     // The output after all timed runs must still hash the same (repeat runs are deterministic).
     x.inst->sync();
@@ -705,8 +706,10 @@ json run_trial(const json& spec, const std::function<app::bench::HostSample()>& 
   // Kinds other than kernels are judged on the part's whole run (setup included): serving,
   // allocation and training time every step of their loop, and a dp launcher only waits
   // for mpirun (its own CPU share and switches say nothing; PSI covers the ranks).
-  const app::bench::HostSample before = kind == "kernels" ? app::bench::HostSample{} : sample();
-  if (kind == "kernels") out = run_kernels(spec, sample);
+  const bool timed = kind == "kernels" || kind == "serve" || kind == "alloc" || kind == "fusion" || kind == "dp";
+  const app::bench::HostSample before = timed ? sample() : app::bench::HostSample{};
+  app::bench::HostSample win_before, win_after;
+  if (kind == "kernels") out = run_kernels(spec, sample, win_before, win_after);
   else if (kind == "serve") out = run_serve(spec);
   else if (kind == "alloc") out = run_alloc(spec);
   else if (kind == "canary") out = run_canary_trial(spec);
@@ -716,8 +719,20 @@ json run_trial(const json& spec, const std::function<app::bench::HostSample()>& 
   else throw_input("trial spec: unknown kind '" + kind + "' (kernels, serve, alloc, fusion, canary, dp)", "kind");
   // The serving engine's and the launcher's measuring thread waits by design (workers, mpirun):
   // no CPU-share rule there. A canary is judged by its own latency rule; a dp rank by its launcher.
-  if (kind == "serve" || kind == "alloc" || kind == "fusion" || kind == "dp")
-    out["host"] = host_json(before, sample(), kind == "alloc" || kind == "fusion");
+  if (timed) {
+    const app::bench::HostSample after = sample();
+    const bool cpu_rule = kind == "kernels" || kind == "alloc" || kind == "fusion";
+    app::bench::HostEvidence whole = host_evidence(before, after, cpu_rule);
+    if (kind == "kernels") {
+      // The timed loop of microsecond kernels can be shorter than a judged window (0.05 s):
+      // it then takes the verdict of the part's whole run (setup, checks, warm-up and the loop;
+      // judged_on "run"), as rtx-bench does for a short case.
+      app::bench::HostEvidence loop = host_evidence(win_before, win_after, cpu_rule);
+      app::bench::inherit_run_contention(loop, whole);
+      whole = loop;
+    }
+    out["host"] = app::bench::to_json(whole);
+  }
   out["peak_rss_bytes"] = peak_rss_bytes();
   return out;
 }

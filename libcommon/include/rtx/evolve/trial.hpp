@@ -58,7 +58,9 @@ inline constexpr const char* kTrialResultSchema = "rtx.evolve.trial.v1";
 /// (app::bench::contention_evidence: PSI cpu stall > 10%, measuring-thread CPU share < 80%,
 /// > 100 involuntary switches/s; a window under 0.05 s is not judged, judged_on "none"), written
 /// as rtx-bench writes a case's "host" object (app::bench::to_json). The window is the timed
-/// loop for kernels and the part's whole run for serve, alloc, fusion and dp; the CPU-share rule
+/// loop for kernels (when shorter than 0.05 s, the verdict of the part's whole run, judged_on
+/// "run", app::bench::inherit_run_contention) and the part's whole run for serve, alloc, fusion
+/// and dp; the CPU-share rule
 /// applies to kernels, alloc and fusion (serve and dp wait on workers and ranks by design);
 /// canary and dp_rank parts carry none. `sampler` reads the signals (default
 /// app::bench::sample_host; tests inject readings). Throws rtx::Error(Input) for a malformed spec.

@@ -92,9 +92,8 @@ int shape_dim(const json& spec, const char* k) {
 /// with the CPU-share rule where the measuring thread is runnable for the whole window.
 app::bench::HostEvidence host_evidence(const app::bench::HostSample& before, const app::bench::HostSample& after,
                                        bool cpu_share_rule) {
-  // Backend::CUDA turns the CPU-share rule off (the thread may wait by design), as for a CUDA case.
   return app::bench::contention_evidence(before, after, omp_get_max_threads(),
-                                         cpu_share_rule ? kernels::Backend::CPU : kernels::Backend::CUDA);
+                                         cpu_share_rule ? app::bench::CpuShareRule::Apply : app::bench::CpuShareRule::Off);
 }
 
 json run_kernels(const json& spec, const std::function<app::bench::HostSample()>& sample, app::bench::HostSample& win_before,

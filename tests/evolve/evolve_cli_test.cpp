@@ -316,10 +316,18 @@ TEST_CASE("rtx-evolve: A/A validations on real runs never pass the performance g
         // What the run's end-of-run note counts: undecided gates and their CI half-width.
         REQUIRE(g.detail.contains("undecided"));
         CHECK(g.detail["undecided"].is_boolean());
-        CHECK_FALSE(g.detail.contains("too_few_rounds"));
-        CHECK(g.detail["ci"].is_array());
-        CHECK(g.detail["ci_halfwidth"].get<double>() >= 0);
-        if (g.detail["undecided"].get<bool>()) CHECK_THAT(g.detail.value("reason", std::string()), Catch::Contains("straddles"));
+        // This host may be busy (ctest -j): a busy round left out of both arms leaves 3 + 3
+        // round medians (too few for a CI), and busy rounds that dominate leave no verdict.
+        REQUIRE(g.detail.contains("host"));
+        const bool host_decided = g.detail.value("busy_host", false) || !g.detail["host"]["rounds_left_out"].empty();
+        if (host_decided) {
+          CHECK(g.detail["host"]["busy_rounds"].get<int>() > 0);  // not passed (above), whatever else
+        } else {
+          CHECK_FALSE(g.detail.contains("too_few_rounds"));
+          CHECK(g.detail["ci"].is_array());
+          CHECK(g.detail["ci_halfwidth"].get<double>() >= 0);
+          if (g.detail["undecided"].get<bool>()) CHECK_THAT(g.detail.value("reason", std::string()), Catch::Contains("straddles"));
+        }
       }
     }
     CHECK(perf_seen);

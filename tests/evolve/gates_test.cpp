@@ -2,6 +2,7 @@
 // 20% speedup passes, a planted 20% slowdown fails, borderline detection, memory gate, bad input.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -247,4 +248,130 @@ TEST_CASE("evolve gates: output parity with the baseline, per output, L2 and inf
   CHECK(parity_tolerance("bf16") == 1e-3);
   CHECK(parity_tolerance("float16") == 1e-3);
   CHECK_THROWS_AS(parity_tolerance("f8"), rtx::Error);
+}
+
+// ---- host contention per round (rtx-bench's paired rule on the ABBA pairs) -----------------------
+
+namespace {
+using rtx::app::bench::HostEvidence;
+using rtx::app::bench::HostSample;
+
+/// One trial window of 1 s judged from injected readings: quiet (thread ran 99%, PSI 1%) or busy
+/// (PSI cpu stall 50% of the window, thread ran 60%).
+HostEvidence window(bool busy) {
+  HostSample a, b;
+  a.wall_s = 100;
+  b.wall_s = 101;
+  a.psi_valid = b.psi_valid = true;
+  a.psi_some_total_us = 5'000'000;
+  b.psi_some_total_us = a.psi_some_total_us + (busy ? 500'000 : 10'000);
+  b.thread_cpu_s = busy ? 0.6 : 0.99;
+  b.process_cpu_s = b.thread_cpu_s;
+  b.involuntary_switches = busy ? 40 : 3;
+  return rtx::app::bench::contention_evidence(a, b, 1, rtx::kernels::Backend::CPU);
+}
+
+std::vector<HostEvidence> rounds_host(size_t n, std::vector<size_t> busy_rounds /* 1-based */) {
+  std::vector<HostEvidence> v;
+  for (size_t k = 1; k <= n; ++k) v.push_back(window(std::find(busy_rounds.begin(), busy_rounds.end(), k) != busy_rounds.end()));
+  return v;
+}
+}  // namespace
+
+TEST_CASE("evolve gates: a busy round on one arm leaves round k out of both arms", "[cpu]") {
+  REQUIRE(window(true).contended);
+  REQUIRE_FALSE(window(false).contended);
+  REQUIRE(window(false).judged_on == "case");
+  // 5 rounds of 10 samples per case; the candidate is 20% faster. Baseline round 2 was busy and
+  // its samples 3x slow (what a busy host does to them): left out, and the candidate's round 2
+  // (quiet on its own) with it, so both arms are judged on rounds 1, 3, 4, 5.
+  PerfRule rule = default_rule("tuner");
+  rule.rounds = 5;
+  auto base = timings(21, 1.0, 2, 50), cand = timings(22, 0.8, 2, 50);
+  for (auto& c : base)
+    for (size_t i = 10; i < 20; ++i) c[i] *= 3;
+  const BusyRounds b = pair_busy_rounds(rounds_host(5, {2}), rounds_host(5, {}));
+  CHECK(b.rounds == 5);
+  CHECK(b.busy == 1);
+  CHECK(b.quiet == 4);
+  CHECK_FALSE(b.undecided);
+  REQUIRE(b.left_out == std::vector<size_t>{2});
+  CHECK_THAT(b.left_out_reason[0], Catch::StartsWith("baseline round 2 busy: ") && Catch::Contains("PSI cpu stall 50%"));
+  const PerfJudgement j = judge_performance(base, cand, rule, b);
+  CHECK(j.n_base == 4);
+  CHECK(j.n_cand == 4);
+  CHECK_FALSE(j.too_few);
+  CHECK_FALSE(j.host_undecided);
+  CHECK(j.outcome == PerfOutcome::Pass);
+  CHECK(j.improvement == Approx(0.2).margin(0.05));  // not inflated by the busy round's 3x samples
+  CHECK_THAT(j.reason, Catch::Contains("[busy round 2 left out of both arms: baseline round 2 busy: "));
+  const GateResult g = j.gate();
+  CHECK(g.passed);
+  CHECK(g.detail["host"]["rounds_left_out"].size() == 1);
+  CHECK(g.detail["host"]["rounds_left_out"][0]["round"] == 2);
+  CHECK(g.detail["host"]["busy_rounds"] == 1);
+  CHECK(g.detail["host"]["quiet_rounds"] == 4);
+  CHECK_FALSE(g.detail.contains("busy_host"));
+  // without_rounds removes the same index from every case.
+  const auto kept = without_rounds({{1, 2, 3, 4, 5, 6}}, 3, {2});
+  CHECK(kept == std::vector<std::vector<double>>{{1, 2, 5, 6}});
+  // The same round busy on both arms: one pair, both reasons named.
+  const BusyRounds both = pair_busy_rounds(rounds_host(5, {3}), rounds_host(5, {3}));
+  REQUIRE(both.left_out == std::vector<size_t>{3});
+  CHECK_THAT(both.left_out_reason[0], Catch::Contains("baseline round 3 busy") && Catch::Contains("; candidate round 3 busy"));
+  // No busy round: nothing is left out, and the host record says so.
+  const PerfJudgement q = judge_performance(timings(21, 1.0, 2, 50), cand, rule, pair_busy_rounds(rounds_host(5, {}), rounds_host(5, {})));
+  CHECK(q.n_base == 5);
+  CHECK(q.gate().detail["host"]["rounds_left_out"].empty());
+}
+
+TEST_CASE("evolve gates: busy rounds that dominate leave the gate undecided, never passed", "[cpu]") {
+  // 4 rounds: baseline round 1 and candidate round 4 busy -> 2 quiet pairs of 4 (need 3).
+  PerfRule rule = default_rule("tuner");
+  rule.rounds = 4;
+  const auto base = timings(31, 1.0, 2, 40), fast = timings(32, 0.5, 2, 40);  // a clear 50% gain
+  const BusyRounds b = pair_busy_rounds(rounds_host(4, {1}), rounds_host(4, {4}));
+  CHECK(b.undecided);
+  CHECK(b.left_out.empty());
+  CHECK(b.busy == 2);
+  CHECK(b.quiet == 2);
+  INFO(b.reason);
+  CHECK_THAT(b.reason, Catch::StartsWith("baseline round 1 busy: ") &&
+                           Catch::Contains("2 of 4 round pairs busy, 2 judged quiet on both arms: too few to judge on the "
+                                           "quiet pairs alone (need 3 and at least half): no verdict (busy host)"));
+  const PerfJudgement j = judge_performance(base, fast, rule, b);
+  CHECK(j.outcome == PerfOutcome::Fail);
+  CHECK(j.host_undecided);
+  CHECK(j.n_base == 4);  // every round stays in; the numbers are reported, not trusted
+  CHECK_THAT(j.reason, Catch::Contains("; the numbers over all rounds: improvement +"));
+  const GateResult g = j.gate();
+  CHECK_FALSE(g.passed);
+  CHECK(g.detail["undecided"] == true);
+  CHECK(g.detail["busy_host"] == true);
+  CHECK(g.detail["host"]["undecided"] == true);
+  CHECK(g.detail["ci"].is_array());  // 4 + 4 rounds: a CI exists, it is just not evidence
+  // Held out: a busy host is no evidence of harm nor of its absence: not passed, undecided.
+  const GateResult h = judge_heldout(timings(33, 1.0, 2, 40), timings(34, 1.0, 2, 40), 0.05, 4, b);
+  CHECK_FALSE(h.passed);
+  CHECK(h.detail["undecided"] == true);
+  CHECK(h.detail["busy_host"] == true);
+  // Rounds with no evidence (a child of an earlier build) are neither busy nor quiet.
+  const BusyRounds none = pair_busy_rounds(std::vector<HostEvidence>(4), std::vector<HostEvidence>(4));
+  CHECK(none.busy == 0);
+  CHECK(none.quiet == 0);
+  CHECK_FALSE(none.undecided);
+  // 4 rounds with one busy: 3 quiet pairs suffice, round left out, 3 + 3 round medians are too
+  // few for a 95% CI: undecided by too_few_rounds, and the host record says which round went.
+  const PerfJudgement three = judge_performance(base, fast, rule, pair_busy_rounds(rounds_host(4, {}), rounds_host(4, {2})));
+  CHECK(three.too_few);
+  CHECK(three.n_base == 3);
+  CHECK(three.gate().detail["undecided"] == true);
+  CHECK(three.gate().detail["host"]["rounds_left_out"][0]["round"] == 2);
+  CHECK_THAT(three.gate().detail["host"]["rounds_left_out"][0]["reason"].get<std::string>(), Catch::StartsWith("candidate round 2 busy: "));
+  // Bad input: arms of different round counts; host over another number of rounds than the rule.
+  CHECK_THROWS_AS(pair_busy_rounds(rounds_host(4, {}), rounds_host(3, {})), rtx::Error);
+  rule.rounds = 5;
+  CHECK_THROWS_AS(judge_performance(timings(1, 1.0, 2, 40), timings(2, 1.0, 2, 40), rule, b), rtx::Error);
+  CHECK_THROWS_AS(without_rounds({{1, 2, 3}}, 2, {1}), rtx::Error);
+  CHECK_THROWS_AS(without_rounds({{1, 2, 3, 4}}, 2, {3}), rtx::Error);
 }

@@ -19,3 +19,4 @@ rtx_add_test(evolve_canary_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/canary_test.cp
 add_dependencies(evolve_canary_test rtx-serve rtx-train rtx-doctor rtx-evolve)
 rtx_add_test(evolve_dp_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/dp_test.cpp LABELS cpu)
 add_dependencies(evolve_dp_test rtx-evolve)
+rtx_add_test(evolve_validate_host_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/validate_host_test.cpp LABELS cpu)

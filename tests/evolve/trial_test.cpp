@@ -3,6 +3,7 @@
 // tokens do not depend on scheduler knobs (batch invariance); bad specs are errors.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <fstream>
 
 #include "rtx/core/error.hpp"
@@ -136,4 +137,111 @@ TEST_CASE("evolve trial: malformed specs", "[cpu]") {
   json s = spec("kernels");
   s["cases"] = 3;
   CHECK_THROWS_AS(run_trial(s), rtx::Error);
+}
+
+TEST_CASE("evolve trial: each part's measuring window carries host evidence (injected readings)", "[cpu]") {
+  // An injected sampler: each reading 1 s after the last, the measuring thread ran 40% of it and
+  // PSI saw a 30% stall: rtx-bench's rule flags the window.
+  double t = 0;
+  auto busy = [&t]() {
+    rtx::app::bench::HostSample h;
+    t += 1;
+    h.wall_s = t;
+    h.thread_cpu_s = h.process_cpu_s = 0.4 * t;
+    h.psi_valid = true;
+    h.psi_some_total_us = static_cast<uint64_t>(300'000 * t);
+    h.involuntary_switches = static_cast<int64_t>(5 * t);
+    return h;
+  };
+  json s = spec("kernels");
+  s["threads"] = 1;
+  s["cases"] = json::array({{{"id", "sm"}, {"op", "softmax_forward"}, {"variant", "cpu.vec"}, {"shape", {{"N", 1}, {"C", 7}}},
+                             {"dtype", "f32"}, {"params", json::object()}}});
+  const json r = run_trial(s, busy);
+  REQUIRE(r.contains("host"));
+  CHECK(r["host"]["contended"] == true);
+  CHECK(r["host"]["judged_on"] == "case");
+  CHECK(r["host"]["window_s"].get<double>() == Approx(1.0));
+  CHECK(r["host"]["cpu_share"].get<double>() == Approx(0.4));
+  CHECK(r["host"]["psi_cpu_some_share"].get<double>() == Approx(0.3));
+  CHECK_THAT(r["host"]["reason"].get<std::string>(), Catch::Contains("measuring thread ran 40%") && Catch::Contains("PSI cpu stall 30%"));
+  const auto e = trial_host_evidence(r, "t.json", "/parts/0");
+  REQUIRE(e.has_value());
+  CHECK(e->contended);
+  // A timed loop of 10 ms (microsecond kernels) is too short to judge alone: it takes the verdict
+  // of the part's whole run (1.02 s, busy), judged_on "run", as rtx-bench does for a short case.
+  const double at[] = {0.0, 1.0, 1.01, 1.02};
+  size_t call = 0;
+  auto short_loop = [&]() {
+    rtx::app::bench::HostSample h;
+    h.wall_s = at[std::min<size_t>(call++, 3)];
+    h.thread_cpu_s = h.process_cpu_s = 0.4 * h.wall_s;
+    h.psi_valid = true;
+    h.psi_some_total_us = static_cast<uint64_t>(300'000 * h.wall_s);
+    return h;
+  };
+  const json rs = run_trial(s, short_loop);
+  CHECK(call == 4);
+  CHECK(rs["host"]["judged_on"] == "run");
+  CHECK(rs["host"]["contended"] == true);
+  CHECK(rs["host"]["window_s"].get<double>() == Approx(0.01));
+  CHECK_THAT(rs["host"]["reason"].get<std::string>(), Catch::StartsWith("whole run (1.02 s; "));
+  CHECK(trial_host_evidence(rs, "t.json", "/parts/0")->contended);
+  // The allocation trace: judged on the part's whole run, CPU-share rule on.
+  json a = spec("alloc");
+  a["steps"] = 2;
+  const json ra = run_trial(a, busy);
+  CHECK(ra["host"]["contended"] == true);
+  // The real sampler on this host: a short window is not judged ("none"), a verdict either way
+  // is well formed.
+  const json q = run_trial(s);
+  REQUIRE(q.contains("host"));
+  CHECK(q["host"]["contended"].is_boolean());
+  CHECK(trial_host_evidence(q, "t.json", "/parts/0").has_value());
+  // A part without host evidence (an earlier build's child): nothing, not an error.
+  CHECK_FALSE(trial_host_evidence(json{{"cases", json::array()}}, "t.json", "/parts/0").has_value());
+}
+
+TEST_CASE("evolve trial: malformed host evidence in a trial result is an input error naming the field", "[cpu]") {
+  const json good = {{"window_s", 1.0}, {"thread_cpu_s", 0.5}, {"process_cpu_s", 0.5}, {"threads", 1},
+                     {"involuntary_switches", 3}, {"contended", true}, {"reason", "PSI cpu stall 30% of the window (> 10%)"},
+                     {"judged_on", "case"}};
+  CHECK(trial_host_evidence(json{{"host", good}}, "trial output", "/parts/1")->contended);
+  auto field_of = [](json host) -> std::string {
+    try {
+      trial_host_evidence(json{{"host", host}}, "trial output", "/parts/1");
+    } catch (const rtx::Error& e) {
+      CHECK(e.category() == rtx::ErrorCategory::Input);
+      return e.where();
+    }
+    return "(accepted)";
+  };
+  json h = good;
+  h["contended"] = "yes";
+  CHECK(field_of(h) == "trial output: field '/parts/1/host/contended'");
+  h = good;
+  h["window_s"] = -1;
+  CHECK(field_of(h) == "trial output: field '/parts/1/host/window_s'");
+  h = good;
+  h.erase("window_s");
+  CHECK(field_of(h) == "trial output: field '/parts/1/host/window_s'");
+  h = good;
+  h["reason"] = 7;
+  CHECK(field_of(h) == "trial output: field '/parts/1/host/reason'");
+  h = good;
+  h["reason"] = "";
+  CHECK(field_of(h) == "trial output: field '/parts/1/host/reason'");
+  h = good;
+  h["judged_on"] = "none";
+  CHECK(field_of(h) == "trial output: field '/parts/1/host/judged_on'");
+  h = good;
+  h["judged_on"] = "tea leaves";
+  CHECK(field_of(h) == "trial output: field '/parts/1/host/judged_on'");
+  h = good;
+  h["rounds"] = 3;
+  CHECK(field_of(h) == "trial output: field '/parts/1/host/rounds'");
+  h = good;
+  h.erase("contended");
+  CHECK(field_of(h).find("/parts/1/host") != std::string::npos);
+  CHECK(field_of(json::array()) == "trial output: field '/parts/1/host'");
 }

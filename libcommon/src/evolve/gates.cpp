@@ -55,8 +55,115 @@ PerfRule default_rule(const std::string& domain) {
   return r;
 }
 
+json BusyRounds::to_json() const {
+  json lo = json::array();
+  for (size_t i = 0; i < left_out.size(); ++i) lo.push_back({{"round", left_out[i]}, {"reason", left_out_reason[i]}});
+  return {{"rounds", rounds},        {"busy_rounds", busy}, {"quiet_rounds", quiet}, {"rounds_left_out", lo},
+          {"undecided", undecided},  {"reason", reason}};
+}
+
+BusyRounds pair_busy_rounds(const std::vector<app::bench::HostEvidence>& base, const std::vector<app::bench::HostEvidence>& cand) {
+  if (base.size() != cand.size())
+    throw_input("host evidence of " + std::to_string(base.size()) + " baseline rounds vs " + std::to_string(cand.size()) +
+                    " candidate rounds (the arms run in pairs)",
+                "gate host");
+  auto busy = [](const app::bench::HostEvidence& e) { return e.measured && e.contended; };
+  // Quiet means judged and not contended, as rtx-bench's busy rounds: a window too short to
+  // judge is unknown, and on a busy host only the long (busy) windows would be judged at all.
+  auto quiet = [](const app::bench::HostEvidence& e) { return e.measured && !e.contended && !e.judged_on.empty(); };
+  BusyRounds b;
+  b.rounds = base.size();
+  std::vector<size_t> busy_k;
+  std::vector<std::string> why;
+  for (size_t k = 0; k < base.size(); ++k) {
+    if (busy(base[k]) || busy(cand[k])) {
+      std::string w;
+      for (int arm = 0; arm < 2; ++arm) {
+        const app::bench::HostEvidence& e = arm == 0 ? base[k] : cand[k];
+        if (busy(e)) w += (w.empty() ? "" : "; ") + std::string(arm == 0 ? "baseline" : "candidate") + " round " +
+                          std::to_string(k + 1) + " busy: " + e.reason;
+      }
+      busy_k.push_back(k + 1);
+      why.push_back(w);
+    } else if (quiet(base[k]) && quiet(cand[k])) {
+      ++b.quiet;
+    }
+  }
+  b.busy = busy_k.size();
+  if (busy_k.empty()) return b;
+  if (app::bench::quiet_rounds_suffice(b.quiet, b.rounds)) {
+    b.left_out = busy_k;
+    b.left_out_reason = why;
+    return b;
+  }
+  b.undecided = true;
+  const size_t unknown = b.rounds - b.busy - b.quiet;
+  b.reason = why.front() + "; " + std::to_string(b.busy) + " of " + std::to_string(b.rounds) + " round pairs busy, " +
+             std::to_string(b.quiet) + " judged quiet on both arms" +
+             (unknown ? " (" + std::to_string(unknown) + " not judged)" : std::string()) +
+             ": too few to judge on the quiet pairs alone (need " + std::to_string(app::bench::kMinQuietRounds) +
+             " and at least half): no verdict (busy host)";
+  return b;
+}
+
+std::vector<std::vector<double>> without_rounds(const std::vector<std::vector<double>>& samples, size_t rounds,
+                                                const std::vector<size_t>& drop) {
+  if (drop.empty()) return samples;
+  for (size_t r : drop)
+    if (r < 1 || r > rounds)
+      throw_input("round " + std::to_string(r) + " to leave out is outside 1.." + std::to_string(rounds), "gate host");
+  std::vector<std::vector<double>> out;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const auto& v = samples[i];
+    if (rounds == 0 || v.size() % rounds != 0)
+      throw_input("case " + std::to_string(i) + " has " + std::to_string(v.size()) + " samples, not a multiple of " +
+                      std::to_string(rounds) + " rounds",
+                  "gate host");
+    const size_t per = v.size() / rounds;
+    std::vector<double> kept;
+    for (size_t r = 0; r < rounds; ++r)
+      if (std::find(drop.begin(), drop.end(), r + 1) == drop.end())
+        kept.insert(kept.end(), v.begin() + static_cast<std::ptrdiff_t>(r * per), v.begin() + static_cast<std::ptrdiff_t>((r + 1) * per));
+    out.push_back(std::move(kept));
+  }
+  return out;
+}
+
+namespace {
+PerfJudgement judge_unhosted(const std::vector<std::vector<double>>& base, const std::vector<std::vector<double>>& cand,
+                             const PerfRule& rule);
+}  // namespace
+
 PerfJudgement judge_performance(const std::vector<std::vector<double>>& base, const std::vector<std::vector<double>>& cand,
-                                const PerfRule& rule) {
+                                const PerfRule& rule, const BusyRounds& host) {
+  if (host.rounds == 0) return judge_unhosted(base, cand, rule);
+  if (rule.rounds < 1 || host.rounds != static_cast<size_t>(rule.rounds))
+    throw_input("host evidence covers " + std::to_string(host.rounds) + " rounds, the samples " + std::to_string(rule.rounds),
+                "gate performance");
+  PerfRule r = rule;
+  r.rounds = rule.rounds - static_cast<int>(host.left_out.size());
+  PerfJudgement j = judge_unhosted(without_rounds(base, host.rounds, host.left_out),
+                                   without_rounds(cand, host.rounds, host.left_out), r);
+  j.host = host;
+  if (!host.left_out.empty()) {
+    std::string ks;
+    for (size_t k : host.left_out) ks += (ks.empty() ? "" : ", ") + std::to_string(k);
+    j.reason += " [busy round" + std::string(host.left_out.size() > 1 ? "s " : " ") + ks + " left out of both arms: " +
+                host.left_out_reason.front() + "]";
+  }
+  if (host.undecided) {
+    // The rounds the host decided cannot show anything about the change, either way: no verdict.
+    j.outcome = PerfOutcome::Fail;
+    j.host_undecided = true;
+    j.reason = host.reason + "; the numbers over all rounds: " + j.reason;
+  }
+  return j;
+}
+
+namespace {
+
+PerfJudgement judge_unhosted(const std::vector<std::vector<double>>& base, const std::vector<std::vector<double>>& cand,
+                             const PerfRule& rule) {
   if (base.size() != cand.size() || base.empty())
     throw_input("performance gate: " + std::to_string(base.size()) + " baseline cases vs " + std::to_string(cand.size()) +
                     " candidate cases (need the same, >= 1)",
@@ -157,6 +264,8 @@ PerfJudgement judge_performance(const std::vector<std::vector<double>>& base, co
   return j;
 }
 
+}  // namespace
+
 GateResult PerfJudgement::gate() const {
   GateResult g;
   g.gate = "performance";
@@ -170,16 +279,21 @@ GateResult PerfJudgement::gate() const {
     g.detail["min_rounds"] = min_rounds;
     g.detail["undecided"] = true;
   }
+  if (host.rounds > 0) g.detail["host"] = host.to_json();
+  if (host_undecided) {
+    g.detail["busy_host"] = true;
+    g.detail["undecided"] = true;
+  }
   return g;
 }
 
 GateResult judge_heldout(const std::vector<std::vector<double>>& base, const std::vector<std::vector<double>>& cand,
-                         double tolerance, int rounds) {
+                         double tolerance, int rounds, const BusyRounds& host) {
   PerfRule r;
   r.threshold = tolerance;
   r.require_improvement = false;
   r.rounds = rounds;
-  const PerfJudgement j = judge_performance(base, cand, r);
+  const PerfJudgement j = judge_performance(base, cand, r, host);
   GateResult g = j.gate();
   g.gate = "heldout";
   // A guard, not a second performance test: it fails only when the held-out workload is shown

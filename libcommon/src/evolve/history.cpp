@@ -443,14 +443,15 @@ int64_t record_validation(store::Store& st, int64_t proposal_id, int64_t run_id,
   insert_gates(st, proposal_id, run_id, gates);
   auto& row = st.prepare(
       "INSERT INTO bench_results (run_id, case_name, op, variant, backend, shape, dtype, params_json, median_s, p10_s, "
-      "p90_s, mad_s, n, ci_lo_s, ci_hi_s, samples_json) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)");
+      "p90_s, mad_s, n, ci_lo_s, ci_hi_s, samples_json, contended, contention_reason) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)");
   for (const ArmCaseResult& a : results) {
     if (a.samples.empty()) continue;
     const json& c = a.spec;
     const bool kernel = c.is_object() && c.contains("op");
     json params = kernel && c.contains("params") && c["params"].is_object() ? c["params"] : json::object();
     params["rtx_evolve"] = {{"proposal_id", proposal_id}, {"arm", a.arm}, {"part", a.part}, {"round_medians", a.round_medians}};
+    if (a.rounds_left_out.is_array() && !a.rounds_left_out.empty()) params["rtx_evolve"]["rounds_left_out"] = a.rounds_left_out;
     const std::vector<double>& rm = a.round_medians.empty() ? a.samples : a.round_medians;
     const stats::Interval ci = stats::median_ci(a.samples);
     row.bind(1, run_id)
@@ -469,7 +470,9 @@ int64_t record_validation(store::Store& st, int64_t proposal_id, int64_t run_id,
         .bind(13, static_cast<int64_t>(a.samples.size()))
         .bind(14, ci.lo)
         .bind(15, ci.hi)
-        .bind(16, json(a.samples).dump());
+        .bind(16, json(a.samples).dump())
+        .bind(17, static_cast<int64_t>(a.contended ? 1 : 0))
+        .bind(18, a.contended ? a.contention_reason : std::string());
     row.run();
   }
   tx.commit();

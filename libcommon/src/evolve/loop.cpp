@@ -14,6 +14,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "rtx/app/bench.hpp"
 #include "rtx/core/build_info.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/evolve/deploy.hpp"
@@ -161,6 +162,7 @@ json arm_spec(store::Store& st, const Proposal& p, const json& config, const Val
 struct ArmRun {
   SandboxResult sb;
   json result;  // {"parts": [...]} when clean
+  std::vector<app::bench::HostEvidence> host;  // per part: its host evidence (measured false: none)
   std::string problem;
 };
 
@@ -188,12 +190,22 @@ ArmRun run_arm(const json& spec, const ValidateOptions& o) {
   } catch (const json::exception& e) {
     r.problem = std::string("trial output is not JSON: ") + e.what();
   }
+  // The host evidence of each part, checked here: a malformed one is a failed trial (safety).
+  for (size_t i = 0; r.problem.empty() && i < r.result["parts"].size(); ++i) {
+    try {
+      r.host.push_back(trial_host_evidence(r.result["parts"][i], "trial output", "/parts/" + std::to_string(i))
+                           .value_or(app::bench::HostEvidence{}));
+    } catch (const Error& e) {
+      r.problem = e.where() + ": " + e.message();
+    }
+  }
   return r;
 }
 
 /// samples[part][case] concatenated over runs; checksums[part][case] per run.
 struct Collected {
   std::vector<std::vector<std::vector<double>>> samples;
+  std::vector<std::vector<app::bench::HostEvidence>> host;  // host[part][round]
   std::vector<std::vector<std::vector<std::string>>> checksums;
   std::vector<std::vector<std::string>> ids;
   std::vector<double> peak_rss, peak_reserved, frag;
@@ -207,13 +219,15 @@ struct Collected {
   std::vector<std::string> parity_bad;
 };
 
-void collect(Collected& c, const json& res) {
+void collect(Collected& c, const json& res, const std::vector<app::bench::HostEvidence>& host) {
   const json& parts = res["parts"];
   if (c.samples.empty()) {
     c.samples.resize(parts.size());
     c.checksums.resize(parts.size());
     c.ids.resize(parts.size());
+    c.host.resize(parts.size());
   }
+  for (size_t i = 0; i < c.host.size(); ++i) c.host[i].push_back(i < host.size() ? host[i] : app::bench::HostEvidence{});
   for (size_t i = 0; i < parts.size() && i < c.samples.size(); ++i) {
     const json& cases = parts[i]["cases"];
     if (c.samples[i].empty()) {
@@ -256,10 +270,33 @@ void collect(Collected& c, const json& res) {
 
 /// One arm's per-case results for bench_results (record_validation): every sample, and the
 /// median of each round (each collect() call adds one round's samples and one peak_rss entry).
-void append_arm(std::vector<ArmCaseResult>& out, const json& spec, const Collected& c, const char* arm) {
-  const size_t rounds = c.peak_rss.size();
+/// Host contention per part (`busy[part]`, pair_busy_rounds): rounds left out of both arms are
+/// left out of the rows too (listed in rounds_left_out), so the rows are what the gates judged;
+/// when busy rounds stayed in, the arm's rows are contended with the first own busy round's
+/// evidence and the counts (rtx-bench's merged-case rule, docs/store.md).
+void append_arm(std::vector<ArmCaseResult>& out, const json& spec, const Collected& c, const std::vector<BusyRounds>& busy,
+                const char* arm) {
+  const size_t all_rounds = c.peak_rss.size();
   for (size_t i = 0; i < c.samples.size() && i < spec["parts"].size(); ++i) {
     const json& part = spec["parts"][i];
+    const BusyRounds b = i < busy.size() ? busy[i] : BusyRounds{};
+    // The arm's own verdict over the rounds kept.
+    bool contended = false;
+    std::string reason;
+    size_t own_busy = 0;
+    for (size_t k = 0; i < c.host.size() && k < c.host[i].size(); ++k) {
+      const app::bench::HostEvidence& e = c.host[i][k];
+      if (!e.measured || !e.contended || std::find(b.left_out.begin(), b.left_out.end(), k + 1) != b.left_out.end()) continue;
+      if (!contended) reason = "round " + std::to_string(k + 1) + ": " + e.reason;
+      contended = true;
+      ++own_busy;
+    }
+    if (contended)
+      reason += "; " + std::to_string(own_busy) + " of " + std::to_string(all_rounds) + " rounds busy, " +
+                std::to_string(b.quiet) + " round pairs judged quiet: too few to leave the busy ones out";
+    json left = json::array();
+    for (size_t n = 0; n < b.left_out.size(); ++n) left.push_back({{"round", b.left_out[n]}, {"reason", b.left_out_reason[n]}});
+    const size_t rounds = all_rounds - b.left_out.size();
     for (size_t j = 0; j < c.samples[i].size(); ++j) {
       ArmCaseResult r;
       r.arm = arm;
@@ -270,7 +307,12 @@ void append_arm(std::vector<ArmCaseResult>& out, const json& spec, const Collect
       if (i > 0 && r.case_id.rfind("heldout:", 0) != 0) r.case_id = "heldout:" + r.case_id;
       r.kind = part.value("kind", std::string());
       if (part.contains("cases") && j < part["cases"].size()) r.spec = part["cases"][j];
-      r.samples = c.samples[i][j];
+      r.samples = b.left_out.empty() || all_rounds == 0 || c.samples[i][j].size() % all_rounds != 0
+                      ? c.samples[i][j]
+                      : without_rounds({c.samples[i][j]}, all_rounds, b.left_out)[0];
+      r.contended = contended;
+      r.contention_reason = reason;
+      r.rounds_left_out = left;
       const size_t per = rounds ? r.samples.size() / rounds : 0;
       if (per > 0 && per * rounds == r.samples.size())
         for (size_t k = 0; k < rounds; ++k)
@@ -396,7 +438,7 @@ Validation validate(store::Store& st, int64_t id, const KeyPair& key, const Vali
                              ar.problem);
           break;
         }
-        collect(arm == 0 ? ca : cb, ar.result);
+        collect(arm == 0 ? ca : cb, ar.result, ar.host);
       }
     }
   };
@@ -417,16 +459,25 @@ Validation validate(store::Store& st, int64_t id, const KeyPair& key, const Vali
   }
 
   // Performance on the affected workload; a borderline result is measured again once.
+  // Busy rounds (host contention, per part) are left out of both arms, or leave the gate undecided.
   PerfRule rule = o.rules.count(p.domain) ? o.rules.at(p.domain) : default_rule(p.domain);
   rule.rounds = static_cast<int>(runs / 2);
-  PerfJudgement perf = judge_performance(ca.samples[0], cb.samples[0], rule);
+  std::vector<BusyRounds> busy(ca.host.size());
+  auto judge_host = [&]() {
+    for (size_t i = 0; i < busy.size() && i < cb.host.size(); ++i) busy[i] = pair_busy_rounds(ca.host[i], cb.host[i]);
+  };
+  judge_host();
+  PerfJudgement perf = judge_performance(ca.samples[0], cb.samples[0], rule, busy[0]);
   bool remeasured = false;
   if (perf.outcome == PerfOutcome::Borderline) {
     say(o.log, "    borderline (" + perf.reason + "): measuring again");
     measure(o.rounds);
     remeasured = true;
     rule.rounds = static_cast<int>(runs / 2);
-    if (failures.empty()) perf = judge_performance(ca.samples[0], cb.samples[0], rule);
+    if (failures.empty()) {
+      judge_host();
+      perf = judge_performance(ca.samples[0], cb.samples[0], rule, busy[0]);
+    }
     if (!failures.empty()) {
       safety.passed = false;
       safety.value = static_cast<double>(failures.size());
@@ -494,14 +545,19 @@ Validation validate(store::Store& st, int64_t id, const KeyPair& key, const Vali
   pg.detail["remeasured"] = remeasured;
   pg.detail["cases"] = ca.ids[0];
   if (perf.outcome == PerfOutcome::Borderline) pg.detail["reason"] = perf.reason + " (still borderline after re-measuring)";
+  if (!busy[0].left_out.empty() || perf.host_undecided)
+    say(o.log, "    host: " + (perf.host_undecided ? busy[0].reason
+                                                    : std::to_string(busy[0].left_out.size()) + " busy round(s) left out of both arms"));
   // Undecided: the CI straddles the threshold, or there are too few rounds for a CI at all.
-  pg.detail["undecided"] = perf.outcome == PerfOutcome::Borderline || perf.too_few;
+  pg.detail["undecided"] = perf.outcome == PerfOutcome::Borderline || perf.too_few || perf.host_undecided;
   pg.detail["ci_halfwidth"] = perf.too_few ? json(nullptr) : json((perf.hi - perf.lo) / 2);
   g.push_back(pg);
 
   if (ca.samples.size() > 1) {
     // Over the round medians, as the performance gate: the process is the unit of replication.
-    GateResult h = judge_heldout(ca.samples[1], cb.samples[1], 0.05, rule.rounds);
+    // (A re-measurement that failed part-way leaves the host verdict of the first rounds: not applied.)
+    const bool host_ok = busy.size() > 1 && busy[1].rounds == static_cast<size_t>(rule.rounds);
+    GateResult h = judge_heldout(ca.samples[1], cb.samples[1], 0.05, rule.rounds, host_ok ? busy[1] : BusyRounds{});
     h.detail["cases"] = ca.ids[1];
     g.push_back(h);
   }
@@ -528,8 +584,8 @@ Validation validate(store::Store& st, int64_t id, const KeyPair& key, const Vali
     g.push_back(canary_gate(p, base_cfg, cand_cfg, o));
     all = g.back().passed;
   }
-  append_arm(measured, spec_a, ca, "baseline");
-  append_arm(measured, spec_b, cb, "candidate");
+  append_arm(measured, spec_a, ca, busy, "baseline");
+  append_arm(measured, spec_b, cb, busy, "candidate");
   return finish(all);
 }
 
@@ -749,7 +805,7 @@ json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
   report["seconds"] = elapsed();
   // Say when the machine, not the proposals, decided: performance gates whose CI straddled the
   // threshold even after re-measuring could not tell a change from this host's noise.
-  size_t perf_gates = 0, undecided = 0, too_few = 0;
+  size_t perf_gates = 0, undecided = 0, too_few = 0, busy_host = 0, busy_left_out = 0;
   size_t min_rounds = 0;
   std::vector<double> halfwidths;
   for (const auto& row : report["proposals"]) {
@@ -757,6 +813,12 @@ json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
     for (const GateResult& gr : gate_results(st, row["id"].get<int64_t>())) {
       if (gr.gate != "performance") continue;
       ++perf_gates;
+      if (gr.detail.contains("host") && gr.detail["host"].is_object() && gr.detail["host"].value("rounds_left_out", json::array()).size() > 0)
+        ++busy_left_out;
+      if (gr.detail.value("busy_host", false)) {
+        ++busy_host;
+        continue;
+      }
       if (gr.detail.value("too_few_rounds", false)) {
         ++too_few;
         min_rounds = std::max<size_t>(min_rounds, gr.detail.value("min_rounds", size_t{0}));
@@ -774,6 +836,16 @@ json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
                           "; it needs " + std::to_string(min_rounds) +
                           " per arm): no CI is reported and none of them could pass; use --rounds " +
                           std::to_string(min_rounds) + " or more for decisions";
+    report["notes"].push_back(n);
+    err << "rtx-evolve run: note: " << n << "\n";
+  }
+  if (busy_host > 0 || busy_left_out > 0) {
+    // The host, not the change: busy rounds (rtx-bench's per-window rule, judged in each trial).
+    const std::string n = std::to_string(busy_host) + " of " + std::to_string(perf_gates) +
+                          " performance gates were undecided on a busy host (too few quiet round pairs), and " +
+                          std::to_string(busy_left_out) +
+                          " were judged with busy rounds left out of both arms (gate detail.host): a quieter "
+                          "machine or more --rounds give decisions";
     report["notes"].push_back(n);
     err << "rtx-evolve run: note: " << n << "\n";
   }

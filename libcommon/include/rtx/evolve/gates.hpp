@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "rtx/app/bench.hpp"
 #include "rtx/evolve/proposal.hpp"
 
 namespace rtx::evolve {
@@ -41,6 +42,39 @@ size_t min_rounds_for_ci(double level = 0.95);
 /// generated token = 1 / tokens/s), memory no regression beyond 5%.
 PerfRule default_rule(const std::string& domain);
 
+/// Host contention over the rounds of one A/B comparison (one workload part). Round k of the
+/// baseline and of the candidate ran next to each other (ABBA), so a neighbour that slowed one
+/// may have slowed the other, or only one: rtx-bench's paired rule (merge_rounds_paired) is
+/// applied to the pairs. A pair is busy when either arm's round was judged contended, quiet
+/// when both were judged and not contended (a round with no evidence or a window too short to
+/// judge is neither). When some pairs are busy and the quiet pairs suffice
+/// (app::bench::quiet_rounds_suffice: at least 3 and at least half), every busy pair is left out
+/// of BOTH arms; otherwise the comparison is undecided (a busy host, not the change, decided).
+struct BusyRounds {
+  size_t rounds = 0;                        ///< pairs compared
+  size_t busy = 0;                          ///< pairs with a contended round on either arm
+  size_t quiet = 0;                         ///< pairs judged quiet on both arms
+  std::vector<size_t> left_out;             ///< 1-based rounds left out of both arms, increasing
+  std::vector<std::string> left_out_reason; ///< per left_out: "baseline round 2 busy: <evidence>" (either or both arms)
+  bool undecided = false;                   ///< busy pairs and too few quiet pairs: no verdict
+  std::string reason;                       ///< when undecided: the first busy round's evidence and the counts
+  /// {"rounds", "busy_rounds", "quiet_rounds", "rounds_left_out": [{"round", "reason"}],
+  /// "undecided", "reason"}.
+  nlohmann::json to_json() const;
+};
+
+/// The paired leave-out decision for round k = 0.. of each arm's host evidence (one entry per
+/// round; HostEvidence::measured false: no evidence). Throws rtx::Error(Input) when the arms
+/// have different round counts.
+BusyRounds pair_busy_rounds(const std::vector<app::bench::HostEvidence>& base,
+                            const std::vector<app::bench::HostEvidence>& cand);
+
+/// `samples` (per case, `rounds` rounds of equal length concatenated) without the 1-based rounds
+/// in `drop`. Throws rtx::Error(Input) when a case's sample count is not a multiple of `rounds`
+/// or a round in `drop` is outside [1, rounds].
+std::vector<std::vector<double>> without_rounds(const std::vector<std::vector<double>>& samples, size_t rounds,
+                                                const std::vector<size_t>& drop);
+
 /// Outcome of the performance gate before re-measurement.
 enum class PerfOutcome { Pass, Fail, Borderline };
 
@@ -58,6 +92,11 @@ struct PerfJudgement {
   /// undecided failure (detail "undecided"), not evidence against the change.
   bool too_few = false;
   size_t min_rounds = 0;       ///< rounds per arm the CI needs (round medians), else samples
+  /// Host contention of the rounds (judge_performance's `host`); rounds 0 when not judged.
+  BusyRounds host;
+  /// Busy rounds dominated (host.undecided): the outcome is Fail, the gate's detail has
+  /// "undecided" and "busy_host" true, and it is not evidence against the change.
+  bool host_undecided = false;
   std::string reason;
   /// As a "performance" gate row: metric improvement_ci_lo, value = lo; with too_few, metric
   /// improvement_estimate and value = the Hodges-Lehmann estimate (there is no CI bound to give).
@@ -72,17 +111,26 @@ struct PerfJudgement {
 ///  require_improvement: Pass when CI lo >= threshold and p < alpha; Borderline when the CI
 ///   straddles the threshold (lo < threshold <= hi); else Fail.
 ///  no-regression: Pass when CI lo >= -threshold; Borderline when lo < -threshold <= hi; else Fail.
+/// Host contention (`host`, from pair_busy_rounds over rule.rounds pairs; host.rounds 0: not
+/// judged): the rounds in host.left_out are removed from both arms before anything above (the
+/// judgement is on rule.rounds - left_out rounds, so few remaining rounds are "too few rounds");
+/// when host.undecided, the outcome is Fail with host_undecided whatever the numbers, and the
+/// reason says which rounds were busy and what the numbers would have said.
 /// Throws rtx::Error(Input) when the case counts differ, a case has no samples or fewer than
-/// case 0, or a pass time is not positive.
+/// case 0, a pass time is not positive, or `host` covers another number of rounds than rule.rounds.
 PerfJudgement judge_performance(const std::vector<std::vector<double>>& base,
-                                const std::vector<std::vector<double>>& cand, const PerfRule& rule);
+                                const std::vector<std::vector<double>>& cand, const PerfRule& rule,
+                                const BusyRounds& host = {});
 
 /// Held-out shapes must not regress: a no-regression judgement with `tolerance` (default 5%) over
 /// the per-round medians when `rounds` >= 1 (as PerfRule::rounds; 0: independent samples);
 /// Borderline counts as a pass (no evidence of harm). Too few rounds for a CI does not pass (no
-/// evidence either way): failed, detail "too_few_rounds" and "undecided" true. Gate "heldout".
+/// evidence either way): failed, detail "too_few_rounds" and "undecided" true. Host contention
+/// (`host`) as judge_performance: busy rounds left out of both arms, or, when busy rounds
+/// dominate, failed with "undecided" and "busy_host" true (no evidence either way); detail
+/// "host" records it. Gate "heldout".
 GateResult judge_heldout(const std::vector<std::vector<double>>& base, const std::vector<std::vector<double>>& cand,
-                         double tolerance = 0.05, int rounds = 0);
+                         double tolerance = 0.05, int rounds = 0, const BusyRounds& host = {});
 
 /// Output parity of a candidate configuration with the baseline's on the same seeded inputs,
 /// per output tensor (so a small-scale output is not hidden by a large one), in float64:

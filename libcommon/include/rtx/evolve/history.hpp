@@ -128,6 +128,14 @@ struct ArmCaseResult {
   std::string kind;                    ///< the trial part's kind: "kernels", "serve", "alloc", "fusion"
   std::vector<double> samples;         ///< every sample of every round, seconds
   std::vector<double> round_medians;   ///< one median per sandboxed process (round)
+  /// The arm was measured on a busy host in rounds that stayed in (bench_results.contended):
+  /// some of its rounds' trial windows were judged contended and too few quiet round pairs
+  /// remained to leave them out (evolve::pair_busy_rounds).
+  bool contended = false;
+  std::string contention_reason;       ///< "" or the first busy round's evidence and the counts
+  /// Rounds left out of both arms (and of `samples` and `round_medians`) because either arm's
+  /// round was busy: [{"round" (1-based), "reason"}]; stored in params_json.rtx_evolve.
+  nlohmann::json rounds_left_out = nlohmann::json::array();
 };
 
 /// Record a validation in ONE transaction: its gate_results rows (as record_gates writes them)
@@ -136,7 +144,9 @@ struct ArmCaseResult {
 /// bench_results: median_s = median of the round medians; p10_s/p90_s/mad_s/ci over all samples
 /// (stats::percentile, mad, median_ci); n = number of samples; samples_json = the samples;
 /// params_json = the kernel params (kernel cases) plus "rtx_evolve": {"proposal_id", "arm",
-/// "part", "round_medians"}. Returns the run id used. Throws rtx::Error from the store.
+/// "part", "round_medians"} (and "rounds_left_out" when busy rounds were left out);
+/// contended / contention_reason from the arm's host evidence (ArmCaseResult::contended).
+/// Returns the run id used. Throws rtx::Error from the store.
 int64_t record_validation(store::Store& st, int64_t proposal_id, int64_t run_id, uint64_t seed,
                           const std::vector<GateResult>& gates, const std::vector<ArmCaseResult>& results);
 

@@ -12,6 +12,7 @@
 
 #include "rtx/core/error.hpp"
 #include "rtx/evolve/gates.hpp"
+#include "rtx/evolve/kg.hpp"
 #include "rtx/evolve/loop.hpp"
 #include "rtx/evolve/proposal.hpp"
 #include "rtx/evolve/report.hpp"
@@ -239,6 +240,17 @@ TEST_CASE("report: an undecided performance gate is told apart from a failure", 
   CHECK_THAT(text, Catch::Contains("Undecided (not promoted; this host's noise or too few --rounds hid the effect; a "
                                    "later run proposes them again):\n  #2 performance: CI straddles"));
   CHECK(status_report(st, 10)["summary"]["undecided"] == 1);
+  // Each proposal's gates line says undecided, not FAIL, for a gate without a verdict.
+  CHECK_THAT(text, Catch::Contains("gates: pass safety (") && Catch::Contains("undecided performance (") &&
+                       Catch::Contains("FAIL memory (") && Catch::Contains("FAIL performance (-25.0% CI lo)"));
+  CHECK(gate_verdict(json{{"gate", "performance"}, {"passed", false}, {"detail", {{"undecided", true}}}}) == "undecided");
+  CHECK(gate_verdict(json{{"gate", "memory"}, {"passed", false}, {"detail", {{"undecided", true}}}}) == "FAIL");
+  CHECK(gate_verdict(json{{"gate", "heldout"}, {"passed", true}}) == "pass");
+  // So does kg query failed (JSON: undecided), which still lists it: it did not pass.
+  const json kq = kg_query(st, KgQuery{"failed", "", "", "performance", "", 50});
+  REQUIRE(kq["rows"].size() == 3);
+  for (const json& row : kq["rows"]) CHECK(row["undecided"] == (row["proposal_id"] != 1));
+  CHECK_THAT(kg_format_text(kq), Catch::Contains("performance undecided: ") && Catch::Contains("performance FAIL: "));
 
   const json r = build_report(st, ReportOptions{});
   for (const auto& p : r["queue"]["proposals"]) {
@@ -272,6 +284,7 @@ TEST_CASE("report: an undecided performance gate is told apart from a failure", 
     }
   for (const auto& t : r["gate_failures"]["top_reasons"]) CHECK(t["reason"].get<std::string>().find("straddles") == std::string::npos);
   CHECK_THAT(render_report(r, "html"), Catch::Contains("1 proposal was undecided"));
+  CHECK_THAT(render_report(r, "html"), Catch::Contains("<span class=\"undecided\" title=\"CI straddles"));
   // ... and the HTML and Markdown Gate failures tables show the undecided count beside failed.
   // by_gate is sorted by gate name: memory (1 evaluated, 1 failed), performance, safety.
   CHECK_THAT(md, Catch::Contains("### Gate failures\n\n| gate | evaluated | failed | undecided |\n|---|---:|---:|---:|\n"

@@ -1,6 +1,7 @@
 // The rtx-evolve knowledge graph: kg_nodes/kg_edges derived from proposals, gate_results and
 // evolve_deployments (kg_sync), the three questions of issue 6, and dot/svg/json export.
 #include "rtx/evolve/kg.hpp"
+#include "rtx/evolve/loop.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -258,7 +259,7 @@ Desired derive(store::Store& st) {
                {"detail", gr.detail},
                {"run_id", gr.run ? json(*gr.run) : json(nullptr)},
                {"created_at", gr.at}};
-    std::string label = gr.gate + (gr.passed ? " pass" : " FAIL");
+    std::string label = gr.gate + (gr.passed ? " pass" : gate_undecided(gr.gate, false, gr.detail) ? " undecided" : " FAIL");
     if (gr.value && gr.gate != "approval")
       label += "\n" + gr.metric + " " + fmt("%.3g", *gr.value) + (gr.threshold ? " (bound " + fmt("%.3g", *gr.threshold) + ")" : "");
     g.node(gref, "gate_result", label, gp);
@@ -525,6 +526,8 @@ json kg_query(store::Store& st, const KgQuery& q) {
         r["value"] = gp.value("value", json(nullptr));
         r["threshold"] = gp.value("threshold", json(nullptr));
         r["reason"] = str(gp, "reason");
+        // Not passed without a verdict (the host's noise or too few rounds), not a measured failure.
+        r["undecided"] = gate_undecided(str(gp, "gate"), false, gp.value("detail", json::object()));
         rows.push_back(r);
       }
       continue;
@@ -596,7 +599,7 @@ std::string kg_format_text(const json& answer) {
       s << "max rel err " << fmt("%.3g", num(r, "max_rel_err")) << " (bound " << fmt("%.3g", num(r, "bound")) << "): "
         << str(r, "reason");
     else
-      s << str(r, "gate") << " FAIL: " << str(r, "metric") << " " << fmt("%.4g", num(r, "value")) << " (threshold "
+      s << str(r, "gate") << (r.value("undecided", false) ? " undecided: " : " FAIL: ") << str(r, "metric") << " " << fmt("%.4g", num(r, "value")) << " (threshold "
         << fmt("%.4g", num(r, "threshold")) << "): " << str(r, "reason");
     s << "\n    on " << str(r, "sku") << "\n";
   }
@@ -671,7 +674,9 @@ std::string to_dot(const json& graph) {
     else if (kind == "deployment") shape = "cds", color = "#ffd8b0";
     else if (kind == "gate_result") {
       shape = "octagon";
-      color = n.value("props", json::object()).value("passed", false) ? "#c8f0c8" : "#f5c2c2";
+      // Green pass, red failure, amber a gate that reached no verdict (gate_verdict).
+      const std::string v = gate_verdict(n.value("props", json::object()));
+      color = v == "pass" ? "#c8f0c8" : v == "undecided" ? "#fde8b0" : "#f5c2c2";
     }
     s << "  " << dot_quote(n.at("ref").get<std::string>()) << " [label=" << dot_quote(n.at("label").get<std::string>())
       << ", shape=" << shape << ", fillcolor=" << dot_quote(color) << ", tooltip=" << dot_quote(kind) << "];\n";

@@ -614,6 +614,14 @@ bool failed_undecided_only(const json& gates) {
   return any;
 }
 
+std::string gate_verdict(const json& g) {
+  if (g.value("passed", false)) return "pass";
+  if (g.contains("undecided") && g["undecided"].is_boolean()) return g["undecided"].get<bool>() ? "undecided" : "FAIL";
+  const json none = json::object();
+  const json& detail = g.contains("detail") ? g["detail"] : none;
+  return gate_undecided(g.value("gate", std::string()), false, detail) ? "undecided" : "FAIL";
+}
+
 json gates_json(store::Store& st, int64_t id) {
   json gates = json::array();
   for (const auto& r : gate_results(st, id))
@@ -894,7 +902,7 @@ std::string format_report(const json& r, const std::string& format) {
       if (g["gate"] == "approval") continue;
       if (!gates.empty()) gates += md ? "<br>" : "; ";
       const std::string val = gate_value_text(g);
-      gates += (g["passed"].get<bool>() ? "pass " : "FAIL ") + g["gate"].get<std::string>() + " (" + val + ")";
+      gates += gate_verdict(g) + " " + g["gate"].get<std::string>() + " (" + val + ")";
     }
     const std::string change = p["change"].get<std::string>();
     if (md)

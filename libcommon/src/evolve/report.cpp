@@ -231,7 +231,8 @@ json build_report(store::Store& st, const ReportOptions& o) {
     for (const auto& g : gates) {
       const std::string reason = gate_reason_text(g.gate, g.passed, g.detail);  // reason, else detail.failures, ...
       gate_rows.push_back({{"gate", g.gate}, {"passed", g.passed}, {"metric", g.metric}, {"value", g.value},
-                           {"threshold", g.threshold}, {"reason", reason}});
+                           {"threshold", g.threshold}, {"reason", reason},
+                           {"undecided", gate_undecided(g.gate, g.passed, g.detail)}});
       if (g.gate != "approval") {
         auto& bg = by_gate[g.gate];
         ++bg[0];
@@ -618,7 +619,7 @@ th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f2f2f2}td.n{text-align:right;font-variant-numeric:tabular-nums}
 code{background:#f5f5f5;padding:1px 4px;border-radius:3px}
 .meta,.note{color:#555;font-size:13px}.empty{color:#777;font-style:italic}
-.pass{color:#1a7f37}.fail{color:#c62828;font-weight:bold}
+.pass{color:#1a7f37}.fail{color:#c62828;font-weight:bold}.undecided{color:#9a6700}
 .st-promoted{color:#1a7f37;font-weight:bold}.st-failed{color:#c62828}.st-passed{color:#0b5cad;font-weight:bold}
 nav a{margin-right:14px}
 svg{display:block;margin:8px 0 16px 0}
@@ -671,9 +672,9 @@ std::string html_report(const json& r) {
       bool first = true;
       for (const auto& g : p["gates"]) {
         if (g["gate"] == "approval") continue;
-        const bool ok = g["passed"].get<bool>();
-        s << (first ? "" : "<br>") << "<span class=\"" << (ok ? "pass" : "fail") << "\"" << " title=\""
-          << E(g.value("reason", std::string())) << "\">" << (ok ? "pass " : "FAIL ") << E(g["gate"].get<std::string>())
+        const std::string verdict = gate_verdict(g);
+        s << (first ? "" : "<br>") << "<span class=\"" << (verdict == "pass" ? "pass" : verdict == "FAIL" ? "fail" : "undecided")
+          << "\"" << " title=\"" << E(g.value("reason", std::string())) << "\">" << verdict << " " << E(g["gate"].get<std::string>())
           << "</span> (" << E(gate_value_text(g)) << ")";
         first = false;
       }
@@ -891,7 +892,7 @@ std::string md_report(const json& r) {
       for (const auto& g : p["gates"]) {
         if (g["gate"] == "approval") continue;
         if (!gates.empty()) gates += "; ";
-        gates += (g["passed"].get<bool>() ? "pass " : "FAIL ") + g["gate"].get<std::string>() + " (" + gate_value_text(g) + ")";
+        gates += gate_verdict(g) + " " + g["gate"].get<std::string>() + " (" + gate_value_text(g) + ")";
       }
       const std::string cmd = p["command"].get<std::string>();
       s << "| " << p["id"].get<int64_t>() << " | " << md(p["created_at"].get<std::string>()) << " | "

@@ -47,7 +47,9 @@ const std::vector<std::string>& kg_questions();
 ///   measured improvement is > 0 (a "no regression" threshold, as the memory domain's, passes
 ///   a change that measured slower: that did not improve anything);
 ///  hurt-determinism: {..., "max_rel_err", "bound", "reason"}, determinism gate failed;
-///  failed: {..., "gate", "metric", "value", "threshold", "reason"}, one row per failed gate.
+///  failed: {..., "gate", "metric", "value", "threshold", "reason", "undecided"}, one row per
+///   gate that did not pass; "undecided" when it reached no verdict (gate_undecided: the host's
+///   noise or too few rounds), shown so in the text, else a measured failure.
 /// Every row also carries "change" and "ops" (the ops of the proposal's affected cases; serving
 /// and allocator workloads are "serve" / "alloc"). Filters: op exact or its stem ("matmul" for
 /// "matmul_forward") among ops, sku a

@@ -66,6 +66,10 @@ bool gate_undecided(const std::string& gate, bool passed, const nlohmann::json& 
 /// failed or another gate failed. Such a failure is reported as "undecided" and does not stop
 /// a later run proposing it again (failed_before).
 bool failed_undecided_only(const nlohmann::json& gates);
+/// The word a report shows for a gate row (gates_json's shape: "gate", "passed", "detail"; or
+/// the report's, with a boolean "undecided" instead of "detail"): "pass", "undecided" (failed
+/// without a verdict, gate_undecided) or "FAIL".
+std::string gate_verdict(const nlohmann::json& gate_row);
 /// A gate's recorded value with its unit, for reports: "+12.0% CI lo", "1.2e+06 B",
 /// "3e-07 rel err", "0 failures", "p99 41.2 ms"; a gate with too few rounds for a CI:
 /// "-45.0% estimate, no CI (too few rounds)".

@@ -171,3 +171,22 @@ TEST_CASE("a subcommand's --help lists the tool's common options after its own f
   const auto top = run(evolve() + " --help");  // the tool's own help is unchanged
   CHECK_THAT(top.out, !Catch::Contains("Common options of"));
 }
+
+TEST_CASE("a missing or unknown subcommand is named with the tool's subcommands", "[cpu][cli]") {
+  // CLI11 alone said "A subcommand is required" for both, naming neither the word nor the choices.
+  auto p = run(bench() + " frob");
+  CHECK(p.exit_code == 2);
+  CHECK_THAT(p.err, Catch::Contains("rtx-bench: error: unknown subcommand 'frob'; the subcommands are: run, compare, list, show"));
+  // An option's value is not taken for the subcommand; a flag takes none.
+  p = run(bench() + " --db x.db --json frob");
+  CHECK(p.exit_code == 2);
+  CHECK_THAT(p.err, Catch::Contains("unknown subcommand 'frob'"));
+  CHECK(error_doc(p)["message"] == "unknown subcommand 'frob'; the subcommands are: run, compare, list, show");
+  // None given; a hidden subcommand (rtx-evolve's __trial, for the sandbox) is not offered.
+  p = run(evolve());
+  CHECK(p.exit_code == 2);
+  CHECK_THAT(p.err, Catch::Contains("rtx-evolve: error: a subcommand is required: run, status,") && !Catch::Contains("__trial"));
+  // Control bytes in the word are escaped.
+  p = run(bench() + " $(printf 'a\\033b')");
+  CHECK_THAT(p.err, Catch::Contains("unknown subcommand 'a\\x1Bb'"));
+}

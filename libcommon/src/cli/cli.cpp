@@ -13,6 +13,7 @@
 
 #include "rtx/core/build_info.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/core/printable.hpp"
 #include "rtx/telemetry/bus.hpp"
 
 namespace rtx::cli {
@@ -69,6 +70,31 @@ void refuse_empty_numbers(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) refuse_empty_numbers(*sub);
 }
 
+/// CLI11's message, or for a tool with subcommands where none was given, which word was
+/// taken for one and what the subcommands are ("A subcommand is required" said neither).
+std::string explain_parse_error(const CLI::App& app, int argc, char** argv, const CLI::ParseError& e) {
+  const auto subs = app.get_subcommands([](const CLI::App*) { return true; });
+  bool any_parsed = false;
+  std::string names;
+  for (const CLI::App* s : subs) {
+    any_parsed |= s->parsed();
+    if (!s->get_group().empty()) names += (names.empty() ? "" : ", ") + s->get_name();  // hidden: group ""
+  }
+  if (subs.empty() || any_parsed || std::string(e.what()).find("ubcommand") == std::string::npos) return e.what();
+  // The first word that is not an option (nor an option's value: a word after an option that
+  // takes one, as in --db FILE) is what was meant as the subcommand.
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.empty() || a[0] == '-') {
+      const CLI::Option* opt = a.rfind("--", 0) == 0 && a.find('=') == std::string::npos ? app.get_option_no_throw(a) : nullptr;
+      if (opt && opt->get_items_expected_min() > 0) ++i;
+      continue;
+    }
+    return "unknown subcommand '" + printable(a) + "'; the subcommands are: " + names;
+  }
+  return "a subcommand is required: " + names;
+}
+
 }  // namespace
 
 int run_tool(CLI::App& app, int argc, char** argv, const CommonOptions& o, const std::function<int()>& body) {
@@ -83,13 +109,14 @@ int run_tool(CLI::App& app, int argc, char** argv, const CommonOptions& o, const
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << tool << ": error: " << e.what() << "\n" << "Run with --help for usage.\n";
+    const std::string msg = explain_parse_error(app, argc, argv, e);
+    std::cerr << tool << ": error: " << msg << "\n" << "Run with --help for usage.\n";
     // Under --json a machine reads stdout: give it the error too (the flag may not have been
     // parsed yet when parsing failed, so look for it in argv).
     bool json = o.json;
     for (int i = 1; i < argc && !json; ++i) json = std::string(argv[i]) == "--json";
     if (json)
-      std::cout << nlohmann::json{{"error", {{"category", "usage"}, {"message", e.what()}, {"where", "command line"},
+      std::cout << nlohmann::json{{"error", {{"category", "usage"}, {"message", msg}, {"where", "command line"},
                                              {"hint", "run with --help for usage"}, {"exit_code", 2}}}}
                        .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
                 << std::endl;

@@ -960,6 +960,15 @@ TEST_CASE("a malformed rounds_left_out or judged_rounds is an input error naming
   expect([](json& h) { h["judged_rounds"] = 5; }, "judged_rounds", "(5 - 2 = 3), got 5");
   expect([](json& h) { h["judged_rounds"] = -1; }, "judged_rounds", "integer >= 0");
   expect([](json& h) { h["rounds_contended"] = 1; }, "rounds_left_out", "more than rounds_contended (1)");
+  // A case judged on its quiet rounds is not contended; a paired round needs an ABBA artifact.
+  expect([](json& h) { h["contended"] = true; }, "contended", "rounds_left_out lists 2 rounds");
+  expect([](json& h) { h["rounds_left_out"][0]["paired"] = true; }, "rounds_left_out/0/paired", "needs the document's 'ab' object");
+  // More round medians than judged rounds (200 on a 4-round case showed "200: 7 us").
+  {
+    json doc = merged_doc(round_docs(4, {}));
+    doc["cases"][0]["round_medians_s"].push_back(1e-3);
+    expect_artifact_error(doc, {"b.json: field '/cases/0/round_medians_s'", "5 round medians, more than the judged rounds (4)"});
+  }
   CHECK_NOTHROW(check_bench_artifact(good, "b.json"));
 }
 
@@ -1008,7 +1017,11 @@ TEST_CASE("ABBA rounds: a round busy on either side is left out of both (merge_r
   // The artifact says which left-out round was paired, reads back, and is checked.
   ArtifactMeta m;
   m.rounds = 6;
-  const json nd = check_bench_artifact(to_json(n, m), "n.json"), bd = check_bench_artifact(to_json(b, m), "b.json");
+  // As run --baseline-exe writes them: the pair marker compare looks for.
+  json nj = to_json(n, m), bj = to_json(b, m);
+  nj["ab"] = {{"role", "new"}, {"other", "b.json"}, {"order", "ABBA rounds"}, {"exe", "rtx-bench"}, {"pair_id", "p1"}};
+  bj["ab"] = {{"role", "baseline"}, {"other", "n.json"}, {"order", "ABBA rounds"}, {"exe", "rtx-bench"}, {"pair_id", "p1"}};
+  const json nd = check_bench_artifact(nj, "n.json"), bd = check_bench_artifact(bj, "b.json");
   const json& h = nd["cases"][0]["host"];
   CHECK_FALSE(h["rounds_left_out"][0].contains("paired"));
   CHECK(h["rounds_left_out"][1]["paired"] == true);
@@ -1037,6 +1050,23 @@ TEST_CASE("ABBA rounds: a round busy on either side is left out of both (merge_r
         "base judged on 4 of 6 rounds (round 2 left out with its pair, the new build's round 2 was busy: round 2 evidence; "
         "round 4 busy: round 4 evidence); new judged on 4 of 6 rounds (round 2 busy: round 2 evidence; round 4 left out "
         "with its pair, the baseline's round 4 was busy: round 4 evidence)");
+  // The pair must leave out the same rounds, one side's own busy round at each (hand edits).
+  {
+    json moved = bd;  // the baseline's paired round 2 moved to round 3
+    moved["cases"][0]["host"]["rounds_left_out"][0]["round"] = 3;
+    CHECK_THROWS_WITH(compare_artifacts(check_bench_artifact(moved, "b.json"), nd, o, "b.json", "n.json"),
+                      Catch::Contains("left out different rounds (base: 3, 4; new: 2, 4)") &&
+                          Catch::Contains("case k of b.json and n.json"));
+    json both = nd;  // new's own busy round 2 marked paired: neither side was busy there
+    both["cases"][0]["host"]["rounds_left_out"][0]["paired"] = true;
+    both["cases"][0]["host"]["rounds_contended"] = 0;
+    CHECK_THROWS_WITH(compare_artifacts(bd, check_bench_artifact(both, "n.json"), o, "b.json", "n.json"),
+                      Catch::Contains("round 2 is left out of both sides as paired"));
+    // Outside one ABBA run (no shared pair id) the sides are judged as any two artifacts.
+    json lone = moved;
+    lone["ab"]["pair_id"] = "other";
+    CHECK_NOTHROW(compare_artifacts(check_bench_artifact(lone, "b.json"), nd, o));
+  }
 
   // Too few rounds quiet on both sides (2 of 6): neither side leaves a round out, the busy
   // sides stay contended (compare of an ABBA pair then judges on all round medians, noted).

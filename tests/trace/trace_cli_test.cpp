@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -26,6 +27,11 @@ std::string sample() { return rtx::test::source_dir() + "/tests/trace/data/torch
 void write_file(const std::string& p, const std::string& s) {
   std::ofstream f(p, std::ios::binary);
   f << s;
+}
+
+std::string read_file(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
 /// A prepared char dataset and a 2-layer config (once per process).
@@ -248,6 +254,28 @@ TEST_CASE("rtx-trace record checks -o before it runs the program: a missing fold
   write_file(dir + "/in.folded", "a;b 1\n");
   const auto fi = run("sh -c '" + flame_bin() + " --folded -o " + dir + "/nonexist/x.folded < " + dir + "/in.folded'");
   CHECK(fi.exit_code == 2);
+  // -o - for record would mix the trace into the program's stdout; merge -o onto an input would
+  // overwrite it: both usage errors before any work.
+  const auto rs = run(trace_bin() + " record -o - -- sh -c 'echo RAN'");
+  CHECK(rs.exit_code == 2);
+  CHECK(rs.out.empty());
+  CHECK_THAT(rs.err, Catch::Contains("-o - would write the trace into the program's own stdout"));
+  write_file(dir + "/in.json", R"({"traceEvents":[{"name":"a","ph":"X","ts":0,"dur":1,"pid":1,"tid":1}]})");
+  const auto mo = run(trace_bin() + " merge " + dir + "/in.json " + sample() + " -o " + dir + "/in.json");
+  CHECK(mo.exit_code == 2);
+  CHECK_THAT(mo.err, Catch::Contains("is the input " + dir + "/in.json: the merge would overwrite it"));
+  CHECK(read_file(dir + "/in.json").find(R"("name":"a")") != std::string::npos);
+  // A parent that is a file is named as such, not as missing.
+  const auto pf = run(trace_bin() + " record -o " + dir + "/in.folded/x.json -- sh -c 'echo RAN'");
+  CHECK(pf.exit_code == 2);
+  CHECK(pf.out.empty());
+  CHECK_THAT(pf.err, Catch::Contains(dir + "/in.folded (in " + dir + "/in.folded/x.json) is not a folder"));
+  // A folder where no file can be made, even by root (/proc): 3, and the program never ran.
+  const auto pr = run(trace_bin() + " record -o /proc/rtx-x.json -- sh -c 'echo RAN'");
+  INFO(pr.err);
+  CHECK(pr.exit_code == 3);
+  CHECK(pr.out.empty());
+  CHECK_THAT(pr.err, Catch::Contains("cannot create a file in the folder of /proc/rtx-x.json"));
   if (::geteuid() == 0) {
     WARN("SKIPPED the unwritable-folder part: running as root, every folder is writable");
     return;
@@ -296,6 +324,18 @@ TEST_CASE("rtx-trace stats says how many B events were never closed", "[cpu][cli
                               R"({"name":"a","ph":"E","ts":5,"pid":1,"tid":1}]})");
   const auto e = run(trace_bin() + " stats " + dir + "/e.json");
   CHECK_THAT(e.out, Catch::Contains("note: 1 E event(s) without an open B were ignored"));
+  // csv holds rows only: the note goes to stderr (not under -q).
+  const auto c = run(trace_bin() + " stats --format csv " + dir + "/bad.json");
+  CHECK(c.exit_code == 0);
+  CHECK(c.err == "rtx-trace: note: 1 B/E event(s) without a partner were ignored (1 B never closed); rtx-trace validate " +
+                     dir + "/bad.json names them\n");
+  CHECK(run(trace_bin() + " stats -q --format csv " + dir + "/bad.json").err.empty());
+}
+
+TEST_CASE("rtx-flame --diff - - is a usage error: stdin can be read only once", "[cpu][cli]") {
+  const auto d = run(flame_bin() + " --diff - - -o /dev/null < /dev/null");
+  CHECK(d.exit_code == 2);
+  CHECK_THAT(d.err, Catch::Contains("BASE and NEW are both '-': stdin can be read only once"));
 }
 
 TEST_CASE("rtx-flame names stdin as <stdin> and prints the unit folded counts carry", "[cpu][cli]") {

@@ -9,6 +9,7 @@
 
 #include "rtx/cli/cli.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/core/printable.hpp"
 #include "rtx/io/atomic_file.hpp"
 #include "rtx/trace/flamegraph.hpp"
 #include "rtx/trace/folded.hpp"
@@ -122,6 +123,8 @@ int main(int argc, char** argv) {
     if (!diff.empty()) {
       if (app.get_option("input")->count() > 0)
         rtx::throw_usage("--diff BASE NEW takes both inputs; drop the positional input", "input");
+      if (diff[0] == "-" && diff[1] == "-")
+        rtx::throw_usage("BASE and NEW are both '-': stdin can be read only once", "--diff", "give at least one of them as a file");
       b = load(diff[0], trie, 1, mode, count_unit);
       a = load(diff[1], trie, 0, mode, count_unit);
       if (a.kind != b.kind)
@@ -149,7 +152,7 @@ int main(int argc, char** argv) {
     if (!common.quiet)
       std::fprintf(stderr, "rtx-flame: %llu %s, %zu frames, total %s -> %s\n", (unsigned long long)a.items,
                    a.kind == "trace" ? "slices" : "stack lines", trie.nodes().size() - 1,
-                   rtx::trace::format_weight(total, trie.unit).c_str(), output.c_str());
+                   rtx::printable(rtx::trace::format_weight(total, trie.unit)).c_str(), rtx::printable(output).c_str());
     if (common.json && output != "-")
       std::cout << nlohmann::json{{"schema", "rtx.flame.v1"}, {"output", output}, {"input_kind", a.kind},
                                   {"items", a.items}, {"frames", trie.nodes().size() - 1}, {"total", total},

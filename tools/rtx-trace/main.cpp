@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "rtx/cli/cli.hpp"
+#include "rtx/core/printable.hpp"
 #include "rtx/core/device.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/trace/merge.hpp"
@@ -172,8 +173,15 @@ int main(int argc, char** argv) {
     return [&, file, format, top]() {
       const auto st = rtx::trace::compute_stats(*file);
       if (common.json || *format == "json") std::cout << rtx::trace::stats_json(st, *top).dump(2) << std::endl;
-      else if (*format == "csv") std::cout << rtx::trace::stats_csv(st);
-      else std::cout << rtx::trace::stats_table(st, *top);
+      else if (*format == "csv") {
+        std::cout << rtx::trace::stats_csv(st);
+        // The CSV holds rows only: say on stderr what the table and json say about ignored B/E.
+        if (st.unmatched && !common.quiet)
+          std::cerr << "rtx-trace: note: " << st.unmatched << " B/E event(s) without a partner were ignored ("
+                    << st.unclosed_b << " B never closed); rtx-trace validate " << rtx::printable(*file) << " names them\n";
+      } else {
+        std::cout << rtx::trace::stats_table(st, *top);
+      }
       return 0;
     };
   });

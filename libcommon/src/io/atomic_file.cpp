@@ -99,15 +99,27 @@ void require_output_dir(const std::string& path_in, const std::string& flag) {
   }
   const std::string dir = path.back() == '/' ? path : dir_of(path);
   struct stat ds {};
-  if (::stat(dir.c_str(), &ds) != 0 || !S_ISDIR(ds.st_mode))
+  if (::stat(dir.c_str(), &ds) != 0)
     throw Error(ErrorCategory::Usage, "the folder of " + path_in + " does not exist", flag,
                 "create it first or give another path");
+  if (!S_ISDIR(ds.st_mode))
+    throw Error(ErrorCategory::Usage, dir + " (in " + path_in + ") is not a folder", flag, "give a path in a folder");
   // The temp file of an atomic write is made in the folder, so the folder must be writable
   // (the file itself being writable is not enough).
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
     throw Error(ErrorCategory::Environment,
                 "cannot write in the folder of " + path_in + " (" + dir + "): " + errno_text(errno), flag,
                 "give a path in a writable folder");
+  // access() says yes to root everywhere, also in /proc, /sys or a read-only mount: make (and
+  // remove) a temp file there, as the atomic write will, so the refusal comes before the work.
+  std::string probe = (dir.back() == '/' ? dir : dir + "/") + ".rtx-probe.XXXXXX";
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0)
+    throw Error(ErrorCategory::Environment,
+                "cannot create a file in the folder of " + path_in + " (" + dir + "): " + errno_text(errno), flag,
+                "give a path in a writable folder");
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 void atomic_write_file(const std::string& path_in, std::string_view bytes) {

@@ -1,6 +1,8 @@
 // merge_traces: two streaming passes per input (facts, then remapped events).
 #include "rtx/trace/merge.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -15,6 +17,14 @@ namespace rtx::trace {
 MergeResult merge_traces(const std::vector<std::string>& inputs, const std::string& output) {
   if (inputs.empty()) throw_usage("merge needs at least one input trace", "inputs", "pass A B ... -o OUT");
   io::require_output_dir(output, "-o");  // before reading the inputs twice
+  // -o naming an input would replace it with the merge (the atomic write succeeds): refuse.
+  struct stat so {};
+  if (output != "-" && ::stat(output.c_str(), &so) == 0)
+    for (const std::string& in : inputs) {
+      struct stat si {};
+      if (in != "-" && ::stat(in.c_str(), &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino)
+        throw_usage(output + " is the input " + in + ": the merge would overwrite it", "-o", "write the merge to another file");
+    }
   struct Facts {
     std::vector<int64_t> pids;  // first-seen order
     std::map<int64_t, bool> named;

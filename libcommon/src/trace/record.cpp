@@ -390,6 +390,9 @@ RecordResult record(const RecordOptions& opt) {
   if (opt.command.empty())
     throw_usage("no command to record", "--", "usage: rtx-trace record -o trace.json -- PROGRAM ARGS...");
   // Before the program runs: a trace that cannot be written would lose the whole recording.
+  if (opt.output == "-")
+    throw_usage("-o - would write the trace into the program's own stdout, which it shares", "-o",
+                "give a file path (then `cat` it, or rtx-trace stats FILE)");
   io::require_output_dir(opt.output, "-o");
   RecordResult rr;
   rr.child_events = child_events_flag(opt.command);

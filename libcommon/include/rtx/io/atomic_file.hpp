@@ -20,10 +20,12 @@ void atomic_write_file(const std::string& path, std::string_view bytes);
 
 /// Check, before any work, that an output file named on the command line by `flag` (-o, ...)
 /// can be written, so a bad destination costs no run: nothing for "" or "-" (stdout) or for an
-/// existing non-regular file (/dev/null, a FIFO: written in place). A missing folder (or one
-/// that is a file) and a path that is a folder are usage errors (exit 2), "FLAG: the folder of
-/// PATH does not exist (create it first or give another path)"; a folder that exists but cannot
-/// be written in is rtx::Error(Environment) (exit 3). A symbolic link is checked at its target.
+/// existing non-regular file (/dev/null, a FIFO: written in place). A missing folder, a parent
+/// that is a file ("DIR (in PATH) is not a folder") and a path that is a folder are usage errors
+/// (exit 2), "FLAG: the folder of PATH does not exist (create it first or give another path)"; a
+/// folder that exists but cannot be written in is rtx::Error(Environment) (exit 3), found by
+/// making and removing a temp file there (access() lets root pass in /proc or a read-only
+/// mount). A symbolic link is checked at its target.
 void require_output_dir(const std::string& path, const std::string& flag);
 
 /// Bounds on what read_text_file accepts (the defaults accept anything, as before).

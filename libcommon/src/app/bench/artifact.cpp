@@ -43,7 +43,9 @@ std::string format_seconds(double s) {
   static const char* const units[] = {"ns", "us", "ms", "s"};
   static const double scales[] = {1e9, 1e6, 1e3, 1};
   size_t k = s >= 1 ? 3 : s >= 1e-3 ? 2 : s >= 1e-6 ? 1 : 0;
-  while (k < 3 && std::stod(fmt("%.3g", s * scales[k])) >= 1000) ++k;
+  // strtod, not stod: stod throws out_of_range on a subnormal ("1e-309 ns" from a hand-edited
+  // 1e-318 s), which made show and compare exit 4.
+  while (k < 3 && std::strtod(fmt("%.3g", s * scales[k]).c_str(), nullptr) >= 1000) ++k;
   return fmt("%.3g", s * scales[k]) + " " + units[k];
 }
 
@@ -253,6 +255,15 @@ json check_bench_artifact(const json& doc, const std::string& source) {
       if (!h.rounds_left_out.empty() && c.contains("round_medians_s") && c["round_medians_s"].size() != h.judged_rounds)
         bad(at + "/round_medians_s", "has " + std::to_string(c["round_medians_s"].size()) + " round medians, expected judged_rounds (" +
                                          std::to_string(h.judged_rounds) + ")");
+      // At most one round median per judged round (a round that ran no sample has none).
+      if (h.rounds > 0 && c.contains("round_medians_s") && c["round_medians_s"].size() > h.judged_rounds)
+        bad(at + "/round_medians_s", "has " + std::to_string(c["round_medians_s"].size()) +
+                                         " round medians, more than the judged rounds (" + std::to_string(h.judged_rounds) + ")");
+      // A paired left-out round exists only in the two artifacts of one --baseline-exe run.
+      for (size_t k = 0; k < h.rounds_left_out.size(); ++k)
+        if (h.rounds_left_out[k].paired && !doc.contains("ab"))
+          bad(at + "/host/rounds_left_out/" + std::to_string(k) + "/paired",
+              "a round left out with its pair needs the document's 'ab' object (a --baseline-exe run), and there is none");
     }
     if (status != "ok") continue;
     if (s.empty()) bad(at + "/samples_s", "an ok case has no samples");
@@ -583,7 +594,7 @@ std::string format_table(const json& a, bool color) {
   // A --rounds artifact: compare judges the round medians (their median is what it shows), so
   // the table shows that median and the round count beside the all-samples median.
   bool with_rounds = false;
-  for (const auto& c : a["cases"]) with_rounds |= c.contains("round_medians_s") && c["round_medians_s"].size() > 1;
+  for (const auto& c : a["cases"]) with_rounds |= c.contains("round_medians_s") && c["round_medians_s"].size() >= kMinRoundsForBasis;
   if (with_rounds) rows[0].insert(rows[0].begin() + 3, "rounds: median");
   std::vector<std::string> tint{""};
   std::vector<std::string> skipped;
@@ -601,7 +612,8 @@ std::string format_table(const json& a, bool color) {
       if (with_rounds) {
         const std::vector<double> rm =
             c.contains("round_medians_s") ? c["round_medians_s"].get<std::vector<double>>() : std::vector<double>{};
-        row.push_back(rm.empty() ? "-" : std::to_string(rm.size()) + ": " + format_seconds(stats::median(rm)));
+        // Below kMinRoundsForBasis round medians compare judges the samples: no rounds figure.
+        row.push_back(rm.size() < kMinRoundsForBasis ? "-" : std::to_string(rm.size()) + ": " + format_seconds(stats::median(rm)));
       }
       row.push_back(fmt("+-%.1f%%", 100 * member(t, "ci").value("rel", 0.0)));
       row.push_back(format_seconds(t.value("p10_s", 0.0)) + ".." + format_seconds(t.value("p90_s", 0.0)));
@@ -649,19 +661,21 @@ std::string format_table(const json& a, bool color) {
   }
   if (a.contains("summary")) {
     const auto& s = a["summary"];
-    os << s.value("ok", 0) << " ok, " << s.value("failed", 0) << " failed, " << s.value("skipped", 0) << " skipped, "
-       << s.value("noisy", 0) << " noisy";
-    if (s.value("contended", 0) > 0) os << ", " << s.value("contended", 0) << " measured on a busy host";
+    // Counts read as uint64_t: a hand-edited 2^64-1 printed as -1 through int.
+    const uint64_t zero = 0;
+    os << s.value("ok", zero) << " ok, " << s.value("failed", zero) << " failed, " << s.value("skipped", zero) << " skipped, "
+       << s.value("noisy", zero) << " noisy";
+    if (s.value("contended", zero) > 0) os << ", " << s.value("contended", zero) << " measured on a busy host";
     if (left_out_cases > 0) os << ", " << left_out_cases << " judged on quiet rounds (busy rounds left out)";
     if (oversubscribed_cases > 0)
       os << ", " << oversubscribed_cases << " oversubscribed (the process's own threads outnumbered its CPUs; "
          << "host.oversubscription)";
-      if (a.contains("host") && a["host"].value("unjudged_cases", 0) > 0) {
+      if (a.contains("host") && a["host"].value("unjudged_cases", zero) > 0) {
       // The run's span (warm-ups and samples, not start-up or the store) is what was too short,
       // not the process's wall time: say so with its length.
       const json& run = a["host"].contains("run") && a["host"]["run"].is_object() ? a["host"]["run"] : json::object();
       const double span = run.value("window_s", 0.0);
-      os << ", " << a["host"].value("unjudged_cases", 0) << " not judged for contention (the measured span, "
+      os << ", " << a["host"].value("unjudged_cases", zero) << " not judged for contention (the measured span, "
          << (span > 0 ? format_seconds(span) + " of warm-ups and samples, is" : std::string("warm-ups and samples, was"))
          << " under " << format_seconds(kMinJudgedWindow) << ": too short to judge; --min-samples measures longer)";
     }

@@ -75,6 +75,42 @@ bool same_abba_pair(const json& base, const json& fresh) {
   return !pb.empty() && pb == pn && field(base, "role") != field(fresh, "role");
 }
 
+/// The two sides of one --baseline-exe run leave out the same rounds of a case (merge_rounds_paired),
+/// and at each such round at least one side's own round was busy (the other's is then paired).
+/// Throws rtx::Error(Input) naming the case and both files otherwise (an edited artifact).
+void check_paired_rounds(const json& b, const json& n, const std::string& id, const std::string& base_src,
+                         const std::string& new_src) {
+  auto rounds = [](const json& c) {
+    std::map<uint64_t, bool> out;  // round -> paired
+    if (c.contains("host") && c["host"].contains("rounds_left_out"))
+      for (const json& r : c["host"]["rounds_left_out"]) out[r["round"].get<uint64_t>()] = r.value("paired", false);
+    return out;
+  };
+  const auto rb = rounds(b), rn = rounds(n);
+  auto list = [](const std::map<uint64_t, bool>& m) {
+    std::string s;
+    for (const auto& [k, p] : m) s += (s.empty() ? "" : ", ") + std::to_string(k);
+    return s.empty() ? std::string("none") : s;
+  };
+  const std::string where = "case " + printable(id) + " of " + base_src + " and " + new_src;
+  bool same = rb.size() == rn.size();
+  for (const auto& [k, paired] : rb) {
+    const auto it = rn.find(k);
+    if (it == rn.end()) {
+      same = false;
+      break;
+    }
+    if (paired && it->second)
+      throw_input("round " + std::to_string(k) + " is left out of both sides as paired, but neither side's own round " +
+                      std::to_string(k) + " was busy",
+                  where, "the two files of one --baseline-exe run are written together; was one edited by hand?");
+  }
+  if (!same)
+    throw_input("the two sides of one --baseline-exe run left out different rounds (base: " + list(rb) + "; new: " + list(rn) +
+                    "); they are left out of both sides alike",
+                where, "the two files of one --baseline-exe run are written together; was one edited by hand?");
+}
+
 /// "host busy in k/N rounds; interleaved ABBA rounds balance it", k and N over both sides
 /// (host.rounds_contended / host.rounds, else the round_medians_s count).
 std::string balanced_note(const json& b, const json& n) {
@@ -235,6 +271,7 @@ CompareReport compare_artifacts(const json& base, const json& fresh, const stats
       continue;
     }
     row.presence = "both";
+    if (abba) check_paired_rounds(b, n, id, base_source.empty() ? "base" : base_source, new_source.empty() ? "new" : new_source);
     row.base_median = median_of(b);
     row.new_median = median_of(n);
     // Rounds in fresh processes carry the between-process variance that one process's

@@ -320,6 +320,10 @@ HostEvidence host_evidence_from_json(const json& j, const std::string& source, c
   if (!j.contains("contended")) bad("contended", "missing (expected boolean)");
   if (!j["contended"].is_boolean()) bad("contended", std::string("expected boolean, got ") + j["contended"].type_name());
   e.contended = j["contended"].get<bool>();
+  // Rounds are left out only so that the case is judged quiet on the rest (merge_rounds).
+  if (e.contended && !e.rounds_left_out.empty())
+    bad("contended", "true, but rounds_left_out lists " + std::to_string(e.rounds_left_out.size()) +
+                         " rounds: a case judged on its quiet rounds is not contended");
   if (j.contains("reason")) {
     if (!j["reason"].is_string()) bad("reason", std::string("expected string, got ") + j["reason"].type_name());
     e.reason = j["reason"].get<std::string>();

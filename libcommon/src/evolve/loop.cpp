@@ -790,7 +790,14 @@ json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
       ++used;
       err << "  #" << p.id << " " << change_text(p) << "\n";
       const Validation val = validate(st, p.id, key, vo, run_id);
-      std::string line = std::string("    ") + (val.passed ? "PASSED" : "FAILED") + " in " + fmt("%.1f", elapsed() - t_val) + " s:";
+      // Failed on undecided gates alone: no verdict (failed_undecided_only), not FAILED.
+      bool decided_failure = false, undecided = false;
+      for (const auto& gr : val.gates) {
+        if (gr.passed || gr.gate == "approval") continue;
+        (gate_undecided(gr.gate, gr.passed, gr.detail) ? undecided : decided_failure) = true;
+      }
+      std::string line = std::string("    ") + (val.passed ? "PASSED" : !decided_failure && undecided ? "UNDECIDED" : "FAILED") +
+                         " in " + fmt("%.1f", elapsed() - t_val) + " s:";
       for (const auto& gr : val.gates)
         line += " " + gr.gate + (gr.passed ? "=ok" : gate_undecided(gr.gate, gr.passed, gr.detail) ? "=undecided" : "=FAIL");
       err << line << "\n";

@@ -63,6 +63,12 @@ struct StubServer {
   }
 };
 
+/// A completion streamed as one content chunk, its usage and [DONE] (server-sent events).
+const char* const kOneChunkStream =
+    "data: {\"choices\":[{\"index\":0,\"text\":\" once\",\"finish_reason\":null}]}\n\n"
+    "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":1}}\n\n"
+    "data: [DONE]\n\n";
+
 /// A loopback port that accepts connections (the kernel's backlog) and never answers.
 using SilentServer = rtx::test::LoopbackListener;
 
@@ -258,11 +264,7 @@ TEST_CASE("rtx-serve bench: a host busy during the run is warned about at the en
     return;
   }
   // Every completion streamed as one content chunk, its usage and [DONE].
-  StubServer srv(200,
-                 "data: {\"choices\":[{\"index\":0,\"text\":\" once\",\"finish_reason\":null}]}\n\n"
-                 "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":1}}\n\n"
-                 "data: [DONE]\n\n",
-                 "text/event-stream");
+  StubServer srv(200, kOneChunkStream, "text/event-stream");
   const std::string dir = rtx::test::temp_dir();
   const std::string bench = " bench --port " + std::to_string(srv.port) + " --duration 1 -c 2 --max-tokens 1";
   rtx::test::Proc p, q;
@@ -325,11 +327,7 @@ TEST_CASE("rtx-serve bench: no server is said first, without a busy-host warning
     CHECK_THAT(p.err, Catch::StartsWith("rtx-serve: error: --port: no server answers at 127.0.0.1:1 ("));
     CHECK_THAT(p.err, !Catch::Contains("warning"));
   }
-  StubServer srv(200,
-                 "data: {\"choices\":[{\"index\":0,\"text\":\" once\",\"finish_reason\":null}]}\n\n"
-                 "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":1}}\n\n"
-                 "data: [DONE]\n\n",
-                 "text/event-stream");
+  StubServer srv(200, kOneChunkStream, "text/event-stream");
   const std::string dir = rtx::test::temp_dir();
   const std::string bench = " bench --port " + std::to_string(srv.port) + " -n 2 --max-tokens 1 -o " + dir + "/b.json";
   const auto w = run(serve() + bench);

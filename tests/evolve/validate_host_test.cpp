@@ -1,8 +1,8 @@
 // rtx-evolve's validation judges host contention per round: a fake trial child (a shell script as
 // ValidateOptions::self_exe) prints canned rtx.evolve.trial.v1 results whose host evidence comes
 // from injected readings, so the tests decide which arm's round was busy. Checked: a busy round
-// is left out of both arms (gate detail, bench_results rows), busy rounds that dominate leave
-// the gates undecided (not passed, not a learned failure) with the rows contended, and a
+// is left out of both arms (gate detail, bench_results rows), busy rounds that dominate are
+// judged on all rounds (ABBA-balanced, said in the reason) with the rows contended, and a
 // malformed host field fails the safety gate naming the field.
 #include <catch2/catch.hpp>
 
@@ -170,28 +170,24 @@ TEST_CASE("evolve validate: a busy round on one arm leaves round k out of both a
   }
 }
 
-TEST_CASE("evolve validate: busy rounds that dominate leave the gate undecided and the rows contended", "[cpu]") {
+TEST_CASE("evolve validate: busy rounds that dominate are judged on all rounds and the rows contended", "[cpu]") {
   const std::string dir = rtx::test::temp_dir();
   rtx::store::Store st(dir + "/rtx.db");
   const rtx::evolve::KeyPair k = rtx::evolve::generate_key(dir + "/k", false);
   const int64_t id = store_proposal(st, k, 2);
   // 4 rounds: baseline round 1 and candidate round 4 busy -> 2 quiet pairs (need 3).
   const auto v = rtx::evolve::validate(st, id, k, options(fake_child(dir + "/c", 4, {1}, {4}), 4), 0);
-  CHECK_FALSE(v.passed);
   const auto& perf = gate(v, "performance");
   INFO(perf.detail.dump());
-  CHECK_FALSE(perf.passed);
-  CHECK(perf.detail["undecided"] == true);
-  CHECK(perf.detail["busy_host"] == true);
-  CHECK(perf.detail["host"]["undecided"] == true);
+  // Judged on all 4 + 4 rounds, as rtx-bench compare judges one --baseline-exe pair: the busy
+  // rounds (3x slow, one on each arm) widen the CI, which the gate reports as it is.
+  CHECK_FALSE(perf.detail.value("busy_host", false));
+  CHECK(perf.detail["busy_host_balanced"] == true);
+  CHECK(perf.detail["host"]["balanced"] == true);
   CHECK(perf.detail["host"]["rounds_left_out"].empty());
+  CHECK(perf.detail["n_base"] == 4);
   CHECK_THAT(perf.detail["reason"].get<std::string>(),
-             Catch::StartsWith("baseline round 1 busy: ") && Catch::Contains("too few to judge on the quiet pairs alone"));
-  CHECK(rtx::evolve::gate_undecided("performance", perf.passed, perf.detail));
-  // Not a learned failure: every failed gate is undecided.
-  const json gates = rtx::evolve::gates_json(st, id);
-  CHECK(rtx::evolve::failed_undecided_only(gates));
-  CHECK(rtx::evolve::load_proposal(st, id).status == "failed");
+             Catch::Contains("[busy host: baseline round 1 busy: ") && Catch::Contains("judged on all rounds"));
   // bench_results: each arm's affected rows are contended, with that arm's busy round.
   const auto rs = rows(st, id);
   REQUIRE(rs.size() == 6);

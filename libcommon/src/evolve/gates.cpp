@@ -59,7 +59,7 @@ json BusyRounds::to_json() const {
   json lo = json::array();
   for (size_t i = 0; i < left_out.size(); ++i) lo.push_back({{"round", left_out[i]}, {"reason", left_out_reason[i]}});
   return {{"rounds", rounds},        {"busy_rounds", busy}, {"quiet_rounds", quiet}, {"rounds_left_out", lo},
-          {"undecided", undecided},  {"reason", reason}};
+          {"balanced", balanced},    {"reason", reason}};
 }
 
 BusyRounds pair_busy_rounds(const std::vector<app::bench::HostEvidence>& base, const std::vector<app::bench::HostEvidence>& cand) {
@@ -96,13 +96,13 @@ BusyRounds pair_busy_rounds(const std::vector<app::bench::HostEvidence>& base, c
     b.left_out_reason = why;
     return b;
   }
-  b.undecided = true;
+  b.balanced = true;
   const size_t unknown = b.rounds - b.busy - b.quiet;
   b.reason = why.front() + "; " + std::to_string(b.busy) + " of " + std::to_string(b.rounds) + " round pairs busy, " +
              std::to_string(b.quiet) + " judged quiet on both arms" +
              (unknown ? " (" + std::to_string(unknown) + " not judged)" : std::string()) +
-             ": too few to judge on the quiet pairs alone (need " + std::to_string(app::bench::kMinQuietRounds) +
-             " and at least half): no verdict (busy host)";
+             ": too few to leave the busy ones out (need " + std::to_string(app::bench::kMinQuietRounds) +
+             " and at least half); judged on all rounds, which the interleaved ABBA order balances";
   return b;
 }
 
@@ -151,12 +151,7 @@ PerfJudgement judge_performance(const std::vector<std::vector<double>>& base, co
     j.reason += " [busy round" + std::string(host.left_out.size() > 1 ? "s " : " ") + ks + " left out of both arms: " +
                 host.left_out_reason.front() + "]";
   }
-  if (host.undecided) {
-    // The rounds the host decided cannot show anything about the change, either way: no verdict.
-    j.outcome = PerfOutcome::Fail;
-    j.host_undecided = true;
-    j.reason = host.reason + "; the numbers over all rounds: " + j.reason;
-  }
+  if (host.balanced) j.reason += " [busy host: " + host.reason + "]";
   return j;
 }
 
@@ -280,10 +275,7 @@ GateResult PerfJudgement::gate() const {
     g.detail["undecided"] = true;
   }
   if (host.rounds > 0) g.detail["host"] = host.to_json();
-  if (host_undecided) {
-    g.detail["busy_host"] = true;
-    g.detail["undecided"] = true;
-  }
+  if (host.balanced) g.detail["busy_host_balanced"] = true;
   return g;
 }
 

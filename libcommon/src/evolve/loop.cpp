@@ -545,11 +545,11 @@ Validation validate(store::Store& st, int64_t id, const KeyPair& key, const Vali
   pg.detail["remeasured"] = remeasured;
   pg.detail["cases"] = ca.ids[0];
   if (perf.outcome == PerfOutcome::Borderline) pg.detail["reason"] = perf.reason + " (still borderline after re-measuring)";
-  if (!busy[0].left_out.empty() || perf.host_undecided)
-    say(o.log, "    host: " + (perf.host_undecided ? busy[0].reason
-                                                    : std::to_string(busy[0].left_out.size()) + " busy round(s) left out of both arms"));
+  if (!busy[0].left_out.empty() || busy[0].balanced)
+    say(o.log, "    host: " + (busy[0].balanced ? busy[0].reason
+                                                : std::to_string(busy[0].left_out.size()) + " busy round(s) left out of both arms"));
   // Undecided: the CI straddles the threshold, or there are too few rounds for a CI at all.
-  pg.detail["undecided"] = perf.outcome == PerfOutcome::Borderline || perf.too_few || perf.host_undecided;
+  pg.detail["undecided"] = perf.outcome == PerfOutcome::Borderline || perf.too_few;
   pg.detail["ci_halfwidth"] = perf.too_few ? json(nullptr) : json((perf.hi - perf.lo) / 2);
   g.push_back(pg);
 
@@ -830,10 +830,7 @@ json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
       ++perf_gates;
       if (gr.detail.contains("host") && gr.detail["host"].is_object() && gr.detail["host"].value("rounds_left_out", json::array()).size() > 0)
         ++busy_left_out;
-      if (gr.detail.value("busy_host", false)) {
-        ++busy_host;
-        continue;
-      }
+      if (gr.detail.value("busy_host_balanced", false)) ++busy_host;  // judged on all rounds, then as below
       if (gr.detail.value("too_few_rounds", false)) {
         ++too_few;
         min_rounds = std::max<size_t>(min_rounds, gr.detail.value("min_rounds", size_t{0}));
@@ -857,10 +854,11 @@ json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
   if (busy_host > 0 || busy_left_out > 0) {
     // The host, not the change: busy rounds (rtx-bench's per-window rule, judged in each trial).
     const std::string n = std::to_string(busy_host) + " of " + std::to_string(perf_gates) +
-                          " performance gates were undecided on a busy host (too few quiet round pairs), and " +
+                          " performance gates were judged on all rounds with busy round pairs in them (too few "
+                          "quiet pairs to leave them out; the interleaved ABBA order balances them), and " +
                           std::to_string(busy_left_out) +
-                          " were judged with busy rounds left out of both arms (gate detail.host): a quieter "
-                          "machine or more --rounds give decisions";
+                          " with busy rounds left out of both arms (gate detail.host): a quieter machine or more "
+                          "--rounds give tighter CIs";
     report["notes"].push_back(n);
     err << "rtx-evolve run: note: " << n << "\n";
   }

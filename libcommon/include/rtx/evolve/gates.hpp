@@ -56,10 +56,15 @@ struct BusyRounds {
   size_t quiet = 0;                         ///< pairs judged quiet on both arms
   std::vector<size_t> left_out;             ///< 1-based rounds left out of both arms, increasing
   std::vector<std::string> left_out_reason; ///< per left_out: "baseline round 2 busy: <evidence>" (either or both arms)
-  bool undecided = false;                   ///< busy pairs and too few quiet pairs: no verdict
-  std::string reason;                       ///< when undecided: the first busy round's evidence and the counts
+  /// Busy pairs and too few quiet pairs to leave them out: judged on all rounds, as rtx-bench
+  /// compare judges the two sides of one --baseline-exe run (interleaved ABBA rounds put the
+  /// same neighbours on both arms; Kalibera & Jones 2013), and said in the reason. Not "no
+  /// verdict": a trial's own threads (a server, data-parallel ranks) read as a busy host on an
+  /// idle machine, and their pairs are balanced all the same.
+  bool balanced = false;
+  std::string reason;                       ///< when balanced: the first busy round's evidence and the counts
   /// {"rounds", "busy_rounds", "quiet_rounds", "rounds_left_out": [{"round", "reason"}],
-  /// "undecided", "reason"}.
+  /// "balanced", "reason"}.
   nlohmann::json to_json() const;
 };
 
@@ -94,9 +99,6 @@ struct PerfJudgement {
   size_t min_rounds = 0;       ///< rounds per arm the CI needs (round medians), else samples
   /// Host contention of the rounds (judge_performance's `host`); rounds 0 when not judged.
   BusyRounds host;
-  /// Busy rounds dominated (host.undecided): the outcome is Fail, the gate's detail has
-  /// "undecided" and "busy_host" true, and it is not evidence against the change.
-  bool host_undecided = false;
   std::string reason;
   /// As a "performance" gate row: metric improvement_ci_lo, value = lo; with too_few, metric
   /// improvement_estimate and value = the Hodges-Lehmann estimate (there is no CI bound to give).
@@ -114,8 +116,8 @@ struct PerfJudgement {
 /// Host contention (`host`, from pair_busy_rounds over rule.rounds pairs; host.rounds 0: not
 /// judged): the rounds in host.left_out are removed from both arms before anything above (the
 /// judgement is on rule.rounds - left_out rounds, so few remaining rounds are "too few rounds");
-/// when host.undecided, the outcome is Fail with host_undecided whatever the numbers, and the
-/// reason says which rounds were busy and what the numbers would have said.
+/// when host.balanced, every round is judged and the reason ends with which rounds were busy
+/// (the gate's detail has "busy_host_balanced": true).
 /// Throws rtx::Error(Input) when the case counts differ, a case has no samples or fewer than
 /// case 0, a pass time is not positive, or `host` covers another number of rounds than rule.rounds.
 PerfJudgement judge_performance(const std::vector<std::vector<double>>& base,

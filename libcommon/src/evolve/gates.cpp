@@ -67,25 +67,23 @@ BusyRounds pair_busy_rounds(const std::vector<app::bench::HostEvidence>& base, c
     throw_input("host evidence of " + std::to_string(base.size()) + " baseline rounds vs " + std::to_string(cand.size()) +
                     " candidate rounds (the arms run in pairs)",
                 "gate host");
-  auto busy = [](const app::bench::HostEvidence& e) { return e.measured && e.contended; };
-  // Quiet means judged and not contended, as rtx-bench's busy rounds: a window too short to
-  // judge is unknown, and on a busy host only the long (busy) windows would be judged at all.
-  auto quiet = [](const app::bench::HostEvidence& e) { return e.measured && !e.contended && !e.judged_on.empty(); };
+  // rtx-bench's reading of a round (busy, quiet, or neither: too short to judge).
+  using app::bench::round_busy, app::bench::round_quiet;
   BusyRounds b;
   b.rounds = base.size();
   std::vector<size_t> busy_k;
   std::vector<std::string> why;
   for (size_t k = 0; k < base.size(); ++k) {
-    if (busy(base[k]) || busy(cand[k])) {
+    if (round_busy(base[k]) || round_busy(cand[k])) {
       std::string w;
       for (int arm = 0; arm < 2; ++arm) {
         const app::bench::HostEvidence& e = arm == 0 ? base[k] : cand[k];
-        if (busy(e)) w += (w.empty() ? "" : "; ") + std::string(arm == 0 ? "baseline" : "candidate") + " round " +
+        if (round_busy(e)) w += (w.empty() ? "" : "; ") + std::string(arm == 0 ? "baseline" : "candidate") + " round " +
                           std::to_string(k + 1) + " busy: " + e.reason;
       }
       busy_k.push_back(k + 1);
       why.push_back(w);
-    } else if (quiet(base[k]) && quiet(cand[k])) {
+    } else if (round_quiet(base[k]) && round_quiet(cand[k])) {
       ++b.quiet;
     }
   }

@@ -438,6 +438,13 @@ inline constexpr size_t kMinQuietRounds = kMinRoundsForBasis;
 /// not are likely just under the thresholds rather than quiet.
 bool quiet_rounds_suffice(size_t quiet, size_t rounds);
 
+/// A round's evidence as the leave-out rule reads it (merge_rounds, merge_rounds_paired, and
+/// rtx-evolve's gates): busy when measured and contended; quiet when measured, judged and not
+/// contended. A window too short to judge (judged_on "") is neither: on a busy host only the
+/// long (busy) windows would be judged at all.
+inline bool round_busy(const HostEvidence& e) { return e.measured && e.contended; }
+inline bool round_quiet(const HostEvidence& e) { return e.measured && !e.contended && !e.judged_on.empty(); }
+
 // ---- compare ---------------------------------------------------------------------------------
 
 /// One row of a comparison.

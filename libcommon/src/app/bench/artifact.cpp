@@ -372,10 +372,6 @@ struct LeaveOut {
   }
 };
 
-bool round_busy(const CaseResult& x) { return x.host.measured && x.host.contended; }
-// Quiet means judged and not contended: a round whose window was too short to judge (judged_on
-// "") is unknown, and on a busy host only the long (busy) rounds would be judged at all.
-bool round_quiet(const CaseResult& x) { return x.host.measured && !x.host.contended && !x.host.judged_on.empty(); }
 
 /// The leave-out decision for `xs` (round k's result of one case, ids checked); with `other`
 /// (the same case's rounds of the other side of an ABBA run, same count), decided on the pairs:
@@ -389,13 +385,13 @@ LeaveOut decide_leave_out(const std::vector<CaseResult>& xs, const std::vector<C
     ++d.ran;
     d.all_ok = d.all_ok && xs[k].status == "ok" && !xs[k].samples.empty();
     if (other) d.all_ok = d.all_ok && (*other)[k].status == "ok" && !(*other)[k].samples.empty();
-    const bool busy_here = round_busy(xs[k]), busy_there = other && round_busy((*other)[k]);
+    const bool busy_here = round_busy(xs[k].host), busy_there = other && round_busy((*other)[k].host);
     if (busy_here) {
       d.busy.push_back(k);
     } else if (busy_there) {
       d.paired.push_back(k);
       d.paired_reason.push_back(other_side + "'s round " + std::to_string(k + 1) + " was busy: " + (*other)[k].host.reason);
-    } else if (round_quiet(xs[k]) && (!other || round_quiet((*other)[k]))) {
+    } else if (round_quiet(xs[k].host) && (!other || round_quiet((*other)[k].host))) {
       ++d.judged_quiet;
     }
   }

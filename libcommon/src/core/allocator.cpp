@@ -10,6 +10,7 @@
 #include "rtx/core/cuda_rng.hpp"
 #include "rtx/core/device.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/core/events.hpp"
 
 namespace rtx {
 
@@ -136,8 +137,36 @@ void CachingAllocator::release_segment(Block* b) {
 
 void* CachingAllocator::allocate(size_t bytes) {
   if (bytes == 0) return nullptr;
-  std::lock_guard<std::mutex> lk(mu_);
-  return allocate_locked(bytes);
+  const bool events = core::events_enabled();
+  nlohmann::json frag;
+  void* p = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    const uint64_t segments_before = st_.backing_allocs, flushes_before = st_.limit_flushes;
+    p = allocate_locked(bytes);
+    if (events) {
+      const char* reason = st_.limit_flushes != flushes_before     ? "flush"
+                           : st_.backing_allocs != segments_before ? "segment"
+                           : st_.alloc_count % 1024 == 0           ? "periodic"
+                                                                   : nullptr;
+      if (reason) frag = frag_event_locked(reason);
+    }
+  }
+  if (!frag.is_null()) core::emit_event("alloc.frag", std::move(frag));
+  return p;
+}
+
+nlohmann::json CachingAllocator::frag_event_locked(const char* reason) const {
+  const AllocatorStats s = stats_locked();
+  return {{"allocator", backing_.name},
+          {"reason", reason},
+          {"reserved_bytes", s.reserved_bytes},
+          {"allocated_bytes", s.allocated_bytes},
+          {"fragmentation_pct", s.fragmentation_pct()},
+          {"largest_free_block", s.largest_free_block},
+          {"segments", s.segments},
+          {"live_blocks", s.live_blocks},
+          {"alloc_count", s.alloc_count}};
 }
 
 void* CachingAllocator::allocate_locked(size_t bytes) {
@@ -229,8 +258,13 @@ void CachingAllocator::empty_cache_locked() {
 }
 
 void CachingAllocator::empty_cache() {
-  std::lock_guard<std::mutex> lk(mu_);
-  empty_cache_locked();
+  nlohmann::json frag;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    empty_cache_locked();
+    if (core::events_enabled()) frag = frag_event_locked("empty_cache");
+  }
+  if (!frag.is_null()) core::emit_event("alloc.frag", std::move(frag));
 }
 
 size_t CachingAllocator::block_size(const void* ptr) const {
@@ -242,6 +276,10 @@ size_t CachingAllocator::block_size(const void* ptr) const {
 
 AllocatorStats CachingAllocator::stats() const {
   std::lock_guard<std::mutex> lk(mu_);
+  return stats_locked();
+}
+
+AllocatorStats CachingAllocator::stats_locked() const {
   AllocatorStats s = st_;
   s.largest_free_block = 0;
   if (!small_free_.empty()) s.largest_free_block = (*small_free_.rbegin())->size;

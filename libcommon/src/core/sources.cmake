@@ -1,6 +1,7 @@
 # core: errors, dtypes, RNG, tensors, allocators, device discovery.
 list(APPEND RTX_COMMON_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/error.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/events.cpp
   ${CMAKE_CURRENT_LIST_DIR}/dtype.cpp
   ${CMAKE_CURRENT_LIST_DIR}/philox.cpp
   ${CMAKE_CURRENT_LIST_DIR}/device_nocuda.cpp

@@ -246,12 +246,14 @@ float Gpt2Cpu::forward(const int32_t* ids, const int32_t* targets, int B, int T)
   if (targets) std::memcpy(targets_.data(), targets, static_cast<size_t>(BT) * sizeof(int32_t));
   const Acts& a = A_;
 
-  // Engine spans (rtx-trace): forward > layer > attn|mlp, then lm_head; near-free when off.
+  // Engine spans (rtx-trace): forward > layer.N > attn|mlp > kernel.launch records, then
+  // lm_head; near-free when off.
   telemetry::ScopedSpan span_fwd("forward");
   k::encoder_forward(a.encoded, ids_.data(), P_.wte, P_.wpe, B, T, C, V);
   const float* residual = a.encoded;
   for (int l = 0; l < L; ++l) {
-    telemetry::ScopedSpan span_layer("layer");
+    telemetry::ScopedSpan span_layer(telemetry::layer_span_name(l),
+                                     telemetry::enabled() ? nlohmann::json{{"layer", l}} : nlohmann::json());
     const LayerPtrs& w = P_.layer[static_cast<size_t>(l)];
     float* ln1 = a.ln1 + l * btc;
     float* ln1_mean = a.ln1_mean + static_cast<size_t>(l) * BT;
@@ -323,7 +325,8 @@ void Gpt2Cpu::backward(float loss_scale) {
   span_head.reset();
 
   for (int l = L - 1; l >= 0; --l) {
-    telemetry::ScopedSpan span_layer("layer");
+    telemetry::ScopedSpan span_layer(telemetry::layer_span_name(l),
+                                     telemetry::enabled() ? nlohmann::json{{"layer", l}} : nlohmann::json());
     const LayerPtrs& w = P_.layer[static_cast<size_t>(l)];
     const LayerPtrs& g = G_.layer[static_cast<size_t>(l)];
     const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * btc;

@@ -651,13 +651,31 @@ void Scheduler::step(std::vector<RequestHandle>& running) {
     for (const auto& r : who) finish(r, Finish::Error, e.what());
     return;
   }
+  nlohmann::json iteration;
   {
     std::lock_guard<std::mutex> g(mu_);
     ++stats_.steps;
     stats_.last_batch_seqs = static_cast<int>(batch.size());
     stats_.last_batch_rows = rows;
     stats_.steps_tpot_capped += cut;
+    // One event per scheduler iteration (rtx-trace; telemetry topic serve.scheduler): the
+    // batch it ran, the queue behind it and the KV cache's use after admission. Built under the
+    // lock, published after it (subscribers run in this thread and may call stats()).
+    if (telemetry::enabled())
+      iteration = {{"step", stats_.steps},
+                   {"seqs", static_cast<int>(batch.size())},
+                   {"tokens", rows},
+                   {"prefill_tokens", prefill},
+                   {"decode_tokens", rows - prefill},
+                   {"queued", static_cast<int>(queue_[0].size() + queue_[1].size())},
+                   {"running", static_cast<int>(running_.size())},
+                   {"kv_blocks_used", stats_.kv_blocks_used},
+                   {"kv_blocks_cached", stats_.kv_blocks_cached},
+                   {"kv_blocks_total", stats_.kv_blocks_total},
+                   {"tpot_capped", cut},
+                   {"step_ms", std::chrono::duration<double, std::milli>(Clock::now() - t_step).count()}};
   }
+  if (!iteration.is_null()) telemetry::publish(telemetry::topic::serve_scheduler, std::move(iteration));
   {
     std::lock_guard<std::mutex> g(mu_);
     for (size_t i = 0; i < batch.size(); ++i) {

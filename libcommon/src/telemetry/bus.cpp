@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "rtx/core/error.hpp"
+#include "rtx/core/events.hpp"
 #include "rtx/telemetry/hwprofile.hpp"
 
 #ifdef RTX_HAVE_CUDA
@@ -24,8 +25,6 @@
 
 namespace rtx::telemetry {
 namespace {
-
-const std::chrono::steady_clock::time_point g_start = std::chrono::steady_clock::now();
 
 struct Sub {
   uint64_t id;
@@ -67,14 +66,22 @@ const nlohmann::json& identity() {
   return id;
 }
 
+/// The sink of core's event hook (kernel runs, allocator fragmentation): the bus itself.
+void core_sink(const char* topic, nlohmann::json&& fields) { publish(topic, std::move(fields)); }
+
+/// Installs or removes core's sink to match the listener count. Called after every change of
+/// the count; the mutex and the re-read make the last caller's view win.
+void sync_core_sink() {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lk(mu);
+  core::set_event_sink(g_listeners.load() > 0 ? &core_sink : nullptr);
+}
+
 }  // namespace
 
 bool enabled() noexcept { return g_listeners.load(std::memory_order_relaxed) > 0; }
 
-uint64_t now_ns() noexcept {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - g_start).count());
-}
+uint64_t now_ns() noexcept { return core::steady_now_ns(); }
 
 uint64_t unix_now_ns() noexcept {
   return static_cast<uint64_t>(
@@ -100,25 +107,53 @@ void publish(const std::string& topic, nlohmann::json fields) {
     subs = b.subs;
     file = b.file;
   }
-  nlohmann::json ev = {{"schema", kEventsSchema},
-                       {"topic", topic},
-                       {"time_ns", now_ns()},
-                       {"unix_ns", unix_now_ns()},
-                       {"seed", run_seed()},
-                       {"hw", identity()},
-                       {"pid", static_cast<int64_t>(::getpid())},
-                       {"tid", thread_id()},
-                       {"fields", std::move(fields)}};
-  for (const Sub& s : *subs) {
-    if (s.topic != "*" && s.topic != topic) continue;
-    try {
-      (*s.cb)(ev);
-    } catch (...) {
-      // Telemetry must never break the publisher; the subscriber's failure is its own.
+  const uint64_t t_ns = now_ns(), u_ns = unix_now_ns();
+  bool matched = false;
+  for (const Sub& s : *subs) matched = matched || s.topic == "*" || s.topic == topic;
+  nlohmann::json ev;
+  if (matched) {
+    ev = {{"schema", kEventsSchema},
+          {"topic", topic},
+          {"time_ns", t_ns},
+          {"unix_ns", u_ns},
+          {"seed", run_seed()},
+          {"hw", identity()},
+          {"pid", static_cast<int64_t>(::getpid())},
+          {"tid", thread_id()},
+          {"fields", std::move(fields)}};
+    for (const Sub& s : *subs) {
+      if (s.topic != "*" && s.topic != topic) continue;
+      try {
+        (*s.cb)(ev);
+      } catch (...) {
+        // Telemetry must never break the publisher; the subscriber's failure is its own.
+      }
     }
   }
   if (file) {
-    std::string line = ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    constexpr auto replace = nlohmann::json::error_handler_t::replace;
+    std::string line;
+    if (matched) {
+      line = ev.dump(-1, ' ', false, replace);
+    } else {
+      // The file-only path (rtx-trace record): the same bytes as ev.dump() (nlohmann writes an
+      // object's keys in sorted order), without building the event object or re-serialising
+      // the constant hardware identity for every line.
+      static const std::string hw = identity().dump(-1, ' ', false, replace);
+      line.reserve(hw.size() + 256);
+      line += "{\"fields\":";
+      line += fields.dump(-1, ' ', false, replace);
+      line += ",\"hw\":";
+      line += hw;
+      line += ",\"pid\":" + std::to_string(::getpid());
+      line += ",\"schema\":\"";
+      line += kEventsSchema;
+      line += "\",\"seed\":" + std::to_string(run_seed());
+      line += ",\"tid\":" + std::to_string(thread_id());
+      line += ",\"time_ns\":" + std::to_string(t_ns);
+      line += ",\"topic\":" + nlohmann::json(topic).dump(-1, ' ', false, replace);
+      line += ",\"unix_ns\":" + std::to_string(u_ns) + "}";
+    }
     line += '\n';
     std::lock_guard<std::mutex> lk(b.file_mu);
     if (b.file) std::fwrite(line.data(), 1, line.size(), b.file);  // line-buffered: flushed per line
@@ -134,6 +169,7 @@ uint64_t subscribe(const std::string& topic, Callback cb) {
   next->push_back({id, topic, std::make_shared<Callback>(std::move(cb))});
   b.subs = std::move(next);
   g_listeners.fetch_add(1, std::memory_order_relaxed);
+  sync_core_sink();
   return id;
 }
 
@@ -145,6 +181,7 @@ void unsubscribe(uint64_t id) {
     if (s.id != id) next->push_back(s);
   if (next->size() != b.subs->size()) g_listeners.fetch_sub(1, std::memory_order_relaxed);
   b.subs = std::move(next);
+  sync_core_sink();
 }
 
 void open_event_file(const std::string& path) {
@@ -165,6 +202,7 @@ void open_event_file(const std::string& path) {
   }
   if (old) std::fclose(old);
   else g_listeners.fetch_add(1, std::memory_order_relaxed);
+  sync_core_sink();
 }
 
 void close_event_file() {
@@ -180,6 +218,7 @@ void close_event_file() {
   if (old) {
     std::fclose(old);
     g_listeners.fetch_sub(1, std::memory_order_relaxed);
+    sync_core_sink();
   }
 }
 
@@ -197,10 +236,10 @@ void init_from_options(const std::string& events_flag, uint64_t seed) {
   if (!path.empty()) open_event_file(path);
 }
 
-ScopedSpan::ScopedSpan(const char* name, nlohmann::json args)
-    : name_(name), args_(std::move(args)), begin_ns_(now_ns()), record_(enabled()) {
+ScopedSpan::ScopedSpan(std::string name, nlohmann::json args)
+    : name_(std::move(name)), args_(std::move(args)), begin_ns_(now_ns()), record_(enabled()) {
 #ifdef RTX_HAVE_CUDA
-  nvtxRangePushA(name_);
+  nvtxRangePushA(name_.c_str());
 #endif
 }
 
@@ -211,7 +250,7 @@ ScopedSpan::~ScopedSpan() {
   if (!record_ || !enabled()) return;
   const uint64_t end = now_ns();
   try {
-    publish(topic::span, {{"name", name_},
+    publish(topic::span, {{"name", std::move(name_)},
                           {"begin_ns", begin_ns_},
                           {"end_ns", end},
                           {"dur_ns", end - begin_ns_},
@@ -221,5 +260,7 @@ ScopedSpan::~ScopedSpan() {
     // A destructor must not throw; a lost span is acceptable.
   }
 }
+
+std::string layer_span_name(int index) { return "layer." + std::to_string(index); }
 
 }  // namespace rtx::telemetry

@@ -88,6 +88,18 @@ void scan(const std::string& events_jsonl, const std::string& cupti_dir, Convert
         r.name = str(f, "name");
         r.cat = "op";
         if (f.contains("args") && f["args"].is_object()) r.args = f["args"];
+      } else if (topic == telemetry::topic::kernel_launch && f.is_object() && f.contains("begin_ns")) {
+        // A kernel run (core::KernelRun; CUDA: the launch call): a slice named after the op,
+        // category cpu_op (Kineto's name for host ops: stats groups it with the ops, not the
+        // GPU kernels, which CUPTI records), args variant, dtype and dims (and grid/block).
+        r.kind = Rec::Span;
+        r.tid = num(ev, "tid");
+        r.begin = ep->second + num(f, "begin_ns");
+        r.end = std::max(r.begin, ep->second + num(f, "end_ns"));
+        r.name = str(f, "name");
+        r.cat = str(f, "variant") == "cuda" ? "cuda_launch" : "cpu_op";
+        r.args = f;
+        for (const char* k : {"name", "begin_ns", "end_ns", "dur_ns"}) r.args.erase(k);
       } else {
         r.kind = Rec::Instant;
         r.tid = num(ev, "tid");

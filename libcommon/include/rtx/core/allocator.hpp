@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -70,6 +71,12 @@ class CachingAllocator {
   /// A block of at least `bytes` bytes; nullptr for 0 bytes. When the pool limit (or the
   /// backing) runs out, frees the cache and retries once, then throws rtx::Error(Environment)
   /// "out of device memory: requested X, reserved Y, limit Z".
+  /// Telemetry (core/events.hpp, topic "alloc.frag"): when events are on, an event with the
+  /// pool's state {allocator, reason, reserved_bytes, allocated_bytes, fragmentation_pct,
+  /// largest_free_block, segments, live_blocks, alloc_count} follows every allocation burst
+  /// that grew the pool (reason "segment": a new segment from the backing), a flush forced by
+  /// the limit or an OOM ("flush"), every 1024th allocation ("periodic"), and empty_cache()
+  /// ("empty_cache"). Emitted after the lock is released.
   void* allocate(size_t bytes);
   /// Return a block from allocate(); nullptr is a no-op. Throws rtx::Error(Usage) for a
   /// pointer this allocator did not hand out (or already freed).
@@ -97,6 +104,9 @@ class CachingAllocator {
   using FreeList = std::set<Block*, BySize>;
 
   void* allocate_locked(size_t bytes);
+  AllocatorStats stats_locked() const;
+  /// The fields of an "alloc.frag" event (see allocate()).
+  nlohmann::json frag_event_locked(const char* reason) const;
   Block* new_segment(size_t seg_bytes, bool small);
   void release_segment(Block* b);
   void empty_cache_locked();

@@ -74,20 +74,25 @@ uint64_t thread_id() noexcept;
 /// RAII op span: on destruction publishes topic "span" with fields
 /// {"name","begin_ns","end_ns","dur_ns","tid","args"} when the bus is enabled, and (CUDA builds)
 /// brackets the scope in an NVTX range of the same name (nvtxRangePushA / nvtxRangePop) so
-/// Nsight Systems shows it. `name` must outlive the span (use a string literal).
+/// Nsight Systems shows it. Build `args` only when enabled() (it is evaluated by the caller):
+///   ScopedSpan s("layer.3", enabled() ? nlohmann::json{{"layer", 3}} : nlohmann::json());
 class ScopedSpan {
  public:
-  explicit ScopedSpan(const char* name, nlohmann::json args = nullptr);
+  explicit ScopedSpan(std::string name, nlohmann::json args = nullptr);
   ~ScopedSpan();
   ScopedSpan(const ScopedSpan&) = delete;
   ScopedSpan& operator=(const ScopedSpan&) = delete;
 
  private:
-  const char* name_;
+  std::string name_;
   nlohmann::json args_;
   uint64_t begin_ns_;
   bool record_;
 };
+
+/// Name of a model layer's span, "layer.<index>" (engine spans: forward > layer.N > attn|mlp >
+/// kernel), so traces and flamegraphs tell the layers apart.
+std::string layer_span_name(int index);
 
 }  // namespace rtx::telemetry
 

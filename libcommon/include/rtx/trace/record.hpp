@@ -33,7 +33,8 @@ struct ConvertResult {
 };
 
 /// Convert recorded files into a Chrome trace at `output` (.gz = compressed):
-///  `events_jsonl`: telemetry bus JSON Lines (topic "span" -> X events on the thread's track,
+///  `events_jsonl`: telemetry bus JSON Lines (topic "span" -> X events on the thread's track;
+///  "kernel.launch" -> X events of category cpu_op (CUDA: cuda_launch) with args variant, dtype, dims;
 ///  other topics -> instant events); `cupti_dir`: the injection library's cupti.<pid>.jsonl
 ///  files (kernels/memcpy/memset on "GPU d stream s" tracks with args grid, block, registers,
 ///  shared memory, stream; runtime/driver calls on their thread; flow arrows launch -> GPU;

@@ -13,11 +13,14 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "rtx/app/bench.hpp"
+#include "rtx/telemetry/bus.hpp"
 #include "rtx/telemetry/gpu_clock.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/core/events.hpp"
 #include "rtx/core/philox.hpp"
 #include "rtx/kernels/matmul.hpp"
 
@@ -190,6 +193,14 @@ std::pair<int, bool> configure_threads(int threads, bool pin) {
   return {n, true};
 }
 
+namespace {
+/// A bench case's span args: {"case": id, "op", "variant"} (built only while tracing).
+nlohmann::json case_span_args(const BenchCase& c) {
+  if (!telemetry::enabled()) return nullptr;
+  return {{"case", c.id}, {"op", c.op}, {"variant", c.variant}};
+}
+}  // namespace
+
 RunResult run_cases(const std::vector<BenchCase>& cases, const kernels::Registry& reg, const RunnerOptions& o) {
   if (!(o.max_time >= 0)) throw_usage("--max-time must be >= 0", "--max-time");
   if (!(o.max_rel_ci > 0)) throw_usage("--max-rel-ci must be > 0", "--max-rel-ci", "e.g. 0.02 for 2%");
@@ -232,6 +243,10 @@ RunResult run_cases(const std::vector<BenchCase>& cases, const kernels::Registry
     const kernels::OpDef& op = reg.op(c.op);
     const kernels::Variant& v = reg.variant(c.op, c.variant);
     std::unique_ptr<kernels::Instance> inst;
+    // Engine spans (rtx-trace): bench.prepare holds the correctness check's kernel runs
+    // (kernel.launch records with shape and variant); warm-up and the timed samples are spans
+    // with their kernel records muted, so tracing adds nothing inside the timed loop.
+    telemetry::ScopedSpan span("bench.prepare", case_span_args(c));
     try {
       r.work = op.work ? op.work(c.shape, c.dtype) : kernels::Work{};
       inst = v.make(c.shape, c.dtype, c.params, o.seed);
@@ -250,6 +265,8 @@ RunResult run_cases(const std::vector<BenchCase>& cases, const kernels::Registry
     }
     r.status = "ok";
     // Warm-up is bounded by time too: a huge --warmup on a slow case must not hang.
+    telemetry::ScopedSpan warm_span("bench.warmup", case_span_args(c));
+    const core::MuteEvents mute;
     const auto w0 = Clock::now();
     for (size_t w = 0; w < o.warmup; ++w) {
       inst->run();
@@ -268,8 +285,11 @@ RunResult run_cases(const std::vector<BenchCase>& cases, const kernels::Registry
   // Sample case `L` up to `limit` more samples; marks it done when a stop rule fires.
   auto sample = [&](Live& L, size_t limit) {
     CaseResult& r = out.cases[L.index];
+    std::optional<telemetry::ScopedSpan> span;
+    if (telemetry::enabled()) span.emplace("bench.measure", case_span_args(r.c));
     const HostSample before = read_host();
     const auto t0 = Clock::now();
+    std::optional<core::MuteEvents> mute(std::in_place);
     for (size_t k = 0; k < limit && !L.done; ++k) {
       r.samples.push_back(sample_once(*L.inst, o.cold));
       if (r.c.backend == Backend::CUDA) {
@@ -297,6 +317,8 @@ RunResult run_cases(const std::vector<BenchCase>& cases, const kernels::Registry
     }
     r.sampling_s += seconds_since(t0);
     const HostSample after = read_host();
+    mute.reset();
+    span.reset();
     r.host.threads = threads;
     add_window(r.host, before, after);
     if (L.done) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "rtx/core/error.hpp"
+#include "rtx/core/events.hpp"
 #include "rtx/kernels/ops.hpp"
 
 namespace rtx::kernels {
@@ -16,6 +17,7 @@ void allreduce_sum(float* const* bufs, int64_t R, int64_t N, const AllreducePara
     throw_input("allreduce_sum: R = " + std::to_string(R) + " ranks outside [1,256]", "R", "use 1 to 256 ranks");
   if (N <= 0) throw_input("allreduce_sum: N = " + std::to_string(N) + " must be positive", "N", "pass a positive size");
   if (!bufs) throw_input("allreduce_sum: null buffer list", "bufs", "pass R buffer pointers");
+  core::KernelRun run("allreduce_sum", "cpu", {{"R", R}, {"N", N}});
   for (int64_t r = 0; r < R; ++r)
     if (!bufs[r]) throw_input("allreduce_sum: buffer of rank " + std::to_string(r) + " is null", "bufs", "pass R buffers");
   const int64_t chunk = (params && params->chunk > 0) ? params->chunk : AllreduceParams{}.chunk;

@@ -9,6 +9,7 @@
 
 #include "attention_simd.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/core/events.hpp"
 #include "rtx/kernels/cpu_features.hpp"
 #include "rtx/kernels/ops.hpp"
 
@@ -151,6 +152,8 @@ void attention_forward(float* out, const float* qkv, int64_t B, int64_t T, int64
                        const AttentionParams* params, float* lse) {
   const AttentionParams p = params ? *params : AttentionParams{};
   const Dims d = check_dims(out, qkv, B, T, NH, HS, p, "attention_forward");
+  core::KernelRun run("attention_forward", p.algo == AttentionParams::Algo::Naive ? "cpu.naive" : "cpu.flash",
+                      {{"B", B}, {"T", T}, {"NH", NH}, {"HS", HS}});
   if (p.algo == AttentionParams::Algo::Naive) {
 #pragma omp parallel
     {
@@ -183,6 +186,8 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, int64_
                         int64_t HS, const AttentionParams* params, const float* out, const float* lse) {
   const AttentionParams p = params ? *params : AttentionParams{};
   const Dims d = check_dims(dqkv, qkv, B, T, NH, HS, p, "attention_backward");
+  core::KernelRun run("attention_backward", p.algo == AttentionParams::Algo::Naive ? "cpu.naive" : "cpu.flash",
+                      {{"B", B}, {"T", T}, {"NH", NH}, {"HS", HS}});
   if (!dout) throw_input("attention_backward: null dout", "dout", "pass the output gradient (B,T,C)");
   if (p.algo == AttentionParams::Algo::Naive) {
 #pragma omp parallel

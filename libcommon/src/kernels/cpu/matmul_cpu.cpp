@@ -18,6 +18,7 @@
 #include "matmul_kernels.hpp"
 #include "rtx/core/dtype.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/core/events.hpp"
 #include "rtx/kernels/matmul.hpp"
 
 namespace rtx::kernels {
@@ -365,6 +366,18 @@ void blas_backward(float* dinp, float* dweight, const float* dout, const float* 
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.f, dout, N, inp, K, 1.f, dweight, K);
 }
 
+/// The kernel.launch variant of a matmul call: the registry's variant and, for the blocked
+/// kernel, the ISA that ran it.
+const char* run_variant(MatmulImpl impl, Isa isa) {
+  if (impl == MatmulImpl::Blas) return "cpu.blas";
+  switch (isa) {
+    case Isa::Avx512: return "cpu.blocked.avx512";
+    case Isa::Avx2: return "cpu.blocked.avx2";
+    case Isa::Scalar: break;
+  }
+  return "cpu.blocked.scalar";
+}
+
 template <typename T>
 void forward_impl(float* out, const T* inp, const T* weight, const T* bias, int M, int N, int K,
                   const MatmulParams* p) {
@@ -372,6 +385,8 @@ void forward_impl(float* out, const T* inp, const T* weight, const T* bias, int 
   if (!out || !inp || !weight) throw_input("matmul_forward: null out/inp/weight pointer", "matmul_forward");
   const Isa isa = cpu_isa_active();
   const MatmulParams prm = resolve_checked("matmul_forward", p, isa);
+  core::KernelRun run("matmul_forward", run_variant(prm.impl, isa), {{"M", M}, {"N", N}, {"K", K}},
+                      std::is_same_v<T, float> ? "f32" : "bf16");
   std::vector<float> bias32;
   const float* bias_f = nullptr;
   if constexpr (std::is_same_v<T, float>) {
@@ -401,6 +416,8 @@ void backward_impl(float* dinp, float* dweight, float* dbias, const T* dout, con
     throw_input("matmul_backward: null dinp/dweight/dout/inp/weight pointer", "matmul_backward");
   const Isa isa = cpu_isa_active();
   const MatmulParams prm = resolve_checked("matmul_backward", p, isa);
+  core::KernelRun run("matmul_backward", run_variant(prm.impl, isa), {{"M", M}, {"N", N}, {"K", K}},
+                      std::is_same_v<T, float> ? "f32" : "bf16");
   if (prm.impl == MatmulImpl::Blas) {
     if constexpr (std::is_same_v<T, float>) {
       blas_backward(dinp, dweight, dout, inp, weight, M, N, K);
@@ -516,6 +533,9 @@ void matmul_forward_packed(float* out, const float* inp, const PackedMatmulWeigh
   if (w.empty()) throw_input("matmul_forward_packed: the weight is empty (default-constructed)", "weight");
   check_dims("matmul_forward_packed", M, w.N_, w.K_);
   if (!out || !inp) throw_input("matmul_forward_packed: null out/inp pointer", "matmul_forward_packed");
+  // Packed weights (serving): f32 panels, q8_0 rows or k-quant super-blocks.
+  core::KernelRun record("matmul_forward_packed", !w.q8_ ? "cpu.packed" : w.q8_->sb.empty() ? "cpu.q8_0" : "cpu.kquant",
+                      {{"M", M}, {"N", w.N_}, {"K", w.K_}}, !w.q8_ ? "f32" : w.q8_->sb.empty() ? "q8_0" : "kquant");
   if (w.q8_ && !w.q8_->sb.empty()) {
     matmul_forward_kc(out, inp, w.q8_->sb.data(), w.q8_->ggml_type, w.q8_->a8, w.q8_->xw, bias, M, w.N_, w.K_, w.isa_);
     return;

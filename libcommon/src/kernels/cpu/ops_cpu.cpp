@@ -9,6 +9,7 @@
 
 #include "ops_simd.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/core/events.hpp"
 #include "rtx/kernels/cpu_features.hpp"
 #include "rtx/kernels/ops.hpp"
 
@@ -70,6 +71,7 @@ void check_ids(const int32_t* ids, int64_t n, int64_t V, const char* what, const
 }  // namespace
 
 void softmax_forward(float* out, const float* inp, int64_t N, int64_t C, const OpParams* p) {
+  core::KernelRun run("softmax_forward", isa_name(cpu_isa_active()), {{"N", N}, {"C", C}});
   need_dim(N, "N", "softmax_forward");
   need_dim(C, "C", "softmax_forward");
   need_ptr(out, "out", "softmax_forward");
@@ -81,6 +83,7 @@ void softmax_forward(float* out, const float* inp, int64_t N, int64_t C, const O
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
                        int64_t N, int64_t C, const OpParams* p) {
+  core::KernelRun run("layernorm_forward", isa_name(cpu_isa_active()), {{"N", N}, {"C", C}});
   need_dim(N, "N", "layernorm_forward");
   need_dim(C, "C", "layernorm_forward");
   for (auto [q, n] : {std::pair<const void*, const char*>{out, "out"}, {mean, "mean"}, {rstd, "rstd"}, {inp, "inp"},
@@ -96,6 +99,7 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C,
                         const OpParams* p) {
+  core::KernelRun run("layernorm_backward", "cpu.f64", {{"N", N}, {"C", C}});
   need_dim(N, "N", "layernorm_backward");
   need_dim(C, "C", "layernorm_backward");
   for (auto [q, n] : {std::pair<const void*, const char*>{dinp, "dinp"}, {dweight, "dweight"}, {dbias, "dbias"},
@@ -147,6 +151,7 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
 }
 
 void gelu_forward(float* out, const float* inp, int64_t N, const OpParams* p) {
+  core::KernelRun run("gelu_forward", isa_name(cpu_isa_active()), {{"N", N}});
   need_dim(N, "N", "gelu_forward");
   need_ptr(out, "out", "gelu_forward");
   need_ptr(inp, "inp", "gelu_forward");
@@ -156,6 +161,7 @@ void gelu_forward(float* out, const float* inp, int64_t N, const OpParams* p) {
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N, const OpParams* p) {
+  core::KernelRun run("gelu_backward", isa_name(cpu_isa_active()), {{"N", N}});
   need_dim(N, "N", "gelu_backward");
   need_ptr(dinp, "dinp", "gelu_backward");
   need_ptr(inp, "inp", "gelu_backward");
@@ -165,6 +171,7 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N, 
 }
 
 void residual_forward(float* out, const float* inp1, const float* inp2, int64_t N, const OpParams* p) {
+  core::KernelRun run("residual_forward", isa_name(cpu_isa_active()), {{"N", N}});
   need_dim(N, "N", "residual_forward");
   need_ptr(out, "out", "residual_forward");
   need_ptr(inp1, "inp1", "residual_forward");
@@ -176,6 +183,7 @@ void residual_forward(float* out, const float* inp1, const float* inp2, int64_t 
 
 void encoder_forward(float* out, const int32_t* ids, const float* wte, const float* wpe, int64_t B, int64_t T,
                      int64_t C, int64_t V) {
+  core::KernelRun run("encoder_forward", "cpu", {{"B", B}, {"T", T}, {"C", C}, {"V", V}});
   need_dim(B, "B", "encoder_forward");
   need_dim(T, "T", "encoder_forward");
   need_dim(C, "C", "encoder_forward");
@@ -195,6 +203,7 @@ void encoder_forward(float* out, const int32_t* ids, const float* wte, const flo
 
 void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* ids, int64_t B, int64_t T,
                       int64_t C, int64_t V) {
+  core::KernelRun run("encoder_backward", "cpu", {{"B", B}, {"T", T}, {"C", C}, {"V", V}});
   need_dim(B, "B", "encoder_backward");
   need_dim(T, "T", "encoder_backward");
   need_dim(C, "C", "encoder_backward");
@@ -234,6 +243,7 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t
 }
 
 void crossentropy_forward(float* losses, const float* logits, const int32_t* targets, int64_t N, int64_t V) {
+  core::KernelRun run("crossentropy_forward", "cpu", {{"N", N}, {"V", V}});
   need_dim(N, "N", "crossentropy_forward");
   need_dim(V, "V", "crossentropy_forward");
   for (auto [q, n] : {std::pair<const void*, const char*>{losses, "losses"}, {logits, "logits"}, {targets, "targets"}})
@@ -252,6 +262,7 @@ void crossentropy_forward(float* losses, const float* logits, const int32_t* tar
 }
 
 void crossentropy_backward(float* dlogits, const float* logits, const int32_t* targets, int64_t N, int64_t V) {
+  core::KernelRun run("crossentropy_backward", "cpu", {{"N", N}, {"V", V}});
   need_dim(N, "N", "crossentropy_backward");
   need_dim(V, "V", "crossentropy_backward");
   for (auto [q, n] :
@@ -279,6 +290,7 @@ void crossentropy_backward(float* dlogits, const float* logits, const int32_t* t
 
 void adamw_update(float* param, float* m, float* v, const float* grad, int64_t N, const AdamWParams& hp,
                   const OpParams* p) {
+  core::KernelRun run("adamw_update", isa_name(cpu_isa_active()), {{"N", N}});
   need_dim(N, "N", "adamw_update");
   for (auto [q, n] : {std::pair<const void*, const char*>{param, "param"}, {m, "m"}, {v, "v"}, {grad, "grad"}})
     need_ptr(q, n, "adamw_update");

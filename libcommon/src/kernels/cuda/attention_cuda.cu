@@ -213,6 +213,7 @@ void attention_forward_flash(float* out, float* lse, const float* qkv, int B, in
     throw_input("attention_forward_flash: B * NH = " + std::to_string(static_cast<int64_t>(B) * NH) + " > 65535",
                 "B,NH", "split the batch");
   const dim3 grid(static_cast<unsigned>(ceil_div(T, Br)), static_cast<unsigned>(B * NH));
+  RTX_NOTE_LAUNCH(flash_forward_kernel, grid, Br * 32, smem);
   flash_forward_kernel<<<grid, Br * 32, smem, as_stream(stream)>>>(out, lse, qkv, T, NH, HS, Br, Bc,
                                                                    1.f / sqrtf(static_cast<float>(HS)));
   RTX_CUDA_CHECK_LAUNCH();
@@ -223,10 +224,12 @@ void attention_forward_naive(float* out, float* lse, float* scratch, const float
   check_dims("attention_forward_naive", B, T, NH, HS);
   cudaStream_t st = as_stream(stream);
   const int64_t rows = static_cast<int64_t>(B) * NH * T;
+  RTX_NOTE_LAUNCH(attention_rows_kernel, static_cast<unsigned>(ceil_div(rows, 8)), 256, 0);
   attention_rows_kernel<<<static_cast<unsigned>(ceil_div(rows, 8)), 256, 0, st>>>(
       scratch, nullptr, lse, qkv, nullptr, B, T, NH, HS, 1.f / sqrtf(static_cast<float>(HS)));
   RTX_CUDA_CHECK_LAUNCH();
   const int64_t n = static_cast<int64_t>(B) * T * NH * HS;
+  RTX_NOTE_LAUNCH(attention_av_kernel, static_cast<unsigned>(ceil_div(n, 256)), 256, 0);
   attention_av_kernel<<<static_cast<unsigned>(ceil_div(n, 256)), 256, 0, st>>>(out, scratch, qkv, B, T, NH, HS);
   RTX_CUDA_CHECK_LAUNCH();
 }
@@ -239,10 +242,12 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
   float* att = scratch;
   float* dpre = scratch + attention_naive_scratch(B, T, NH);
   const int64_t rows = static_cast<int64_t>(B) * NH * T;
+  RTX_NOTE_LAUNCH(attention_rows_kernel, static_cast<unsigned>(ceil_div(rows, 8)), 256, 0);
   attention_rows_kernel<<<static_cast<unsigned>(ceil_div(rows, 8)), 256, 0, st>>>(att, dpre, nullptr, qkv, dout, B, T, NH, HS,
                                                                                   scale);
   RTX_CUDA_CHECK_LAUNCH();
   const int64_t n = static_cast<int64_t>(B) * T * NH * HS;
+  RTX_NOTE_LAUNCH(attention_dqkv_kernel, static_cast<unsigned>(ceil_div(n, 256)), 256, 0);
   attention_dqkv_kernel<<<static_cast<unsigned>(ceil_div(n, 256)), 256, 0, st>>>(dqkv, att, dpre, qkv, dout, B, T, NH,
                                                                                  HS, scale, accumulate ? 1 : 0);
   RTX_CUDA_CHECK_LAUNCH();

@@ -13,6 +13,7 @@
 
 #include "rtx/core/cuda_check.hpp"
 #include "rtx/core/error.hpp"
+#include "kernels/cuda/launch_note.cuh"
 
 namespace rtx::kernels::cuda::detail {
 

@@ -85,6 +85,7 @@ void encoder_forward(float* out, const int32_t* ids, const float* wte, const flo
   detail::require_positive(T, "encoder_forward", "T");
   detail::require_positive(C, "encoder_forward", "C");
   const int64_t n = static_cast<int64_t>(B) * T * C;
+  RTX_NOTE_LAUNCH(encoder_forward_kernel, static_cast<unsigned>(ceil_div(n, 256)), 256, 0);
   encoder_forward_kernel<<<static_cast<unsigned>(ceil_div(n, 256)), 256, 0, as_stream(stream)>>>(out, ids, wte, wpe,
                                                                                                  B * T, T, C);
   RTX_CUDA_CHECK_LAUNCH();
@@ -99,9 +100,11 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t
   cudaStream_t st = as_stream(stream);
   if (!accumulate) RTX_CUDA_CHECK(cudaMemsetAsync(dwte, 0, static_cast<size_t>(V) * C * sizeof(float), st));
   const int64_t tc = static_cast<int64_t>(T) * C;
+  RTX_NOTE_LAUNCH(encoder_backward_wpe_kernel, static_cast<unsigned>(ceil_div(tc, 256)), 256, 0);
   encoder_backward_wpe_kernel<<<static_cast<unsigned>(ceil_div(tc, 256)), 256, 0, st>>>(dwpe, dout, B, T, C,
                                                                                         accumulate ? 1 : 0);
   RTX_CUDA_CHECK_LAUNCH();
+  RTX_NOTE_LAUNCH(encoder_backward_wte_kernel, static_cast<unsigned>(ceil_div(C, 64)), 64, 0);
   encoder_backward_wte_kernel<<<static_cast<unsigned>(ceil_div(C, 64)), 64, 0, st>>>(dwte, dout, ids, B * T, C);
   RTX_CUDA_CHECK_LAUNCH();
 }
@@ -109,6 +112,7 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t
 void crossentropy_forward(float* losses, const float* logits, const int32_t* targets, int N, int V, void* stream) {
   detail::require_positive(N, "crossentropy_forward", "N");
   detail::require_positive(V, "crossentropy_forward", "V");
+  RTX_NOTE_LAUNCH(crossentropy_forward_kernel, static_cast<unsigned>(ceil_div(N, kRowWarps)), kRowWarps * 32, 0);
   crossentropy_forward_kernel<<<static_cast<unsigned>(ceil_div(N, kRowWarps)), kRowWarps * 32, 0,
                                 as_stream(stream)>>>(losses, logits, targets, N, V);
   RTX_CUDA_CHECK_LAUNCH();
@@ -118,6 +122,7 @@ void crossentropy_backward(float* dlogits, const float* logits, const int32_t* t
                            void* stream) {
   detail::require_positive(N, "crossentropy_backward", "N");
   detail::require_positive(V, "crossentropy_backward", "V");
+  RTX_NOTE_LAUNCH(crossentropy_backward_kernel, static_cast<unsigned>(ceil_div(N, kRowWarps)), kRowWarps * 32, 0);
   crossentropy_backward_kernel<<<static_cast<unsigned>(ceil_div(N, kRowWarps)), kRowWarps * 32, 0,
                                  as_stream(stream)>>>(dlogits, logits, targets, N, V, accumulate ? 1 : 0);
   RTX_CUDA_CHECK_LAUNCH();

@@ -74,12 +74,15 @@ void transpose(void* out, const void* in, int R, int C, DType dt, void* stream) 
   detail::require_positive(R, "transpose", "R");
   detail::require_positive(C, "transpose", "C");
   const dim3 grid(static_cast<unsigned>(ceil_div(C, 32)), static_cast<unsigned>(ceil_div(R, 32))), block(32, 8);
-  if (dt == DType::BF16)
+  if (dt == DType::BF16) {
+    RTX_NOTE_LAUNCH(transpose_kernel<__nv_bfloat16>, grid, block, 0);
     transpose_kernel<<<grid, block, 0, as_stream(stream)>>>(static_cast<__nv_bfloat16*>(out),
                                                             static_cast<const __nv_bfloat16*>(in), R, C);
-  else
+  } else {
+    RTX_NOTE_LAUNCH(transpose_kernel<float>, grid, block, 0);
     transpose_kernel<<<grid, block, 0, as_stream(stream)>>>(static_cast<float*>(out), static_cast<const float*>(in),
                                                             R, C);
+  }
   RTX_CUDA_CHECK_LAUNCH();
 }
 
@@ -87,12 +90,15 @@ void column_sum(float* dbias, const void* dout, int M, int N, DType dt, bool acc
   detail::require_positive(M, "column_sum", "M");
   detail::require_positive(N, "column_sum", "N");
   const unsigned grid = static_cast<unsigned>(ceil_div(N, 128));
-  if (dt == DType::BF16)
+  if (dt == DType::BF16) {
+    RTX_NOTE_LAUNCH(column_sum_kernel<__nv_bfloat16>, grid, 128, 0);
     column_sum_kernel<<<grid, 128, 0, as_stream(stream)>>>(dbias, static_cast<const __nv_bfloat16*>(dout), M, N,
                                                            accumulate ? 1 : 0);
-  else
+  } else {
+    RTX_NOTE_LAUNCH(column_sum_kernel<float>, grid, 128, 0);
     column_sum_kernel<<<grid, 128, 0, as_stream(stream)>>>(dbias, static_cast<const float*>(dout), M, N,
                                                            accumulate ? 1 : 0);
+  }
   RTX_CUDA_CHECK_LAUNCH();
 }
 
@@ -100,10 +106,13 @@ void broadcast_rows(float* out, const void* bias, DType bias_dt, int M, int N, v
   detail::require_positive(M, "broadcast_rows", "M");
   detail::require_positive(N, "broadcast_rows", "N");
   const unsigned grid = static_cast<unsigned>(ceil_div(static_cast<int64_t>(M) * N, 256));
-  if (bias_dt == DType::BF16)
+  if (bias_dt == DType::BF16) {
+    RTX_NOTE_LAUNCH(broadcast_rows_kernel<__nv_bfloat16>, grid, 256, 0);
     broadcast_rows_kernel<<<grid, 256, 0, as_stream(stream)>>>(out, static_cast<const __nv_bfloat16*>(bias), M, N, add);
-  else
+  } else {
+    RTX_NOTE_LAUNCH(broadcast_rows_kernel<float>, grid, 256, 0);
     broadcast_rows_kernel<<<grid, 256, 0, as_stream(stream)>>>(out, static_cast<const float*>(bias), M, N, add);
+  }
   RTX_CUDA_CHECK_LAUNCH();
 }
 

@@ -244,12 +244,14 @@ void run_config(float* out, const void* A, const void* B, const void* bias, int 
     const size_t smem = smem_for<__nv_bfloat16>(c, stages);
     auto k = tiled_nt_bf16<c.bm, c.bn, c.bk, c.wm, c.wn>;
     allow_smem(k, smem);
+    RTX_NOTE_LAUNCH_AS(k, "tiled_nt_bf16", grid, threads, smem);
     k<<<grid, threads, smem, st>>>(out, static_cast<const __nv_bfloat16*>(A), static_cast<const __nv_bfloat16*>(B),
                                    bias, bias_bf16, M, N, K, acc, stages, vec);
   } else {
     const size_t smem = smem_for<float>(c, stages);
     auto k = tiled_nt_f32<c.bm, c.bn, c.bk, c.wm, c.wn>;
     allow_smem(k, smem);
+    RTX_NOTE_LAUNCH_AS(k, "tiled_nt_f32", grid, threads, smem);
     k<<<grid, threads, smem, st>>>(out, static_cast<const float*>(A), static_cast<const float*>(B), bias, bias_bf16,
                                    M, N, K, acc, stages, vec);
   }

@@ -174,6 +174,7 @@ __global__ void adamw_kernel(float* __restrict__ p, float* __restrict__ m, float
 void softmax_forward(float* out, const float* inp, int N, int C, void* stream) {
   detail::require_positive(N, "softmax_forward", "N");
   detail::require_positive(C, "softmax_forward", "C");
+  RTX_NOTE_LAUNCH(softmax_kernel, row_blocks(N), kRowWarps * 32, 0);
   softmax_kernel<<<row_blocks(N), kRowWarps * 32, 0, as_stream(stream)>>>(out, inp, N, C);
   RTX_CUDA_CHECK_LAUNCH();
 }
@@ -182,6 +183,7 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
                        int N, int C, void* stream) {
   detail::require_positive(N, "layernorm_forward", "N");
   detail::require_positive(C, "layernorm_forward", "C");
+  RTX_NOTE_LAUNCH(layernorm_forward_kernel, row_blocks(N), kRowWarps * 32, 0);
   layernorm_forward_kernel<<<row_blocks(N), kRowWarps * 32, 0, as_stream(stream)>>>(out, mean, rstd, inp, weight,
                                                                                      bias, N, C);
   RTX_CUDA_CHECK_LAUNCH();
@@ -193,9 +195,11 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
   detail::require_positive(N, "layernorm_backward", "N");
   detail::require_positive(C, "layernorm_backward", "C");
   const int acc = accumulate ? 1 : 0;
+  RTX_NOTE_LAUNCH(layernorm_backward_dinp_kernel, row_blocks(N), kRowWarps * 32, 0);
   layernorm_backward_dinp_kernel<<<row_blocks(N), kRowWarps * 32, 0, as_stream(stream)>>>(dinp, dout, inp, weight,
                                                                                            mean, rstd, N, C, acc);
   RTX_CUDA_CHECK_LAUNCH();
+  RTX_NOTE_LAUNCH(layernorm_backward_dparams_kernel, elem_blocks(C, 32), dim3(32, kLnParamRows), 0);
   layernorm_backward_dparams_kernel<<<elem_blocks(C, 32), dim3(32, kLnParamRows), 0, as_stream(stream)>>>(
       dweight, dbias, dout, inp, mean, rstd, N, C, acc);
   RTX_CUDA_CHECK_LAUNCH();
@@ -203,18 +207,21 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
 
 void gelu_forward(float* out, const float* inp, int64_t N, void* stream) {
   detail::require_positive(N, "gelu_forward", "N");
+  RTX_NOTE_LAUNCH(gelu_forward_kernel, elem_blocks(N, 256), 256, 0);
   gelu_forward_kernel<<<elem_blocks(N, 256), 256, 0, as_stream(stream)>>>(out, inp, N);
   RTX_CUDA_CHECK_LAUNCH();
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N, bool accumulate, void* stream) {
   detail::require_positive(N, "gelu_backward", "N");
+  RTX_NOTE_LAUNCH(gelu_backward_kernel, elem_blocks(N, 256), 256, 0);
   gelu_backward_kernel<<<elem_blocks(N, 256), 256, 0, as_stream(stream)>>>(dinp, inp, dout, N, accumulate ? 1 : 0);
   RTX_CUDA_CHECK_LAUNCH();
 }
 
 void residual_forward(float* out, const float* inp1, const float* inp2, int64_t N, void* stream) {
   detail::require_positive(N, "residual_forward", "N");
+  RTX_NOTE_LAUNCH(residual_kernel, elem_blocks(N, 256), 256, 0);
   residual_kernel<<<elem_blocks(N, 256), 256, 0, as_stream(stream)>>>(out, inp1, inp2, N);
   RTX_CUDA_CHECK_LAUNCH();
 }
@@ -226,6 +233,7 @@ void adamw_update(float* param, float* m, float* v, const float* grad, int64_t N
   // Bias corrections in double: 1 - 0.999^t is small, float powf would cost ~1e-5 relative.
   const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta1), t));
   const float bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta2), t));
+  RTX_NOTE_LAUNCH(adamw_kernel, elem_blocks(N, 256), 256, 0);
   adamw_kernel<<<elem_blocks(N, 256), 256, 0, as_stream(stream)>>>(param, m, v, grad, N, lr, beta1, beta2, eps,
                                                                    weight_decay, bc1, bc2);
   RTX_CUDA_CHECK_LAUNCH();

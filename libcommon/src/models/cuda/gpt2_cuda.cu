@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/launch_note.cuh"
 #include "models/gpt2_backend.hpp"
 #include "rtx/core/allocator.hpp"
 #include "rtx/core/cuda_check.hpp"
@@ -81,6 +82,7 @@ __global__ void sum_partials_kernel(double* __restrict__ out, const double* __re
 void scale(float* x, int64_t n, float s, cudaStream_t st) {
   if (n <= 0) return;
   const int64_t blocks = std::min<int64_t>((n + 255) / 256, 4096);
+  RTX_NOTE_LAUNCH(scale_kernel, static_cast<unsigned>(blocks), 256, 0);
   scale_kernel<<<static_cast<unsigned>(blocks), 256, 0, st>>>(x, n, s);
   RTX_CUDA_CHECK_LAUNCH();
 }
@@ -598,9 +600,11 @@ void Gpt2Cuda::backward(float loss_scale) {
 
 double Gpt2Cuda::grad_norm() const {
   use_device();
+  RTX_NOTE_LAUNCH(sumsq_partial_kernel, kNormBlocks, kNormThreads, 0);
   sumsq_partial_kernel<<<kNormBlocks, kNormThreads, 0, stream_>>>(acts_.norm_partial, grads_,
                                                                   static_cast<int64_t>(npd_));
   RTX_CUDA_CHECK_LAUNCH();
+  RTX_NOTE_LAUNCH(sum_partials_kernel, 1, kNormThreads, 0);
   sum_partials_kernel<<<1, kNormThreads, 0, stream_>>>(acts_.norm_out, acts_.norm_partial, kNormBlocks);
   RTX_CUDA_CHECK_LAUNCH();
   double sumsq = 0.0;

@@ -93,6 +93,7 @@ class Gpt2ServeCuda final : public Model {
     float* mean = stats_.as<float>();
     float* rstd = mean + R;
 
+    RTX_NOTE_LAUNCH(embed_kernel, elem_blocks(static_cast<int64_t>(rc)), 256, 0);
     embed_kernel<<<elem_blocks(static_cast<int64_t>(rc)), 256, 0, st>>>(x, meta_.ids, meta_.pos, wte_, wpe_, R, C);
     RTX_CUDA_CHECK_LAUNCH();
     for (int l = 0; l < L; ++l) {

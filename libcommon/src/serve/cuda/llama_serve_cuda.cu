@@ -142,15 +142,18 @@ class LlamaServeCuda final : public Model {
     float* hb = hb_.as<float>();
     const unsigned norm_grid = static_cast<unsigned>((R + kNormWarps - 1) / kNormWarps);
 
+    RTX_NOTE_LAUNCH(embed_kernel, elem_blocks(static_cast<int64_t>(rows) * C), 256, 0);
     embed_kernel<<<elem_blocks(static_cast<int64_t>(rows) * C), 256, 0, st>>>(x, meta_.ids, meta_.pos, emb_, nullptr,
                                                                               R, C);
     RTX_CUDA_CHECK_LAUNCH();
     for (int l = 0; l < cfg_.n_layer; ++l) {
       const Layer& w = layers_[l];
+      RTX_NOTE_LAUNCH(rmsnorm_kernel, norm_grid, kNormWarps * 32, 0);
       rmsnorm_kernel<<<norm_grid, kNormWarps * 32, 0, st>>>(xn, x, w.attn_norm, R, C, cfg_.rms_eps);
       RTX_CUDA_CHECK_LAUNCH();
       eng_.gemm(qkv, xn, w.wqkv, nullptr, R, QKV, C);
       if (NR > 0) {
+        RTX_NOTE_LAUNCH(rope_kernel, elem_blocks(static_cast<int64_t>(R) * (NH + NKV) * NR), 256, 0);
         rope_kernel<<<elem_blocks(static_cast<int64_t>(R) * (NH + NKV) * NR), 256, 0, st>>>(
             qkv, meta_.pos, inv_freq_.as<double>(), R, NH + NKV, HS, NR, QKV);
         RTX_CUDA_CHECK_LAUNCH();
@@ -159,9 +162,11 @@ class LlamaServeCuda final : public Model {
       attention(eng_, att, C, qkv, QKV, kvp, meta_, NH, l, kv);
       eng_.gemm(tmp, att, w.wo, nullptr, R, C, C);
       ck::residual_forward(x, x, tmp, static_cast<int64_t>(rows) * C, st);
+      RTX_NOTE_LAUNCH(rmsnorm_kernel, norm_grid, kNormWarps * 32, 0);
       rmsnorm_kernel<<<norm_grid, kNormWarps * 32, 0, st>>>(xn, x, w.ffn_norm, R, C, cfg_.rms_eps);
       RTX_CUDA_CHECK_LAUNCH();
       eng_.gemm(tmp, xn, w.wgu, nullptr, R, 2 * F, C);
+      RTX_NOTE_LAUNCH(swiglu_kernel, elem_blocks(static_cast<int64_t>(rows) * F), 256, 0);
       swiglu_kernel<<<elem_blocks(static_cast<int64_t>(rows) * F), 256, 0, st>>>(hb, tmp, R, F);
       RTX_CUDA_CHECK_LAUNCH();
       eng_.gemm(tmp, hb, w.wdown, nullptr, R, C, F);
@@ -170,6 +175,7 @@ class LlamaServeCuda final : public Model {
     if (W > 0) {
       // The last row of each sequence that wants logits: RMSNorm, then the output matmul.
       gather_wanted(eng_, att, x, meta_, C);
+      RTX_NOTE_LAUNCH(rmsnorm_kernel, static_cast<unsigned>((W + kNormWarps - 1) / kNormWarps), kNormWarps * 32, 0);
       rmsnorm_kernel<<<static_cast<unsigned>((W + kNormWarps - 1) / kNormWarps), kNormWarps * 32, 0, st>>>(
           xn, att, out_norm_, W, C, cfg_.rms_eps);
       RTX_CUDA_CHECK_LAUNCH();

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/launch_note.cuh"
 #include "rtx/core/cuda_check.hpp"
 #include "rtx/core/device.hpp"
 #include "rtx/core/error.hpp"

@@ -163,7 +163,8 @@ FoldedRead read_folded(const std::string& path, StackTrie& trie, int which, cons
         r.first_bad_reason = why;
       }
     };
-    const char* kHint = "each line ends with a space and a count, e.g. \"main;work 42\" (--strict refuses such lines)";
+    const char* kHint = "each line ends with a space and a count, e.g. \"main;work 42\" (without --strict such "
+                        "lines are skipped and counted)";
     size_t sp = line.find_last_of(" \t", end - 1);
     if (sp == std::string::npos) {
       bad("folded line has no count (expected \"frame;frame;frame COUNT\")", kHint);

@@ -901,3 +901,29 @@ TEST_CASE("perf script text collapses as stackcollapse-perf.pl does (real sample
         "V8_WorkerThread;quoted:x;[libz.so.1];a;b;net/http.(*Client).Do;ns::(anonymous namespace)::bar;foo 3\n"
         "app;main 1\n");
 }
+
+TEST_CASE("epoch timestamps survive merge exactly; an ambiguous leaf ('x 5 3 7') reads back the same", "[cpu]") {
+  CHECK(format_ns_as_us(1700000000000000001) == "1700000000000000.001");
+  CHECK(format_ns_as_us(-1500) == "-1.5");
+  CHECK(format_ns_as_us(0) == "0");
+  CHECK(format_ns_as_us(INT64_MIN) == "-9223372036854775.808");
+  const std::string data = rtx::test::source_dir() + "/tests/trace/data/";
+  const std::string dir = rtx::test::temp_dir();
+  const Trace in = load_trace(data + "torch_cpu_trace_epoch.json");
+  merge_traces({data + "torch_cpu_trace_epoch.json"}, dir + "/m.json");
+  const Trace out = load_trace(dir + "/m.json");
+  std::vector<int64_t> a, b;
+  for (const Event& e : in.events)
+    if (e.ph == 'X') a.push_back(e.ts_ns);
+  for (const Event& e : out.events)
+    if (e.ph == 'X') b.push_back(e.ts_ns);
+  REQUIRE(a.size() > 200);
+  CHECK(a == b);
+  CHECK(a[0] > 1700000000000000000);
+
+  write_file(dir + "/x.folded", "x 5 3 7\n");
+  StackTrie t;
+  CHECK(read_folded(dir + "/x.folded", t).differential == 1);
+  CHECK(write_folded(t) == "x_5 7\n");
+  CHECK(reread_folded(dir + "/x2.folded", write_folded(t)) == "x_5 7\n");
+}

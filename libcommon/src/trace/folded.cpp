@@ -219,7 +219,14 @@ FoldedRead read_folded(const std::string& path, StackTrie& trie, int which, cons
                         "\" is above 2^62" + (trie.frac_digits() ? " (in units of 10^-" + std::to_string(trie.frac_digits()) + ")" : ""),
                     where, "counts are sample counts or ns");
     uint32_t node = 0;
-    for (std::string_view f : frames) node = trie.child(node, trie.intern(f));
+    for (size_t k = 0; k + 1 < frames.size(); ++k) node = trie.child(node, trie.intern(frames[k]));
+    // A leaf frame ending in a blank and a number ("x 5" from "x 5 3 7") would read back as a
+    // count: its blank becomes '_', as fold_trace names frames, so written text reads back the same.
+    std::string leaf(frames.back());
+    const size_t lsp = leaf.find_last_of(" \t");
+    std::string_view lip, lfr;
+    if (lsp != std::string::npos && parse_count(std::string_view(leaf).substr(lsp + 1), lip, lfr)) leaf[lsp] = '_';
+    node = trie.child(node, trie.intern(leaf));
     // Two counts: BASE (the first) into column 1, NEW into column 0, as flamegraph.pl draws them.
     const int cols[2] = {ncounts == 2 ? 1 : which, 0};
     const uint64_t ws[2] = {ncounts == 2 ? w[1] : w[0], w[0]};

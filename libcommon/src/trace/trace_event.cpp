@@ -409,6 +409,21 @@ bool time_ns(double us, int64_t exact_ns, int64_t& ns) {
   return true;
 }
 
+std::string format_ns_as_us(int64_t ns) {
+  const bool neg = ns < 0;
+  // |INT64_MIN| does not fit int64: work in unsigned.
+  const uint64_t a = neg ? uint64_t(0) - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);
+  std::string r = (neg ? "-" : "") + std::to_string(a / 1000);
+  if (a % 1000) {
+    char frac[8];
+    std::snprintf(frac, sizeof frac, ".%03llu", static_cast<unsigned long long>(a % 1000));
+    std::string f = frac;
+    while (f.back() == '0') f.pop_back();
+    r += f;
+  }
+  return r;
+}
+
 std::string format_us(double us) {
   if (!std::isfinite(us)) return "0";
   const long long ns = std::llround(us * 1000.0);
@@ -484,10 +499,11 @@ void TraceWriter::add(const Event& e) {
   s += ",\"ph\":\"";
   s += e.ph;
   s += "\",\"ts\":";
-  s += std::isnan(e.ts) ? std::string("0") : format_us(e.ts);
+  // The exact ns read from a file when there is one (an epoch ts in a double is 0.25 us coarse).
+  s += e.ts_ns != kNoNs ? format_ns_as_us(e.ts_ns) : std::isnan(e.ts) ? std::string("0") : format_us(e.ts);
   if (e.ph == 'X' || e.dur >= 0) {
     s += ",\"dur\":";
-    s += format_us(e.dur < 0 ? 0 : e.dur);
+    s += e.dur_ns != kNoNs && e.dur_ns >= 0 ? format_ns_as_us(e.dur_ns) : format_us(e.dur < 0 ? 0 : e.dur);
   }
   s += ",\"pid\":" + std::to_string(e.pid) + ",\"tid\":" + std::to_string(e.tid);
   if (!e.id.empty()) {

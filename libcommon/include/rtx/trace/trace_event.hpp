@@ -109,6 +109,8 @@ std::vector<Violation> validate(const std::vector<Event>& events);
 
 /// Shortest decimal text of `us` with at most 3 fractional digits (ns precision): 12.5, 3, 0.001.
 std::string format_us(double us);
+/// Integer ns as exact decimal us text, shortest: 1700000000000000001 -> "1700000000000000.001".
+std::string format_ns_as_us(int64_t ns);
 /// Append `s` as a JSON string literal (quotes added; invalid UTF-8 becomes U+FFFD).
 void append_json_string(std::string& out, const std::string& s);
 
@@ -126,7 +128,8 @@ class TraceWriter {
   ~TraceWriter();
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
-  /// Append one event (args dumped as given).
+  /// Append one event (args dumped as given). ts/dur are written from ts_ns/dur_ns when set
+  /// (exact), else from ts/dur.
   void add(const Event& e);
   /// Metadata helpers: ph "M" process_name / thread_name / *_sort_index.
   void process_name(int64_t pid, const std::string& name);

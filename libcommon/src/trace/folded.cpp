@@ -500,7 +500,7 @@ struct Slice {
   uint32_t name;
   uint32_t track;
   uint8_t kind;
-  uint64_t order;  // event index in the file (tie-break)
+  uint32_t order;  // event index in the file (tie-break; wraps past 2^32 events: ties only)
 };
 
 std::string lower(std::string s) {
@@ -613,7 +613,7 @@ FoldResult fold_trace(const std::string& path, StackTrie& trie, int which, FoldM
       s.ts = to_ns(e.ts, e.ts_ns, path, order, "ts");
       s.dur = to_ns(e.dur, e.dur_ns, path, order, "dur");
       s.kind = classify(e.cat);
-      s.order = order;
+      s.order = static_cast<uint32_t>(order);
       add_slice(s, has_corr, corr);
     } else if (e.ph == 's') {
       flow_start[e.cat + "\x1f" + e.id] = {track_of(e.pid, e.tid), to_ns(e.ts, e.ts_ns, path, order, "ts")};
@@ -649,7 +649,7 @@ FoldResult fold_trace(const std::string& path, StackTrie& trie, int which, FoldM
       s.ts = b.ts;
       s.dur = x.ts - b.ts;  // >= 0: sorted
       s.kind = b.kind;      // the B's category (an E usually has none)
-      s.order = b.order;
+      s.order = static_cast<uint32_t>(b.order);
       add_slice(s, b.has_corr || x.has_corr, b.has_corr ? b.corr : x.corr);
     }
     if (!open.empty() && strict)

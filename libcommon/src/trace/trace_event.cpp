@@ -95,11 +95,15 @@ class Sax {
   bool null() { return scalar(json(nullptr)); }
   bool boolean(bool v) { return scalar(json(v)); }
   bool number_integer(json::number_integer_t v) {
-    exact_time(std::to_string(v));
+    if (is_time_key()) {
+      int64_t ns = kNoNs;
+      if (__builtin_mul_overflow(static_cast<int64_t>(v), int64_t(1000), &ns)) ns = kNoNs;
+      (key_ == "ts" ? ev_.ts_ns : ev_.dur_ns) = ns;
+    }
     return scalar(json(v));
   }
   bool number_unsigned(json::number_unsigned_t v) {
-    exact_time(std::to_string(v));
+    if (is_time_key()) (key_ == "ts" ? ev_.ts_ns : ev_.dur_ns) = v <= uint64_t(INT64_MAX) / 1000 ? int64_t(v) * 1000 : kNoNs;
     return scalar(json(v));
   }
   bool number_float(json::number_float_t v, const std::string& text) {
@@ -210,8 +214,9 @@ class Sax {
  private:
   /// The exact ns of an event's ts/dur from the number's text (a double holds an epoch ts in
   /// us only to 0.25 us).
+  bool is_time_key() const { return !b_.active && in_event_ && (key_ == "ts" || key_ == "dur"); }
   void exact_time(const std::string& text) {
-    if (b_.active || !in_event_ || (key_ != "ts" && key_ != "dur")) return;
+    if (!is_time_key()) return;
     int64_t ns = kNoNs;
     if (!decimal_us_to_ns(text, ns)) ns = kNoNs;
     (key_ == "ts" ? ev_.ts_ns : ev_.dur_ns) = ns;
@@ -351,17 +356,31 @@ Trace load_trace(const std::string& path, const ReadOptions& opt) {
 }
 
 bool decimal_us_to_ns(const std::string& text, int64_t& ns) {
+  // One pass, no allocation (this runs for every ts and dur of a trace): the significant digits
+  // (21 kept: 19 for int64 ns, one to round) and the decimal exponent, value = digits * 10^exp10 us.
   size_t i = 0;
   const size_t n = text.size();
   const bool neg = i < n && text[i] == '-';
   if (neg) ++i;
-  std::string digits;  // significant digits, value = digits * 10^exp10 us
+  char dig[21];
+  int nd = 0;        // significant digits kept in dig
+  long dropped = 0;  // significant digits past those 21: they only ever lie below 1 ns or make
+                     // the integer part longer than 19 digits (refused), so only their count matters
+  bool any = false;  // a digit was seen
   long exp10 = 0;
-  bool any = false;
-  for (; i < n && std::isdigit(static_cast<unsigned char>(text[i])); ++i, any = true) digits += text[i];
+  auto take = [&](char c) {
+    if (nd == 0 && c == '0') return;  // leading zeros
+    if (nd < 21) dig[nd++] = c;
+    else ++dropped;
+  };
+  for (; i < n && std::isdigit(static_cast<unsigned char>(text[i])); ++i, any = true) take(text[i]);
   if (i < n && text[i] == '.') {
     for (++i; i < n && std::isdigit(static_cast<unsigned char>(text[i])); ++i, any = true) {
-      digits += text[i];
+      if (nd == 0 && text[i] == '0') {
+        --exp10;
+        continue;
+      }
+      take(text[i]);
       --exp10;
     }
   }
@@ -378,19 +397,16 @@ bool decimal_us_to_ns(const std::string& text, int64_t& ns) {
     exp10 += eneg ? -e : e;
   }
   if (i != n) return false;
-  exp10 += 3;  // us -> ns
-  const size_t nz = digits.find_first_not_of('0');
-  if (nz == std::string::npos) {
+  if (nd == 0) {
     ns = 0;
     return true;
   }
-  digits.erase(0, nz);
-  // Integer part: the first (size + exp10) digits, then exp10 zeros when exp10 > 0.
-  const long int_len = static_cast<long>(digits.size()) + exp10;
+  // value = dig[0..nd) followed by `dropped` more digits, times 10^(exp10 + 3) ns.
+  const long int_len = static_cast<long>(nd) + dropped + exp10 + 3;  // digits before the point
   if (int_len > 19) return false;
   unsigned __int128 v = 0;
-  for (long k = 0; k < int_len; ++k) v = v * 10 + (k < static_cast<long>(digits.size()) ? digits[k] - '0' : 0);
-  if (int_len >= 0 && int_len < static_cast<long>(digits.size()) && digits[int_len] >= '5') ++v;  // half away from 0
+  for (long k = 0; k < int_len; ++k) v = v * 10 + (k < nd ? dig[k] - '0' : 0);
+  if (int_len >= 0 && int_len < nd && dig[int_len] >= '5') ++v;  // half away from zero
   if (v > static_cast<unsigned __int128>(INT64_MAX)) return false;
   ns = neg ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
   return true;

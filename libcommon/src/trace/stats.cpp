@@ -1,6 +1,6 @@
-// compute_stats: one streaming pass (Welford accumulators per (category, name) for the
-// inclusive durations; slices kept per thread), then per thread a sweep over the slices by
-// start time with a stack of open slices for the self times (the definitions: stats.hpp).
+// compute_stats: one streaming pass collecting slices per thread (B/E paired afterwards in ts
+// order), then per thread a sweep over the slices by start time with a stack of open slices:
+// Welford accumulators of the durations and the self times per row (the definitions: stats.hpp).
 #include "rtx/trace/stats.hpp"
 
 #include <algorithm>

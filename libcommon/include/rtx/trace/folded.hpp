@@ -87,9 +87,11 @@ struct FoldedRead {
 /// Parse folded stacks from `path` ("-" = stdin, gzip transparent): one "f1;f2;...;fn COUNT"
 /// per line, COUNT after the last blank (frames may hold spaces), a non-negative decimal
 /// ("12", "2.5", ".5"; fractions kept to 6 digits, see StackTrie::frac_digits). A line with
-/// two counts, "f1;...;fn BASE NEW" (difffolded.pl's output, which flamegraph.pl draws as a
-/// differential flame graph), puts BASE into column 1 and NEW into column 0 whatever `which`
-/// is; other lines go to column `which`. Blank lines are skipped. Empty frame names are
+/// two counts, "f1;...;fn BASE NEW" (FlameGraph's difffolded.pl writes "stack
+/// count_from_folded1 count_from_folded2", and flamegraph.pl draws widths from the second and
+/// colours by second - first), puts BASE into column 1 and NEW into column 0 whatever `which`
+/// is; other lines go to column `which`. A leaf frame that would end in a blank and a number
+/// ("x 5 3 7": stack "x 5") gets '_' for that blank, so written text reads back the same. Blank lines are skipped. Empty frame names are
 /// dropped; malformed lines are skipped; both are counted in the result (opt.strict: refused).
 /// Errors: rtx::Error(Input) naming the file and line for a count above 2^62 or counts summing
 /// past it, and in strict mode for a malformed line or an empty frame.

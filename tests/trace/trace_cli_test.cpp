@@ -449,6 +449,15 @@ TEST_CASE("rtx-flame reads perf script text (detected or --input-format perf) an
   const auto svg = run(flame_bin() + " " + data + "perf_sample.txt -o " + dir + "/p.svg");
   CHECK(svg.exit_code == 0);
   CHECK(read_file(dir + "/p.svg").find("perf samples from") != std::string::npos);
+  // A line perf script does not write: skipped with a note naming it; --strict refuses it.
+  write_file(dir + "/g.perf", read_file(data + "perf_sample.txt") + "not a perf line\n");
+  const auto g = run(flame_bin() + " --folded " + dir + "/g.perf");
+  CHECK(g.exit_code == 0);
+  CHECK(g.out == p.out);
+  CHECK_THAT(g.err, Catch::Contains("skipped 1 line(s) that are neither sample headers nor stack frames (first: line 901)"));
+  const auto gs = run(flame_bin() + " --strict --folded " + dir + "/g.perf");
+  CHECK(gs.exit_code == 2);
+  CHECK_THAT(gs.err, Catch::Contains(dir + "/g.perf:901: perf script line is neither"));
   // Forcing another format onto perf text: folded refuses every line (empty profile).
   CHECK(run(flame_bin() + " --input-format trace " + data + "perf_sample.txt -o " + dir + "/x.svg").exit_code == 2);
   // difffolded.pl output: drawn as a differential flame graph without --diff.

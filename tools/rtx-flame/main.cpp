@@ -85,6 +85,10 @@ Loaded load(const std::string& in, rtx::trace::StackTrie& trie, int which, rtx::
     } else if (kind == "perf") {
       const auto r = rtx::trace::collapse_perf(path, trie, which);
       l.items = r.samples;
+      if (strict && r.unrecognized)
+        rtx::throw_input("perf script line is neither a sample header nor a stack frame",
+                         path + ":" + std::to_string(r.first_unrecognized_line),
+                         "without --strict such lines are skipped and counted");
       if (r.other_event_samples)
         l.notes.push_back(shown + ": kept the " + std::to_string(r.samples) + " samples of event " + r.event + ", left out " +
                           std::to_string(r.other_event_samples) +
@@ -133,8 +137,8 @@ int main(int argc, char** argv) {
   app.add_option("--input-format", input_format, "auto (by content), trace, perf (perf script output) or folded")
       ->check(CLI::IsMember({"auto", "trace", "perf", "folded"}));
   app.add_flag("--strict", strict,
-               "Refuse malformed folded lines and empty frames, and unbalanced B/E in traces (default: skip them "
-               "with a note on stderr)");
+               "Refuse malformed folded or perf script lines, empty frames, and unbalanced B/E in traces "
+               "(default: skip them with a note on stderr)");
   app.add_option("-o,--output", output, "Output file (SVG, or folded text with --folded); '-' = stdout");
   app.add_flag("--folded", folded, "Write folded stacks (frame;frame;frame count) instead of an SVG");
   app.add_flag("--icicle", fo.icicle, "Icicle layout: root at the top, stacks grow down");

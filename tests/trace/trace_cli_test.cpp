@@ -429,6 +429,10 @@ TEST_CASE("rtx-flame: unclosed B / stray E and clipped slices are notes, B/E out
   const auto c = run(trace_bin() + " stats --format csv " + dir + "/k.json");
   CHECK_THAT(c.err, Catch::Contains("note: 1 slice(s) overran their parent"));
   CHECK(run(flame_bin() + " --strict --folded " + dir + "/k.json").exit_code == 2);
+  const auto js = run(flame_bin() + " --json -q " + dir + "/k.json -o " + dir + "/k.svg");
+  REQUIRE(js.exit_code == 0);
+  CHECK(js.err.empty());
+  CHECK(nlohmann::json::parse(js.out)["notes"].size() == 2);
   // B/E out of file order: validate no longer reports what a sort by ts resolves.
   write_file(dir + "/o.json", R"({"traceEvents":[{"name":"a","ph":"B","ts":0,"pid":1,"tid":1},
     {"name":"b","ph":"B","ts":5,"pid":1,"tid":1},{"ph":"E","ts":3,"pid":1,"tid":1},{"ph":"E","ts":10,"pid":1,"tid":1}]})");

@@ -203,9 +203,10 @@ int main(int argc, char** argv) {
                (normalize ? " (normalized)" : "");
       }
     }
+    std::vector<std::string> notes;  // what was skipped, dropped or clipped (stderr; --json's "notes")
+    for (const Loaded* l : {&b, &a}) notes.insert(notes.end(), l->notes.begin(), l->notes.end());
     if (!common.quiet)
-      for (const Loaded* l : {&b, &a})
-        for (const std::string& n : l->notes) std::fprintf(stderr, "rtx-flame: note: %s\n", rtx::printable(n).c_str());
+      for (const std::string& n : notes) std::fprintf(stderr, "rtx-flame: note: %s\n", rtx::printable(n).c_str());
     if (fo.title.empty())
       fo.title = fo.diff ? "Differential Flame Graph" : fo.icicle ? "Icicle Graph" : "Flame Graph";
     fo.subtitle = what;
@@ -229,7 +230,7 @@ int main(int argc, char** argv) {
                                   {"total", trie.frac_digits() ? nlohmann::json(static_cast<double>(total) /
                                                                                 std::pow(10.0, trie.frac_digits()))
                                                                : nlohmann::json(total)},
-                                  {"unit", trie.unit}, {"diff", fo.diff}}.dump(2)
+                                  {"unit", trie.unit}, {"diff", fo.diff}, {"notes", notes}}.dump(2)
                 << std::endl;
     return 0;
   });

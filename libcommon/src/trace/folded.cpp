@@ -155,9 +155,9 @@ FoldedRead read_folded(const std::string& path, StackTrie& trie, int which, cons
     size_t end = line.size();
     while (end > 0 && std::isspace(static_cast<unsigned char>(line[end - 1]))) --end;
     if (end == 0) continue;
-    const std::string where = path + ":" + std::to_string(lineno);
+    auto where = [&]() { return path + ":" + std::to_string(lineno); };  // built only for errors
     auto bad = [&](const std::string& why, const std::string& hint) {
-      if (opt.strict) throw_input(why, where, hint);
+      if (opt.strict) throw_input(why, where(), hint);
       if (r.bad_lines++ == 0) {
         r.first_bad_line = lineno;
         r.first_bad_reason = why;
@@ -205,7 +205,7 @@ FoldedRead read_folded(const std::string& path, StackTrie& trie, int which, cons
     }
     if (empty) {
       if (opt.strict)
-        throw_input("folded line has an empty frame name (\"a;;b\" or a leading/trailing ';')", where,
+        throw_input("folded line has an empty frame name (\"a;;b\" or a leading/trailing ';')", where(),
                     "without --strict empty frames are dropped");
       r.empty_frames += empty;
     }
@@ -217,22 +217,27 @@ FoldedRead read_folded(const std::string& path, StackTrie& trie, int which, cons
       if (!count_weight(ip[k], fr[k], trie.frac_digits(), w[k]))
         throw_input("folded count \"" + std::string(ip[k]) + (fr[k].empty() ? "" : "." + std::string(fr[k])) +
                         "\" is above 2^62" + (trie.frac_digits() ? " (in units of 10^-" + std::to_string(trie.frac_digits()) + ")" : ""),
-                    where, "counts are sample counts or ns");
+                    where(), "counts are sample counts or ns");
     uint32_t node = 0;
     for (size_t k = 0; k + 1 < frames.size(); ++k) node = trie.child(node, trie.intern(frames[k]));
     // A leaf frame ending in a blank and a number ("x 5" from "x 5 3 7") would read back as a
     // count: its blank becomes '_', as fold_trace names frames, so written text reads back the same.
-    std::string leaf(frames.back());
+    const std::string_view leaf = frames.back();
     const size_t lsp = leaf.find_last_of(" \t");
     std::string_view lip, lfr;
-    if (lsp != std::string::npos && parse_count(std::string_view(leaf).substr(lsp + 1), lip, lfr)) leaf[lsp] = '_';
-    node = trie.child(node, trie.intern(leaf));
+    if (lsp != std::string_view::npos && parse_count(leaf.substr(lsp + 1), lip, lfr)) {
+      std::string named(leaf);
+      named[lsp] = '_';
+      node = trie.child(node, trie.intern(named));
+    } else {
+      node = trie.child(node, trie.intern(leaf));
+    }
     // Two counts: BASE (the first) into column 1, NEW into column 0, as flamegraph.pl draws them.
     const int cols[2] = {ncounts == 2 ? 1 : which, 0};
     const uint64_t ws[2] = {ncounts == 2 ? w[1] : w[0], w[0]};
     for (int k = 0; k < ncounts; ++k)
       if (ws[k] > StackTrie::kMaxWeight - trie.added(cols[k]))
-        throw_input("folded counts sum past 2^62", where, "counts are sample counts or ns");
+        throw_input("folded counts sum past 2^62", where(), "counts are sample counts or ns");
     for (int k = 0; k < ncounts; ++k) trie.add_self(node, ws[k], cols[k]);
     r.differential += ncounts == 2;
     ++r.stacks;

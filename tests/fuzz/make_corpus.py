@@ -478,6 +478,10 @@ def trace():
     put("trace", "partial-overlap", json.dumps([
         {"ph": "X", "name": "a", "ts": 0, "dur": 10, "pid": 1, "tid": 1},
         {"ph": "X", "name": "b", "ts": 5, "dur": 10, "pid": 1, "tid": 1}]))
+    put("trace", "epoch-unsorted-be", '{"traceEvents":[{"ph":"B","name":"b","ts":1700000000000005.5,"pid":1,"tid":1},'
+        '{"ph":"E","ts":1700000000000001.25,"pid":1,"tid":1},{"ph":"B","name":"a","ts":1700000000000000.001,"pid":1,'
+        '"tid":"stream 7"},{"ph":"X","name":"layer 3","ts":1700000000000000.002,"dur":0.5,"pid":1,"tid":"stream 7"},'
+        '{"ph":"E","ts":1700000000000009,"pid":1,"tid":1}]}')
     put("trace", "empty-object", "{}")
     put("trace", "empty", "")
     put("trace", "invalid-utf8", b'[{"ph":"X","name":"\xff\xfe","ts":0,"dur":1}]')
@@ -503,6 +507,9 @@ def folded():
     put("folded", "deep", ";".join("f%d" % i for i in range(400)) + " 1\n")
     put("folded", "gzip", gzip.compress(b"a;b 1\na;c 2\n", mtime=0))
     put("folded", "no-newline-at-end", "a;b 1")
+    put("folded", "fractions-kept", "a;b 0.4\na;b 0.4\na;c 0.4\nd 0.25\ne 0.75\nf 0.0000015\n")
+    put("folded", "diff-two-counts", "main;grew 4 6\nmain;shrank 10 2.5\nx 5 3 7\nsolo 1\n")
+    put("folded", "skipped-lines", "a 1\nb x\n;; 3\nc;;d; 2\n\nnocount\ne 1e5\n")
     put("folded", "empty", "")
 
 

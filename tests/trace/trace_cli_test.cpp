@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -226,8 +227,15 @@ TEST_CASE("rtx-flame renders the sample, folded stacks and diffs; bad input exit
     CHECK_THAT(b.err, Catch::Contains(needle));
   };
   expect2(R"({"traceEvents":[{"name":"a","ph":"X","ts":1,"dur":2,"pid":1,"tid":1},{"name":"b","ph")", "truncated");
-  expect2(R"({"traceEvents":[{"name":"a","ph":"B","ts":1,"pid":1,"tid":1}]})", "unbalanced B/E");
-  expect2("main;a 1\nmain;b many\n", ":2");
+  auto expect2_strict = [&](const std::string& text, const std::string& needle) {
+    write_file(dir + "/bad", text);
+    const auto b = run(flame_bin() + " --strict " + dir + "/bad -o " + dir + "/bad.svg");
+    CHECK(b.exit_code == 2);
+    CHECK_THAT(b.err, Catch::Contains(needle));
+  };
+  expect2_strict(R"({"traceEvents":[{"name":"a","ph":"B","ts":1,"pid":1,"tid":1}]})", "unbalanced B/E");
+  expect2_strict("main;a 1\nmain;b many\n", ":2");
+  expect2("main;a x\nmain;b many\n", "the profile is empty");  // every line skipped
   CHECK(run(flame_bin() + " " + sample() + " --colors rainbow -o " + dir + "/x.svg").exit_code == 2);
 }
 
@@ -341,11 +349,17 @@ TEST_CASE("rtx-flame --diff - - is a usage error: stdin can be read only once", 
 TEST_CASE("rtx-flame names stdin as <stdin> and prints the unit folded counts carry", "[cpu][cli]") {
   const std::string dir = rtx::test::temp_dir();
   write_file(dir + "/b.folded", "main;a 1\nmain;b x\n");
-  const auto b = run("sh -c '" + flame_bin() + " -o " + dir + "/b.svg < " + dir + "/b.folded'");
+  const auto b = run("sh -c '" + flame_bin() + " --strict -o " + dir + "/b.svg < " + dir + "/b.folded'");
   INFO(b.err);
   CHECK(b.exit_code == 2);
   CHECK_THAT(b.err, Catch::StartsWith("rtx-flame: error: <stdin>:2: folded count \"x\""));
   CHECK_THAT(b.err, !Catch::Contains("/tmp/"));
+  // Without --strict the line is skipped, with a note naming stdin, the count and the line.
+  const auto bl = run("sh -c '" + flame_bin() + " -o " + dir + "/b.svg < " + dir + "/b.folded'");
+  CHECK(bl.exit_code == 0);
+  CHECK_THAT(bl.err, Catch::StartsWith("rtx-flame: note: <stdin>: skipped 1 malformed line(s) (first: line 2: folded "
+                                       "count \"x\" is not a non-negative number); --strict refuses them\n"));
+  CHECK_THAT(bl.err, Catch::Contains("total 1 count ->"));
   write_file(dir + "/t.json", R"({"traceEvents":[{"name":"a","ph")");
   const auto bt = run("sh -c '" + flame_bin() + " -o " + dir + "/b.svg < " + dir + "/t.json'");
   CHECK(bt.exit_code == 2);
@@ -361,4 +375,109 @@ TEST_CASE("rtx-flame names stdin as <stdin> and prints the unit folded counts ca
   CHECK_THAT(n.err, Catch::Contains("total 4.000 ms ->"));
   const auto s = run(flame_bin() + " --countname samples " + dir + "/a.folded -o " + dir + "/s.svg");
   CHECK_THAT(s.err, Catch::Contains("total 4,000,000 samples ->"));
+}
+
+TEST_CASE("rtx-trace stats / validate and rtx-flame read PyTorch profiler traces with epoch timestamps", "[cpu][cli]") {
+  const std::string data = rtx::test::source_dir() + "/tests/trace/data/";
+  const auto want = nlohmann::json::parse(read_file(data + "torch_cpu_trace.expected.json"));
+  for (const char* name : {"torch_cpu_trace.json", "torch_cpu_trace_epoch.json"}) {
+    INFO(name);
+    const auto j = run(trace_bin() + " stats --json --top 0 " + data + name);
+    INFO(j.err);
+    REQUIRE(j.exit_code == 0);
+    const auto doc = nlohmann::json::parse(j.out);
+    std::map<std::string, nlohmann::json> got;
+    for (const auto& g : doc["groups"])
+      for (const auto& r : g["rows"]) got[r["name"].get<std::string>()] = r;
+    const auto& mm = want["stats"]["aten::mm"];
+    CHECK(got["aten::mm"]["self_ns"] == mm["self_ns"]);
+    CHECK(got["aten::mm"]["total_ns"] == mm["total_ns"]);
+    CHECK(got["backward"]["count"] == 2);
+    CHECK(run(trace_bin() + " validate " + data + name).exit_code == 0);
+    const auto f = run(flame_bin() + " --mode cpu --folded " + data + name);
+    REQUIRE(f.exit_code == 0);
+    std::string want_folded;
+    for (const auto& [k, v] : want["folded_cpu"].items()) want_folded += k + " " + std::to_string(v.get<uint64_t>()) + "\n";
+    CHECK(f.out == want_folded);
+  }
+  // --by path answers "which op under which phase": backward's matmuls apart from forward's.
+  const auto p = run(trace_bin() + " stats --by path --match 'aten::mm$' --format csv " + data + "torch_cpu_trace.json");
+  REQUIRE(p.exit_code == 0);
+  CHECK_THAT(p.out, Catch::Contains("ops,\"backward;autograd::engine::evaluate_function: AddmmBackward0;AddmmBackward0;aten::mm\","));
+  CHECK_THAT(p.out, !Catch::Contains("forward;"));
+  CHECK_THAT(p.err, Catch::Contains("row(s) not matching --match left out"));
+  CHECK(run(trace_bin() + " stats --by layer " + data + "torch_cpu_trace.json").exit_code == 2);
+  CHECK(run(trace_bin() + " stats --match '(' " + data + "torch_cpu_trace.json").exit_code == 2);
+}
+
+TEST_CASE("rtx-flame: unclosed B / stray E and clipped slices are notes, B/E out of order pair by ts", "[cpu][cli]") {
+  const std::string dir = rtx::test::temp_dir();
+  // A killed program: "train" never closed; "step" [1,4] closes; "over" overruns "step".
+  write_file(dir + "/k.json", R"({"traceEvents":[{"name":"train","ph":"B","ts":0,"pid":1,"tid":1},
+    {"name":"step","ph":"B","ts":1,"pid":1,"tid":1},{"name":"over","ph":"X","ts":3,"dur":5,"pid":1,"tid":1},
+    {"ph":"E","ts":4,"pid":1,"tid":1}]})");
+  const auto f = run(flame_bin() + " --folded " + dir + "/k.json");
+  INFO(f.err);
+  REQUIRE(f.exit_code == 0);
+  CHECK(f.out == "step 2000\nstep;over 1000\n");
+  CHECK_THAT(f.err, Catch::Contains("rtx-flame: note: " + dir + "/k.json: 1 B event(s) never closed and 0 E event(s) "
+                                    "without an open B were left out"));
+  CHECK_THAT(f.err, Catch::Contains("1 slice(s) overran their parent on the same thread and were clipped to its end"));
+  const auto s = run(trace_bin() + " stats " + dir + "/k.json");
+  CHECK(s.exit_code == 0);
+  CHECK_THAT(s.out, Catch::Contains("note: 1 slice(s) overran their parent") && Catch::Contains("1 B event(s) never closed"));
+  const auto c = run(trace_bin() + " stats --format csv " + dir + "/k.json");
+  CHECK_THAT(c.err, Catch::Contains("note: 1 slice(s) overran their parent"));
+  CHECK(run(flame_bin() + " --strict --folded " + dir + "/k.json").exit_code == 2);
+  const auto js = run(flame_bin() + " --json -q " + dir + "/k.json -o " + dir + "/k.svg");
+  REQUIRE(js.exit_code == 0);
+  CHECK(js.err.empty());
+  CHECK(nlohmann::json::parse(js.out)["notes"].size() == 2);
+  // B/E out of file order: validate no longer reports what a sort by ts resolves.
+  write_file(dir + "/o.json", R"({"traceEvents":[{"name":"a","ph":"B","ts":0,"pid":1,"tid":1},
+    {"name":"b","ph":"B","ts":5,"pid":1,"tid":1},{"ph":"E","ts":3,"pid":1,"tid":1},{"ph":"E","ts":10,"pid":1,"tid":1}]})");
+  CHECK(run(trace_bin() + " validate " + dir + "/o.json").exit_code == 0);
+  CHECK(run(flame_bin() + " --folded " + dir + "/o.json").out == "a 3000\nb 5000\n");
+}
+
+TEST_CASE("rtx-flame reads perf script text (detected or --input-format perf) and BASE NEW folded diffs", "[cpu][cli]") {
+  const std::string data = rtx::test::source_dir() + "/tests/trace/data/";
+  const std::string dir = rtx::test::temp_dir();
+  const auto p = run(flame_bin() + " --folded " + data + "perf_sample.txt");
+  INFO(p.err);
+  REQUIRE(p.exit_code == 0);
+  CHECK(p.out == read_file(data + "perf_sample.folded"));
+  CHECK_THAT(p.err, Catch::Contains("rtx-flame: 114 samples,") && Catch::Contains("total 114.114 ms"));
+  const auto ps = run("sh -c '" + flame_bin() + " --input-format perf --folded - < " + data + "perf_sample.txt'");
+  CHECK(ps.out == p.out);
+  const auto svg = run(flame_bin() + " " + data + "perf_sample.txt -o " + dir + "/p.svg");
+  CHECK(svg.exit_code == 0);
+  CHECK(read_file(dir + "/p.svg").find("perf samples from") != std::string::npos);
+  // A line perf script does not write: skipped with a note naming it; --strict refuses it.
+  write_file(dir + "/g.perf", read_file(data + "perf_sample.txt") + "not a perf line\n");
+  const auto g = run(flame_bin() + " --folded " + dir + "/g.perf");
+  CHECK(g.exit_code == 0);
+  CHECK(g.out == p.out);
+  CHECK_THAT(g.err, Catch::Contains("skipped 1 line(s) that are neither sample headers nor stack frames (first: line 901)"));
+  const auto gs = run(flame_bin() + " --strict --folded " + dir + "/g.perf");
+  CHECK(gs.exit_code == 2);
+  CHECK_THAT(gs.err, Catch::Contains(dir + "/g.perf:901: perf script line is neither"));
+  // Forcing another format onto perf text: folded refuses every line (empty profile).
+  CHECK(run(flame_bin() + " --input-format trace " + data + "perf_sample.txt -o " + dir + "/x.svg").exit_code == 2);
+  // difffolded.pl output: drawn as a differential flame graph without --diff.
+  write_file(dir + "/d.folded", "main;grew 4 6\nmain;shrank 10 2\n");
+  const auto d = run(flame_bin() + " " + dir + "/d.folded -o " + dir + "/d.svg");
+  INFO(d.err);
+  REQUIRE(d.exit_code == 0);
+  CHECK_THAT(d.err, Catch::Contains("total 8 counts"));  // NEW's total
+  const std::string ds = read_file(dir + "/d.svg");
+  CHECK(ds.find("differential folded stacks") != std::string::npos);
+  CHECK(run(flame_bin() + " --folded " + dir + "/d.folded").exit_code == 2);
+  CHECK(run(flame_bin() + " --diff " + dir + "/d.folded " + dir + "/d.folded -o " + dir + "/dd.svg").exit_code == 2);
+  // Fractional counts are kept: three 0.4 lines are 1.2, not an empty profile.
+  write_file(dir + "/f.folded", "a 0.4\na 0.4\nb 0.4\n");
+  const auto fr = run(flame_bin() + " --folded " + dir + "/f.folded");
+  CHECK(fr.exit_code == 0);
+  CHECK(fr.out == "a 0.8\nb 0.4\n");
+  CHECK_THAT(fr.err, Catch::Contains("total 1.2 counts"));
 }

@@ -2,6 +2,7 @@
 // folding (CPU self time, GPU by launching op) of a hand-written torch-style sample, folded
 // round trip, SVG well-formedness (python3's XML parser), stats and merge.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <set>
@@ -219,14 +220,28 @@ TEST_CASE("fold the torch-style sample: CPU self time and GPU time by launching 
   CHECK(gpu.total_weight() == 160250);  // sum of GPU slice durations
 }
 
-TEST_CASE("unbalanced B/E is an input error naming the event", "[cpu]") {
+TEST_CASE("unbalanced B/E: left out and counted (as stats does); strict: an input error naming the event", "[cpu]") {
   const std::string dir = rtx::test::temp_dir();
-  write_file(dir + "/u.json", R"({"traceEvents":[{"name":"a","ph":"B","ts":1,"pid":1,"tid":1},{"name":"b","ph":"B","ts":2,"pid":1,"tid":1},{"ph":"E","ts":3,"pid":1,"tid":1}]})");
+  // b [2,3] closes; a (never closed: a killed program) is left out; x [0,9] on thread 2 has a
+  // stray E after it.
+  write_file(dir + "/u.json", R"({"traceEvents":[{"name":"a","ph":"B","ts":1,"pid":1,"tid":1},{"name":"b","ph":"B","ts":2,"pid":1,"tid":1},{"ph":"E","ts":3,"pid":1,"tid":1},
+    {"name":"x","ph":"X","ts":0,"dur":9,"pid":1,"tid":2},{"name":"y","ph":"E","ts":10,"pid":1,"tid":2}]})");
   StackTrie t;
-  CHECK_THROWS_WITH(fold_trace(dir + "/u.json", t), Catch::Contains("unbalanced B/E") && Catch::Contains("\"a\""));
+  const FoldResult r = fold_trace(dir + "/u.json", t);
+  CHECK(r.unclosed_b == 1);
+  CHECK(r.stray_e == 1);
+  CHECK(write_folded(t) == "b 1000\nx 9000\n");
+  const TraceStats st = compute_stats(dir + "/u.json");
+  CHECK(st.unclosed_b == 1);
+  CHECK(st.unmatched == 2);
+  StackTrie t1;
+  CHECK_THROWS_WITH(fold_trace(dir + "/u.json", t1, 0, FoldMode::Auto, true),
+                    Catch::Contains("unbalanced B/E") && (Catch::Contains("\"a\"") || Catch::Contains("event #4")));
   write_file(dir + "/u2.json", R"({"traceEvents":[{"name":"x","ph":"E","ts":3,"pid":1,"tid":1}]})");
   StackTrie t2;
-  CHECK_THROWS_WITH(fold_trace(dir + "/u2.json", t2), Catch::Contains("closes nothing"));
+  CHECK_THROWS_WITH(fold_trace(dir + "/u2.json", t2, 0, FoldMode::Auto, true), Catch::Contains("closes nothing"));
+  StackTrie t3;
+  CHECK(fold_trace(dir + "/u2.json", t3).stray_e == 1);
 }
 
 TEST_CASE("folded stacks round-trip and aggregate; bad counts name the line", "[cpu]") {
@@ -234,24 +249,84 @@ TEST_CASE("folded stacks round-trip and aggregate; bad counts name the line", "[
   write_file(dir + "/in.folded",
              "main;void run(int, float);kernel<1> 10\nmain;b 5\n\nmain;void run(int, float);kernel<1> 3\r\nmain 1\nsolo 7.6\n");
   StackTrie t;
-  CHECK(read_folded(dir + "/in.folded", t) == 5);
+  CHECK(read_folded(dir + "/in.folded", t).stacks == 5);
   const std::string out = write_folded(t);
-  CHECK(out == "main 1\nmain;b 5\nmain;void run(int, float);kernel<1> 13\nsolo 8\n");
+  // A fractional count is kept (flamegraph.pl keeps it): weights become tenths.
+  CHECK(out == "main 1\nmain;b 5\nmain;void run(int, float);kernel<1> 13\nsolo 7.6\n");
   CHECK(reread_folded(dir + "/out.folded", out) == out);
-  CHECK(t.total_weight() == 27);
+  CHECK(t.frac_digits() == 1);
+  CHECK(t.total_weight() == 266);  // 26.6 in tenths
   CHECK_FALSE(looks_like_trace(dir + "/out.folded"));
   CHECK(looks_like_trace(sample()));
-  for (const char* bad : {"main;a 1\nmain;b x\n", "main;a\n", "main;a -3\n", "main;a 1e5\n"}) {
-    write_file(dir + "/bad.folded", bad);
+  // Malformed lines: skipped and counted by default (flamegraph.pl, inferno), refused with strict.
+  struct Bad {
+    const char* text;
+    uint64_t line;
+    const char* why;
+  };
+  for (const Bad& bad : {Bad{"main;a 1\nmain;b x\n", 2, "folded count \"x\" is not a non-negative number"},
+                         Bad{"main;a\n", 1, "has no count"}, Bad{"main;a -3\n", 1, "\"-3\" is not"},
+                         Bad{"main;a 1e5\n", 1, "\"1e5\" is not"}, Bad{"; 4\n", 1, "no frame before its count"}}) {
+    INFO(bad.text);
+    write_file(dir + "/bad.folded", bad.text);
+    StackTrie lenient;
+    const FoldedRead r = read_folded(dir + "/bad.folded", lenient);
+    CHECK(r.bad_lines == 1);
+    CHECK(r.first_bad_line == bad.line);
+    CHECK_THAT(r.first_bad_reason, Catch::Contains(bad.why));
+    CHECK(lenient.total_weight() == (bad.line == 2 ? 1u : 0u));
     StackTrie b;
     try {
-      read_folded(dir + "/bad.folded", b);
-      FAIL("accepted: " << bad);
+      read_folded(dir + "/bad.folded", b, 0, FoldedOptions{true});
+      FAIL("accepted: " << bad.text);
     } catch (const rtx::Error& e) {
       CHECK(e.category() == rtx::ErrorCategory::Input);
-      CHECK_THAT(e.where(), Catch::Contains("bad.folded:"));
+      CHECK(e.where() == dir + "/bad.folded:" + std::to_string(bad.line));
     }
   }
+}
+
+TEST_CASE("folded: fractions kept, empty frames dropped, BASE NEW lines as two columns", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir();
+  // Three 0.4 lines are 1.2, not an empty profile (the old reader rounded each to 0).
+  write_file(dir + "/f.folded", "a;b 0.4\na;b 0.4\na;c 0.4\nd 2.5\ne .25\n");
+  StackTrie f;
+  read_folded(dir + "/f.folded", f);
+  CHECK(f.frac_digits() == 2);
+  CHECK(f.total_weight() == 40 + 40 + 40 + 250 + 25);  // hundredths
+  CHECK(write_folded(f) == "a;b 0.8\na;c 0.4\nd 2.5\ne 0.25\n");
+  CHECK(format_weight(f.total_weight(), "samples", f.frac_digits()) == "3.95 samples");
+  CHECK(format_weight(100, "samples", 2) == "1 sample");
+  CHECK(format_weight(1500, "ns", 3) == "1.500 ns");
+  // More than 6 fractional digits are rounded at the 6th.
+  write_file(dir + "/f7.folded", "a 0.0000015\n");
+  StackTrie f7;
+  read_folded(dir + "/f7.folded", f7);
+  CHECK(f7.frac_digits() == 6);
+  CHECK(f7.total_weight() == 2);
+  // Empty frames ("a;;b", a trailing ';') are dropped and counted; strict refuses them.
+  write_file(dir + "/e.folded", "a;;b 3\na;b; 2\n;a 1\n");
+  StackTrie e;
+  const FoldedRead er = read_folded(dir + "/e.folded", e);
+  CHECK(er.empty_frames == 3);
+  CHECK(er.bad_lines == 0);
+  CHECK(write_folded(e) == "a 1\na;b 5\n");
+  StackTrie es;
+  CHECK_THROWS_WITH(read_folded(dir + "/e.folded", es, 0, FoldedOptions{true}), Catch::Contains("empty frame"));
+  // difffolded.pl's "stack BASE NEW": BASE into column 1, NEW into column 0 (flamegraph.pl
+  // draws NEW's widths and colours by NEW - BASE).
+  write_file(dir + "/d.folded", "main;grew 4 6\nmain;shrank 10 2\nmain;new 0 3\nmain;gone 5 0\n");
+  StackTrie d;
+  const FoldedRead dr = read_folded(dir + "/d.folded", d);
+  CHECK(dr.differential == 4);
+  CHECK(d.total_weight(0) == 11);
+  CHECK(d.total_weight(1) == 19);
+  CHECK(write_folded(d, 0) == "main;grew 6\nmain;new 3\nmain;shrank 2\n");
+  CHECK(write_folded(d, 1) == "main;gone 5\nmain;grew 4\nmain;shrank 10\n");
+  FlameOptions o;
+  o.diff = true;
+  const std::string svg = render_flamegraph(d, o);
+  CHECK_THAT(svg, Catch::Contains("main;grew") || Catch::Contains("grew"));
 }
 
 TEST_CASE("weights that would wrap 64 bits, and ids that do not fit, are refused (fuzz findings 7-9)", "[cpu]") {
@@ -271,11 +346,12 @@ TEST_CASE("weights that would wrap 64 bits, and ids that do not fit, are refused
   }
   write_file(dir + "/max.folded", "a 4611686018427387904\n");  // exactly 2^62: accepted
   StackTrie t3;
-  CHECK(read_folded(dir + "/max.folded", t3) == 1);
+  CHECK(read_folded(dir + "/max.folded", t3).stacks == 1);
   CHECK(t3.total_weight() == (uint64_t(1) << 62));
-  // Trace times beyond +-1e15 us or missing are refused by the fold (int64 ns would overflow).
+  // Trace times beyond +-4e15 us or missing are refused by the fold (int64 ns would overflow).
   for (const char* ev : {R"({"ph":"X","name":"a","ts":1e300,"dur":1,"pid":1,"tid":1})",
-                         R"({"ph":"X","name":"a","ts":0,"dur":2e15,"pid":1,"tid":1})",
+                         R"({"ph":"X","name":"a","ts":0,"dur":5e15,"pid":1,"tid":1})",
+                         R"({"ph":"X","name":"a","ts":-4000000000000000.001,"dur":1,"pid":1,"tid":1})",
                          R"({"ph":"B","name":"a","pid":1,"tid":1})"}) {
     write_file(dir + "/t.json", std::string("[") + ev + "]");
     StackTrie f;
@@ -427,11 +503,11 @@ TEST_CASE("stats: out-of-range, missing or negative times are input errors namin
   };
   const Case bad[] = {
       {R"({"name":"a","ph":"X","ts":1,"dur":1e308,"pid":1,"tid":1})", "event #0 has a duration out of range"},
-      {R"({"name":"a","ph":"X","ts":-2e15,"dur":1,"pid":1,"tid":1})", "event #0 has a timestamp out of range"},
+      {R"({"name":"a","ph":"X","ts":-5e15,"dur":1,"pid":1,"tid":1})", "event #0 has a timestamp out of range"},
+      {R"({"name":"a","ph":"X","ts":1,"dur":4000000000000000.5,"pid":1,"tid":1})", "event #0 has a duration out of range"},
+      {R"({"name":"a","ph":"B","pid":1,"tid":1})", "event #0 has no ts"},
       {R"({"name":"a","ph":"X","ts":1,"dur":-5,"pid":1,"tid":1})", "has a negative \"dur\" (-5.000000 us)"},
       {R"({"name":"a","ph":"X","ts":1,"pid":1,"tid":1})", "event #0 (ph X \"a\") has no \"dur\""},
-      {R"({"name":"a","ph":"B","ts":5,"pid":1,"tid":1},{"name":"a","ph":"E","ts":4,"pid":1,"tid":1})",
-       "event #1 (ph E) ends at 4.000000 us, before its B event #0 began"},
   };
   int i = 0;
   for (const auto& c : bad) {
@@ -508,6 +584,7 @@ TEST_CASE("stats: self time of nested slices, three levels, two threads, clipped
     {"ph":"X","cat":"cpu_op","name":"step","pid":1,"tid":1,"ts":0,"dur":100}
   ]})");
   const TraceStats s = compute_stats(dir + "/n.json");
+  CHECK(s.clipped == 1);  // over [45,60) inside forward [10,50)
   std::map<std::string, const StatGroup*> g;
   for (const auto& x : s.groups) g[x.category] = &x;
   REQUIRE(g.size() == 3);
@@ -592,6 +669,43 @@ TEST_CASE("stats: self time of nested slices, three levels, two threads, clipped
   StackTrie t;
   const FoldResult f = fold_trace(dir + "/n.json", t, 0, FoldMode::Cpu);
   CHECK(f.total_ns == 145000 + 5000);
+  CHECK(f.clipped == 1);
+  CHECK_THAT(stats_table(s, 0), Catch::Contains("note: 1 slice(s) overran their parent on the same thread and were clipped"));
+  CHECK(stats_json(s, 0)["clipped"] == 1);
+
+  // --by path: rows per stack path; self times per path add up to the names' self times.
+  StatsOptions bp;
+  bp.by_path = true;
+  const TraceStats p = compute_stats(dir + "/n.json", bp);
+  std::map<std::string, const StatRow*> paths;
+  for (const auto& x : p.groups)
+    for (const auto& r : x.rows) paths[r.name] = &r;
+  REQUIRE(paths.count("step;forward;matmul"));
+  CHECK(paths["step;forward;matmul"]->self_us == Approx(20));
+  CHECK(paths["step;backward;matmul"]->self_us == Approx(10));
+  CHECK(paths["step;matmul"]->self_us == Approx(50));  // thread 2: matmul inside the identical step
+  CHECK(paths["step;forward;over"]->total_us == Approx(15));
+  CHECK(paths["step;backward;cudaLaunchKernel"]->self_us == Approx(5));
+  CHECK(paths["step"]->count == 2);
+  CHECK(paths["step"]->self_us == Approx(step_self));
+  CHECK(paths["k"]->count == 2);
+  double sum = 0;
+  for (const auto& [n, r] : paths)
+    if (n.size() >= 6 && n.compare(n.size() - 6, 6, "matmul") == 0) sum += r->self_us;
+  CHECK(sum == Approx(matmul_self));
+  CHECK(stats_json(p, 0)["by"] == "path");
+  CHECK_THAT(stats_table(p, 0), Catch::Contains("== ops: 9 paths"));
+  // --match keeps matching rows; busy and shares stay those of the whole category.
+  StatsOptions m;
+  m.match = "^(forward|backward)$";
+  const TraceStats fm = compute_stats(dir + "/n.json", m);
+  REQUIRE(fm.groups.size() == 1);
+  CHECK(fm.groups[0].rows.size() == 2);
+  CHECK(fm.groups[0].total_us == Approx(ops_busy));
+  CHECK(fm.groups[0].rows[0].share == Approx(forward_self / ops_busy));
+  CHECK(fm.filtered_out == 5 + 1 + 1);  // 5 other ops, cudaLaunchKernel, k
+  m.match = "(";
+  CHECK_THROWS_AS(compute_stats(dir + "/n.json", m), rtx::Error);
 }
 
 TEST_CASE("child_events_flag finds a child's own --events, up to a \"--\"", "[cpu]") {
@@ -611,4 +725,205 @@ TEST_CASE("format_weight: time for ns, else the unit as a label", "[cpu]") {
   CHECK(format_weight(1, "counts") == "1 count");
   CHECK(format_weight(2, "samples") == "2 samples");
   CHECK(rtx::trace::StackTrie().unit == "counts");
+}
+
+TEST_CASE("times: exact ns from the file's decimals; epoch timestamps; absurd ones refused", "[cpu]") {
+  int64_t ns = 0;
+  CHECK(decimal_us_to_ns("1733400000123456.789", ns));
+  CHECK(ns == 1733400000123456789);  // a double would hold it only to 0.25 us
+  CHECK(decimal_us_to_ns("12", ns));
+  CHECK(ns == 12000);
+  CHECK(decimal_us_to_ns("1.5e3", ns));
+  CHECK(ns == 1500000);
+  CHECK(decimal_us_to_ns("17334000001234567E-1", ns));
+  CHECK(ns == 1733400000123456700);
+  CHECK(decimal_us_to_ns("-0.0005", ns));
+  CHECK(ns == -1);  // half away from zero
+  CHECK(decimal_us_to_ns("0.0004999", ns));
+  CHECK(ns == 0);
+  CHECK(decimal_us_to_ns("0", ns));
+  CHECK(ns == 0);
+  CHECK_FALSE(decimal_us_to_ns("1e300", ns));
+  CHECK_FALSE(decimal_us_to_ns("9223372036854775.808", ns));  // 2^63 ns
+  CHECK_FALSE(decimal_us_to_ns("1.2.3", ns));
+  CHECK_FALSE(decimal_us_to_ns("", ns));
+  CHECK(time_ns(1.5, kNoNs, ns));
+  CHECK(ns == 1500);
+  CHECK(time_ns(1.5, 7, ns));
+  CHECK(ns == 7);
+  CHECK_FALSE(time_ns(std::nan(""), kNoNs, ns));
+  CHECK_FALSE(time_ns(5e15, kNoNs, ns));
+  CHECK_FALSE(time_ns(0, kMaxAbsNs + 1, ns));
+
+  // Two slices 1 ns apart at an epoch time (2023-11-14): exact self times, nesting kept.
+  const std::string dir = rtx::test::temp_dir();
+  write_file(dir + "/e.json", R"({"traceEvents":[
+    {"ph":"X","name":"parent","ts":1700000000000000.001,"dur":0.003,"pid":1,"tid":1},
+    {"ph":"X","name":"child","ts":1700000000000000.002,"dur":0.001,"pid":1,"tid":1},
+    {"ph":"B","name":"be","ts":1700000000000001,"pid":1,"tid":1},
+    {"ph":"E","ts":1700000000000001.0005,"pid":1,"tid":1}]})");
+  const Trace t = load_trace(dir + "/e.json");
+  CHECK(t.events[0].ts_ns == 1700000000000000001);
+  CHECK(t.events[0].dur_ns == 3);
+  CHECK(validate(t.events).empty());
+  const TraceStats st = compute_stats(dir + "/e.json");
+  REQUIRE(st.groups.size() == 1);
+  std::map<std::string, const StatRow*> rows;
+  for (const auto& r : st.groups[0].rows) rows[r.name] = &r;
+  CHECK(rows["parent"]->self_us * 1e3 == Approx(2));
+  CHECK(rows["child"]->self_us * 1e3 == Approx(1));
+  CHECK(rows["be"]->total_us * 1e3 == Approx(1));  // 0.5 ns rounds up to 1 ns
+  StackTrie f;
+  fold_trace(dir + "/e.json", f);
+  CHECK(write_folded(f) == "be 1\nparent 2\nparent;child 1\n");
+}
+
+TEST_CASE("B/E out of timestamp order pair per thread after a stable sort by ts (stats, fold, validate)", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir();
+  // File order pairs E@3 with B b@5 (negative duration); by ts: a [0,3], b [5,10]. An E at the
+  // same ts as the next B closes the earlier one (equal times keep file order).
+  write_file(dir + "/o.json", R"({"traceEvents":[
+    {"ph":"B","name":"a","ts":0,"pid":1,"tid":1},
+    {"ph":"B","name":"b","ts":5,"pid":1,"tid":1},
+    {"ph":"E","ts":3,"pid":1,"tid":1},
+    {"ph":"E","ts":10,"pid":1,"tid":1},
+    {"ph":"E","ts":20,"pid":1,"tid":2},
+    {"ph":"B","name":"c","ts":12,"pid":1,"tid":2},
+    {"ph":"E","name":"d","ts":30,"pid":1,"tid":2},
+    {"ph":"B","name":"d","ts":20,"pid":1,"tid":2}]})");
+  CHECK(validate(load_trace(dir + "/o.json").events).empty());
+  const TraceStats st = compute_stats(dir + "/o.json");
+  CHECK(st.unmatched == 0);
+  std::map<std::string, double> total;
+  for (const auto& r : st.groups.at(0).rows) total[r.name] = r.total_us;
+  CHECK(total == std::map<std::string, double>{{"a", 3}, {"b", 5}, {"c", 8}, {"d", 10}});
+  StackTrie f;
+  const FoldResult r = fold_trace(dir + "/o.json", f);
+  CHECK(r.unclosed_b + r.stray_e == 0);
+  CHECK(write_folded(f) == "a 3000\nb 5000\nc 8000\nd 10000\n");
+}
+
+TEST_CASE("validate: a flow s then t without f is drawn (Perfetto): valid; s alone is not", "[cpu]") {
+  Event s = x("flow", 1, -1), t = x("flow", 2, -1), f = x("flow", 3, -1);
+  s.ph = 's';
+  t.ph = 't';
+  f.ph = 'f';
+  s.id = t.id = f.id = "7";
+  CHECK(validate({s, t}).empty());
+  CHECK(validate({s, t, f}).empty());
+  const auto v = validate({s});
+  REQUIRE(v.size() == 1);
+  CHECK_THAT(v[0].message, Catch::Contains("no flow step (t) or end (f)"));
+}
+
+TEST_CASE("PyTorch profiler traces (real, CPU): stats and CPU fold equal the values computed from the JSON", "[cpu]") {
+  // tests/trace/data/make_torch_sample.py recorded torch_cpu_trace.json with torch.profiler and
+  // computed torch_cpu_trace.expected.json from it in Python (integer ns); the _epoch variant
+  // holds the same events at absolute Unix-epoch timestamps (~1.8e15 us).
+  const std::string data = rtx::test::source_dir() + "/tests/trace/data/";
+  const nlohmann::json want = nlohmann::json::parse(read_file(data + "torch_cpu_trace.expected.json"));
+  REQUIRE(want["stats"].size() > 40);
+  for (const char* name : {"torch_cpu_trace.json", "torch_cpu_trace_epoch.json"}) {
+    INFO(name);
+    const Trace t = load_trace(data + name);
+    CHECK(t.events.size() == want["events"].get<size_t>());
+    CHECK(validate(t.events).empty());
+    const TraceStats st = compute_stats(data + name);
+    CHECK(st.events == want["events"].get<uint64_t>());
+    CHECK(st.clipped == want["clipped"].get<uint64_t>());
+    CHECK(st.unmatched == 0);
+    const nlohmann::json j = stats_json(st, 0);
+    std::map<std::string, nlohmann::json> got;
+    for (const auto& g : j["groups"])
+      for (const auto& r : g["rows"]) got[r["name"].get<std::string>()] = r;
+    CHECK(got.size() == want["stats"].size());
+    for (const auto& [n, w] : want["stats"].items()) {
+      INFO(n);
+      REQUIRE(got.count(n));
+      CHECK(got[n]["count"] == w["count"]);
+      CHECK(got[n]["total_ns"] == w["total_ns"]);
+      CHECK(got[n]["self_ns"] == w["self_ns"]);
+    }
+    StackTrie cpu;
+    fold_trace(data + name, cpu, 0, FoldMode::Cpu);
+    std::map<std::string, uint64_t> want_folded;
+    for (const auto& [k, v] : want["folded_cpu"].items()) want_folded[k] = v.get<uint64_t>();
+    CHECK(folded_map(write_folded(cpu)) == want_folded);
+  }
+}
+
+TEST_CASE("perf script text collapses as stackcollapse-perf.pl does (real sample, Python reference)", "[cpu]") {
+  // make_perf_sample.sh recorded perf_sample.txt (perf record -F 999 -g; three commands,
+  // kernel frames, [unknown] frames) and collapsed it with collapse_perf_ref.py.
+  const std::string data = rtx::test::source_dir() + "/tests/trace/data/";
+  CHECK(looks_like_perf(data + "perf_sample.txt"));
+  CHECK_FALSE(looks_like_perf(data + "perf_sample.folded"));
+  CHECK_FALSE(looks_like_perf(sample()));
+  CHECK_FALSE(looks_like_trace(data + "perf_sample.txt"));
+  StackTrie t;
+  const PerfRead r = collapse_perf(data + "perf_sample.txt", t);
+  CHECK(r.event == "cpu-clock:ppp");
+  CHECK(r.periods);
+  CHECK(t.unit == "ns");
+  CHECK(r.unrecognized == 0);
+  CHECK(r.samples == 114);
+  CHECK(write_folded(t) == read_file(data + "perf_sample.folded"));
+
+  // Hand-made lines for the rules the sample lacks: offsets, args, (anonymous namespace), Go
+  // methods, inline chains, [unknown] with a module path, a second event type, no period.
+  const std::string dir = rtx::test::temp_dir();
+  write_file(dir + "/p.txt",
+             "# header comment\n"
+             "V8 WorkerThread 25607/25608 [001] 1.000001:  3 cycles: \n"
+             "\t    7f00 foo(int, char)+0x1f (/usr/bin/app)\n"
+             "\t    7f01 ns::(anonymous namespace)::bar()+0x2 (/usr/bin/app)\n"
+             "\t    7f09 (deleted)+0x2 (/usr/bin/app)\n"
+             "\t    7f02 net/http.(*Client).Do+0x10 (/usr/bin/app)\n"
+             "\t    7f03 a->b (/usr/bin/app)\n"
+             "\t    7f04 [unknown] (/usr/lib/libz.so.1)\n"
+             "\t    7f05 \"quoted';x\" (/usr/bin/app)\n"
+             "\n"
+             "app 7 2.0: 5 instructions: \n"
+             "\t    7f00 other (/usr/bin/app)\n"
+             "\n"
+             "app 7 3.0: cycles: \n"
+             "\t    7f00 main (/usr/bin/app)\n"
+             "\n"
+             "garbage line\n");
+  StackTrie p;
+  const PerfRead pr = collapse_perf(dir + "/p.txt", p);
+  CHECK(pr.samples == 2);
+  CHECK(pr.other_event_samples == 1);
+  CHECK(pr.unrecognized == 1);
+  CHECK(pr.first_unrecognized_line == 17);
+  CHECK(p.unit == "cycles");
+  CHECK(write_folded(p) ==
+        "V8_WorkerThread;quoted:x;[libz.so.1];a;b;net/http.(*Client).Do;ns::(anonymous namespace)::bar;foo 3\n"
+        "app;main 1\n");
+}
+
+TEST_CASE("epoch timestamps survive merge exactly; an ambiguous leaf ('x 5 3 7') reads back the same", "[cpu]") {
+  CHECK(format_ns_as_us(1700000000000000001) == "1700000000000000.001");
+  CHECK(format_ns_as_us(-1500) == "-1.5");
+  CHECK(format_ns_as_us(0) == "0");
+  CHECK(format_ns_as_us(INT64_MIN) == "-9223372036854775.808");
+  const std::string data = rtx::test::source_dir() + "/tests/trace/data/";
+  const std::string dir = rtx::test::temp_dir();
+  const Trace in = load_trace(data + "torch_cpu_trace_epoch.json");
+  merge_traces({data + "torch_cpu_trace_epoch.json"}, dir + "/m.json");
+  const Trace out = load_trace(dir + "/m.json");
+  std::vector<int64_t> a, b;
+  for (const Event& e : in.events)
+    if (e.ph == 'X') a.push_back(e.ts_ns);
+  for (const Event& e : out.events)
+    if (e.ph == 'X') b.push_back(e.ts_ns);
+  REQUIRE(a.size() > 200);
+  CHECK(a == b);
+  CHECK(a[0] > 1700000000000000000);
+
+  write_file(dir + "/x.folded", "x 5 3 7\n");
+  StackTrie t;
+  CHECK(read_folded(dir + "/x.folded", t).differential == 1);
+  CHECK(write_folded(t) == "x_5 7\n");
+  CHECK(reread_folded(dir + "/x2.folded", write_folded(t)) == "x_5 7\n");
 }

@@ -154,6 +154,8 @@ int main(int argc, char** argv) {
     auto file = std::make_shared<std::string>();
     auto format = std::make_shared<std::string>("table");
     auto top = std::make_shared<size_t>(20);
+    auto by = std::make_shared<std::string>("name");
+    auto match = std::make_shared<std::string>();
     s.footer(
         "Per category (gpu_kernels, gpu_memory, cuda_api, ops) and name, over X slices and B/E pairs:\n"
         "  total   inclusive: the sum of the slices' durations (children included)\n"
@@ -166,12 +168,21 @@ int main(int argc, char** argv) {
         "          its busy time summed over threads and streams; nothing is counted twice\n"
         "  share   self / busy: a category's shares sum to 1\n"
         "  mean, min, max, stddev (population): of the slices' durations\n"
-        "Rows are sorted by self time. csv/json times are ns (self_ns is csv's last column).");
+        "Rows are sorted by self time. csv/json times are ns (self_ns is csv's last column).\n"
+        "--by path: one row per stack path (enclosing slices, root first, joined by ';' as in\n"
+        "rtx-flame --folded), e.g. ProfilerStep#1;aten::linear;aten::addmm: which op under which\n"
+        "layer or phase. B/E pairs are matched per thread in timestamp order; timestamps may be\n"
+        "relative or absolute (us since the Unix epoch, as PyTorch/Kineto write).");
     s.add_option("file", *file, "Chrome trace (.json/.json.gz; '-' = stdin)")->required();
     s.add_option("--format", *format, "table, csv or json (--json = json)")->check(CLI::IsMember({"table", "csv", "json"}));
     s.add_option("--top", *top, "Rows per category in table/json (0 = all; default 20)");
-    return [&, file, format, top]() {
-      const auto st = rtx::trace::compute_stats(*file);
+    s.add_option("--by", *by, "Rows per name (default) or per stack path (path)")->check(CLI::IsMember({"name", "path"}));
+    s.add_option("--match", *match, "Keep rows whose name (or path) matches this regex (ECMAScript); shares stay of all");
+    return [&, file, format, top, by, match]() {
+      rtx::trace::StatsOptions so;
+      so.by_path = *by == "path";
+      so.match = *match;
+      const auto st = rtx::trace::compute_stats(*file, so);
       if (common.json || *format == "json") std::cout << rtx::trace::stats_json(st, *top).dump(2) << std::endl;
       else if (*format == "csv") {
         std::cout << rtx::trace::stats_csv(st);
@@ -179,6 +190,7 @@ int main(int argc, char** argv) {
         if (st.unmatched && !common.quiet)
           std::cerr << "rtx-trace: note: " << st.unmatched << " B/E event(s) without a partner were ignored ("
                     << st.unclosed_b << " B never closed); rtx-trace validate " << rtx::printable(*file) << " names them\n";
+        if (!common.quiet) std::cerr << rtx::trace::stats_notes(st);  // each line "note: ..."
       } else {
         std::cout << rtx::trace::stats_table(st, *top);
       }

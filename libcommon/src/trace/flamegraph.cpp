@@ -196,24 +196,33 @@ const std::vector<std::string>& flame_palettes() {
   return v;
 }
 
-std::string format_weight(uint64_t w, const std::string& unit) {
+std::string format_weight(uint64_t w, const std::string& unit, int frac_digits) {
   char b[64];
+  uint64_t scale = 1;
+  for (int i = 0; i < frac_digits; ++i) scale *= 10;
   if (unit == "ns") {
-    const double v = static_cast<double>(w);
+    const double v = static_cast<double>(w) / static_cast<double>(scale);
     if (v >= 1e9) std::snprintf(b, sizeof b, "%.3f s", v / 1e9);
     else if (v >= 1e6) std::snprintf(b, sizeof b, "%.3f ms", v / 1e6);
     else if (v >= 1e3) std::snprintf(b, sizeof b, "%.3f us", v / 1e3);
+    else if (scale > 1) std::snprintf(b, sizeof b, "%.*f ns", frac_digits, v);
     else std::snprintf(b, sizeof b, "%llu ns", static_cast<unsigned long long>(w));
     return b;
   }
-  std::string digits = std::to_string(w), r;
+  std::string digits = std::to_string(w / scale), r;
   for (size_t i = 0; i < digits.size(); ++i) {
     if (i && (digits.size() - i) % 3 == 0) r += ',';
     r += digits[i];
   }
+  if (scale > 1 && w % scale) {  // fractional counts: their digits, trailing zeros dropped
+    std::string f = std::to_string(w % scale);
+    f.insert(0, static_cast<size_t>(frac_digits) - f.size(), '0');
+    while (f.back() == '0') f.pop_back();
+    r += "." + f;
+  }
   // Any other unit is a label after the number ("1,234 samples", "1 count").
   if (unit.empty()) return r;
-  const bool singular = w == 1 && unit.size() > 1 && unit.back() == 's';
+  const bool singular = w == scale && unit.size() > 1 && unit.back() == 's';
   return r + " " + (singular ? unit.substr(0, unit.size() - 1) : unit);
 }
 
@@ -311,7 +320,7 @@ std::string render_flamegraph(StackTrie& trie, const FlameOptions& opt) {
     const double x = pad + xf * inner, w = wf * inner;
     const double y = opt.icicle ? top + n.depth * fh : top + (max_depth - n.depth) * fh;
     Rgb c;
-    std::string info = name + " (" + format_weight(n.total[0], trie.unit);
+    std::string info = name + " (" + format_weight(n.total[0], trie.unit, trie.frac_digits());
     char pct[32];
     std::snprintf(pct, sizeof pct, ", %.2f%%", 100.0 * wf);
     info += pct;
@@ -321,8 +330,9 @@ std::string render_flamegraph(StackTrie& trie, const FlameOptions& opt) {
       const int v = static_cast<int>(std::lround(255 * (1 - f)));
       c = d > 0 ? Rgb{255, v, v} : d < 0 ? Rgb{v, v, 255} : Rgb{250, 250, 250};
       const double base_total = base_scale * static_cast<double>(n.total[1]);
-      info += "; self new " + format_weight(n.self[0], trie.unit) + ", base " +
-              format_weight(static_cast<uint64_t>(std::llround(base_scale * static_cast<double>(n.self[1]))), trie.unit);
+      info += "; self new " + format_weight(n.self[0], trie.unit, trie.frac_digits()) + ", base " +
+              format_weight(static_cast<uint64_t>(std::llround(base_scale * static_cast<double>(n.self[1]))), trie.unit,
+                            trie.frac_digits());
       if (base_total > 0) {
         std::snprintf(pct, sizeof pct, "; total %+.2f%%", 100.0 * (static_cast<double>(n.total[0]) - base_total) / base_total);
         info += pct;

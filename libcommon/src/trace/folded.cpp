@@ -82,62 +82,167 @@ std::string StackTrie::path(uint32_t node) const {
   return s;
 }
 
-uint64_t read_folded(const std::string& path, StackTrie& trie, int which) {
+void StackTrie::set_frac_digits(int digits) {
+  if (digits <= frac_digits_) return;
+  if (digits > 6) digits = 6;
+  uint64_t f = 1;
+  for (int i = frac_digits_; i < digits; ++i) f *= 10;
+  for (int c = 0; c < 2; ++c)
+    if (added_[c] > kMaxWeight / f)
+      throw_input("profile weights sum past 2^62 once scaled to " + std::to_string(digits) + " fractional digits",
+                  "stack trie", "the input's counts are not real");
+  for (Node& n : nodes_) {
+    n.self[0] *= f;
+    n.self[1] *= f;
+    n.total[0] *= f;
+    n.total[1] *= f;
+  }
+  added_[0] *= f;
+  added_[1] *= f;
+  frac_digits_ = digits;
+}
+
+namespace {
+
+/// A folded count: digits with an optional ".digits" (or ".digits" alone). Sets `int_part`
+/// and `frac` (the fractional digits, as written). False when `c` is not such a number.
+bool parse_count(std::string_view c, std::string_view& int_part, std::string_view& frac) {
+  size_t i = 0;
+  while (i < c.size() && std::isdigit(static_cast<unsigned char>(c[i]))) ++i;
+  int_part = c.substr(0, i);
+  frac = {};
+  if (i < c.size() && c[i] == '.') {
+    size_t j = i + 1;
+    while (j < c.size() && std::isdigit(static_cast<unsigned char>(c[j]))) ++j;
+    frac = c.substr(i + 1, j - i - 1);
+    i = j;
+  }
+  return i == c.size() && (!int_part.empty() || !frac.empty());
+}
+
+/// The count as a fixed-point weight with `digits` fractional digits (rounded half up past
+/// them). False when it passes kMaxWeight.
+bool count_weight(std::string_view int_part, std::string_view frac, int digits, uint64_t& w) {
+  w = 0;
+  for (char ch : int_part) {
+    const uint64_t d = static_cast<uint64_t>(ch - '0');
+    if (w > (StackTrie::kMaxWeight - d) / 10) return false;  // checked before it could wrap
+    w = w * 10 + d;
+  }
+  for (int k = 0; k < digits; ++k) {
+    const uint64_t d = k < static_cast<int>(frac.size()) ? static_cast<uint64_t>(frac[k] - '0') : 0;
+    if (w > (StackTrie::kMaxWeight - d) / 10) return false;
+    w = w * 10 + d;
+  }
+  if (static_cast<int>(frac.size()) > digits && frac[digits] >= '5') {
+    if (w >= StackTrie::kMaxWeight) return false;
+    ++w;
+  }
+  return true;
+}
+
+}  // namespace
+
+FoldedRead read_folded(const std::string& path, StackTrie& trie, int which, const FoldedOptions& opt) {
   ByteReader in(path);
+  FoldedRead r;
   std::string line;
-  uint64_t lineno = 0, stacks = 0;
-  while (in.getline(line)) {
+  uint64_t lineno = 0;
+  std::vector<std::string_view> frames;
+  for (; in.getline(line);) {
     ++lineno;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     size_t end = line.size();
     while (end > 0 && std::isspace(static_cast<unsigned char>(line[end - 1]))) --end;
     if (end == 0) continue;
-    const size_t sp = line.find_last_of(" \t", end - 1);
-    const std::string where = path + ":" + std::to_string(lineno);
-    if (sp == std::string::npos)
-      throw_input("folded line has no count (expected \"frame;frame;frame COUNT\")", where,
-                  "each line ends with a space and a non-negative number");
-    const std::string_view count(line.data() + sp + 1, end - sp - 1);
-    uint64_t w = 0;
-    size_t i = 0;
-    bool digits = false;
-    for (; i < count.size() && std::isdigit(static_cast<unsigned char>(count[i])); ++i) {
-      const uint64_t d = static_cast<uint64_t>(count[i] - '0');
-      digits = true;
-      if (w > (StackTrie::kMaxWeight - d) / 10)  // checked before it could wrap
-        throw_input("folded count \"" + std::string(count) + "\" is above 2^62", where, "counts are sample counts or ns");
-      w = w * 10 + d;
-    }
-    if (i < count.size() && count[i] == '.') {
-      size_t j = i + 1;
-      const size_t frac_start = j;
-      while (j < count.size() && std::isdigit(static_cast<unsigned char>(count[j]))) ++j;
-      if (j == count.size() && (digits || j > frac_start)) {
-        if (frac_start < count.size() && count[frac_start] >= '5') ++w;
-        i = j;
-        digits = true;
+    auto where = [&]() { return path + ":" + std::to_string(lineno); };  // built only for errors
+    auto bad = [&](const std::string& why, const std::string& hint) {
+      if (opt.strict) throw_input(why, where(), hint);
+      if (r.bad_lines++ == 0) {
+        r.first_bad_line = lineno;
+        r.first_bad_reason = why;
       }
+    };
+    const char* kHint = "each line ends with a space and a count, e.g. \"main;work 42\" (without --strict such "
+                        "lines are skipped and counted)";
+    size_t sp = line.find_last_of(" \t", end - 1);
+    if (sp == std::string::npos) {
+      bad("folded line has no count (expected \"frame;frame;frame COUNT\")", kHint);
+      continue;
     }
-    if (!digits || i != count.size())
-      throw_input("folded count \"" + std::string(count) + "\" is not a non-negative number", where,
-                  "each line ends with a space and a count, e.g. \"main;work 42\"");
+    std::string_view ip[2], fr[2];
+    if (!parse_count(std::string_view(line.data() + sp + 1, end - sp - 1), ip[0], fr[0])) {
+      bad("folded count \"" + line.substr(sp + 1, end - sp - 1) + "\" is not a non-negative number", kHint);
+      continue;
+    }
     size_t stack_end = sp;
     while (stack_end > 0 && (line[stack_end - 1] == ' ' || line[stack_end - 1] == '\t')) --stack_end;
-    uint32_t node = 0;
-    size_t start = 0;
-    while (start <= stack_end) {
+    // A second count before it: "stack BASE NEW" (difffolded.pl).
+    int ncounts = 1;
+    if (stack_end > 0) {
+      const size_t sp2 = line.find_last_of(" \t", stack_end - 1);
+      if (sp2 != std::string::npos &&
+          parse_count(std::string_view(line.data() + sp2 + 1, stack_end - sp2 - 1), ip[1], fr[1])) {
+        ncounts = 2;
+        stack_end = sp2;
+        while (stack_end > 0 && (line[stack_end - 1] == ' ' || line[stack_end - 1] == '\t')) --stack_end;
+      }
+    }
+    // Frames; empty ones dropped.
+    frames.clear();
+    uint64_t empty = 0;
+    for (size_t start = 0;;) {
       size_t semi = line.find(';', start);
       if (semi == std::string::npos || semi > stack_end) semi = stack_end;
-      node = trie.child(node, trie.intern(std::string_view(line.data() + start, semi - start)));
-      start = semi + 1;
+      if (semi > start) frames.emplace_back(line.data() + start, semi - start);
+      else ++empty;
       if (semi == stack_end) break;
+      start = semi + 1;
     }
-    if (w > StackTrie::kMaxWeight - trie.added(which))
-      throw_input("folded counts sum past 2^62", where, "counts are sample counts or ns");
-    trie.add_self(node, w, which);
-    ++stacks;
+    if (frames.empty()) {
+      bad("folded line has no frame before its count", kHint);
+      continue;
+    }
+    if (empty) {
+      if (opt.strict)
+        throw_input("folded line has an empty frame name (\"a;;b\" or a leading/trailing ';')", where(),
+                    "without --strict empty frames are dropped");
+      r.empty_frames += empty;
+    }
+    // Fractions: the trie's fixed point follows the most digits met (at most 6).
+    const int digits = static_cast<int>(std::max(fr[0].size(), ncounts == 2 ? fr[1].size() : size_t(0)));
+    if (digits > trie.frac_digits()) trie.set_frac_digits(std::min(digits, 6));
+    uint64_t w[2] = {0, 0};
+    for (int k = 0; k < ncounts; ++k)
+      if (!count_weight(ip[k], fr[k], trie.frac_digits(), w[k]))
+        throw_input("folded count \"" + std::string(ip[k]) + (fr[k].empty() ? "" : "." + std::string(fr[k])) +
+                        "\" is above 2^62" + (trie.frac_digits() ? " (in units of 10^-" + std::to_string(trie.frac_digits()) + ")" : ""),
+                    where(), "counts are sample counts or ns");
+    uint32_t node = 0;
+    for (size_t k = 0; k + 1 < frames.size(); ++k) node = trie.child(node, trie.intern(frames[k]));
+    // A leaf frame ending in a blank and a number ("x 5" from "x 5 3 7") would read back as a
+    // count: its blank becomes '_', as fold_trace names frames, so written text reads back the same.
+    const std::string_view leaf = frames.back();
+    const size_t lsp = leaf.find_last_of(" \t");
+    std::string_view lip, lfr;
+    if (lsp != std::string_view::npos && parse_count(leaf.substr(lsp + 1), lip, lfr)) {
+      std::string named(leaf);
+      named[lsp] = '_';
+      node = trie.child(node, trie.intern(named));
+    } else {
+      node = trie.child(node, trie.intern(leaf));
+    }
+    // Two counts: BASE (the first) into column 1, NEW into column 0, as flamegraph.pl draws them.
+    const int cols[2] = {ncounts == 2 ? 1 : which, 0};
+    const uint64_t ws[2] = {ncounts == 2 ? w[1] : w[0], w[0]};
+    for (int k = 0; k < ncounts; ++k)
+      if (ws[k] > StackTrie::kMaxWeight - trie.added(cols[k]))
+        throw_input("folded counts sum past 2^62", where(), "counts are sample counts or ns");
+    for (int k = 0; k < ncounts; ++k) trie.add_self(node, ws[k], cols[k]);
+    r.differential += ncounts == 2;
+    ++r.stacks;
   }
-  return stacks;
+  return r;
 }
 
 std::string write_folded(const StackTrie& trie, int which) {
@@ -147,10 +252,19 @@ std::string write_folded(const StackTrie& trie, int which) {
     if (nodes[i].self[which] > 0) lines.emplace_back(trie.path(static_cast<uint32_t>(i)), nodes[i].self[which]);
   std::sort(lines.begin(), lines.end());
   std::string out;
+  uint64_t scale = 1;
+  for (int i = 0; i < trie.frac_digits(); ++i) scale *= 10;
   for (const auto& [p, w] : lines) {
     out += p;
     out += ' ';
-    out += std::to_string(w);
+    out += std::to_string(w / scale);
+    if (scale > 1 && w % scale) {
+      std::string f = std::to_string(w % scale);
+      f.insert(0, static_cast<size_t>(trie.frac_digits()) - f.size(), '0');
+      while (f.back() == '0') f.pop_back();
+      out += '.';
+      out += f;
+    }
     out += '\n';
   }
   return out;
@@ -167,6 +281,222 @@ bool looks_like_trace(const std::string& path) {
 
 namespace {
 
+bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool is_word(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+/// stackcollapse-perf.pl's sample header, /^(\S.+?)\s+(\d+)\/*(\d+)*\s+/: the command name
+/// (shortest, >= 2 characters, may hold blanks) before a blank, a pid or pid/tid, a blank.
+bool perf_header(const std::string& l, std::string& comm) {
+  if (l.empty() || is_blank(l[0])) return false;
+  for (size_t end = 2; end < l.size(); ++end) {
+    if (!is_blank(l[end])) continue;
+    size_t j = end;
+    while (j < l.size() && is_blank(l[j])) ++j;
+    if (j >= l.size() || !std::isdigit(static_cast<unsigned char>(l[j]))) continue;
+    while (j < l.size() && std::isdigit(static_cast<unsigned char>(l[j]))) ++j;
+    while (j < l.size() && l[j] == '/') ++j;
+    while (j < l.size() && std::isdigit(static_cast<unsigned char>(l[j]))) ++j;
+    if (j < l.size() && is_blank(l[j])) {
+      comm = l.substr(0, end);
+      return true;
+    }
+  }
+  return false;
+}
+
+/// The header's period and event, /:\s*(\d+)*\s+(\S+):\s*$/ (leftmost ':' that matches).
+bool perf_event(const std::string& l, std::string& period, std::string& event) {
+  size_t e = l.size();
+  while (e > 0 && is_blank(l[e - 1])) --e;
+  if (e == 0 || l[e - 1] != ':') return false;
+  // (\S+) ends just before that final ':' and starts after a blank.
+  const size_t ev_end = e - 1;
+  size_t ev_start = ev_end;
+  while (ev_start > 0 && !is_blank(l[ev_start - 1])) --ev_start;
+  if (ev_start == ev_end || ev_start == 0) return false;
+  // Before it: ':' blanks [digits] blanks. The leftmost ':' for which this holds wins; the
+  // event token may itself hold ':' ("cpu-clock:ppp"), so it is the last blank-free token.
+  size_t k = ev_start;
+  while (k > 0 && is_blank(l[k - 1])) --k;
+  size_t d = k;
+  while (d > 0 && std::isdigit(static_cast<unsigned char>(l[d - 1]))) --d;
+  size_t c = d;
+  while (c > 0 && is_blank(l[c - 1])) --c;
+  if (c > 0 && l[c - 1] == ':' && (d < k ? true : k < ev_start)) {
+    period = l.substr(d, k - d);
+    event = l.substr(ev_start, ev_end - ev_start);
+    return true;
+  }
+  if (k > 0 && l[k - 1] == ':' && k < ev_start) {  // no period: "time: event:"
+    period.clear();
+    event = l.substr(ev_start, ev_end - ev_start);
+    return true;
+  }
+  return false;
+}
+
+/// A stack line, /^\s*(\w+)\s*(.+) \((.*)\)/: address, symbol, module (the last " (" that a
+/// ')' follows, up to the last ')').
+bool perf_frame(const std::string& l, std::string& func, std::string& mod) {
+  size_t i = 0;
+  while (i < l.size() && is_blank(l[i])) ++i;
+  const size_t pc = i;
+  while (i < l.size() && is_word(l[i])) ++i;
+  if (i == pc) return false;
+  while (i < l.size() && is_blank(l[i])) ++i;
+  const size_t close = l.rfind(')');
+  if (close == std::string::npos || close <= i) return false;
+  size_t open = l.rfind(" (", close);
+  while (open != std::string::npos && open < i + 1) open = std::string::npos;  // (.+) needs a character
+  if (open == std::string::npos) return false;
+  func = l.substr(i, open - i);
+  mod = l.substr(open + 2, close - open - 2);
+  return true;
+}
+
+/// stackcollapse-perf.pl's tidy_generic of one function name.
+std::string perf_tidy(std::string f, bool java) {
+  for (char& c : f)
+    if (c == ';') c = ':';
+  // Unless a Go method ("net/http.(*Client).Do": ".(" ... ")."), everything from the first
+  // '(' that does not open "(anonymous namespace)" is noise (argument lists).
+  const size_t go_open = f.find(".(");
+  const bool go = go_open != std::string::npos && f.find(").", go_open + 2) != std::string::npos;
+  if (!go) {
+    for (size_t p = f.find('('); p != std::string::npos; p = f.find('(', p + 1))
+      if (f.compare(p, 21, "(anonymous namespace)") != 0) {
+        f.erase(p);
+        break;
+      }
+  }
+  f.erase(std::remove_if(f.begin(), f.end(), [](char c) { return c == '"' || c == '\''; }), f.end());
+  if (java && f.find('/') != std::string::npos && !f.empty() && f[0] == 'L') f.erase(0, 1);
+  return f;
+}
+
+}  // namespace
+
+PerfRead collapse_perf(const std::string& path, StackTrie& trie, int which) {
+  ByteReader in(path);
+  PerfRead r;
+  std::string line, comm, period, event, func, mod;
+  std::string pname;       // "" = no sample open (or one of another event)
+  uint64_t weight = 1;
+  std::vector<std::vector<std::string>> groups;  // per stack line, leaf first
+  uint64_t lineno = 0;
+  bool any_period = false;
+  auto flush = [&]() {
+    if (!pname.empty()) {
+      uint32_t node = trie.child(0, trie.intern(pname));
+      for (size_t g = groups.size(); g-- > 0;)
+        for (const std::string& f : groups[g])
+          if (!f.empty()) node = trie.child(node, trie.intern(f));
+      if (weight > StackTrie::kMaxWeight - trie.added(which))
+        throw_input("perf sample weights sum past 2^62", path + ":" + std::to_string(lineno), "periods are counts of events");
+      trie.add_self(node, weight, which);
+      ++r.samples;
+    }
+    pname.clear();
+    groups.clear();
+  };
+  bool skipping = false;  // inside a sample of another event
+  while (in.getline(line)) {
+    ++lineno;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty() && line[0] == '#') continue;
+    if (line.find_first_not_of(" \t") == std::string::npos) {
+      flush();
+      skipping = false;
+      continue;
+    }
+    if (perf_header(line, comm)) {
+      flush();
+      skipping = false;
+      uint64_t p = 1;
+      if (perf_event(line, period, event)) {
+        if (r.event.empty()) r.event = event;
+        if (event != r.event) {
+          ++r.other_event_samples;
+          skipping = true;
+          continue;
+        }
+        if (!period.empty()) {
+          any_period = true;
+          p = 0;
+          for (char ch : period) {
+            if (p > (StackTrie::kMaxWeight - 9) / 10) break;
+            p = p * 10 + static_cast<uint64_t>(ch - '0');
+          }
+        }
+      }
+      weight = p;
+      pname = comm;
+      for (char& ch : pname)
+        if (ch == ' ') ch = '_';
+      continue;
+    }
+    if (perf_frame(line, func, mod)) {
+      if (skipping || pname.empty()) continue;
+      // Linux 4.8+ prints symbol offsets ("func+0x1f"): strip them.
+      const size_t plus = func.rfind("+0x");
+      if (plus != std::string::npos && plus + 3 < func.size() &&
+          std::all_of(func.begin() + static_cast<long>(plus) + 3, func.end(),
+                      [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || (c >= 'a' && c <= 'f'); }))
+        func.erase(plus);
+      if (!func.empty() && func[0] == '(') continue;  // process names
+      std::vector<std::string> frames;
+      size_t start = 0;
+      for (;;) {  // "a->b": inlined frames
+        const size_t arrow = func.find("->", start);
+        std::string f = func.substr(start, arrow == std::string::npos ? std::string::npos : arrow - start);
+        if (f == "[unknown]") {
+          if (mod != "[unknown]") {
+            const size_t slash = mod.rfind('/');
+            f = "[" + (slash == std::string::npos ? mod : mod.substr(slash + 1)) + "]";
+          }
+        }
+        frames.push_back(perf_tidy(f, pname.rfind("java", 0) == 0));
+        if (arrow == std::string::npos) break;
+        start = arrow + 2;
+      }
+      groups.push_back(std::move(frames));
+      continue;
+    }
+    if (r.unrecognized++ == 0) r.first_unrecognized_line = lineno;
+  }
+  flush();  // a last sample without its closing blank line
+  r.periods = any_period;
+  const std::string base = r.event.substr(0, r.event.find(':'));
+  trie.unit = !any_period ? "samples" : (base == "cpu-clock" || base == "task-clock") ? "ns" : base;
+  return r;
+}
+
+bool looks_like_perf(const std::string& path) {
+  ByteReader in(path);
+  std::string line, comm;
+  int seen = 0;
+  bool header = false;
+  while (in.getline(line) && seen < 64) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || line[0] == '#') continue;
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    ++seen;
+    if (!header) {
+      if (!perf_header(line, comm)) return false;
+      size_t e = line.size();
+      while (e > 0 && is_blank(line[e - 1])) --e;
+      if (e > 0 && line[e - 1] == ':') return true;
+      header = true;
+      continue;
+    }
+    std::string f, m;
+    return is_blank(line[0]) && perf_frame(line, f, m);
+  }
+  return false;
+}
+
+namespace {
+
 enum Kind : uint8_t { kCpu = 0, kGpu = 1, kApi = 2 };
 
 struct Slice {
@@ -175,7 +505,7 @@ struct Slice {
   uint32_t name;
   uint32_t track;
   uint8_t kind;
-  uint32_t corr;  // index into launches (+1), 0 = none
+  uint32_t order;  // event index in the file (tie-break; wraps past 2^32 events: ties only)
 };
 
 std::string lower(std::string s) {
@@ -199,27 +529,46 @@ std::string clean_frame(const std::string& s) {
   }
   // Trailing blanks cannot survive folded text (a reader takes them as the count's separator).
   while (!r.empty() && (r.back() == ' ' || r.back() == '\t')) r.pop_back();
+  // Nor a blank before a trailing number ("layer 3"): a reader takes that number as a first
+  // count (two counts = a differential line).
+  const size_t sp = r.find_last_of(" \t");
+  if (sp != std::string::npos && sp + 1 < r.size()) {
+    std::string_view ip, fr;
+    if (parse_count(std::string_view(r).substr(sp + 1), ip, fr)) r[sp] = '_';
+  }
   if (r.empty()) r = "[unnamed]";
   return r;
 }
 
-/// Microseconds (the format's unit) to integer ns. Refuses a missing (NaN) time and any beyond
-/// +-1e15 us (31.7 years), so that sums of a start and a duration stay far inside int64.
-int64_t to_ns(double us, const std::string& path, uint64_t index, const char* field) {
-  if (!(std::fabs(us) <= 1e15))
-    throw_input("event #" + std::to_string(index) + " has " + (std::isnan(us) ? std::string("no ") + field
-                                                                 : std::string(field) + " out of range (" + std::to_string(us) + " us)"),
-                path, "times and durations are microseconds within +-1e15 (31.7 years)");
-  return static_cast<int64_t>(std::llround(us * 1000.0));
+/// An event's time in integer ns (exact from the file's text; see time_ns). Refuses a missing
+/// (NaN) time and any beyond +-4e15 us, naming the event.
+int64_t to_ns(double us, int64_t exact, const std::string& path, uint64_t index, const char* field) {
+  int64_t ns = 0;
+  if (!time_ns(us, exact, ns))
+    throw_input("event #" + std::to_string(index) + " has " +
+                    (std::isnan(us) && exact == kNoNs ? std::string("no ") + field
+                                                      : std::string(field) + " out of range (" + std::to_string(us) + " us)"),
+                path, "times and durations are microseconds within +-4e15 (126.8 years)");
+  return ns;
 }
 
 }  // namespace
 
-FoldResult fold_trace(const std::string& path, StackTrie& trie, int which, FoldMode mode) {
+FoldResult fold_trace(const std::string& path, StackTrie& trie, int which, FoldMode mode, bool strict) {
   FoldResult res;
   std::vector<Slice> slices;
   std::map<std::pair<int64_t, int64_t>, uint32_t> tracks;
-  std::vector<std::vector<std::pair<uint32_t, int64_t>>> open_b;  // per track: (name, ts)
+  /// A B or E event, paired after the stream in timestamp order.
+  struct BE {
+    int64_t ts;
+    uint64_t order;
+    uint32_t name;
+    uint8_t kind;
+    bool is_b;
+    bool has_corr;
+    int64_t corr;
+  };
+  std::vector<std::vector<BE>> be;  // per track
   std::unordered_map<std::string, std::pair<uint32_t, int64_t>> flow_start;  // id -> (track, ts)
   std::vector<std::pair<uint32_t, int64_t>> flow_end_loc;                     // (track, ts) of f
   std::vector<std::string> flow_end_id;
@@ -228,70 +577,100 @@ FoldResult fold_trace(const std::string& path, StackTrie& trie, int which, FoldM
   bool any_gpu = false;
   auto track_of = [&](int64_t pid, int64_t tid) {
     auto [it, fresh] = tracks.emplace(std::make_pair(pid, tid), static_cast<uint32_t>(tracks.size()));
-    if (fresh) open_b.emplace_back();
+    if (fresh) be.emplace_back();
     return it->second;
+  };
+  auto correlation = [](const Event& e, int64_t& c) {
+    if (!e.args.is_object()) return false;
+    auto it = e.args.find("correlation");
+    if (it == e.args.end()) it = e.args.find("correlation_id");
+    if (it == e.args.end() || !it->is_number_integer()) return false;
+    c = it->get<int64_t>();
+    return true;
+  };
+  auto add_slice = [&](Slice s, bool has_corr, int64_t corr) {
+    if (has_corr) {
+      if (s.kind == kApi) corr_api[corr] = {s.track, s.ts};
+      else if (s.kind == kGpu) gpu_corr.emplace_back(slices.size(), corr);
+    }
+    any_gpu = any_gpu || s.kind == kGpu;
+    slices.push_back(s);
   };
   uint64_t index = 0;
   read_trace(path, [&](Event&& e) {
-    ++index;
+    const uint64_t order = index++;
     if (e.ph == 'X' || e.ph == 'B' || e.ph == 'E') {
       const uint32_t tr = track_of(e.pid, e.tid);
-      if (e.ph == 'B') {
-        open_b[tr].emplace_back(trie.intern(clean_frame(e.name)), to_ns(e.ts, path, index - 1, "ts"));
+      int64_t corr = 0;
+      const bool has_corr = correlation(e, corr);
+      if (e.ph != 'X') {
+        be[tr].push_back({to_ns(e.ts, e.ts_ns, path, order, "ts"), order,
+                          e.ph == 'B' ? trie.intern(clean_frame(e.name)) : 0, classify(e.cat), e.ph == 'B', has_corr,
+                          corr});
         return;
       }
+      if (!(e.dur >= 0))
+        throw_input("complete event #" + std::to_string(order) + " (\"" + e.name + "\") has no dur", path,
+                    "X events need a non-negative dur (us)");
       Slice s{};
       s.track = tr;
-      if (e.ph == 'E') {
-        if (open_b[tr].empty())
-          throw_input("unbalanced B/E: event #" + std::to_string(index - 1) + " (E \"" + e.name +
-                          "\") closes nothing on pid " + std::to_string(e.pid) + " tid " + std::to_string(e.tid),
-                      path, "every E needs an earlier B on the same thread (rtx-trace validate lists all violations)");
-        auto [nm, ts] = open_b[tr].back();
-        open_b[tr].pop_back();
-        s.name = nm;
-        s.ts = ts;
-        s.dur = std::max<int64_t>(0, to_ns(e.ts, path, index - 1, "ts") - ts);
-        s.kind = classify(e.cat);
-      } else {
-        if (!(e.dur >= 0))
-          throw_input("complete event #" + std::to_string(index - 1) + " (\"" + e.name + "\") has no dur", path,
-                      "X events need a non-negative dur (us)");
-        s.name = trie.intern(clean_frame(e.name));
-        s.ts = to_ns(e.ts, path, index - 1, "ts");
-        s.dur = to_ns(e.dur, path, index - 1, "dur");
-        s.kind = classify(e.cat);
-      }
-      if (e.args.is_object()) {
-        auto it = e.args.find("correlation");
-        if (it == e.args.end()) it = e.args.find("correlation_id");
-        if (it != e.args.end() && it->is_number_integer()) {
-          if (s.kind == kApi) corr_api[it->get<int64_t>()] = {tr, s.ts};
-          else if (s.kind == kGpu) gpu_corr.emplace_back(slices.size(), it->get<int64_t>());
-        }
-      }
-      any_gpu = any_gpu || s.kind == kGpu;
-      slices.push_back(s);
+      s.name = trie.intern(clean_frame(e.name));
+      s.ts = to_ns(e.ts, e.ts_ns, path, order, "ts");
+      s.dur = to_ns(e.dur, e.dur_ns, path, order, "dur");
+      s.kind = classify(e.cat);
+      s.order = static_cast<uint32_t>(order);
+      add_slice(s, has_corr, corr);
     } else if (e.ph == 's') {
-      flow_start[e.cat + "\x1f" + e.id] = {track_of(e.pid, e.tid), to_ns(e.ts, path, index - 1, "ts")};
+      flow_start[e.cat + "\x1f" + e.id] = {track_of(e.pid, e.tid), to_ns(e.ts, e.ts_ns, path, order, "ts")};
     } else if (e.ph == 'f') {
-      flow_end_loc.emplace_back(track_of(e.pid, e.tid), to_ns(e.ts, path, index - 1, "ts"));
+      flow_end_loc.emplace_back(track_of(e.pid, e.tid), to_ns(e.ts, e.ts_ns, path, order, "ts"));
       flow_end_id.push_back(e.cat + "\x1f" + e.id);
     }
   }, ReadOptions{true});
   res.events = index;
-  for (size_t t = 0; t < open_b.size(); ++t)
-    if (!open_b[t].empty())
-      throw_input("unbalanced B/E: " + std::to_string(open_b[t].size()) + " B event(s) never closed (innermost \"" +
-                      trie.name(open_b[t].back().first) + "\")",
+  // B/E per thread in timestamp order (stable: equal times keep file order), then paired; the
+  // format lets writers emit them unsorted (speedscope PR #322 pairs them the same way).
+  for (uint32_t tr = 0; tr < be.size(); ++tr) {
+    auto& v = be[tr];
+    std::stable_sort(v.begin(), v.end(), [](const BE& a, const BE& b) { return a.ts < b.ts; });
+    std::vector<const BE*> open;
+    for (const BE& x : v) {
+      if (x.is_b) {
+        open.push_back(&x);
+        continue;
+      }
+      if (open.empty()) {
+        if (strict)
+          throw_input("unbalanced B/E: event #" + std::to_string(x.order) + " (E) closes nothing on its thread", path,
+                      "every E needs an earlier B on the same thread (rtx-trace validate lists all violations)");
+        ++res.stray_e;
+        continue;
+      }
+      const BE& b = *open.back();
+      open.pop_back();
+      Slice s{};
+      s.track = tr;
+      s.name = b.name;
+      s.ts = b.ts;
+      s.dur = x.ts - b.ts;  // >= 0: sorted
+      s.kind = b.kind;      // the B's category (an E usually has none)
+      s.order = static_cast<uint32_t>(b.order);
+      add_slice(s, b.has_corr || x.has_corr, b.has_corr ? b.corr : x.corr);
+    }
+    if (!open.empty() && strict)
+      throw_input("unbalanced B/E: " + std::to_string(open.size()) + " B event(s) never closed (innermost \"" +
+                      trie.name(open.back()->name) + "\")",
                   path, "close every B with an E on the same thread, or record the trace again");
+    res.unclosed_b += open.size();
+  }
   res.mode = mode == FoldMode::Auto ? (any_gpu ? FoldMode::Gpu : FoldMode::Cpu) : mode;
   const size_t ntracks = tracks.size();
   std::vector<std::vector<uint32_t>> by_track(ntracks);
   for (size_t i = 0; i < slices.size(); ++i) by_track[slices[i].track].push_back(static_cast<uint32_t>(i));
   auto order = [&](uint32_t a, uint32_t b) {
     if (slices[a].ts != slices[b].ts) return slices[a].ts < slices[b].ts;
-    return slices[a].dur > slices[b].dur;
+    if (slices[a].dur != slices[b].dur) return slices[a].dur > slices[b].dur;  // the longer encloses
+    return slices[a].order < slices[b].order;  // identical: the earlier in the file encloses (as stats)
   };
   for (auto& v : by_track) std::sort(v.begin(), v.end(), order);
 
@@ -306,7 +685,10 @@ FoldResult fold_trace(const std::string& path, StackTrie& trie, int which, FoldM
         if (s.kind != kCpu && s.kind != kApi) continue;
         while (!st.empty() && st.back().end <= s.ts) st.pop_back();
         int64_t end = s.ts + s.dur;
-        if (!st.empty()) end = std::min(end, st.back().end);  // clamp partial overlap into the parent
+        if (!st.empty() && end > st.back().end) {  // clamp partial overlap into the parent
+          end = st.back().end;
+          ++res.clipped;
+        }
         const int64_t dur = end - s.ts;
         const uint32_t parent = st.empty() ? 0 : st.back().node;
         const uint32_t node = trie.child(parent, s.name);

@@ -79,7 +79,12 @@ MergeResult merge_traces(const std::vector<std::string>& inputs, const std::stri
     const uint64_t id_offset = static_cast<uint64_t>(i) * 1000000000000ull;
     read_trace(inputs[i], [&](Event&& e) {
       e.pid = remap[e.pid];
-      if (!std::isnan(e.ts) && e.ph != 'M') e.ts += shift_us;
+      if (!std::isnan(e.ts) && e.ph != 'M') {
+        e.ts += shift_us;
+        // Keep the exact ns (epoch timestamps) when the shift leaves it inside int64.
+        const int64_t shift_ns = res.clock_aligned ? static_cast<int64_t>(f.start_unix_ns - t0) : 0;
+        if (e.ts_ns != kNoNs && __builtin_add_overflow(e.ts_ns, shift_ns, &e.ts_ns)) e.ts_ns = kNoNs;
+      }
       if (!e.id.empty()) {
         const bool numeric = e.id.find_first_not_of("0123456789") == std::string::npos && e.id.size() <= 12;
         e.id = numeric ? std::to_string(std::stoull(e.id) + id_offset)

@@ -1,6 +1,6 @@
-// compute_stats: one streaming pass (Welford accumulators per (category, name) for the
-// inclusive durations; slices kept per thread), then per thread a sweep over the slices by
-// start time with a stack of open slices for the self times (the definitions: stats.hpp).
+// compute_stats: one streaming pass collecting slices per thread (B/E paired afterwards in ts
+// order), then per thread a sweep over the slices by start time with a stack of open slices:
+// Welford accumulators of the durations and the self times per row (the definitions: stats.hpp).
 #include "rtx/trace/stats.hpp"
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <regex>
 #include <unordered_map>
 
 #include "rtx/core/error.hpp"
@@ -50,15 +51,26 @@ struct Slice {
   uint64_t order;
 };
 
-/// us -> ns when |us| <= 1e15 (sums of starts and durations stay far inside int64).
-bool to_ns(double us, int64_t& ns) {
-  if (!(std::fabs(us) <= 1e15)) return false;
-  ns = static_cast<int64_t>(std::llround(us * 1000.0));
-  return true;
-}
+/// Rows by (group, name or stack path) -> accumulator.
+struct Rows {
+  std::map<std::pair<int, std::string>, uint32_t> keys;
+  std::vector<Acc> acc;
+  std::vector<std::string> names;  // per row
+  uint32_t key_of(int group, const std::string& name) {
+    auto [it, fresh] = keys.emplace(std::make_pair(group, name), static_cast<uint32_t>(acc.size()));
+    if (fresh) {
+      acc.emplace_back();
+      names.push_back(name);
+    }
+    return it->second;
+  }
+};
 
-/// Self times of one thread's slices into acc[key].self_ns (sorts `v`).
-void add_self_times(std::vector<Slice>& v, std::vector<Acc>& acc) {
+/// Per thread: nest the slices (sorts `v`), add each slice's duration and self time to its row
+/// (by name: its slice key; by path: the chain of enclosing names, root first, joined by ';').
+/// Returns how many slices overran their parent and were clipped.
+uint64_t add_self_times(std::vector<Slice>& v, const std::vector<std::pair<int, std::string>>& slice_keys, bool by_path,
+                        Rows& rows, std::map<std::pair<uint32_t, uint32_t>, uint32_t>& path_ids) {
   std::sort(v.begin(), v.end(), [](const Slice& a, const Slice& b) {
     if (a.ts != b.ts) return a.ts < b.ts;
     if (a.dur != b.dur) return a.dur > b.dur;  // the longer encloses
@@ -66,18 +78,37 @@ void add_self_times(std::vector<Slice>& v, std::vector<Acc>& acc) {
   });
   struct Open {
     int64_t end;  // clipped to the enclosing slice's end
-    uint32_t key;
+    uint32_t row;
   };
   std::vector<Open> st;
+  uint64_t clipped = 0;
   for (const Slice& s : v) {
     while (!st.empty() && st.back().end <= s.ts) st.pop_back();  // ended: touching = sibling
     int64_t end = s.ts + s.dur;
-    if (!st.empty()) end = std::min(end, st.back().end);  // clip an overrun to the parent
-    const int64_t d = end - s.ts;                          // >= 0: s starts inside the parent
-    acc[s.key].self_ns += static_cast<double>(d);
-    if (!st.empty()) acc[st.back().key].self_ns -= static_cast<double>(d);  // the parent's time covered by this child
-    st.push_back({end, s.key});
+    if (!st.empty() && end > st.back().end) {  // clip an overrun to the parent
+      end = st.back().end;
+      ++clipped;
+    }
+    const int64_t d = end - s.ts;  // >= 0: s starts inside the parent
+    uint32_t row = s.key;
+    if (by_path) {
+      // Row ids of paths: (parent row + 1 or 0, slice key) -> row named "parent path;name".
+      const uint32_t parent = st.empty() ? 0 : st.back().row + 1;
+      auto it = path_ids.find({parent, s.key});
+      if (it == path_ids.end()) {
+        const auto& [group, name] = slice_keys[s.key];
+        row = rows.key_of(group, parent ? rows.names[parent - 1] + ";" + name : name);
+        path_ids.emplace(std::make_pair(parent, s.key), row);
+      } else {
+        row = it->second;
+      }
+    }
+    rows.acc[row].add(static_cast<double>(s.dur) / 1e3);  // the ns the self times are computed in
+    rows.acc[row].self_ns += static_cast<double>(d);
+    if (!st.empty()) rows.acc[st.back().row].self_ns -= static_cast<double>(d);  // the parent's time covered by this child
+    st.push_back({end, row});
   }
+  return clipped;
 }
 
 std::string fmt_time(double us) {
@@ -92,77 +123,96 @@ std::string fmt_time(double us) {
 
 }  // namespace
 
-TraceStats compute_stats(const std::string& path) {
+TraceStats compute_stats(const std::string& path, const StatsOptions& opt) {
   TraceStats st;
   st.file = path;
-  std::map<std::pair<int, std::string>, uint32_t> keys;  // (group, name) -> index into acc
-  std::vector<Acc> acc;
+  st.by_path = opt.by_path;
+  // Slice keys: (group, name), interned while streaming; rows are made when nesting.
+  std::map<std::pair<int, std::string>, uint32_t> key_ids;
+  std::vector<std::pair<int, std::string>> slice_keys;
   auto key_of = [&](const std::string& cat, const std::string& name) {
-    auto [it, fresh] = keys.emplace(std::make_pair(group_of(cat), name), static_cast<uint32_t>(acc.size()));
-    if (fresh) acc.emplace_back();
+    auto [it, fresh] = key_ids.emplace(std::make_pair(group_of(cat), name), static_cast<uint32_t>(slice_keys.size()));
+    if (fresh) slice_keys.push_back(it->first);
     return it->second;
   };
-  struct OpenB {
+  /// A B or E event, paired after the stream (B/E may come out of timestamp order).
+  struct BE {
+    int64_t ts;  // ns
     uint32_t key;
-    double ts;
     uint64_t order;
+    bool is_b;
   };
-  std::map<std::pair<int64_t, int64_t>, std::vector<OpenB>> open;
+  std::map<std::pair<int64_t, int64_t>, std::vector<BE>> be;
   std::map<std::pair<int64_t, int64_t>, std::vector<Slice>> slices;  // per (pid, tid)
-  // Times outside +-1e15 us (31.7 years; rtx-flame's bound) or not finite are refused, naming
-  // the event, rather than summed into inf/nan totals.
-  auto add_slice = [&](int64_t pid, int64_t tid, uint32_t key, double ts_us, double dur_us, uint64_t order) {
-    int64_t ts = 0, dur = 0;
-    const bool ts_ok = to_ns(ts_us, ts);
-    if (!ts_ok || !to_ns(dur_us, dur)) {
-      const double bad = ts_ok ? dur_us : ts_us;
-      throw_input("event #" + std::to_string(order) + (std::isnan(bad) ? std::string(" has no ") + (ts_ok ? "dur" : "ts")
-                                                                       : std::string(" has a ") + (ts_ok ? "duration" : "timestamp") +
-                                                                             " out of range (" + std::to_string(bad) + " us)"),
-                  path, "times and durations are microseconds within +-1e15 (31.7 years)");
-    }
-    acc[key].add(static_cast<double>(dur) / 1e3);  // the ns the self times are computed in
-    slices[{pid, tid}].push_back({ts, dur, key, order});
+  // Times beyond +-4e15 us (126.8 years; rtx-flame's bound) or not finite are refused, naming
+  // the event, rather than summed into inf/nan totals. Absolute (Unix epoch) times are fine.
+  auto bad_time = [&](uint64_t order, bool ts, double us) {
+    throw_input("event #" + std::to_string(order) +
+                    (std::isnan(us) ? std::string(" has no ") + (ts ? "ts" : "dur")
+                                    : std::string(" has a ") + (ts ? "timestamp" : "duration") + " out of range (" +
+                                          std::to_string(us) + " us)"),
+                path, "times and durations are microseconds within +-4e15 (126.8 years)");
   };
   uint64_t index = 0;
   ReadOptions ro;
   ro.keep_args = false;
   TraceInfo info = read_trace(path, [&](Event&& e) {
     const uint64_t order = index++;
+    if (e.ph != 'X' && e.ph != 'B' && e.ph != 'E') return;
+    if (e.ph == 'X' && !(e.dur >= 0))  // the reader leaves -1 where an X event has no "dur"
+      throw_input("event #" + std::to_string(order) + " (ph X \"" + e.name.substr(0, 60) + "\") has " +
+                      (e.dur == -1 ? std::string("no \"dur\" (or dur -1)")
+                                   : "a negative \"dur\" (" + std::to_string(e.dur) + " us)"),
+                  path, "a complete event (ph X) lasts dur >= 0 microseconds");
+    int64_t ts = 0;
+    if (!time_ns(e.ts, e.ts_ns, ts)) bad_time(order, true, e.ts);
     if (e.ph == 'X') {
-      if (!(e.dur >= 0))  // the reader leaves -1 where an X event has no "dur"
-        throw_input("event #" + std::to_string(order) + " (ph X \"" + e.name.substr(0, 60) + "\") has " +
-                        (e.dur == -1 ? std::string("no \"dur\" (or dur -1)")
-                                     : "a negative \"dur\" (" + std::to_string(e.dur) + " us)"),
-                    path, "a complete event (ph X) lasts dur >= 0 microseconds");
-      add_slice(e.pid, e.tid, key_of(e.cat, e.name), e.ts, e.dur, order);
-    } else if (e.ph == 'B') {
-      open[{e.pid, e.tid}].push_back({key_of(e.cat, e.name), e.ts, order});
-    } else if (e.ph == 'E') {
-      auto& v = open[{e.pid, e.tid}];
-      if (v.empty()) {
-        ++st.unmatched;
-        return;
-      }
-      const OpenB b = v.back();
-      v.pop_back();
-      if (e.ts < b.ts)
-        throw_input("event #" + std::to_string(order) + " (ph E) ends at " + std::to_string(e.ts) +
-                        " us, before its B event #" + std::to_string(b.order) + " began (" + std::to_string(b.ts) + " us)",
-                    path, "an E event closes the latest open B of its thread and comes after it");
-      add_slice(e.pid, e.tid, b.key, b.ts, e.ts - b.ts, b.order);
+      int64_t dur = 0;
+      if (!time_ns(e.dur, e.dur_ns, dur)) bad_time(order, false, e.dur);
+      slices[{e.pid, e.tid}].push_back({ts, dur, key_of(e.cat, e.name), order});
+    } else {
+      be[{e.pid, e.tid}].push_back({ts, e.ph == 'B' ? key_of(e.cat, e.name) : 0, order, e.ph == 'B'});
     }
   }, ro);
-  for (auto& [k, v] : open) st.unclosed_b += v.size();
+  // Pair B/E per thread in timestamp order (stable: equal times keep file order), as
+  // speedscope (PR #322) and Perfetto do; the format does not require them sorted.
+  for (auto& [tr, v] : be) {
+    std::stable_sort(v.begin(), v.end(), [](const BE& a, const BE& b) { return a.ts < b.ts; });
+    std::vector<const BE*> open;
+    for (const BE& x : v) {
+      if (x.is_b) {
+        open.push_back(&x);
+      } else if (open.empty()) {
+        ++st.unmatched;  // an E with no open B
+      } else {
+        const BE* b = open.back();
+        open.pop_back();
+        slices[tr].push_back({b->ts, x.ts - b->ts, b->key, b->order});
+      }
+    }
+    st.unclosed_b += open.size();
+  }
   st.unmatched += st.unclosed_b;
-  for (auto& [k, v] : slices) add_self_times(v, acc);
+  Rows rows;
+  if (!opt.by_path)
+    for (const auto& k : slice_keys) rows.key_of(k.first, k.second);  // row id = slice key
+  std::map<std::pair<uint32_t, uint32_t>, uint32_t> path_ids;
+  for (auto& [k, v] : slices) st.clipped += add_self_times(v, slice_keys, opt.by_path, rows, path_ids);
   st.events = info.events;
+  std::regex match;
+  if (!opt.match.empty()) {
+    try {
+      match = std::regex(opt.match, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      throw_usage("--match is not a valid regular expression (" + std::string(e.what()) + "): " + opt.match, "--match");
+    }
+  }
   for (int g = 0; g < 4; ++g) {
     StatGroup grp;
     grp.category = kGroups[g];
-    for (auto& [k, i] : keys) {
+    for (auto& [k, i] : rows.keys) {
       if (k.first != g) continue;
-      const Acc& a = acc[i];
+      const Acc& a = rows.acc[i];
       if (a.n == 0) continue;  // a name only on B events never closed (counted in unmatched_be)
       StatRow r;
       r.name = k.second;
@@ -173,7 +223,11 @@ TraceStats compute_stats(const std::string& path) {
       r.min_us = a.min;
       r.max_us = a.max;
       r.stddev_us = a.n > 0 ? std::sqrt(a.m2 / static_cast<double>(a.n)) : 0;
-      grp.total_us += r.self_us;
+      grp.total_us += r.self_us;  // the busy time counts every row, shown or filtered out
+      if (!opt.match.empty() && !std::regex_search(r.name, match)) {
+        ++st.filtered_out;
+        continue;
+      }
       grp.rows.push_back(std::move(r));
     }
     if (grp.rows.empty()) continue;
@@ -188,6 +242,16 @@ TraceStats compute_stats(const std::string& path) {
   return st;
 }
 
+std::string stats_notes(const TraceStats& s) {
+  std::string out;
+  if (s.clipped)
+    out += "note: " + std::to_string(s.clipped) +
+           " slice(s) overran their parent on the same thread and were clipped to its end (rtx-trace validate "
+           "names them as x-nesting)\n";
+  if (s.filtered_out) out += "note: " + std::to_string(s.filtered_out) + " row(s) not matching --match left out\n";
+  return out;
+}
+
 std::string stats_table(const TraceStats& s, size_t top) {
   std::string out;
   char line[512];
@@ -200,10 +264,13 @@ std::string stats_table(const TraceStats& s, size_t top) {
                 " E event(s) without an open B";
   if (!unpaired.empty())
     unpaired = "note: " + unpaired + " were ignored (rtx-trace validate " + s.file + " names them)\n";
-  if (s.groups.empty()) return "no complete slices (X or B/E pairs) in " + s.file + "\n" + unpaired;
+  unpaired += stats_notes(s);
+  if (s.groups.empty())
+    return (s.filtered_out ? "no rows match --match in " : "no complete slices (X or B/E pairs) in ") + s.file + "\n" +
+           unpaired;
   for (const auto& g : s.groups) {
-    std::snprintf(line, sizeof line, "== %s: %zu names, busy %s (the sum of self times; share = self / busy)\n",
-                  g.category.c_str(), g.rows.size(), fmt_time(g.total_us).c_str());
+    std::snprintf(line, sizeof line, "== %s: %zu %s, busy %s (the sum of self times; share = self / busy)\n",
+                  g.category.c_str(), g.rows.size(), s.by_path ? "paths" : "names", fmt_time(g.total_us).c_str());
     out += line;
     std::snprintf(line, sizeof line, "%7s %12s %12s %9s %12s %12s %12s %12s  %s\n", "share", "self", "total", "count",
                   "mean", "min", "max", "stddev", "name");
@@ -263,8 +330,9 @@ nlohmann::json stats_json(const TraceStats& s, size_t top) {
     groups.push_back(
         {{"category", g.category}, {"total_ns", std::llround(g.total_us * 1e3)}, {"names", g.rows.size()}, {"rows", rows}});
   }
-  return {{"schema", "rtx.trace_stats.v2"}, {"file", s.file}, {"events", s.events}, {"unmatched_be", s.unmatched},
-          {"unclosed_b", s.unclosed_b},
+  return {{"schema", "rtx.trace_stats.v2"}, {"file", s.file}, {"by", s.by_path ? "path" : "name"},
+          {"events", s.events}, {"unmatched_be", s.unmatched}, {"unclosed_b", s.unclosed_b}, {"clipped", s.clipped},
+          {"filtered_out", s.filtered_out},
           {"groups", groups}};
 }
 

@@ -2,6 +2,7 @@
 // streaming writer and rule validator.
 #include "rtx/trace/trace_event.hpp"
 
+#include <cctype>
 #include <cmath>
 
 #include <algorithm>
@@ -93,9 +94,22 @@ class Sax {
 
   bool null() { return scalar(json(nullptr)); }
   bool boolean(bool v) { return scalar(json(v)); }
-  bool number_integer(json::number_integer_t v) { return scalar(json(v)); }
-  bool number_unsigned(json::number_unsigned_t v) { return scalar(json(v)); }
-  bool number_float(json::number_float_t v, const std::string&) { return scalar(json(v)); }
+  bool number_integer(json::number_integer_t v) {
+    if (is_time_key()) {
+      int64_t ns = kNoNs;
+      if (__builtin_mul_overflow(static_cast<int64_t>(v), int64_t(1000), &ns)) ns = kNoNs;
+      (key_ == "ts" ? ev_.ts_ns : ev_.dur_ns) = ns;
+    }
+    return scalar(json(v));
+  }
+  bool number_unsigned(json::number_unsigned_t v) {
+    if (is_time_key()) (key_ == "ts" ? ev_.ts_ns : ev_.dur_ns) = v <= uint64_t(INT64_MAX) / 1000 ? int64_t(v) * 1000 : kNoNs;
+    return scalar(json(v));
+  }
+  bool number_float(json::number_float_t v, const std::string& text) {
+    exact_time(text);
+    return scalar(json(v));
+  }
   bool string(std::string& v) {
     if (b_.active) {
       b_.value(json(std::move(v)));
@@ -198,6 +212,15 @@ class Sax {
   int mode_ = 0;
 
  private:
+  /// The exact ns of an event's ts/dur from the number's text (a double holds an epoch ts in
+  /// us only to 0.25 us).
+  bool is_time_key() const { return !b_.active && in_event_ && (key_ == "ts" || key_ == "dur"); }
+  void exact_time(const std::string& text) {
+    if (!is_time_key()) return;
+    int64_t ns = kNoNs;
+    if (!decimal_us_to_ns(text, ns)) ns = kNoNs;
+    (key_ == "ts" ? ev_.ts_ns : ev_.dur_ns) = ns;
+  }
   bool scalar(json v) {
     if (b_.active) {
       b_.value(std::move(v));
@@ -332,6 +355,91 @@ Trace load_trace(const std::string& path, const ReadOptions& opt) {
   return t;
 }
 
+bool decimal_us_to_ns(const std::string& text, int64_t& ns) {
+  // One pass, no allocation (this runs for every ts and dur of a trace): the significant digits
+  // (21 kept: 19 for int64 ns, one to round) and the decimal exponent, value = digits * 10^exp10 us.
+  size_t i = 0;
+  const size_t n = text.size();
+  const bool neg = i < n && text[i] == '-';
+  if (neg) ++i;
+  char dig[21];
+  int nd = 0;        // significant digits kept in dig
+  long dropped = 0;  // significant digits past those 21: they only ever lie below 1 ns or make
+                     // the integer part longer than 19 digits (refused), so only their count matters
+  bool any = false;  // a digit was seen
+  long exp10 = 0;
+  auto take = [&](char c) {
+    if (nd == 0 && c == '0') return;  // leading zeros
+    if (nd < 21) dig[nd++] = c;
+    else ++dropped;
+  };
+  for (; i < n && std::isdigit(static_cast<unsigned char>(text[i])); ++i, any = true) take(text[i]);
+  if (i < n && text[i] == '.') {
+    for (++i; i < n && std::isdigit(static_cast<unsigned char>(text[i])); ++i, any = true) {
+      if (nd == 0 && text[i] == '0') {
+        --exp10;
+        continue;
+      }
+      take(text[i]);
+      --exp10;
+    }
+  }
+  if (!any) return false;
+  if (i < n && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    const bool eneg = i < n && text[i] == '-';
+    if (i < n && (text[i] == '-' || text[i] == '+')) ++i;
+    long e = 0;
+    bool edig = false;
+    for (; i < n && std::isdigit(static_cast<unsigned char>(text[i])); ++i, edig = true)
+      if (e < 100000) e = e * 10 + (text[i] - '0');
+    if (!edig) return false;
+    exp10 += eneg ? -e : e;
+  }
+  if (i != n) return false;
+  if (nd == 0) {
+    ns = 0;
+    return true;
+  }
+  // value = dig[0..nd) followed by `dropped` more digits, times 10^(exp10 + 3) ns.
+  const long int_len = static_cast<long>(nd) + dropped + exp10 + 3;  // digits before the point
+  if (int_len > 19) return false;
+  unsigned __int128 v = 0;
+  for (long k = 0; k < int_len; ++k) v = v * 10 + (k < nd ? dig[k] - '0' : 0);
+  if (int_len >= 0 && int_len < nd && dig[int_len] >= '5') ++v;  // half away from zero
+  if (v > static_cast<unsigned __int128>(INT64_MAX)) return false;
+  ns = neg ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
+  return true;
+}
+
+bool time_ns(double us, int64_t exact_ns, int64_t& ns) {
+  if (exact_ns != kNoNs) {
+    if (exact_ns < -kMaxAbsNs || exact_ns > kMaxAbsNs) return false;
+    ns = exact_ns;
+    return true;
+  }
+  if (!(std::fabs(us) <= static_cast<double>(kMaxAbsNs) / 1e3)) return false;
+  const int64_t v = static_cast<int64_t>(std::llround(us * 1000.0));
+  if (v < -kMaxAbsNs || v > kMaxAbsNs) return false;
+  ns = v;
+  return true;
+}
+
+std::string format_ns_as_us(int64_t ns) {
+  const bool neg = ns < 0;
+  // |INT64_MIN| does not fit int64: work in unsigned.
+  const uint64_t a = neg ? uint64_t(0) - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);
+  std::string r = (neg ? "-" : "") + std::to_string(a / 1000);
+  if (a % 1000) {
+    char frac[8];
+    std::snprintf(frac, sizeof frac, ".%03llu", static_cast<unsigned long long>(a % 1000));
+    std::string f = frac;
+    while (f.back() == '0') f.pop_back();
+    r += f;
+  }
+  return r;
+}
+
 std::string format_us(double us) {
   if (!std::isfinite(us)) return "0";
   const long long ns = std::llround(us * 1000.0);
@@ -407,10 +515,11 @@ void TraceWriter::add(const Event& e) {
   s += ",\"ph\":\"";
   s += e.ph;
   s += "\",\"ts\":";
-  s += std::isnan(e.ts) ? std::string("0") : format_us(e.ts);
+  // The exact ns read from a file when there is one (an epoch ts in a double is 0.25 us coarse).
+  s += e.ts_ns != kNoNs ? format_ns_as_us(e.ts_ns) : std::isnan(e.ts) ? std::string("0") : format_us(e.ts);
   if (e.ph == 'X' || e.dur >= 0) {
     s += ",\"dur\":";
-    s += format_us(e.dur < 0 ? 0 : e.dur);
+    s += e.dur_ns != kNoNs && e.dur_ns >= 0 ? format_ns_as_us(e.dur_ns) : format_us(e.dur < 0 ? 0 : e.dur);
   }
   s += ",\"pid\":" + std::to_string(e.pid) + ",\"tid\":" + std::to_string(e.tid);
   if (!e.id.empty()) {
@@ -492,40 +601,44 @@ std::vector<Violation> validate(const std::vector<Event>& events) {
   };
   static const std::string known = "XBEiICMstfbenPOND()Rcv";
   using Track = std::pair<int64_t, int64_t>;
-  std::map<Track, std::vector<size_t>> open_b;            // B stack per thread
+  // Times in integer ns (exact for epoch timestamps); INT64_MIN where an event has none.
+  std::vector<int64_t> ts(events.size(), INT64_MIN), dur(events.size(), 0);
+  std::map<Track, std::vector<size_t>> be_by_track;       // B/E per thread, paired after a sort by ts
   std::map<Track, std::vector<size_t>> x_by_track;        // X slices per thread
-  std::map<std::pair<std::string, std::string>, std::vector<size_t>> flows;  // open s per (cat,id)
+  struct FlowStart {
+    size_t index;
+    bool stepped;  // a t or f followed
+  };
+  std::map<std::pair<std::string, std::string>, std::vector<FlowStart>> flows;  // open s per (cat,id)
   for (size_t i = 0; i < events.size(); ++i) {
     const Event& e = events[i];
     if (known.find(e.ph) == std::string::npos) {
       add(i, "phase", std::string("unknown phase '") + e.ph + "'");
       continue;
     }
-    if (e.ph != 'M' && !std::isfinite(e.ts)) add(i, "ts", "has no numeric ts");
+    int64_t t = 0;
+    const bool has_ts = time_ns(e.ts, e.ts_ns, t);
+    if (has_ts) ts[i] = t;
+    if (e.ph != 'M' && !has_ts)
+      add(i, "ts", std::isnan(e.ts) && e.ts_ns == kNoNs ? "has no numeric ts" : "has a ts beyond +-4e15 us (126.8 years)");
     const Track tr{e.pid, e.tid};
     switch (e.ph) {
-      case 'X':
+      case 'X': {
+        int64_t d = 0;
         if (!(e.dur >= 0)) add(i, "x-dur", "complete event without a non-negative dur");
-        else x_by_track[tr].push_back(i);
-        break;
-      case 'B':
-        open_b[tr].push_back(i);
-        break;
-      case 'E': {
-        auto& st = open_b[tr];
-        if (st.empty()) {
-          add(i, "be-nesting", "E with no open B on pid " + std::to_string(e.pid) + " tid " + std::to_string(e.tid));
-        } else {
-          const Event& b = events[st.back()];
-          if (!e.name.empty() && e.name != b.name)
-            add(i, "be-nesting", "E names \"" + e.name + "\" but the innermost open B is \"" + b.name + "\"");
-          if (e.ts < b.ts) add(i, "be-nesting", "E is earlier than its B");
-          st.pop_back();
+        else if (!time_ns(e.dur, e.dur_ns, d)) add(i, "x-dur", "dur beyond 4e15 us (126.8 years)");
+        else if (has_ts) {
+          dur[i] = d;
+          x_by_track[tr].push_back(i);
         }
         break;
       }
+      case 'B':
+      case 'E':
+        if (has_ts) be_by_track[tr].push_back(i);
+        break;
       case 's':
-        flows[{e.cat, e.id}].push_back(i);
+        flows[{e.cat, e.id}].push_back({i, false});
         if (e.id.empty()) add(i, "flow-pair", "flow start without an id");
         break;
       case 't':
@@ -534,8 +647,10 @@ std::vector<Violation> validate(const std::vector<Event>& events) {
         if (it == flows.end() || it->second.empty()) {
           add(i, "flow-pair", "flow " + std::string(1, e.ph) + " with id " + e.id + " has no earlier flow start (s)");
         } else {
-          if (e.ts < events[it->second.back()].ts) add(i, "flow-pair", "flow step is earlier than its start");
+          if (has_ts && ts[it->second.back().index] != INT64_MIN && ts[i] < ts[it->second.back().index])
+            add(i, "flow-pair", "flow step is earlier than its start");
           if (e.ph == 'f') it->second.pop_back();
+          else it->second.back().stepped = true;
         }
         if (!e.bp.empty() && e.bp != "e") add(i, "flow-pair", "bp must be \"e\" or absent, not \"" + e.bp + "\"");
         break;
@@ -563,30 +678,49 @@ std::vector<Violation> validate(const std::vector<Event>& events) {
         break;
     }
   }
-  for (const auto& [tr, st] : open_b)
-    for (size_t i : st) add(i, "be-nesting", "B is never closed by an E");
-  for (const auto& [key, st] : flows)
-    for (size_t i : st) add(i, "flow-pair", "flow start with id " + key.second + " has no flow end (f)");
-  // X slices on one thread: nested or disjoint (Perfetto rejects partial overlap). 1 ns slack
-  // for rounding of us decimals.
-  for (auto& [tr, idx] : x_by_track) {
-    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
-      if (events[a].ts != events[b].ts) return events[a].ts < events[b].ts;
-      return events[a].dur > events[b].dur;
-    });
+  // B/E: the format lets a writer emit them out of timestamp order; pair them after a stable
+  // sort by ts per thread (speedscope PR #322 does the same), so equal times keep file order.
+  for (auto& [tr, idx] : be_by_track) {
+    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return ts[a] < ts[b]; });
     std::vector<size_t> st;
     for (size_t i : idx) {
       const Event& e = events[i];
-      while (!st.empty() && events[st.back()].ts + events[st.back()].dur <= e.ts + 1e-3) st.pop_back();
+      if (e.ph == 'B') {
+        st.push_back(i);
+        continue;
+      }
+      if (st.empty()) {
+        add(i, "be-nesting", "E with no open B on pid " + std::to_string(e.pid) + " tid " + std::to_string(e.tid));
+        continue;
+      }
+      const Event& b = events[st.back()];
+      if (!e.name.empty() && e.name != b.name)
+        add(i, "be-nesting", "E names \"" + e.name + "\" but the innermost open B is \"" + b.name + "\"");
+      st.pop_back();
+    }
+    for (size_t i : st) add(i, "be-nesting", "B is never closed by an E");
+  }
+  for (const auto& [key, st] : flows)
+    for (const FlowStart& f : st)
+      if (!f.stepped) add(f.index, "flow-pair", "flow start with id " + key.second + " has no flow step (t) or end (f)");
+  // X slices on one thread: nested or disjoint (Perfetto rejects partial overlap). 1 ns slack.
+  for (auto& [tr, idx] : x_by_track) {
+    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
+      if (ts[a] != ts[b]) return ts[a] < ts[b];
+      return dur[a] > dur[b];
+    });
+    std::vector<size_t> st;
+    for (size_t i : idx) {
+      while (!st.empty() && ts[st.back()] + dur[st.back()] <= ts[i] + 1) st.pop_back();
       if (!st.empty()) {
-        const Event& p = events[st.back()];
-        if (e.ts + e.dur > p.ts + p.dur + 1e-3)
-          add(i, "x-nesting", "overlaps \"" + p.name + "\" on the same thread without nesting inside it");
+        const size_t p = st.back();
+        if (ts[i] + dur[i] > ts[p] + dur[p] + 1)
+          add(i, "x-nesting", "overlaps \"" + events[p].name + "\" on the same thread without nesting inside it");
       }
       st.push_back(i);
     }
   }
-  std::sort(v.begin(), v.end(), [](const Violation& a, const Violation& b) { return a.index < b.index; });
+  std::stable_sort(v.begin(), v.end(), [](const Violation& a, const Violation& b) { return a.index < b.index; });
   return v;
 }
 

@@ -31,7 +31,8 @@ const std::vector<std::string>& flame_palettes();
 std::string render_flamegraph(StackTrie& trie, const FlameOptions& opt);
 
 /// Human text of a weight: "1.250 ms" for unit "ns", else the number and the unit as a label
-/// ("1,234 samples", "1 count"; singular for 1 when the unit ends in 's').
-std::string format_weight(uint64_t w, const std::string& unit);
+/// ("1,234 samples", "1 count", "2.5 counts"; singular for 1 when the unit ends in 's').
+/// `frac_digits`: the weight is fixed point, w / 10^frac_digits (StackTrie::frac_digits).
+std::string format_weight(uint64_t w, const std::string& unit, int frac_digits = 0);
 
 }  // namespace rtx::trace

@@ -14,7 +14,12 @@
 //    starts at or after the open slice's end is not its child (touching slices are
 //    siblings); a child that overruns its parent is clipped to the parent's end (as if it
 //    ended with the parent: the overrun is self time of whatever encloses the parent, if
-//    anything). Zero-duration slices have self 0. This is the self weight of rtx-flame's CPU
+//    anything; TraceStats::clipped counts them and the outputs say so). Zero-duration slices
+//    have self 0. B/E events are paired per thread in timestamp order (a stable sort: the
+//    format lets writers emit them unsorted; speedscope PR #322 does the same); a B never
+//    closed or an E with no open B is left out and counted (a killed program leaves them).
+//  - times: integer ns, exact from the file's decimals, relative or absolute (Kineto and
+//    perf converters write us since the Unix epoch, ~1.7e15); |ts|, dur <= 4e15 us. This is the self weight of rtx-flame's CPU
 //    mode (fold_trace) and of FlameGraph's frames.
 //  - the category's total: the sum of its names' self times = the time during which the
 //    innermost slice of some thread belongs to the category, summed over threads/streams.
@@ -44,27 +49,46 @@ struct StatGroup {
 };
 struct TraceStats {
   std::string file;
+  bool by_path = false;    ///< rows are stack paths ("step;forward;matmul"), not names
   uint64_t events = 0;
+  uint64_t clipped = 0;    ///< slices that overran their parent, clipped to its end
+  uint64_t filtered_out = 0;  ///< rows left out by StatsOptions::match (still in the busy times)
   uint64_t unmatched = 0;  ///< B/E events without a partner (ignored): unclosed_b + E events with no open B
   uint64_t unclosed_b = 0; ///< of those, B events never closed by an E (a truncated or killed recording)
   std::vector<StatGroup> groups;  ///< non-empty groups only, in the order above
 };
 
+/// How compute_stats groups and filters rows.
+struct StatsOptions {
+  /// Rows per stack path instead of per name: the names of the enclosing slices on the
+  /// thread, root first, joined by ';' (rtx-flame's folded frames), e.g.
+  /// "ProfilerStep#1;aten::linear;aten::addmm": which op, under which layer/phase. A path's
+  /// category is its innermost slice's.
+  bool by_path = false;
+  /// ECMAScript regex: keep only rows whose name (or path) matches (search, not full match).
+  /// Busy times and shares stay those of the whole category. "" = all rows.
+  std::string match;
+};
+
 /// Duration statistics of the X slices (dur >= 0) and B/E pairs of a trace file, with self
 /// times as defined in the file comment. The file is streamed; memory grows with distinct
-/// names and with slices (about 32 bytes each, kept per thread to nest them). A slice whose
-/// ts is missing or beyond +-1e15 us is counted with self = its duration and nests with
-/// nothing. Errors: read_trace's.
-TraceStats compute_stats(const std::string& path);
+/// names and with slices (about 32 bytes each, kept per thread to nest them). Errors:
+/// read_trace's; rtx::Error(Input) naming the event for a missing or out-of-range ts/dur
+/// (beyond +-4e15 us) or an X without dur; rtx::Error(Usage) for a bad `match` regex.
+TraceStats compute_stats(const std::string& path, const StatsOptions& opt = {});
 
 /// Fixed-width table with units: share (of self), self, total, count, mean, min, max, stddev,
 /// name; top `top` rows per group (0 = all). B/E events without a partner are named in a
 /// closing note ("N B event(s) never closed"), also when they leave no slice at all.
 std::string stats_table(const TraceStats& s, size_t top);
+/// Notes on what the rows leave out: slices clipped to their parent, rows filtered by
+/// --match ("" when none). stats_table ends with them; csv callers print them on stderr.
+std::string stats_notes(const TraceStats& s);
 /// CSV: category,name,count,total_ns,mean_ns,min_ns,max_ns,stddev_ns,share,self_ns (all rows;
 /// self_ns last so that readers of the older columns keep working).
 std::string stats_csv(const TraceStats& s);
-/// {"schema":"rtx.trace_stats.v2","file","events","unmatched_be","unclosed_b","groups":[{"category",
+/// {"schema":"rtx.trace_stats.v2","file","by" ("name"|"path"),"events","unmatched_be","unclosed_b",
+/// "clipped","filtered_out","groups":[{"category",
 /// "total_ns" (sum of self_ns), "names","rows":[{"name","count","total_ns","self_ns",
 /// "mean_ns","min_ns","max_ns","stddev_ns","share"}]}]}; top `top` rows per group (0 = all).
 /// v2 (2026-12): the group's total_ns and each share come from self time; v1 summed the

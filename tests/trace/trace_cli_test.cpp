@@ -62,9 +62,13 @@ TEST_CASE("rtx-trace record of an rtx-train run gives a valid trace with its ste
   const auto p = run(trace_bin() + " record --cuda off -o " + dir + "/t.json -- " + train_cmd(3));
   INFO(p.err);
   REQUIRE(p.exit_code == 0);
-  // Per step: train.step, forward (2 x layer > attn, mlp; lm_head), backward (lm_head; 2 x
-  // layer > mlp, attn), adamw = 18 spans; 3 steps = 54.
-  CHECK_THAT(p.err, Catch::Contains("spans 54"));
+  // Per step: train.step, forward (2 x layer.N > attn, mlp; lm_head), backward (lm_head; 2 x
+  // layer.N > mlp, attn), adamw = 18 spans, and the kernel runs inside them (kernel.launch):
+  // forward 1 encoder + 2 x (2 layernorm, 4 matmul, attention, 2 residual, gelu) + lm_head's
+  // layernorm, matmul, cross-entropy = 24; backward cross-entropy, matmul, layernorm + 2 x (4
+  // matmul, gelu, 2 layernorm, attention) + encoder = 20; AdamW one update per run of
+  // decayed / not decayed tensors, 8 per layer + 2 = 18. 18 + 62 = 80 a step; 3 steps = 240.
+  CHECK_THAT(p.err, Catch::Contains("spans 240"));
   std::ifstream f(dir + "/t.json");
   const auto j = nlohmann::json::parse(f);  // plain JSON, object form
   CHECK(j["schema"] == "rtx.trace.v1");
@@ -93,7 +97,7 @@ TEST_CASE("rtx-trace record of an rtx-train run gives a valid trace with its ste
     step_spans += e.ph == 'X' && e.name == "train.step";
   }
   CHECK(step_spans == 1);
-  CHECK(in_range == 18);  // that step and the spans nested in it
+  CHECK(in_range == 80);  // that step and the spans and kernel runs nested in it
   const auto c = run(trace_bin() + " record --cuda off --max-events 1 -o " + dir + "/c.json -- " + train_cmd(3));
   REQUIRE(c.exit_code == 0);
   CHECK_THAT(c.err, Catch::Contains("event cap reached") && Catch::Contains("--max-events"));
@@ -107,9 +111,64 @@ TEST_CASE("rtx-trace record of an rtx-train run gives a valid trace with its ste
   std::set<std::string> stacks;
   while (std::getline(ff, line)) stacks.insert(line.substr(0, line.rfind(' ')));
   CHECK(stacks.count("train.step") == 1);  // the step's self time
-  CHECK(stacks.count("train.step;forward;layer;attn") == 1);
-  CHECK(stacks.count("train.step;backward;layer;mlp") == 1);
+  CHECK(stacks.count("train.step;forward;layer.0;attn") == 1);
+  CHECK(stacks.count("train.step;backward;layer.1;mlp") == 1);
   CHECK(stacks.count("train.step;adamw") == 1);
+  // Op -> layer -> step: the kernels are the leaves.
+  CHECK(stacks.count("train.step;forward;layer.0;attn;matmul_forward") == 1);
+  CHECK(stacks.count("train.step;forward;layer.1;attn;attention_forward") == 1);
+  CHECK(stacks.count("train.step;backward;layer.0;mlp;matmul_backward") == 1);
+  CHECK(stacks.count("train.step;adamw;adamw_update") == 1);
+  CHECK(stacks.count("train.step;forward;lm_head;crossentropy_forward") == 1);
+  // The kernel slices carry their shape and variant: layer 0's qkv projection is (B*T, 3C, C).
+  bool qkv = false;
+  for (const auto& e : t.events)
+    if (e.ph == 'X' && e.name == "matmul_forward" && e.cat == "cpu_op" && e.args["dims"] == nlohmann::json{{"M", 128}, {"N", 96}, {"K", 32}}) {
+      qkv = true;
+      CHECK(e.args["variant"].get<std::string>().rfind("cpu.", 0) == 0);
+      CHECK(e.args["dtype"] == "f32");
+    }
+  CHECK(qkv);
+}
+
+TEST_CASE("rtx-trace record of rtx-bench gives a span per case phase and the kernel runs of its checks", "[cpu][cli]") {
+  const std::string dir = rtx::test::temp_dir();
+  const std::string pack = rtx::test::source_dir() + "/benchpacks/smoke.json";
+  const auto p = run(trace_bin() + " record --cuda off -o " + dir + "/b.json -- " + rtx::test::tool_path("rtx-bench") +
+                     " run " + pack + " -q --max-time 0.05 -o " + dir + "/r.json");
+  INFO(p.err);
+  REQUIRE(p.exit_code == 0);
+  const auto t = rtx::trace::load_trace(dir + "/b.json");
+  CHECK(rtx::trace::validate(t.events).empty());
+  std::map<std::string, int> n;
+  std::set<std::string> measured_cases;
+  for (const auto& e : t.events) {
+    if (e.ph != 'X' && e.ph != 'i' && e.ph != 'I') continue;
+    ++n[e.name];
+    if (e.name == "bench.measure") measured_cases.insert(e.args["case"].get<std::string>());
+  }
+  // One result per case; every case prepared (check), warmed up and measured once (not
+  // interleaved), so each phase has as many spans as there are results.
+  const auto rj = nlohmann::json::parse(read_file(dir + "/r.json"));
+  const int cases = static_cast<int>(rj["cases"].size());
+  REQUIRE(cases >= 5);
+  CHECK(n["bench.result"] == cases);
+  CHECK(n["bench.prepare"] == cases);
+  CHECK(n["bench.warmup"] == cases);
+  CHECK(n["bench.measure"] == cases);
+  CHECK(static_cast<int>(measured_cases.size()) == cases);
+  // The correctness check runs each case's kernel once inside bench.prepare; the timed loop
+  // records none (muted), so kernel slices = cases (one op per smoke case).
+  int kernels = 0;
+  for (const auto& e : t.events) kernels += e.ph == 'X' && e.cat == "cpu_op";
+  CHECK(kernels == cases);
+  CHECK(n["bench.prepare"] + n["bench.warmup"] + n["bench.measure"] + kernels >= 10);
+  // rtx-flame draws it: kernels under bench.prepare.
+  const auto fl = run(flame_bin() + " " + dir + "/b.json --folded -o " + dir + "/b.folded");
+  INFO(fl.err);
+  REQUIRE(fl.exit_code == 0);
+  CHECK_THAT(read_file(dir + "/b.folded"), Catch::Contains("bench.prepare;matmul_forward "));
+  REQUIRE(run(flame_bin() + " " + dir + "/b.json -o " + dir + "/b.svg").exit_code == 0);
 }
 
 TEST_CASE("rtx-trace record passes the exit status through and rejects a missing program", "[cpu][cli]") {

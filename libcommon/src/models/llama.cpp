@@ -12,11 +12,14 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <optional>
 #include <vector>
 
 #include "rtx/core/error.hpp"
+#include "rtx/core/events.hpp"
 #include "rtx/kernels/matmul.hpp"
 #include "rtx/serve/attention.hpp"
+#include "rtx/telemetry/bus.hpp"
 #include "serve/cuda_models.hpp"
 
 namespace rtx::models {
@@ -255,6 +258,9 @@ class LlamaModel final : public serve::Model {
 
     const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
     for (int l = 0; l < cfg_.n_layer; ++l) {
+      // Engine spans (rtx-trace): serve.step > layer.N > kernel records; near-free when off.
+      telemetry::ScopedSpan layer_span(telemetry::layer_span_name(l),
+                                       telemetry::enabled() ? nlohmann::json{{"layer", l}} : nlohmann::json());
       const Layer& L = layers_[l];
       // attention block: xn = rmsnorm(x); qkv = xn Wqkv^T; rope on q and k; K, V into the cache
 #pragma omp parallel for schedule(static) if (par_rows)
@@ -277,6 +283,8 @@ class LlamaModel final : public serve::Model {
         serve::kv_store(kv, l, batch[row_seq_[r]].blocks, row_pos_[r], q + C, q + C + static_cast<size_t>(NKV) * HS);
       }
       // causal attention per (row, group of query heads) over keys 0..pos, through the block table
+      std::optional<core::KernelRun> attn_run(std::in_place, "paged_attention", "cpu",
+                                              std::initializer_list<core::KernelRun::Dim>{{"rows", Mi}, {"NH", NH}, {"NKV", NKV}, {"HS", HS}});
 #pragma omp parallel if (attn_work >= 32768.0)
       {
         float* sc = scores_.data() + static_cast<size_t>(omp_get_thread_num()) * per_thread;
@@ -289,6 +297,7 @@ class LlamaModel final : public serve::Model {
                                       batch[row_seq_[a.row]].blocks, scale, sc);
         }
       }
+      attn_run.reset();
       kernels::matmul_forward_packed(tmp_.data(), att_.data(), L.wo, nullptr, Mi);
       // residual, then the SwiGLU block: x += Wdown (silu(xn Wgate^T) * xn Wup^T), xn = rmsnorm(x)
 #pragma omp parallel for schedule(static) if (par_rows)

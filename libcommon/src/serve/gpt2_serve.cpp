@@ -11,14 +11,17 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "rtx/core/device.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/core/events.hpp"
 #include "rtx/kernels/matmul.hpp"
 #include "rtx/kernels/ops.hpp"
 #include "rtx/models/checkpoint.hpp"
 #include "rtx/models/export.hpp"
 #include "rtx/serve/attention.hpp"
+#include "rtx/telemetry/bus.hpp"
 #include "serve/cuda_models.hpp"
 
 namespace rtx::serve {
@@ -171,6 +174,9 @@ class Gpt2Serve final : public Model {
     }
     const float scale = 1.f / std::sqrt(static_cast<float>(HS));
     for (int l = 0; l < cfg_.n_layer; ++l) {
+      // Engine spans (rtx-trace): serve.step > layer.N > kernel records; near-free when off.
+      telemetry::ScopedSpan layer_span(telemetry::layer_span_name(l),
+                                       telemetry::enabled() ? nlohmann::json{{"layer", l}} : nlohmann::json());
       const std::string h = "h." + std::to_string(l) + ".";
       const Layer& L = layers_[l];
       kernels::layernorm_forward(ln_.data(), mean_.data(), rstd_.data(), x_.data(), p(h + "ln_1.weight"),
@@ -180,6 +186,8 @@ class Gpt2Serve final : public Model {
         const float* q = qkv_.data() + static_cast<size_t>(r) * 3 * C;
         kv_store(kv, l, batch[row_seq_[r]].blocks, row_pos_[r], q + C, q + 2 * C);
       }
+      std::optional<core::KernelRun> attn_run(std::in_place, "paged_attention", "cpu",
+                                              std::initializer_list<core::KernelRun::Dim>{{"rows", R}, {"NH", NH}, {"HS", HS}});
 #pragma omp parallel for schedule(dynamic, 1) if (calls_.size() > 1)
       for (size_t u = 0; u < calls_.size(); ++u) {
         const AttentionCall& a = calls_[u];
@@ -189,6 +197,7 @@ class Gpt2Serve final : public Model {
                              a.n_rows, row_pos_[a.row] + 1, kv, l, a.h0, a.n_heads, 1, batch[row_seq_[a.row]].blocks,
                              scale, scratch);
       }
+      attn_run.reset();
       kernels::matmul_forward_packed(proj_.data(), att_.data(), L.proj, p(h + "attn.c_proj.bias"), R);
       kernels::residual_forward(x_.data(), x_.data(), proj_.data(), static_cast<int64_t>(R) * C);
       kernels::layernorm_forward(ln_.data(), mean_.data(), rstd_.data(), x_.data(), p(h + "ln_2.weight"),

@@ -153,10 +153,11 @@ TEST_CASE("record --cpu-sample finds sampler_hot's hot functions with their shar
   REQUIRE(fl.exit_code == 0);
   const Folded ff = parse_folded(read_file(dir + "/flame.folded"));
   check_shares(ff);
-  // Each sample weighs about one period (2 ms at 499 Hz): the total is within 25% of that.
+  // Each sample weighs one period (2 ms at 499 Hz), stretched to the next sample when that
+  // comes within 1.5 periods (a busy host delays the thread): 1 to 1.5 periods, less a bit.
   const double expect_ns = static_cast<double>(samples) * 1e9 / 499;
-  CHECK(static_cast<double>(ff.total) > 0.75 * expect_ns);
-  CHECK(static_cast<double>(ff.total) < 1.25 * expect_ns);
+  CHECK(static_cast<double>(ff.total) > 0.9 * expect_ns);
+  CHECK(static_cast<double>(ff.total) <= 1.5 * expect_ns);
   // An SVG too.
   const auto svg = run(flame_bin() + " " + dir + "/t.json -o " + dir + "/f.svg");
   CHECK(svg.exit_code == 0);
@@ -237,13 +238,19 @@ TEST_CASE("perf_event_open refused: exit 3 naming kernel.perf_event_paranoid, th
   }
   CHECK_THAT(rtx::trace::perf_open_error(ENOENT, dir + "/paranoid").message(), Catch::Contains("no software perf events"));
   CHECK_THAT(rtx::trace::perf_open_error(EACCES, dir + "/missing").message(), Catch::Contains("is unreadable"));
+  {
+    std::ofstream(dir + "/paranoid1") << "1\n";
+  }
+  const rtx::Error lsm = rtx::trace::perf_open_error(EPERM, dir + "/paranoid1");
+  CHECK_THAT(lsm.message(), Catch::Contains("kernel.perf_event_paranoid is 1, which allows"));
+  CHECK_THAT(lsm.hint(), Catch::Contains("seccomp"));
   // The CLI path: perf_event_open fails with EACCES (injected: the tests may run as root).
   const std::string ran = dir + "/ran";
   const auto p = run(trace_bin() + " record --cpu-sample -o " + dir + "/t.json -- sh -c 'touch " + ran + "'",
                      "RTX_TRACE_SAMPLER_ERRNO=13");
   INFO(p.err);
   CHECK(p.exit_code == 3);
-  CHECK_THAT(p.err, Catch::Contains("kernel.perf_event_paranoid is "));
+  CHECK_THAT(p.err, Catch::Contains("perf_event_open failed: Permission denied; kernel.perf_event_paranoid is "));
   CHECK(::access(ran.c_str(), F_OK) != 0);
   CHECK(::access((dir + "/t.json").c_str(), F_OK) != 0);
 }

@@ -4,7 +4,7 @@
 #   tests/trace/sampler_vs_perf.sh BUILD_DIR [UNITS] [RUNS]
 # Prints the leaf-frame shares of both profilers (perf record -F 99 -g, `perf script` collapsed
 # by the small awk below into folded stacks like stackcollapse-perf.pl) and the median wall
-# time of sampler_hot UNITS alone, under rtx-trace --cpu-sample at 99 Hz and under perf.
+# and CPU time of sampler_hot UNITS alone, under rtx-trace --cpu-sample at 99 Hz and under perf.
 set -euo pipefail
 build=${1:?usage: $0 BUILD_DIR [UNITS] [RUNS]}
 units=${2:-200}
@@ -44,13 +44,25 @@ echo "== hottest stacks: rtx-trace"
 awk '{print $NF, $1}' "$tmp/rtx.folded" | sort -rn | head -3
 
 median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
-wall() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null 2>&1; t1=$(date +%s.%N); echo "$t1 - $t0" | bc -l; }
+# One timed run: appends "wall cpu" (cpu = user + sys of the command and its children, the
+# profiler's own work included) to file $1.
+timed() {
+  local out=$1 t
+  shift
+  t=$({ TIMEFORMAT='%R %U %S'; time "$@" >/dev/null 2>&1; } 2>&1)
+  echo "$t" | awk '{print $1, $2 + $3}' >>"$out"
+}
 : >"$tmp/base"; : >"$tmp/rtx"; : >"$tmp/perf"
 for ((i = 0; i < runs; ++i)); do  # interleaved, so drift of the host hits all three alike
-  wall "$hot" "$units" >>"$tmp/base"
-  wall "$trace" record -q --cpu-sample --freq 99 -o "$tmp/o.json" -- "$hot" "$units" >>"$tmp/rtx"
-  wall perf record -q -F 99 -g -o "$tmp/o.data" -- "$hot" "$units" >>"$tmp/perf"
+  timed "$tmp/base" "$hot" "$units"
+  timed "$tmp/rtx" "$trace" record -q --cpu-sample --freq 99 -o "$tmp/o.json" -- "$hot" "$units"
+  timed "$tmp/perf" perf record -q -F 99 -g -o "$tmp/o.data" -- "$hot" "$units"
 done
-b=$(median <"$tmp/base"); r=$(median <"$tmp/rtx"); p=$(median <"$tmp/perf")
-printf '== wall time, median of %d (sampler_hot %s): alone %.3f s; rtx-trace --cpu-sample 99 Hz %.3f s (%+.1f%%); perf record -F 99 -g %.3f s (%+.1f%%)\n' \
-  "$runs" "$units" "$b" "$r" "$(echo "100 * ($r - $b) / $b" | bc -l)" "$p" "$(echo "100 * ($p - $b) / $b" | bc -l)"
+for col in 1 2; do
+  b=$(cut -d' ' -f$col "$tmp/base" | median); r=$(cut -d' ' -f$col "$tmp/rtx" | median)
+  p=$(cut -d' ' -f$col "$tmp/perf" | median)
+  what=$([ $col = 1 ] && echo "wall time" || echo "CPU time (user+sys)")
+  printf '== %s, median of %d (sampler_hot %s): alone %.3f s; rtx-trace --cpu-sample 99 Hz %.3f s (%+.1f%%); perf record -F 99 -g %.3f s (%+.1f%%)\n' \
+    "$what" "$runs" "$units" "$b" "$r" "$(echo "100 * ($r - $b) / $b" | bc -l)" "$p" "$(echo "100 * ($p - $b) / $b" | bc -l)"
+done
+echo "== load average: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -48,6 +48,15 @@ Error perf_open_error(int err, const std::string& paranoid_path) {
     std::ifstream in(paranoid_path);
     std::string level;
     if (!(in >> level)) level = "unreadable";
+    char* end = nullptr;
+    const long v = std::strtol(level.c_str(), &end, 10);
+    if (end && *end == '\0' && !level.empty() && v <= 2)
+      return Error(ErrorCategory::Environment,
+                   what + "; kernel.perf_event_paranoid is " + level +
+                       ", which allows sampling your own program (<= 2), so something else refuses the call",
+                   "perf_event_open",
+                   "a container's seccomp profile or a security module (SELinux, AppArmor) may block "
+                   "perf_event_open: allow it there, or run with CAP_PERFMON");
     return Error(ErrorCategory::Environment,
                  what + "; kernel.perf_event_paranoid is " + level +
                      " and sampling your own program in user space needs it <= 2 (or CAP_PERFMON / root)",

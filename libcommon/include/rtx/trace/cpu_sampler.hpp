@@ -42,7 +42,8 @@ void check_sample_freq(unsigned hz);
 
 /// The error for a failed perf_event_open (errno `err`): EACCES/EPERM name the sysctl
 /// kernel.perf_event_paranoid, its current value (read from `paranoid_path`) and the value
-/// sampling one's own program needs (<= 2, or CAP_PERFMON); ENOENT/ENOSYS/EOPNOTSUPP say the
+/// sampling one's own program needs (<= 2, or CAP_PERFMON), or, when it is already <= 2, that
+/// something else (seccomp, a security module) refuses; ENOENT/ENOSYS/EOPNOTSUPP/ENODEV say the
 /// kernel has no software perf events. Category Environment (exit 3).
 Error perf_open_error(int err, const std::string& paranoid_path = "/proc/sys/kernel/perf_event_paranoid");
 

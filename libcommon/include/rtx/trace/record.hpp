@@ -46,9 +46,10 @@ struct ConvertResult {
 ///  relative to `t0_unix_ns` (+ delay). `child_pid`/`child_name` name the main process.
 /// `cpu` (may be null): CPU samples, written as a stack chart per sampled thread on its own
 /// track ("CPU samples: ..."; tid kCpuSampleTidBase + tid): consecutive samples sharing a frame
-/// prefix become one X slice per frame (cat "cpu_sample"), a sample lasting until the next one
-/// of its thread or 1/freq_hz, whichever is first; so viewers draw the timeline and fold_trace
-/// (rtx-flame) folds it into the CPU flame graph with weights in ns (samples x period).
+/// prefix become one X slice per frame (cat "cpu_sample", args.samples), a sample lasting until
+/// the next one of its thread when that comes within 1.5/freq_hz (timer jitter, a thread
+/// waiting for a CPU), else 1/freq_hz; so viewers draw the timeline and fold_trace (rtx-flame)
+/// folds it into the CPU flame graph with weights in ns (about samples x period).
 /// Errors: rtx::Error(Environment) when the output cannot be written.
 ConvertResult convert_recording(const std::string& events_jsonl, const std::string& cupti_dir,
                                 const std::string& output, uint64_t t0_unix_ns, const CaptureOptions& cap,

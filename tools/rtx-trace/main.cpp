@@ -269,7 +269,8 @@ int main(int argc, char** argv) {
       "CUDA_INJECTION64_PATH=librtx_cupti_inject.so and NVTX_INJECTION64_PATH=libcupti.so (GPU only).\n"
       "Exit codes: record passes the program's exit status through (128+N when killed by signal N);\n"
       "otherwise 0 ok; 1 validate found violations; 2 usage or input error (bad trace, cannot run the\n"
-      "command, the folder of -o does not exist); 3 environment (cannot write the output); 4 internal\n"
+      "command, the folder of -o does not exist); 3 environment (cannot write the output; --cpu-sample:\n"
+      "the kernel refuses perf_event_open, see kernel.perf_event_paranoid); 4 internal\n"
       "error. -o is checked before the program starts. stats exits 0 when B/E events have no partner\n"
       "(it says how many; validate checks).");
   return rtx::cli::run_tool(app, argc, argv, common, [&]() { return subs.run(); });

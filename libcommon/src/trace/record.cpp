@@ -4,7 +4,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -199,8 +198,9 @@ void scan(const std::string& events_jsonl, const std::string& cupti_dir, Convert
 }
 
 /// The CPU samples inside [win_start, win_end] as a stack chart per thread (see
-/// convert_recording): a sample covers [t, min(next sample of its thread, t + 1/freq)); a frame
-/// stays one slice while consecutive samples without a gap keep the same frames up to it.
+/// convert_recording): a sample at t covers [t, next sample of its thread) when that comes
+/// within 1.5 periods, else [t, t + 1/freq); a frame stays one slice while consecutive samples
+/// without a gap keep the same frames from the root down to it.
 void write_cpu_samples(const CpuProfile& cpu, int64_t win_start, int64_t win_end, int64_t origin,
                        uint64_t max_events, TraceWriter& w, ConvertResult& res, std::set<int64_t>& procs,
                        std::set<std::pair<int64_t, int64_t>>& threads) {
@@ -515,7 +515,12 @@ RecordResult record(const RecordOptions& opt) {
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t pid = ::fork();
-  if (pid < 0) throw_env(std::string("fork failed: ") + std::strerror(errno));
+  if (pid < 0) {
+    const int err = errno;
+    for (int fd : {errpipe[0], errpipe[1], gate[0], gate[1]})
+      if (fd >= 0) ::close(fd);
+    throw_env(std::string("fork failed: ") + std::strerror(err));
+  }
   if (pid == 0) {
     ::close(errpipe[0]);
     if (gate[0] >= 0) {

@@ -107,10 +107,16 @@ int main(int argc, char** argv) {
     auto freq = std::make_shared<long long>(99);
     s.add_option("--freq", *freq, "With --cpu-sample: samples per second of CPU time per thread (default 99)")
         ->needs(cpu_opt);
+    auto call_graph = std::make_shared<std::string>("fp");
+    s.add_option("--call-graph", *call_graph,
+                 "With --cpu-sample: fp (kernel frame-pointer walk, cheap; needs -fno-omit-frame-pointer) or dwarf "
+                 "(unwind a copy of 8 KiB of stack per sample with the files' CFI; works without frame pointers)")
+        ->check(CLI::IsMember({"fp", "dwarf"}))
+        ->needs(cpu_opt);
     s.add_option("--folded", o->folded, "With --cpu-sample: also write folded stacks (FlameGraph format, counts = samples)")
         ->needs(cpu_opt);
     s.add_option("command", o->command, "The program and its arguments, after --")->required();
-    return [&, o, cuda, cpu_sample, freq]() {
+    return [&, o, cuda, cpu_sample, freq, call_graph]() {
       if (*cpu_sample) {
         // Checked here as a number first: a negative or huge value must not wrap into range.
         if (*freq <= 0 || *freq > static_cast<long long>(rtx::trace::max_sample_rate()))
@@ -119,6 +125,7 @@ int main(int argc, char** argv) {
                                " Hz (kernel.perf_event_max_sample_rate)",
                            "--freq", "99 Hz (the default) keeps the overhead near 1%");
         o->cpu_sample_hz = static_cast<unsigned>(*freq);
+        o->call_graph = *call_graph == "dwarf" ? rtx::trace::CallGraph::Dwarf : rtx::trace::CallGraph::Fp;
       }
       std::string cuda_off = decide_cuda_capture(*cuda, *o);
       const auto r = rtx::trace::record(*o);
@@ -136,7 +143,7 @@ int main(int argc, char** argv) {
         char share[32];
         std::snprintf(share, sizeof share, "%.1f%%", 100 * r.cpu_unknown_share);
         say(common, "CPU samples: " + std::to_string(r.cpu_samples) + " at " + std::to_string(o->cpu_sample_hz) +
-                        " Hz (" + std::to_string(c.cpu_samples) + " in the window, " +
+                        " Hz, " + *call_graph + " call graph (" + std::to_string(c.cpu_samples) + " in the window, " +
                         std::to_string(c.cpu_slices) + " stack slices; " + share + " of frames unknown)" +
                         (o->folded.empty() ? "" : "; folded stacks in " + o->folded));
         if (r.cpu_lost)
@@ -177,7 +184,7 @@ int main(int argc, char** argv) {
                             {"outside_window", c.outside_window}, {"over_cap", c.over_cap},
                             {"cupti_dropped", c.cupti_dropped}, {"notes", c.notes}};
         if (o->cpu_sample_hz)
-          j["cpu_sample"] = {{"freq_hz", o->cpu_sample_hz}, {"samples", r.cpu_samples},
+          j["cpu_sample"] = {{"freq_hz", o->cpu_sample_hz}, {"call_graph", *call_graph}, {"samples", r.cpu_samples},
                              {"in_window", c.cpu_samples}, {"slices", c.cpu_slices}, {"lost", r.cpu_lost},
                              {"unknown_frame_share", r.cpu_unknown_share}, {"folded", o->folded}};
         std::cout << j.dump(2) << std::endl;

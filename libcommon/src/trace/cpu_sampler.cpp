@@ -88,6 +88,8 @@ struct Rec {
   uint64_t start = 0, len = 0, pgoff = 0;  // Mmap
   std::string name;                  // Mmap file name, Comm text
   std::vector<uint64_t> ips;         // Sample: user call chain, leaf first
+  std::vector<uint64_t> regs;        // Sample, DWARF: user registers (kRegsMask order)
+  std::vector<char> stack;           // Sample, DWARF: copy of the user stack from sp up
 };
 
 struct Mapping {
@@ -108,9 +110,12 @@ struct ElfFile {
   }
 };
 
-std::string demangle(const char* s) {
+/// A symbol's name for people: its version suffix dropped ("__libc_start_main@@GLIBC_2.34"),
+/// C++ names demangled.
+std::string demangle(const char* sym) {
+  const std::string s(sym, std::strcspn(sym, "@"));
   int status = 0;
-  char* d = abi::__cxa_demangle(s, nullptr, nullptr, &status);
+  char* d = abi::__cxa_demangle(s.c_str(), nullptr, nullptr, &status);
   std::string r = status == 0 && d ? d : s;
   std::free(d);
   return r;
@@ -125,7 +130,30 @@ int injected_errno() {
   return e && *e ? std::atoi(e) : 0;
 }
 
+// x86-64 user registers sampled for DWARF unwinding (PERF_SAMPLE_REGS_USER, asm/perf_regs.h):
+// AX BX CX DX SI DI BP SP IP (bits 0-8) and R8-R15 (bits 16-23), delivered in bit order.
+#if defined(__x86_64__)
+constexpr uint64_t kRegsMask = 0x1ffULL | (0xffULL << 16);
+constexpr unsigned kNumRegs = 17;
+constexpr size_t kRegSp = 7, kRegIp = 8;
+/// The sampled registers in DWARF numbering (x86-64 psABI: rax rdx rcx rbx rsi rdi rbp rsp
+/// r8-r15, then the return address column 16 = rip).
+void to_dwarf(const std::vector<uint64_t>& r, Dwarf_Word* d) {
+  d[0] = r[0], d[1] = r[3], d[2] = r[2], d[3] = r[1], d[4] = r[4], d[5] = r[5], d[6] = r[6], d[7] = r[7];
+  for (int i = 0; i < 8; ++i) d[8 + i] = r[9 + static_cast<size_t>(i)];
+  d[16] = r[8];
+}
+#endif
+
 }  // namespace
+
+bool dwarf_unwind_supported() {
+#if defined(__x86_64__)
+  return true;
+#else
+  return false;
+#endif
+}
 
 struct CpuSampler::Impl {
   struct Ring {
@@ -133,19 +161,46 @@ struct CpuSampler::Impl {
     void* base = MAP_FAILED;
     size_t len = 0;
   };
+  /// Per process: its mappings and, for DWARF unwinding, a Dwfl with them reported at their
+  /// load addresses (rebuilt when the mappings change).
+  struct Proc {
+    std::vector<Mapping> maps;
+    std::unordered_map<uint64_t, uint32_t> frames;  // (ip, is a return address) -> frame id
+    Dwfl* dwfl = nullptr;
+    bool dwfl_stale = true;
+    ~Proc() {
+      if (dwfl) dwfl_end(dwfl);
+    }
+    void changed() {
+      frames.clear();
+      dwfl_stale = true;
+    }
+  };
   std::vector<Ring> rings;
   size_t page = 4096, data_size = 0;
   unsigned hz = 0;
+  bool dwarf = false;
   int64_t mono_to_unix = 0;
-  std::vector<Rec> recs;
-  uint64_t lost = 0;
+  std::vector<Rec> batch;
   std::vector<char> scratch;
+  std::unordered_map<uint32_t, std::unique_ptr<Proc>> procs;
+  std::unordered_map<std::string, std::unique_ptr<ElfFile>> elves;
+  std::unordered_map<std::string, uint32_t> frame_ids;
+  CpuProfile prof;
+  const Rec* current = nullptr;  // the sample being unwound (DWARF callbacks)
 
   ~Impl() {
+    procs.clear();
     for (Ring& r : rings) {
       if (r.base != MAP_FAILED) ::munmap(r.base, r.len);
       if (r.fd >= 0) ::close(r.fd);
     }
+  }
+
+  Proc& proc(uint32_t pid) {
+    auto& p = procs[pid];
+    if (!p) p = std::make_unique<Proc>();
+    return *p;
   }
 
   void parse(const perf_event_header* h) {
@@ -156,6 +211,7 @@ struct CpuSampler::Impl {
       p += 4;
     };
     auto u64 = [&](uint64_t& v) {
+      v = 0;
       if (p + 8 <= end) std::memcpy(&v, p, 8);
       p += 8;
     };
@@ -173,7 +229,7 @@ struct CpuSampler::Impl {
         u64(r.time);
         uint64_t nr = 0;
         u64(nr);
-        nr = std::min<uint64_t>(nr, static_cast<uint64_t>(end - p) / 8);
+        nr = std::min<uint64_t>(nr, p < end ? static_cast<uint64_t>(end - p) / 8 : 0);
         r.ips.reserve(nr);
         for (uint64_t i = 0; i < nr; ++i) {
           uint64_t ip = 0;
@@ -181,6 +237,23 @@ struct CpuSampler::Impl {
           if (ip >= static_cast<uint64_t>(PERF_CONTEXT_MAX)) continue;  // context markers
           r.ips.push_back(ip);
         }
+#if defined(__x86_64__)
+        if (dwarf) {
+          uint64_t abi = 0;
+          u64(abi);
+          if (abi != PERF_SAMPLE_REGS_ABI_NONE) {
+            r.regs.resize(kNumRegs);
+            for (auto& v : r.regs) u64(v);
+          }
+          uint64_t size = 0;
+          u64(size);
+          if (size && p + size + 8 <= end) {
+            uint64_t dyn = 0;
+            std::memcpy(&dyn, p + size, 8);
+            r.stack.assign(p, p + std::min(size, dyn));
+          }
+        }
+#endif
         r.kind = Rec::Sample;
         break;
       }
@@ -220,15 +293,18 @@ struct CpuSampler::Impl {
         uint64_t id = 0, n = 0;
         u64(id);
         u64(n);
-        lost += n;
+        prof.lost += n;
         return;
       }
       default:
         return;
     }
-    recs.push_back(std::move(r));
+    batch.push_back(std::move(r));
   }
 
+  /// Read every ring, then replay the batch in time order (each CPU's ring is ordered, the
+  /// rings are not): forks copy the parent's mappings, an exec drops them, mmaps add, samples
+  /// are unwound (DWARF) and symbolized against the mappings of their process at that time.
   void drain() {
     for (Ring& r : rings) {
       auto* meta = static_cast<perf_event_mmap_page*>(r.base);
@@ -253,15 +329,223 @@ struct CpuSampler::Impl {
       }
       __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
     }
+    std::stable_sort(batch.begin(), batch.end(), [](const Rec& x, const Rec& y) { return x.time < y.time; });
+    for (Rec& r : batch) replay(r);
+    batch.clear();
   }
+
+  void replay(const Rec& r) {
+    switch (r.kind) {
+      case Rec::Fork:
+        if (r.pid != r.ppid) {
+          Proc& child = proc(r.pid);
+          auto it = procs.find(r.ppid);
+          child.maps = it != procs.end() ? it->second->maps : std::vector<Mapping>{};
+          child.changed();
+        }
+        break;
+      case Rec::Comm:
+        if (r.exec) {
+          Proc& pr = proc(r.pid);
+          pr.maps.clear();
+          pr.changed();
+        }
+        prof.comm[r.tid] = r.name;
+        break;
+      case Rec::Mmap: {
+        Proc& pr = proc(r.pid);
+        pr.maps.push_back({r.start, r.start + r.len, r.pgoff, r.name});
+        pr.changed();
+        break;
+      }
+      case Rec::Sample: {
+        CpuProfile::Sample s;
+        s.pid = r.pid;
+        s.tid = r.tid;
+        s.unix_ns = static_cast<int64_t>(r.time) + mono_to_unix;
+        Proc& pr = proc(r.pid);
+        std::vector<std::pair<uint64_t, bool>> pcs;  // (pc, is a return address), leaf first
+        if (dwarf) unwind(r, pr, pcs);
+        if (pcs.empty())
+          for (size_t i = 0; i < r.ips.size(); ++i) pcs.emplace_back(r.ips[i], i > 0);
+        s.stack.resize(pcs.size());
+        for (size_t i = 0; i < pcs.size(); ++i) {
+          const uint32_t f = symbolize(pr, pcs[i].first, pcs[i].second);
+          if (prof.frames[f] == "[unknown]") ++prof.unknown_frames;
+          s.stack[pcs.size() - 1 - i] = f;
+        }
+        prof.samples.push_back(std::move(s));
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  uint32_t intern(std::string name) {
+    for (char& c : name)  // folded text separates frames by ';' and lines by '\n'
+      if (c == ';') c = ':';
+      else if (c == '\n' || c == '\r') c = ' ';
+    auto it = frame_ids.find(name);
+    if (it != frame_ids.end()) return it->second;
+    const auto id = static_cast<uint32_t>(prof.frames.size());
+    prof.frames.push_back(name);
+    frame_ids.emplace(std::move(name), id);
+    return id;
+  }
+
+  /// The ELF file `file` opened once with libdwfl at bias 0, with its PT_LOAD segments.
+  ElfFile& elf_of(const std::string& file) {
+    static const Dwfl_Callbacks callbacks = {dwfl_build_id_find_elf, dwfl_standard_find_debuginfo,
+                                             dwfl_offline_section_address, nullptr};
+    auto& slot = elves[file];
+    if (slot) return *slot;
+    slot = std::make_unique<ElfFile>();
+    ElfFile& ef = *slot;
+    ef.dwfl = dwfl_begin(&callbacks);
+    if (!ef.dwfl) return ef;
+    dwfl_report_begin(ef.dwfl);
+    ef.mod = dwfl_report_elf(ef.dwfl, basename_of(file).c_str(), file.c_str(), -1, 0, false);
+    dwfl_report_end(ef.dwfl, nullptr, nullptr);
+    if (!ef.mod) return ef;
+    Elf* elf = dwfl_module_getelf(ef.mod, &ef.bias);
+    size_t n = 0;
+    if (!elf || elf_getphdrnum(elf, &n) != 0) {
+      ef.mod = nullptr;
+      return ef;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      GElf_Phdr ph;
+      if (gelf_getphdr(elf, static_cast<int>(i), &ph) && ph.p_type == PT_LOAD)
+        ef.segs.push_back({ph.p_offset, ph.p_filesz, ph.p_vaddr});
+    }
+    return ef;
+  }
+
+  static bool is_file(const Mapping& m) {
+    return !m.file.empty() && m.file[0] != '[' && m.file.rfind("//anon", 0) != 0;
+  }
+
+  /// The mapping of `pid` holding `addr` (the latest one: a later mmap replaces an earlier).
+  static const Mapping* find_map(const Proc& pr, uint64_t addr) {
+    for (auto it = pr.maps.rbegin(); it != pr.maps.rend(); ++it)
+      if (addr >= it->start && addr < it->end) return &*it;
+    return nullptr;
+  }
+
+  uint32_t symbolize(Proc& pr, uint64_t ip, bool return_address) {
+    const uint64_t key = ip * 2 + (return_address ? 1 : 0);
+    if (auto it = pr.frames.find(key); it != pr.frames.end()) return it->second;
+    const uint64_t look = return_address && ip > 0 ? ip - 1 : ip;  // the call, not the next line
+    const Mapping* hit = find_map(pr, look);
+    uint32_t id;
+    if (!hit) {
+      id = intern("[unknown]");
+    } else if (!is_file(*hit)) {
+      id = intern(hit->file.empty() || hit->file[0] != '[' ? "[anon]" : hit->file);
+    } else {
+      const uint64_t off = look - hit->start + hit->pgoff;
+      ElfFile& ef = elf_of(hit->file);
+      const char* sym = nullptr;
+      if (ef.mod)
+        for (const auto& sg : ef.segs)
+          if (off >= sg.off && off < sg.off + sg.filesz) {
+            sym = dwfl_module_addrname(ef.mod, sg.vaddr + (off - sg.off) + ef.bias);
+            break;
+          }
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "+0x%llx", static_cast<unsigned long long>(off));
+      id = intern(sym ? demangle(sym) : basename_of(hit->file) + buf);
+    }
+    pr.frames.emplace(key, id);
+    return id;
+  }
+
+#if defined(__x86_64__)
+  // libdwfl thread callbacks: one "thread", the sample being unwound; memory = its stack copy.
+  static pid_t next_thread(Dwfl*, void*, void**) { return 0; }
+  static bool get_thread(Dwfl*, pid_t, void* arg, void** thread_arg) {
+    *thread_arg = arg;
+    return true;
+  }
+  static bool memory_read(Dwfl*, Dwarf_Addr addr, Dwarf_Word* result, void* arg) {
+    const Rec* r = static_cast<Impl*>(arg)->current;
+    const uint64_t sp = r->regs[kRegSp];
+    if (addr < sp || addr - sp + 8 > r->stack.size()) return false;
+    std::memcpy(result, r->stack.data() + (addr - sp), 8);
+    return true;
+  }
+  static bool set_initial_registers(Dwfl_Thread* thread, void* arg) {
+    const Rec* r = static_cast<Impl*>(arg)->current;
+    Dwarf_Word d[kNumRegs];
+    to_dwarf(r->regs, d);
+    return dwfl_thread_state_registers(thread, 0, kNumRegs, d);
+  }
+  static int frame_cb(Dwfl_Frame* frame, void* arg) {
+    auto* out = static_cast<std::vector<std::pair<uint64_t, bool>>*>(arg);
+    Dwarf_Addr pc = 0;
+    bool activation = false;
+    if (!dwfl_frame_pc(frame, &pc, &activation) || pc == 0) return DWARF_CB_ABORT;
+    out->emplace_back(pc, !activation);
+    return out->size() >= 256 ? DWARF_CB_ABORT : DWARF_CB_OK;
+  }
+
+  /// A Dwfl for the process with each mapped ELF file reported at its load address.
+  void rebuild_dwfl(Proc& pr, uint32_t pid) {
+    static const Dwfl_Callbacks callbacks = {dwfl_build_id_find_elf, dwfl_standard_find_debuginfo, nullptr, nullptr};
+    static const Dwfl_Thread_Callbacks thread_callbacks = {next_thread, get_thread, memory_read,
+                                                           set_initial_registers, nullptr, nullptr};
+    if (pr.dwfl) dwfl_end(pr.dwfl);
+    pr.dwfl_stale = false;
+    pr.dwfl = dwfl_begin(&callbacks);
+    if (!pr.dwfl) return;
+    dwfl_report_begin(pr.dwfl);
+    std::unordered_map<std::string, bool> done;
+    for (const Mapping& m : pr.maps) {
+      if (!is_file(m) || done[m.file]) continue;
+      ElfFile& ef = elf_of(m.file);
+      for (const auto& sg : ef.segs)
+        if (m.pgoff >= (sg.off & ~uint64_t(0xfff)) && m.pgoff < sg.off + sg.filesz) {
+          // Where the file's address 0 lies: the mapping start minus the address of pgoff.
+          const uint64_t bias = m.start - (sg.vaddr + m.pgoff - sg.off);
+          dwfl_report_elf(pr.dwfl, basename_of(m.file).c_str(), m.file.c_str(), -1, bias, false);
+          done[m.file] = true;
+          break;
+        }
+    }
+    dwfl_report_end(pr.dwfl, nullptr, nullptr);
+    if (!dwfl_attach_state(pr.dwfl, nullptr, static_cast<pid_t>(pid), &thread_callbacks, this)) {
+      dwfl_end(pr.dwfl);
+      pr.dwfl = nullptr;
+    }
+  }
+
+  /// DWARF call-frame unwinding of one sample from its registers and stack copy (CFI from
+  /// .eh_frame / .debug_frame); empty when it cannot start (then the kernel's chain is used).
+  void unwind(const Rec& r, Proc& pr, std::vector<std::pair<uint64_t, bool>>& pcs) {
+    if (r.regs.size() != kNumRegs || r.stack.empty()) return;
+    if (pr.dwfl_stale) rebuild_dwfl(pr, r.pid);
+    if (!pr.dwfl) return;
+    current = &r;
+    dwfl_getthread_frames(pr.dwfl, static_cast<pid_t>(r.tid), frame_cb, &pcs);
+    current = nullptr;
+    if (!pcs.empty()) pcs.front().second = false;  // the sampled pc itself
+  }
+#else
+  void unwind(const Rec&, Proc&, std::vector<std::pair<uint64_t, bool>>&) {}
+#endif
 };
 
-CpuSampler::CpuSampler(pid_t pid, unsigned hz, size_t ring_pages) : impl_(std::make_unique<Impl>()) {
+CpuSampler::CpuSampler(pid_t pid, unsigned hz, CallGraph cg, size_t ring_pages) : impl_(std::make_unique<Impl>()) {
   check_sample_freq(hz);
   if (ring_pages == 0 || (ring_pages & (ring_pages - 1)) != 0)
     throw_internal("ring buffer pages must be a power of two", "CpuSampler");
+  if (cg == CallGraph::Dwarf && !dwarf_unwind_supported())
+    throw_usage("--call-graph dwarf is supported on x86-64 only", "--call-graph", "use --call-graph fp");
   Impl& m = *impl_;
   m.hz = hz;
+  m.dwarf = cg == CallGraph::Dwarf;
+  m.prof.freq_hz = hz;
   m.page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   m.data_size = ring_pages * m.page;
   m.mono_to_unix = static_cast<int64_t>(telemetry::unix_now_ns()) - clock_ns(CLOCK_MONOTONIC);
@@ -272,6 +556,13 @@ CpuSampler::CpuSampler(pid_t pid, unsigned hz, size_t ring_pages) : impl_(std::m
   a.freq = 1;
   a.sample_freq = hz;
   a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
+#if defined(__x86_64__)
+  if (m.dwarf) {
+    a.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+    a.sample_regs_user = kRegsMask;
+    a.sample_stack_user = kDwarfStackBytes;
+  }
+#endif
   a.disabled = 1;
   a.enable_on_exec = 1;
   a.inherit = 1;
@@ -286,6 +577,8 @@ CpuSampler::CpuSampler(pid_t pid, unsigned hz, size_t ring_pages) : impl_(std::m
   a.sample_id_all = 1;
   a.use_clockid = 1;
   a.clockid = CLOCK_MONOTONIC;
+  a.watermark = 1;  // poll() wakes when a ring is a quarter full (or after its timeout)
+  a.wakeup_watermark = static_cast<uint32_t>(m.data_size / 4);
   const int fake = injected_errno();
   const long ncpu = ::sysconf(_SC_NPROCESSORS_CONF);
   for (long cpu = 0; cpu < std::max(1L, ncpu); ++cpu) {
@@ -325,129 +618,7 @@ CpuProfile CpuSampler::finish() {
   Impl& m = *impl_;
   for (const auto& r : m.rings) ::ioctl(r.fd, PERF_EVENT_IOC_DISABLE, 0);
   m.drain();
-  CpuProfile prof;
-  prof.freq_hz = m.hz;
-  prof.lost = m.lost;
-  // Replay in time order (each CPU's ring is ordered, the rings are not): forks copy the
-  // parent's mappings, an exec drops them, mmaps add, samples are resolved against them.
-  std::stable_sort(m.recs.begin(), m.recs.end(), [](const Rec& x, const Rec& y) { return x.time < y.time; });
-  std::unordered_map<uint32_t, std::vector<Mapping>> maps;
-  std::unordered_map<std::string, std::unique_ptr<ElfFile>> elves;
-  std::unordered_map<std::string, uint32_t> frame_ids;
-  auto intern = [&](std::string name) -> uint32_t {
-    for (char& c : name)  // folded text separates frames by ';' and lines by '\n'
-      if (c == ';') c = ':';
-      else if (c == '\n' || c == '\r') c = ' ';
-    auto it = frame_ids.find(name);
-    if (it != frame_ids.end()) return it->second;
-    const auto id = static_cast<uint32_t>(prof.frames.size());
-    prof.frames.push_back(name);
-    frame_ids.emplace(std::move(name), id);
-    return id;
-  };
-  static const Dwfl_Callbacks callbacks = {dwfl_build_id_find_elf, dwfl_standard_find_debuginfo,
-                                           dwfl_offline_section_address, nullptr};
-  auto elf_of = [&](const std::string& file) -> ElfFile& {
-    auto& slot = elves[file];
-    if (slot) return *slot;
-    slot = std::make_unique<ElfFile>();
-    ElfFile& ef = *slot;
-    ef.dwfl = dwfl_begin(&callbacks);
-    if (!ef.dwfl) return ef;
-    dwfl_report_begin(ef.dwfl);
-    ef.mod = dwfl_report_elf(ef.dwfl, basename_of(file).c_str(), file.c_str(), -1, 0, false);
-    dwfl_report_end(ef.dwfl, nullptr, nullptr);
-    if (!ef.mod) return ef;
-    Elf* elf = dwfl_module_getelf(ef.mod, &ef.bias);
-    size_t n = 0;
-    if (!elf || elf_getphdrnum(elf, &n) != 0) {
-      ef.mod = nullptr;
-      return ef;
-    }
-    for (size_t i = 0; i < n; ++i) {
-      GElf_Phdr ph;
-      if (gelf_getphdr(elf, static_cast<int>(i), &ph) && ph.p_type == PT_LOAD)
-        ef.segs.push_back({ph.p_offset, ph.p_filesz, ph.p_vaddr});
-    }
-    return ef;
-  };
-  // Per pid: (ip, is a return address) -> frame; dropped when that pid's mappings change.
-  std::unordered_map<uint32_t, std::unordered_map<uint64_t, uint32_t>> frame_cache;
-  auto symbolize = [&](uint32_t pid, uint64_t ip, bool return_address) -> uint32_t {
-    auto& fc = frame_cache[pid];
-    const uint64_t key = ip * 2 + (return_address ? 1 : 0);
-    if (auto it = fc.find(key); it != fc.end()) return it->second;
-    const uint64_t look = return_address && ip > 0 ? ip - 1 : ip;  // the call, not the next line
-    const Mapping* hit = nullptr;
-    auto mit = maps.find(pid);
-    if (mit != maps.end())
-      for (auto it = mit->second.rbegin(); it != mit->second.rend(); ++it)
-        if (look >= it->start && look < it->end) {
-          hit = &*it;
-          break;
-        }
-    uint32_t id;
-    if (!hit) {
-      id = intern("[unknown]");
-    } else if (hit->file.empty() || hit->file[0] == '[' || hit->file.rfind("//anon", 0) == 0) {
-      id = intern(hit->file.empty() || hit->file[0] != '[' ? "[anon]" : hit->file);
-    } else {
-      const uint64_t off = look - hit->start + hit->pgoff;
-      ElfFile& ef = elf_of(hit->file);
-      const char* sym = nullptr;
-      if (ef.mod)
-        for (const auto& s : ef.segs)
-          if (off >= s.off && off < s.off + s.filesz) {
-            sym = dwfl_module_addrname(ef.mod, s.vaddr + (off - s.off) + ef.bias);
-            break;
-          }
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "+0x%llx", static_cast<unsigned long long>(off));
-      id = intern(sym ? demangle(sym) : basename_of(hit->file) + buf);
-    }
-    fc.emplace(key, id);
-    return id;
-  };
-  for (Rec& r : m.recs) {
-    switch (r.kind) {
-      case Rec::Fork:
-        if (r.pid != r.ppid) {
-          auto it = maps.find(r.ppid);
-          if (it != maps.end()) maps[r.pid] = it->second;
-          frame_cache.erase(r.pid);
-        }
-        break;
-      case Rec::Comm:
-        if (r.exec) {
-          maps[r.pid].clear();
-          frame_cache.erase(r.pid);
-        }
-        prof.comm[r.tid] = r.name;
-        break;
-      case Rec::Mmap:
-        maps[r.pid].push_back({r.start, r.start + r.len, r.pgoff, r.name});
-        frame_cache.erase(r.pid);
-        break;
-      case Rec::Sample: {
-        CpuProfile::Sample s;
-        s.pid = r.pid;
-        s.tid = r.tid;
-        s.unix_ns = static_cast<int64_t>(r.time) + m.mono_to_unix;
-        s.stack.resize(r.ips.size());
-        for (size_t i = 0; i < r.ips.size(); ++i) {
-          const uint32_t f = symbolize(r.pid, r.ips[i], i > 0);
-          if (prof.frames[f] == "[unknown]") ++prof.unknown_frames;
-          s.stack[r.ips.size() - 1 - i] = f;
-        }
-        prof.samples.push_back(std::move(s));
-        break;
-      }
-      default:
-        break;
-    }
-  }
-  m.recs.clear();
-  return prof;
+  return std::move(m.prof);
 }
 
 std::string fold_profile(const CpuProfile& p) {

@@ -472,6 +472,8 @@ RecordResult record(const RecordOptions& opt) {
   io::require_output_dir(opt.output, "-o");
   if (opt.cpu_sample_hz) {
     check_sample_freq(opt.cpu_sample_hz);
+    if (opt.call_graph == CallGraph::Dwarf && !dwarf_unwind_supported())
+      throw_usage("--call-graph dwarf is supported on x86-64 only", "--call-graph", "use --call-graph fp");
     if (opt.folded == "-")
       throw_usage("--folded - would write into the program's own stdout, which it shares", "--folded",
                   "give a file path");
@@ -552,7 +554,10 @@ RecordResult record(const RecordOptions& opt) {
   if (gate[0] >= 0) {
     ::close(gate[0]);
     try {
-      sampler = std::make_unique<CpuSampler>(pid, opt.cpu_sample_hz);
+      // DWARF samples carry 8 KiB of stack each: a 512 KiB ring per CPU (the default
+      // kernel.perf_event_mlock_kb still allows it unprivileged), 256 KiB otherwise.
+      sampler = std::make_unique<CpuSampler>(pid, opt.cpu_sample_hz, opt.call_graph,
+                                             opt.call_graph == CallGraph::Dwarf ? 128 : 64);
     } catch (...) {
       ::close(gate[1]);
       ::close(errpipe[0]);

@@ -2,8 +2,9 @@
 // software clock events (PERF_COUNT_SW_TASK_CLOCK, user space only) on a child process and its
 // threads and children (inherit), enabled at its exec, with frame-pointer call chains taken by
 // the kernel (PERF_SAMPLE_CALLCHAIN), read from one mmap ring buffer per CPU while the child
-// runs; addresses resolved to demangled function names with elfutils libdwfl from the
-// PERF_RECORD_MMAP2 mappings. Spec: perf_event_open(2), include/uapi/linux/perf_event.h.
+// runs (or DWARF unwinding of a copy of the user stack with libdwfl); addresses resolved to
+// demangled function names with elfutils libdwfl from the PERF_RECORD_MMAP2 mappings.
+// Spec: perf_event_open(2), include/uapi/linux/perf_event.h.
 #pragma once
 #include <sys/types.h>
 
@@ -47,6 +48,18 @@ void check_sample_freq(unsigned hz);
 /// kernel has no software perf events. Category Environment (exit 3).
 Error perf_open_error(int err, const std::string& paranoid_path = "/proc/sys/kernel/perf_event_paranoid");
 
+/// How call stacks are taken: the kernel's frame-pointer walk (cheap; needs code built with
+/// -fno-omit-frame-pointer) or DWARF call-frame unwinding (PERF_SAMPLE_REGS_USER + a copy of
+/// kDwarfStackBytes of the user stack per sample, unwound with libdwfl from the files'
+/// .eh_frame/.debug_frame: works without frame pointers; x86-64 only).
+enum class CallGraph { Fp, Dwarf };
+
+/// Bytes of user stack copied per sample with CallGraph::Dwarf (perf record's default).
+inline constexpr uint32_t kDwarfStackBytes = 8192;
+
+/// True where CallGraph::Dwarf is implemented (x86-64).
+bool dwarf_unwind_supported();
+
 /// Samples one process tree. Construct it for a child that is stopped before its exec (the
 /// counters are enabled by the kernel at exec, so the profiler's own fork/exec path is not
 /// sampled), call poll() while the child runs and finish() after it exited.
@@ -54,16 +67,18 @@ class CpuSampler {
  public:
   /// Open a counter per online CPU for `pid` (sample_freq = hz, inherit, enable_on_exec,
   /// exclude_kernel/hv, CLOCK_MONOTONIC time) and map its ring buffer (`ring_pages` data pages,
-  /// a power of two). Errors: check_sample_freq's; perf_open_error() when the kernel refuses;
-  /// rtx::Error(Environment) when mmap fails.
-  CpuSampler(pid_t pid, unsigned hz, size_t ring_pages = 64);
+  /// a power of two; 128 pages = 512 KiB stays within the default kernel.perf_event_mlock_kb).
+  /// Errors: check_sample_freq's; Usage for Dwarf where unsupported; perf_open_error() when the
+  /// kernel refuses; rtx::Error(Environment) when mmap fails.
+  CpuSampler(pid_t pid, unsigned hz, CallGraph cg = CallGraph::Fp, size_t ring_pages = 64);
   ~CpuSampler();
   CpuSampler(const CpuSampler&) = delete;
   CpuSampler& operator=(const CpuSampler&) = delete;
-  /// Wait up to `timeout_ms` for data, then read every ring buffer (records kept raw).
+  /// Wait up to `timeout_ms` for data (a ring a quarter full wakes it early), then read every
+  /// ring buffer and turn its samples into symbolized stacks (reads the ELF files the mappings
+  /// name; missing files give "file+0xoffset" frames), so raw stack copies are not kept.
   void poll(int timeout_ms);
-  /// Read what is left, stop the counters and symbolize every sample (reads the ELF files
-  /// the mappings name; missing files give "file+0xoffset" frames).
+  /// Stop the counters, read what is left and return the profile.
   CpuProfile finish();
 
  private:

@@ -66,6 +66,7 @@ struct RecordOptions {
   std::string inject_lib;            ///< CUPTI injection library ("" or missing: no CUDA capture)
   std::string nvtx_lib;              ///< libcupti.so for NVTX_INJECTION64_PATH ("" = none)
   unsigned cpu_sample_hz = 0;        ///< > 0: sample the program's CPU stacks at this rate (CpuSampler)
+  CallGraph call_graph = CallGraph::Fp;  ///< how the sampler takes call stacks
   std::string folded;                ///< with cpu_sample_hz: also write folded stacks here ("" = none)
 };
 

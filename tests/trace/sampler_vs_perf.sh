@@ -4,7 +4,8 @@
 #   tests/trace/sampler_vs_perf.sh BUILD_DIR [UNITS] [RUNS]
 # Prints the leaf-frame shares of both profilers (perf record -F 99 -g, `perf script` collapsed
 # by the small awk below into folded stacks like stackcollapse-perf.pl) and the median wall
-# and CPU time of sampler_hot UNITS alone, under rtx-trace --cpu-sample at 99 Hz and under perf.
+# and CPU time of sampler_hot UNITS alone, under rtx-trace --cpu-sample at 99 Hz (frame pointers
+# and --call-graph dwarf) and under perf.
 set -euo pipefail
 build=${1:?usage: $0 BUILD_DIR [UNITS] [RUNS]}
 units=${2:-200}
@@ -52,17 +53,21 @@ timed() {
   t=$({ TIMEFORMAT='%R %U %S'; time "$@" >/dev/null 2>&1; } 2>&1)
   echo "$t" | awk '{print $1, $2 + $3}' >>"$out"
 }
-: >"$tmp/base"; : >"$tmp/rtx"; : >"$tmp/perf"
-for ((i = 0; i < runs; ++i)); do  # interleaved, so drift of the host hits all three alike
+: >"$tmp/base"; : >"$tmp/rtx"; : >"$tmp/dwarf"; : >"$tmp/perf"
+for ((i = 0; i < runs; ++i)); do  # interleaved, so drift of the host hits all alike
   timed "$tmp/base" "$hot" "$units"
   timed "$tmp/rtx" "$trace" record -q --cpu-sample --freq 99 -o "$tmp/o.json" -- "$hot" "$units"
+  timed "$tmp/dwarf" "$trace" record -q --cpu-sample --call-graph dwarf --freq 99 -o "$tmp/o.json" -- "$hot" "$units"
   timed "$tmp/perf" perf record -q -F 99 -g -o "$tmp/o.data" -- "$hot" "$units"
 done
 for col in 1 2; do
-  b=$(cut -d' ' -f$col "$tmp/base" | median); r=$(cut -d' ' -f$col "$tmp/rtx" | median)
-  p=$(cut -d' ' -f$col "$tmp/perf" | median)
+  b=$(cut -d' ' -f$col "$tmp/base" | median)
   what=$([ $col = 1 ] && echo "wall time" || echo "CPU time (user+sys)")
-  printf '== %s, median of %d (sampler_hot %s): alone %.3f s; rtx-trace --cpu-sample 99 Hz %.3f s (%+.1f%%); perf record -F 99 -g %.3f s (%+.1f%%)\n' \
-    "$what" "$runs" "$units" "$b" "$r" "$(echo "100 * ($r - $b) / $b" | bc -l)" "$p" "$(echo "100 * ($p - $b) / $b" | bc -l)"
+  printf '== %s, median of %d runs of sampler_hot %s: alone %.3f s\n' "$what" "$runs" "$units" "$b"
+  for v in "rtx:rtx-trace --cpu-sample 99 Hz" "dwarf:rtx-trace --cpu-sample --call-graph dwarf 99 Hz" \
+           "perf:perf record -F 99 -g"; do
+    x=$(cut -d' ' -f$col "$tmp/${v%%:*}" | median)
+    printf '   %-52s %.3f s (%+.1f%%)\n' "${v#*:}" "$x" "$(echo "100 * ($x - $b) / $b" | bc -l)"
+  done
 done
 echo "== load average: $(cut -d' ' -f1-3 /proc/loadavg)"

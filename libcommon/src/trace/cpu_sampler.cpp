@@ -81,7 +81,7 @@ int64_t clock_ns(clockid_t id) {
 
 /// One record of the ring buffers, parsed.
 struct Rec {
-  enum Kind : uint8_t { Sample, Mmap, Comm, Fork, Exit } kind = Sample;
+  enum Kind : uint8_t { Sample, Mmap, Comm, Fork } kind = Sample;
   bool exec = false;                 // Comm: the exec of a new program
   uint32_t pid = 0, tid = 0, ppid = 0;
   uint64_t time = 0;                 // CLOCK_MONOTONIC ns
@@ -135,7 +135,7 @@ int injected_errno() {
 #if defined(__x86_64__)
 constexpr uint64_t kRegsMask = 0x1ffULL | (0xffULL << 16);
 constexpr unsigned kNumRegs = 17;
-constexpr size_t kRegSp = 7, kRegIp = 8;
+constexpr size_t kRegSp = 7;
 /// The sampled registers in DWARF numbering (x86-64 psABI: rax rdx rcx rbx rsi rdi rbp rsp
 /// r8-r15, then the return address column 16 = rip).
 void to_dwarf(const std::vector<uint64_t>& r, Dwarf_Word* d) {

@@ -573,6 +573,18 @@ RecordResult record(const RecordOptions& opt) {
   ::sigaction(SIGINT, &sa, &old_int);
   ::sigaction(SIGTERM, &sa, &old_term);
   ::sigaction(SIGHUP, &sa, &old_hup);
+  // The handlers stay until the output is written: a Ctrl-C reaches the whole process group
+  // (and `timeout` signals the child and then the group), so a second SIGINT can arrive just
+  // after the child died; with the default action back it would kill rtx-trace before it
+  // wrote anything. Once the child is gone the handler ignores them.
+  struct RestoreSignals {
+    struct sigaction *i, *t, *h;
+    ~RestoreSignals() {
+      ::sigaction(SIGINT, i, nullptr);
+      ::sigaction(SIGTERM, t, nullptr);
+      ::sigaction(SIGHUP, h, nullptr);
+    }
+  } restore{&old_int, &old_term, &old_hup};
   int exec_err = 0;
   ssize_t got;
   do got = ::read(errpipe[0], &exec_err, sizeof exec_err);
@@ -592,9 +604,6 @@ RecordResult record(const RecordOptions& opt) {
     while (w < 0 && errno == EINTR);
   }
   g_child.store(0);
-  ::sigaction(SIGINT, &old_int, nullptr);
-  ::sigaction(SIGTERM, &old_term, nullptr);
-  ::sigaction(SIGHUP, &old_hup, nullptr);
   if (got == static_cast<ssize_t>(sizeof exec_err))
     throw_usage(std::string("cannot run \"") + opt.command[0] + "\": " + std::strerror(exec_err), opt.command[0],
                 "check the program name and PATH (the command follows \"--\")");

@@ -86,7 +86,8 @@ struct RecordResult {
 std::string child_events_flag(const std::vector<std::string>& command);
 
 /// Run the command with tracing on and write the trace. The child inherits stdin/stdout/
-/// stderr untouched; SIGINT/SIGTERM/SIGHUP received meanwhile are forwarded to it. Sets in the
+/// stderr untouched; SIGINT/SIGTERM/SIGHUP received meanwhile are forwarded to it (and
+/// ignored after it exited, until the trace is written). Sets in the
 /// child: RTX_EVENTS (a temp file; an explicit --events flag of the child wins),
 /// RTX_TRACE_CUPTI_DIR, RTX_TRACE_MAX_EVENTS and, with inject_lib, CUDA_INJECTION64_PATH
 /// (and NVTX_INJECTION64_PATH unless already set). The trace is written even when the child

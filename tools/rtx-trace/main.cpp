@@ -12,6 +12,7 @@
 #include "rtx/core/printable.hpp"
 #include "rtx/core/device.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/trace/cpu_sampler.hpp"
 #include "rtx/trace/merge.hpp"
 #include "rtx/trace/record.hpp"
 #include "rtx/trace/stats.hpp"
@@ -99,8 +100,33 @@ int main(int argc, char** argv) {
     s.add_option("--cuda", *cuda,
                  "CUDA capture by CUPTI injection: auto (on when built with CUPTI and a CUDA device is present) or off")
         ->check(CLI::IsMember({"auto", "off"}));
+    auto cpu_sample = std::make_shared<bool>(false);
+    auto* cpu_opt = s.add_flag("--cpu-sample", *cpu_sample,
+                               "Sample the program's CPU call stacks (perf_event_open, user space; threads and "
+                               "children too) into the trace, as 'CPU samples' tracks");
+    auto freq = std::make_shared<long long>(99);
+    s.add_option("--freq", *freq, "With --cpu-sample: samples per second of CPU time per thread (default 99)")
+        ->needs(cpu_opt);
+    auto call_graph = std::make_shared<std::string>("fp");
+    s.add_option("--call-graph", *call_graph,
+                 "With --cpu-sample: fp (kernel frame-pointer walk, cheap; needs -fno-omit-frame-pointer) or dwarf "
+                 "(unwind a copy of 8 KiB of stack per sample with the files' CFI; works without frame pointers)")
+        ->check(CLI::IsMember({"fp", "dwarf"}))
+        ->needs(cpu_opt);
+    s.add_option("--folded", o->folded, "With --cpu-sample: also write folded stacks (FlameGraph format, counts = samples)")
+        ->needs(cpu_opt);
     s.add_option("command", o->command, "The program and its arguments, after --")->required();
-    return [&, o, cuda]() {
+    return [&, o, cuda, cpu_sample, freq, call_graph]() {
+      if (*cpu_sample) {
+        // Checked here as a number first: a negative or huge value must not wrap into range.
+        if (*freq <= 0 || *freq > static_cast<long long>(rtx::trace::max_sample_rate()))
+          rtx::throw_usage("--freq " + std::to_string(*freq) + " is out of range: the sampling frequency must be 1.." +
+                               std::to_string(rtx::trace::max_sample_rate()) +
+                               " Hz (kernel.perf_event_max_sample_rate)",
+                           "--freq", "99 Hz (the default) keeps the overhead near 1%");
+        o->cpu_sample_hz = static_cast<unsigned>(*freq);
+        o->call_graph = *call_graph == "dwarf" ? rtx::trace::CallGraph::Dwarf : rtx::trace::CallGraph::Fp;
+      }
       std::string cuda_off = decide_cuda_capture(*cuda, *o);
       const auto r = rtx::trace::record(*o);
       if (!r.cuda_capture && cuda_off.empty()) cuda_off = "injection library " + o->inject_lib + " is not readable";
@@ -113,6 +139,20 @@ int main(int argc, char** argv) {
                         (r.cuda_capture ? "CUDA capture on (CUPTI injection " + o->inject_lib + ")"
                                         : "CUDA capture off: " + cuda_off);
       say(common, msg);
+      if (o->cpu_sample_hz) {
+        char share[32];
+        std::snprintf(share, sizeof share, "%.1f%%", 100 * r.cpu_unknown_share);
+        say(common, "CPU samples: " + std::to_string(r.cpu_samples) + " at " + std::to_string(o->cpu_sample_hz) +
+                        " Hz, " + *call_graph + " call graph (" + std::to_string(c.cpu_samples) + " in the window, " +
+                        std::to_string(c.cpu_slices) + " stack slices; " + share + " of frames unknown)" +
+                        (o->folded.empty() ? "" : "; folded stacks in " + o->folded));
+        if (r.cpu_lost)
+          say(common, "the kernel dropped " + std::to_string(r.cpu_lost) +
+                          " CPU samples (ring buffer full): lower --freq");
+        if (r.cpu_samples == 0)
+          say(common, "no CPU samples: the program used less CPU time than one sample period (1/" +
+                          std::to_string(o->cpu_sample_hz) + " s); raise --freq");
+      }
       if (c.outside_window) say(common, std::to_string(c.outside_window) + " events outside the capture window left out");
       if (c.over_cap)
         say(common, "event cap reached: " + std::to_string(c.over_cap) + " events left out after the first " +
@@ -143,6 +183,10 @@ int main(int argc, char** argv) {
                             {"nvtx", c.ranges}, {"flows", c.flows},
                             {"outside_window", c.outside_window}, {"over_cap", c.over_cap},
                             {"cupti_dropped", c.cupti_dropped}, {"notes", c.notes}};
+        if (o->cpu_sample_hz)
+          j["cpu_sample"] = {{"freq_hz", o->cpu_sample_hz}, {"call_graph", *call_graph}, {"samples", r.cpu_samples},
+                             {"in_window", c.cpu_samples}, {"slices", c.cpu_slices}, {"lost", r.cpu_lost},
+                             {"unknown_frame_share", r.cpu_unknown_share}, {"folded", o->folded}};
         std::cout << j.dump(2) << std::endl;
       }
       return r.exit_code;
@@ -244,7 +288,8 @@ int main(int argc, char** argv) {
       "CUDA_INJECTION64_PATH=librtx_cupti_inject.so and NVTX_INJECTION64_PATH=libcupti.so (GPU only).\n"
       "Exit codes: record passes the program's exit status through (128+N when killed by signal N);\n"
       "otherwise 0 ok; 1 validate found violations; 2 usage or input error (bad trace, cannot run the\n"
-      "command, the folder of -o does not exist); 3 environment (cannot write the output); 4 internal\n"
+      "command, the folder of -o does not exist); 3 environment (cannot write the output; --cpu-sample:\n"
+      "the kernel refuses perf_event_open, see kernel.perf_event_paranoid); 4 internal\n"
       "error. -o is checked before the program starts. stats exits 0 when B/E events have no partner\n"
       "(it says how many; validate checks).");
   return rtx::cli::run_tool(app, argc, argv, common, [&]() { return subs.run(); });

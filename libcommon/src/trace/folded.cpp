@@ -672,7 +672,8 @@ FoldResult fold_trace(const std::string& path, StackTrie& trie, int which, FoldM
     if (slices[a].dur != slices[b].dur) return slices[a].dur > slices[b].dur;  // the longer encloses
     return slices[a].order < slices[b].order;  // identical: the earlier in the file encloses (as stats)
   };
-  for (auto& v : by_track) std::sort(v.begin(), v.end(), order);
+  // Stable: a parent and a child with the same ts and dur keep their file order (parent first).
+  for (auto& v : by_track) std::stable_sort(v.begin(), v.end(), order);
 
   if (res.mode == FoldMode::Cpu) {
     std::vector<int64_t> self(1);

@@ -18,6 +18,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -208,11 +209,81 @@ void scan(const std::string& events_jsonl, const std::string& cupti_dir, Convert
   }
 }
 
+/// The CPU samples inside [win_start, win_end] as a stack chart per thread (see
+/// convert_recording): a sample at t covers [t, next sample of its thread) when that comes
+/// within 1.5 periods, else [t, t + 1/freq); a frame stays one slice while consecutive samples
+/// without a gap keep the same frames from the root down to it.
+void write_cpu_samples(const CpuProfile& cpu, int64_t win_start, int64_t win_end, int64_t origin,
+                       uint64_t max_events, TraceWriter& w, ConvertResult& res, std::set<int64_t>& procs,
+                       std::set<std::pair<int64_t, int64_t>>& threads) {
+  const int64_t period = cpu.freq_hz ? static_cast<int64_t>(1000000000 / cpu.freq_hz) : 10000000;
+  std::map<std::pair<int64_t, int64_t>, std::vector<const CpuProfile::Sample*>> by_thread;
+  for (const auto& s : cpu.samples) {
+    if (s.unix_ns < win_start || s.unix_ns > win_end) continue;
+    by_thread[{s.pid, s.tid}].push_back(&s);
+    ++res.cpu_samples;
+  }
+  Event e;
+  struct Open { uint32_t frame; int64_t begin; uint64_t samples; };
+  struct Slice { int64_t begin, end; size_t depth; uint32_t frame; uint64_t samples; };
+  std::vector<Slice> slices;
+  for (auto& [key, v] : by_thread) {
+    std::stable_sort(v.begin(), v.end(), [](const auto* a, const auto* b) { return a->unix_ns < b->unix_ns; });
+    const int64_t track = kCpuSampleTidBase + key.second;
+    std::vector<Open> open;
+    slices.clear();
+    int64_t prev_end = 0;
+    auto close_to = [&](size_t depth, int64_t at) {
+      for (; open.size() > depth; open.pop_back())
+        slices.push_back({open.back().begin, at, open.size() - 1, open.back().frame, open.back().samples});
+    };
+    for (size_t i = 0; i < v.size(); ++i) {
+      const auto& s = *v[i];
+      // The next sample within 1.5 periods continues this one (timer jitter), else a gap.
+      const int64_t next = i + 1 < v.size() ? v[i + 1]->unix_ns : std::numeric_limits<int64_t>::max();
+      const int64_t end = next - s.unix_ns <= period + period / 2 ? next : s.unix_ns + period;
+      size_t common = 0;
+      if (!open.empty() && s.unix_ns <= prev_end)
+        while (common < open.size() && common < s.stack.size() && open[common].frame == s.stack[common]) ++common;
+      close_to(common, prev_end);
+      for (size_t d = 0; d < open.size(); ++d) ++open[d].samples;
+      for (size_t d = common; d < s.stack.size(); ++d) open.push_back({s.stack[d], s.unix_ns, 1});
+      prev_end = end;
+    }
+    close_to(0, prev_end);
+    // Parents before their children: a frame that is the whole of its parent's slice has the
+    // same ts and dur, and readers keep file order for such ties.
+    std::stable_sort(slices.begin(), slices.end(), [](const Slice& a, const Slice& b) {
+      return a.begin != b.begin ? a.begin < b.begin : a.depth < b.depth;
+    });
+    for (const Slice& sl : slices) {
+      if (max_events && res.written >= max_events) {
+        ++res.over_cap;
+        continue;
+      }
+      e = Event();
+      e.ph = 'X';
+      e.name = cpu.frames[sl.frame];
+      e.cat = "cpu_sample";
+      e.pid = key.first;
+      e.tid = track;
+      e.ts = static_cast<double>(sl.begin - origin) / 1e3;
+      e.dur = static_cast<double>(sl.end - sl.begin) / 1e3;
+      e.args = {{"samples", sl.samples}};
+      w.add(e);
+      ++res.written;
+      ++res.cpu_slices;
+    }
+    procs.insert(key.first);
+    threads.insert({key.first, track});
+  }
+}
+
 }  // namespace
 
 ConvertResult convert_recording(const std::string& events_jsonl, const std::string& cupti_dir,
                                 const std::string& output, uint64_t t0_unix_ns, const CaptureOptions& cap,
-                                int64_t child_pid, const std::string& child_name) {
+                                int64_t child_pid, const std::string& child_name, const CpuProfile* cpu) {
   ConvertResult res;
   const int64_t t0 = static_cast<int64_t>(t0_unix_ns);
   int64_t win_start = t0 + static_cast<int64_t>(std::llround(cap.delay_s * 1e9));
@@ -315,6 +386,7 @@ ConvertResult convert_recording(const std::string& events_jsonl, const std::stri
       }
     }
   });
+  if (cpu) write_cpu_samples(*cpu, win_start, win_end, origin, cap.max_events, w, res, procs, threads);
   // Flow arrows launch -> GPU work (all starts, then all ends, so each s precedes its f).
   uint64_t flow_id = 0;
   std::vector<std::pair<uint64_t, const FlowEnd*>> done;
@@ -352,6 +424,10 @@ ConvertResult convert_recording(const std::string& events_jsonl, const std::stri
     } else if (t == kOverheadTid) {
       n = "CUPTI overhead";
       sort = 901;
+    } else if (t >= kCpuSampleTidBase && t < kSyncTid) {
+      const int64_t real = t - kCpuSampleTidBase;
+      n = "CPU samples: " + (real == p ? std::string("main thread") : "thread " + std::to_string(real));
+      sort = 800 + (real == p ? 0 : 1);
     } else {
       n = t == p ? "main thread" : "thread " + std::to_string(t);
       sort = t == p ? 0 : 1;
@@ -406,6 +482,17 @@ RecordResult record(const RecordOptions& opt) {
     throw_usage("-o - would write the trace into the program's own stdout, which it shares", "-o",
                 "give a file path (then `cat` it, or rtx-trace stats FILE)");
   io::require_output_dir(opt.output, "-o");
+  if (opt.cpu_sample_hz) {
+    check_sample_freq(opt.cpu_sample_hz);
+    if (opt.call_graph == CallGraph::Dwarf && !dwarf_unwind_supported())
+      throw_usage("--call-graph dwarf is supported on x86-64 only", "--call-graph", "use --call-graph fp");
+    if (opt.folded == "-")
+      throw_usage("--folded - would write into the program's own stdout, which it shares", "--folded",
+                  "give a file path");
+    io::require_output_dir(opt.folded, "--folded");
+  } else if (!opt.folded.empty()) {
+    throw_usage("--folded needs --cpu-sample (folded stacks come from CPU samples)", "--folded");
+  }
   RecordResult rr;
   rr.child_events = child_events_flag(opt.command);
   const char* tmp = std::getenv("TMPDIR");
@@ -425,6 +512,15 @@ RecordResult record(const RecordOptions& opt) {
 
   int errpipe[2];
   if (::pipe2(errpipe, O_CLOEXEC) != 0) throw_env(std::string("pipe failed: ") + std::strerror(errno));
+  // With sampling, the child waits on `gate` until the sampler is attached, then execs (the
+  // counters start at its exec: enable_on_exec).
+  int gate[2] = {-1, -1};
+  if (opt.cpu_sample_hz && ::pipe2(gate, O_CLOEXEC) != 0) {
+    const int err = errno;
+    ::close(errpipe[0]);
+    ::close(errpipe[1]);
+    throw_env(std::string("pipe failed: ") + std::strerror(err));
+  }
   const uint64_t t0 = telemetry::unix_now_ns();
   struct sigaction sa {}, old_int {}, old_term {}, old_hup {};
   sa.sa_handler = forward_signal;
@@ -433,9 +529,22 @@ RecordResult record(const RecordOptions& opt) {
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t pid = ::fork();
-  if (pid < 0) throw_env(std::string("fork failed: ") + std::strerror(errno));
+  if (pid < 0) {
+    const int err = errno;
+    for (int fd : {errpipe[0], errpipe[1], gate[0], gate[1]})
+      if (fd >= 0) ::close(fd);
+    throw_env(std::string("fork failed: ") + std::strerror(err));
+  }
   if (pid == 0) {
     ::close(errpipe[0]);
+    if (gate[0] >= 0) {
+      ::close(gate[1]);
+      char go = 0;
+      ssize_t n;
+      do n = ::read(gate[0], &go, 1);
+      while (n < 0 && errno == EINTR);
+      if (n != 1) ::_exit(127);  // the sampler could not attach: the parent reports why
+    }
     ::setenv("RTX_EVENTS", events.c_str(), 1);
     ::setenv("RTX_TRACE_CUPTI_DIR", dir.c_str(), 1);
     ::setenv("RTX_TRACE_MAX_EVENTS", std::to_string(opt.capture.max_events).c_str(), 1);
@@ -453,10 +562,41 @@ RecordResult record(const RecordOptions& opt) {
     ::_exit(127);
   }
   ::close(errpipe[1]);
+  std::unique_ptr<CpuSampler> sampler;
+  if (gate[0] >= 0) {
+    ::close(gate[0]);
+    try {
+      // DWARF samples carry 8 KiB of stack each: a 512 KiB ring per CPU (the default
+      // kernel.perf_event_mlock_kb still allows it unprivileged), 256 KiB otherwise.
+      sampler = std::make_unique<CpuSampler>(pid, opt.cpu_sample_hz, opt.call_graph,
+                                             opt.call_graph == CallGraph::Dwarf ? 128 : 64);
+    } catch (...) {
+      ::close(gate[1]);
+      ::close(errpipe[0]);
+      ::kill(pid, SIGKILL);
+      while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      throw;
+    }
+    [[maybe_unused]] ssize_t n = ::write(gate[1], "g", 1);
+    ::close(gate[1]);
+  }
   g_child.store(pid);
   ::sigaction(SIGINT, &sa, &old_int);
   ::sigaction(SIGTERM, &sa, &old_term);
   ::sigaction(SIGHUP, &sa, &old_hup);
+  // The handlers stay until the output is written: a Ctrl-C reaches the whole process group
+  // (and `timeout` signals the child and then the group), so a second SIGINT can arrive just
+  // after the child died; with the default action back it would kill rtx-trace before it
+  // wrote anything. Once the child is gone the handler ignores them.
+  struct RestoreSignals {
+    struct sigaction *i, *t, *h;
+    ~RestoreSignals() {
+      ::sigaction(SIGINT, i, nullptr);
+      ::sigaction(SIGTERM, t, nullptr);
+      ::sigaction(SIGHUP, h, nullptr);
+    }
+  } restore{&old_int, &old_term, &old_hup};
   int exec_err = 0;
   ssize_t got;
   do got = ::read(errpipe[0], &exec_err, sizeof exec_err);
@@ -464,18 +604,36 @@ RecordResult record(const RecordOptions& opt) {
   ::close(errpipe[0]);
   int status = 0;
   pid_t w;
-  do w = ::waitpid(pid, &status, 0);
-  while (w < 0 && errno == EINTR);
+  if (sampler) {
+    // Read the ring buffers while the program runs (10 times a second, or when data is ready).
+    for (;;) {
+      w = ::waitpid(pid, &status, WNOHANG);
+      if (w == pid || (w < 0 && errno != EINTR)) break;
+      sampler->poll(100);
+    }
+  } else {
+    do w = ::waitpid(pid, &status, 0);
+    while (w < 0 && errno == EINTR);
+  }
   g_child.store(0);
-  ::sigaction(SIGINT, &old_int, nullptr);
-  ::sigaction(SIGTERM, &old_term, nullptr);
-  ::sigaction(SIGHUP, &old_hup, nullptr);
   if (got == static_cast<ssize_t>(sizeof exec_err))
     throw_usage(std::string("cannot run \"") + opt.command[0] + "\": " + std::strerror(exec_err), opt.command[0],
                 "check the program name and PATH (the command follows \"--\")");
   rr.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 4;
   const std::string name = opt.command[0].substr(opt.command[0].find_last_of('/') + 1);
-  rr.convert = convert_recording(events, dir, opt.output, t0, opt.capture, pid, name);
+  if (!sampler) {
+    rr.convert = convert_recording(events, dir, opt.output, t0, opt.capture, pid, name);
+    return rr;
+  }
+  const CpuProfile prof = sampler->finish();
+  sampler.reset();
+  rr.cpu_samples = prof.samples.size();
+  rr.cpu_lost = prof.lost;
+  uint64_t frames = 0;
+  for (const auto& s : prof.samples) frames += s.stack.size();
+  rr.cpu_unknown_share = frames ? static_cast<double>(prof.unknown_frames) / static_cast<double>(frames) : 0;
+  rr.convert = convert_recording(events, dir, opt.output, t0, opt.capture, pid, name, &prof);
+  if (!opt.folded.empty()) io::atomic_write_file(opt.folded, fold_profile(prof));
   return rr;
 }
 

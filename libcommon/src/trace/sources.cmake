@@ -6,4 +6,5 @@ list(APPEND RTX_COMMON_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/flamegraph.cpp
   ${CMAKE_CURRENT_LIST_DIR}/stats.cpp
   ${CMAKE_CURRENT_LIST_DIR}/merge.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/record.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/record.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu_sampler.cpp)

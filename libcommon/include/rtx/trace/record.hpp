@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "rtx/trace/cpu_sampler.hpp"
+
 namespace rtx::trace {
 
 /// Capture window and cap, applied when converting (times in seconds from the record start).
@@ -28,6 +30,8 @@ struct ConvertResult {
   uint64_t over_cap = 0;        ///< events left out by the cap
   uint64_t cupti_dropped = 0;   ///< records CUPTI reported dropped (buffers full)
   uint64_t bad_lines = 0;       ///< unreadable lines in the recorded files (a killed child's last line)
+  uint64_t cpu_samples = 0;     ///< CPU samples inside the window (--cpu-sample)
+  uint64_t cpu_slices = 0;      ///< stack-chart slices written for them ("cpu_sample" X events)
   bool range_found = true;      ///< false when CaptureOptions::range never occurred
   std::vector<std::string> notes;  ///< messages from the injection library (CUPTI busy, ...)
 };
@@ -41,10 +45,20 @@ struct ConvertResult {
 ///  NVTX ranges; a memcpy-bytes counter). Either may be "" or missing. Times: unix ns
 ///  aligned per process (bus: unix_ns - time_ns; CUPTI: its clock line), written in us
 ///  relative to `t0_unix_ns` (+ delay). `child_pid`/`child_name` name the main process.
+/// `cpu` (may be null): CPU samples, written as a stack chart per sampled thread on its own
+/// track ("CPU samples: ..."; tid kCpuSampleTidBase + tid): consecutive samples sharing a frame
+/// prefix become one X slice per frame (cat "cpu_sample", args.samples), a sample lasting until
+/// the next one of its thread when that comes within 1.5/freq_hz (timer jitter, a thread
+/// waiting for a CPU), else 1/freq_hz; so viewers draw the timeline and fold_trace (rtx-flame)
+/// folds it into the CPU flame graph with weights in ns (about samples x period).
 /// Errors: rtx::Error(Environment) when the output cannot be written.
 ConvertResult convert_recording(const std::string& events_jsonl, const std::string& cupti_dir,
                                 const std::string& output, uint64_t t0_unix_ns, const CaptureOptions& cap,
-                                int64_t child_pid = 0, const std::string& child_name = {});
+                                int64_t child_pid = 0, const std::string& child_name = {},
+                                const CpuProfile* cpu = nullptr);
+
+/// Track id base of the CPU-sample tracks: the sampled thread's id is added (< 2^22 on Linux).
+inline constexpr int64_t kCpuSampleTidBase = 900000000;
 
 struct RecordOptions {
   std::vector<std::string> command;  ///< program and arguments (PATH searched)
@@ -52,6 +66,9 @@ struct RecordOptions {
   CaptureOptions capture;
   std::string inject_lib;            ///< CUPTI injection library ("" or missing: no CUDA capture)
   std::string nvtx_lib;              ///< libcupti.so for NVTX_INJECTION64_PATH ("" = none)
+  unsigned cpu_sample_hz = 0;        ///< > 0: sample the program's CPU stacks at this rate (CpuSampler)
+  CallGraph call_graph = CallGraph::Fp;  ///< how the sampler takes call stacks
+  std::string folded;                ///< with cpu_sample_hz: also write folded stacks here ("" = none)
 };
 
 struct RecordResult {
@@ -59,6 +76,9 @@ struct RecordResult {
   bool cuda_capture = false;  ///< injection library was passed to the child
   std::string child_events;   ///< the child's own --events FILE (child_events_flag), "" if none
   ConvertResult convert;
+  uint64_t cpu_samples = 0;   ///< CPU samples taken (all, before the capture window)
+  uint64_t cpu_lost = 0;      ///< samples the kernel dropped (ring buffer full)
+  double cpu_unknown_share = 0;  ///< share of frames with no mapping ("[unknown]")
 };
 
 /// The FILE of an explicit `--events FILE` / `--events=FILE` in `command` (its arguments up
@@ -67,7 +87,8 @@ struct RecordResult {
 std::string child_events_flag(const std::vector<std::string>& command);
 
 /// Run the command with tracing on and write the trace. The child inherits stdin/stdout/
-/// stderr untouched; SIGINT/SIGTERM/SIGHUP received meanwhile are forwarded to it. Sets in the
+/// stderr untouched; SIGINT/SIGTERM/SIGHUP received meanwhile are forwarded to it (and
+/// ignored after it exited, until the trace is written). Sets in the
 /// child: RTX_EVENTS (a temp file; an explicit --events flag of the child wins),
 /// RTX_TRACE_CUPTI_DIR, RTX_TRACE_MAX_EVENTS and, with inject_lib, CUDA_INJECTION64_PATH
 /// (and NVTX_INJECTION64_PATH unless already set). The trace is written even when the child
@@ -75,6 +96,11 @@ std::string child_events_flag(const std::vector<std::string>& command);
 /// folder is Usage, an unwritable one Environment, and the command does not run.
 /// Errors: rtx::Error(Usage) for an empty command or one that cannot be executed
 /// (not found, not executable), Environment for temp-dir/fork failures.
+/// With cpu_sample_hz > 0: the child waits (after fork, before exec) until a CpuSampler is
+/// attached to it; the samples go into the trace (convert_recording's `cpu`) and, with
+/// `folded`, to folded stacks (fold_profile) written atomically. Errors then also: Usage for
+/// a bad frequency or a folded path in a missing folder (before the program runs);
+/// Environment when perf_event_open is refused (perf_open_error; the program does not run).
 RecordResult record(const RecordOptions& opt);
 
 }  // namespace rtx::trace

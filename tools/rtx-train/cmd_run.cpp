@@ -261,7 +261,7 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
                "; no checkpoint written (" + a->resume + " is unchanged)";
       else
         what = ": no step finished; no checkpoint written";
-      std::fprintf(stderr, "%srtx-train: interrupted during the %s%s\n", tty ? "\r\033[K" : "",
+      std::fprintf(stderr, "%srtx-train: interrupted during %s%s\n", tty ? "\r\033[K" : "",
                    r.interrupted_in.c_str(), what.c_str());
     }
     if (common.json && lead) {

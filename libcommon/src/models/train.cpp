@@ -548,7 +548,7 @@ TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std
   for (int step = start_step; step < cfg.steps; ++step) {
     if ((step % cfg.eval_interval == 0 && step != start_step) || step == 0) {
       if (!evaluate(step)) {
-        interrupt("evaluation at step " + std::to_string(step));
+        interrupt("the evaluation at step " + std::to_string(step));
         break;
       }
       if (step != 0) save(step);

@@ -128,7 +128,7 @@ struct TrainResult {
   /// Stopped by should_stop. The checkpoint (when out_dir is set) is that of steps_done, written
   /// unless no step finished in this run (checkpoint "" then).
   bool interrupted = false;
-  std::string interrupted_in;    ///< what was cut short: "evaluation at step 3", "step 7 (micro-batch 2 of 4)"
+  std::string interrupted_in;    ///< what was cut short: "the evaluation at step 3", "step 7 (micro-batch 2 of 4)"
 };
 
 /// Train on the dataset at `data_dir` (rtx::io::Dataset). When `out_dir` is non-empty, writes

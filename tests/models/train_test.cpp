@@ -262,19 +262,20 @@ TEST_CASE("resume continues bit-for-bit the uninterrupted run", "[cpu]") {
 // run does), and an abandoned evaluation reports nothing.
 TEST_CASE("should_stop anywhere in a step or an evaluation checkpoints the last finished step", "[cpu]") {
   const std::string base = rtx::test::temp_dir();
-  TrainConfig full = tiny_config(16);
-  full.lr_decay_steps = 16;
+  TrainConfig full = tiny_config(12);
+  full.lr_decay_steps = 12;
   full.grad_accum = 2;
-  full.eval_interval = 8;
+  full.eval_interval = 6;
   Recorded whole;
   train(full, shakespeare_dir(), base + "/whole", "", recorder(whole));
   const Checkpoint end = load_checkpoint(base + "/whole/ckpt.safetensors");
   // Polls: 3 per split per evaluation (one forward each: 4 x 32 tokens is one chunk); per
   // micro-batch 1 before it, 1 after its forward, and 4 from the backward (ln_f, 2 layers,
-  // the embeddings): 12 per step. Polls 43..55 cover step 4 and the start of step 5; 105 is
-  // inside the evaluation at step 8 (polls 103..108); 1 is inside the first evaluation.
-  std::vector<int> stops = {1, 105};
-  for (int n = 43; n <= 55; ++n) stops.push_back(n);
+  // the embeddings): 12 per step. Step 4 has polls 43..54: before micro-batch 1 (43), after
+  // its forward (44), in its backward (45, 47), before micro-batch 2 (49), the last hook of its
+  // backward (54); 55 starts step 5. 81 is inside the evaluation at step 6 (polls 79..84);
+  // 1 is inside the first evaluation.
+  const std::vector<int> stops = {1, 43, 44, 45, 47, 49, 54, 55, 81};
   for (int n : stops) {
     INFO("stop at poll " << n);
     const std::string dir = base + "/stop" + std::to_string(n);
@@ -300,9 +301,9 @@ TEST_CASE("should_stop anywhere in a step or an evaluation checkpoints the last 
       CHECK_FALSE(fs::exists(dir + "/ckpt.safetensors"));
       continue;
     }
-    if (n == 105) {
-      CHECK(r.steps_done == 8);
-      CHECK(r.interrupted_in == "the evaluation at step 8");
+    if (n == 81) {
+      CHECK(r.steps_done == 6);
+      CHECK(r.interrupted_in == "the evaluation at step 6");
       CHECK(r.evals_done == 1);  // step 0's
     } else {
       CHECK(r.steps_done == (n - 7) / 12);
@@ -315,10 +316,10 @@ TEST_CASE("should_stop anywhere in a step or an evaluation checkpoints the last 
     Recorded rest;
     const TrainResult r2 = train(full, shakespeare_dir(), dir, dir + "/ckpt.safetensors", recorder(rest));
     CHECK_FALSE(r2.interrupted);
-    REQUIRE(rest.loss.size() == static_cast<size_t>(16 - r.steps_done));
+    REQUIRE(rest.loss.size() == static_cast<size_t>(12 - r.steps_done));
     for (size_t i = 0; i < rest.loss.size(); ++i) CHECK(rest.loss[i] == whole.loss[r.steps_done + i]);
     const Checkpoint fin = load_checkpoint(dir + "/ckpt.safetensors");
-    CHECK(fin.step == 16);
+    CHECK(fin.step == 12);
     CHECK(fin.params == end.params);
     CHECK(fin.m == end.m);
     CHECK(fin.v == end.v);

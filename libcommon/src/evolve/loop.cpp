@@ -180,7 +180,7 @@ ArmRun run_arm(const json& spec, const ValidateOptions& o) {
   }
   r.sb = run_sandboxed({o.self_exe, "__trial", "--spec", tmpl}, o.sandbox);
   ::unlink(tmpl);
-  if (r.sb.cancelled) throw ValidationInterrupted("the trial was cancelled after " + fmt("%.1f", r.sb.wall_s) + " s");
+  if (r.sb.cancelled) throw ValidationInterrupted("the trial running was killed after " + fmt("%.1f", r.sb.wall_s) + " s");
   if (!r.sb.clean()) {
     r.problem = r.sb.failure();
     return r;

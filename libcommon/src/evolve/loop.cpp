@@ -760,6 +760,7 @@ json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
   ctx.explore_evals = o.explore_evals;
   ctx.dp_ranks = o.dp_ranks;
   ctx.log = &err;
+  ctx.should_stop = o.v.sandbox.cancel;
   ctx.model_path = o.v.model_path.empty() ? default_model_path() : o.v.model_path;
   ctx.cases = cases;
   report["cases"] = json::array();

@@ -478,10 +478,19 @@ TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std
   std::vector<float> host_params, host_m, host_v;
   const nlohmann::json tok_json = ds.tokenizer().to_json();
 
-  // Ctrl-C (cb.should_stop), asked before every micro-batch and evaluation batch: the work
-  // since the last finished optimizer step is dropped, never half-applied. Ranks agree on the
-  // answer (one 8-byte all-reduce), so none is left waiting in a collective.
+  // Ctrl-C (cb.should_stop), asked before every micro-batch, between its forward and backward,
+  // and before every evaluation forward: the work since the last finished optimizer step is
+  // dropped, never half-applied. Ranks agree on each answer (one 8-byte all-reduce), so none is
+  // left waiting in a collective; when no rank has a should_stop (agreed once here), nothing is
+  // asked and no collective is added.
+  bool any_stopper = static_cast<bool>(cb.should_stop);
+  if (N > 1) {
+    double f = any_stopper ? 1 : 0;
+    comm.allreduce_sum(&f, 1);
+    any_stopper = f > 0;
+  }
   const std::function<bool()> stop = [&] {
+    if (!any_stopper) return false;
     bool s = cb.should_stop && cb.should_stop();
     if (N > 1) {
       double f = s ? 1 : 0;

@@ -233,16 +233,19 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
         std::fprintf(stderr, "\r\033[Keval at step %d: %d/%d batches", step, done, total);
         std::fflush(stderr);
       };
-    const rtx::cli::InterruptGuard interrupt(
-        quiet ? "" : std::string(tty ? "\r\033[K" : "") +
-                         "rtx-train: interrupted: stopping before the next batch and saving the last finished step "
-                         "(Ctrl-C again quits at once)\n");
     cb.should_stop = [] { return rtx::cli::InterruptGuard::requested(); };
     // Evidence that other work competed with the run (rtx-bench's rules, docs/tools/rtx-bench.md
     // "Host contention"): the tok/s of a contended run says little about this build.
     namespace bench = rtx::app::bench;
     const bench::HostSample host_before = bench::sample_host();
-    const rtx::models::TrainResult r = rtx::models::train(c, a->data, a->out, a->resume, cb, &world);
+    rtx::models::TrainResult r;
+    {  // the handlers live while train() runs; the default ones are back for the output
+      const rtx::cli::InterruptGuard interrupt(
+          quiet ? "" : std::string(tty ? "\r\033[K" : "") +
+                           "rtx-train: interrupted: stopping before the next batch and saving the last finished step "
+                           "(Ctrl-C again quits at once)\n");
+      r = rtx::models::train(c, a->data, a->out, a->resume, cb, &world);
+    }
     // Judged as rtx-bench judges a CUDA case: on PSI stall and preemptions, not on the main
     // thread's CPU share, since a training run blocks by design (checkpoint writes and fsync,
     // data reads), which would read as lost CPU on an idle host. The share is still recorded.

@@ -209,6 +209,36 @@ TEST_CASE("data parallel resume: all ranks continue from rank 0's checkpoint", "
   CHECK(r.params_fnv == r8.params_fnv);
 }
 
+// Ctrl-C under mpirun reaches the ranks at different moments; here only rank 0 is asked to
+// stop. The ranks agree on every poll, so all stop at the same point (none is left in a
+// collective), rank 0 checkpoints the last finished step, and resuming it ends where the
+// uninterrupted run does, bit for bit.
+TEST_CASE("data parallel: a stop asked on one rank stops every rank at the same step", "[cpu]") {
+  Communicator& w = world();
+  models::TrainConfig c = tiny_config();
+  c.steps = 12;
+  c.eval_interval = 100;  // evaluations at step 0 and at the end only
+  std::string out = rtx::test::temp_dir();
+  uint64_t len = out.size();
+  w.broadcast(&len, sizeof len, 0);
+  out.resize(len);
+  w.broadcast(out.data(), len, 0);
+  const models::TrainResult whole = models::train(c, dataset(), "", "", {}, &w);
+  models::TrainCallbacks cb;
+  int polls = 0;
+  if (w.rank() == 0) cb.should_stop = [&] { return ++polls >= 20; };  // mid-run on rank 0 alone
+  const models::TrainResult r = models::train(c, dataset(), out, "", cb, &w);
+  REQUIRE(r.interrupted);
+  CHECK(r.steps_done > 0);
+  CHECK(r.steps_done < 12);
+  require_same(w, "steps done", std::to_string(r.steps_done));  // throws when the ranks differ
+  if (w.rank() == 0) CHECK(models::load_checkpoint(out + "/ckpt.safetensors").step == r.steps_done);
+  const models::TrainResult rest = models::train(c, dataset(), out, out + "/ckpt.safetensors", {}, &w);
+  CHECK_FALSE(rest.interrupted);
+  CHECK(rest.steps_done == 12);
+  CHECK(rest.params_fnv == whole.params_fnv);
+}
+
 TEST_CASE("worker: rank 1 is killed at step 3", "[.kill]") {
   models::TrainConfig c = tiny_config();
   c.steps = 200;

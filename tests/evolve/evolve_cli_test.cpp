@@ -334,3 +334,46 @@ TEST_CASE("rtx-evolve: A/A validations on real runs never pass the performance g
     CHECK(rtx::evolve::load_proposal(st, id).status == "failed");
   }
 }
+
+// Ctrl-C during a run: the sandboxed trial running is killed at once, its proposal is marked
+// 'interrupted' (no gate recorded), the run is recorded as interrupted, the report still comes
+// out, exit 130; the next run works from a consistent store.
+TEST_CASE("rtx-evolve run: SIGINT stops the validation in seconds, exit 130, store consistent", "[cpu]") {
+  const std::string dir = rtx::test::temp_dir(), db = dir + "/rtx.db";
+  // 20 A/B rounds: the validation would run far longer than the signal's delay.
+  const std::string cmd = evolve() + " --json --db " + db + " run --pack " + pack() +
+                          " --domain memory --budget-per-domain 2 --rounds 20 --samples 4";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = run("timeout --preserve-status -s INT 2 " + cmd);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.err);
+  REQUIRE(r.exit_code == 130);
+  CHECK(wall < 4.0);
+  const json rep = json::parse(r.out);
+  CHECK(rep["interrupted"] == true);
+  check_consistent(db);
+  {
+    rtx::store::Store st(db);
+    auto& q = st.prepare("SELECT status FROM proposals");
+    size_t interrupted = 0;
+    while (q.step()) {
+      CHECK(q.column_text(0) != "validating");
+      interrupted += q.column_text(0) == "interrupted";
+    }
+    q.reset();
+    CHECK(interrupted == 1);  // the one validating when the signal came
+    auto& g = st.prepare("SELECT COUNT(*) FROM gate_results g JOIN proposals p ON p.id = g.proposal_id WHERE p.status = 'interrupted'");
+    REQUIRE(g.step());
+    CHECK(g.column_int64(0) == 0);
+    g.reset();
+    auto& runs = st.prepare("SELECT status FROM runs WHERE tool = 'rtx-evolve'");
+    REQUIRE(runs.step());
+    CHECK(runs.column_text(0) == "interrupted");
+    runs.reset();
+  }
+  // The next run proposes again and finishes.
+  r = run(evolve() + " -q --db " + db + " run --pack " + pack() + " --domain memory --budget-per-domain 1 --rounds 4 --samples 4");
+  INFO(r.out << r.err);
+  CHECK((r.exit_code == 0 || r.exit_code == 1));
+  check_consistent(db);
+}

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -100,4 +101,23 @@ TEST_CASE("evolve sandbox: writes confined to the run's scratch folder (Landlock
     CHECK(fs::exists(target));
   }
   fs::remove_all(outside);
+}
+
+TEST_CASE("evolve sandbox: cancel kills the child and its process group at once", "[cpu]") {
+  SandboxOptions o;
+  o.timeout_s = 60;
+  const auto t0 = std::chrono::steady_clock::now();
+  o.cancel = [&] { return std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(200); };
+  // A shell with a child of its own: the whole group goes.
+  const SandboxResult r = run_sandboxed({"/bin/sh", "-c", "sleep 30 & sleep 30; wait"}, o);
+  CHECK(r.cancelled);
+  CHECK_FALSE(r.timed_out);
+  CHECK_FALSE(r.clean());
+  CHECK(r.signal == 9);
+  CHECK(r.wall_s >= 0.2);
+  CHECK(r.wall_s < 2);
+  CHECK_THAT(r.failure(), Catch::Contains("killed: the run was interrupted"));
+  // Never asked to cancel: runs to its end.
+  o.cancel = [] { return false; };
+  CHECK(run_sandboxed({"/bin/sh", "-c", "exit 0"}, o).clean());
 }

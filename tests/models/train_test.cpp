@@ -255,6 +255,77 @@ TEST_CASE("resume continues bit-for-bit the uninterrupted run", "[cpu]") {
                     Catch::Contains("model config"));
 }
 
+// Ctrl-C (should_stop) at every point where it is polled in a step (before each micro-batch,
+// between forward and backward, after each layer of the backward via the gradient-ready hook)
+// and mid-evaluation: the run stops there, the checkpoint is that of the last finished
+// optimizer step (never a half-applied one: resuming it ends bitwise where the uninterrupted
+// run does), and an abandoned evaluation reports nothing.
+TEST_CASE("should_stop anywhere in a step or an evaluation checkpoints the last finished step", "[cpu]") {
+  const std::string base = rtx::test::temp_dir();
+  TrainConfig full = tiny_config(12);
+  full.lr_decay_steps = 12;
+  full.grad_accum = 2;
+  full.eval_interval = 6;
+  Recorded whole;
+  train(full, shakespeare_dir(), base + "/whole", "", recorder(whole));
+  const Checkpoint end = load_checkpoint(base + "/whole/ckpt.safetensors");
+  // Polls: 3 per split per evaluation (one forward each: 4 x 32 tokens is one chunk); per
+  // micro-batch 1 before it, 1 after its forward, and 4 from the backward (ln_f, 2 layers,
+  // the embeddings): 12 per step. Step 4 has polls 43..54: before micro-batch 1 (43), after
+  // its forward (44), in its backward (45, 47), before micro-batch 2 (49), the last hook of its
+  // backward (54); 55 starts step 5. 81 is inside the evaluation at step 6 (polls 79..84);
+  // 1 is inside the first evaluation.
+  const std::vector<int> stops = {1, 43, 44, 45, 47, 49, 54, 55, 81};
+  for (int n : stops) {
+    INFO("stop at poll " << n);
+    const std::string dir = base + "/stop" + std::to_string(n);
+    int polls = 0, last_done = 0;
+    Recorded part;
+    TrainCallbacks cb = recorder(part);
+    cb.should_stop = [&] { return ++polls >= n; };
+    cb.on_eval_progress = [&](int, int done, int total) {
+      CHECK(total == 6);
+      CHECK(done == last_done % 6 + 1);  // 1..6 per evaluation (train's 3 batches, then val's)
+      last_done = done;
+    };
+    const TrainResult r = train(full, shakespeare_dir(), dir, "", cb);
+    REQUIRE(r.interrupted);
+    CHECK(polls == n);  // stopped at the first true
+    CHECK(part.loss.size() == static_cast<size_t>(r.steps_done));
+    // An evaluation cut short reports nothing; finished ones are those before the stop.
+    CHECK(static_cast<size_t>(r.evals_done) == part.val.size());
+    if (n == 1) {
+      CHECK(r.steps_done == 0);
+      CHECK(r.interrupted_in == "the evaluation at step 0");
+      CHECK(r.checkpoint.empty());
+      CHECK_FALSE(fs::exists(dir + "/ckpt.safetensors"));
+      continue;
+    }
+    if (n == 81) {
+      CHECK(r.steps_done == 6);
+      CHECK(r.interrupted_in == "the evaluation at step 6");
+      CHECK(r.evals_done == 1);  // step 0's
+    } else {
+      CHECK(r.steps_done == (n - 7) / 12);
+      CHECK(r.interrupted_in.rfind("step " + std::to_string(r.steps_done + 1) + " (micro-batch ", 0) == 0);
+    }
+    const Checkpoint ck = load_checkpoint(dir + "/ckpt.safetensors");
+    CHECK(ck.step == r.steps_done);
+    for (size_t i = 0; i < part.loss.size(); ++i) CHECK(part.loss[i] == whole.loss[i]);
+    // Resuming ends where the uninterrupted run did, bit for bit.
+    Recorded rest;
+    const TrainResult r2 = train(full, shakespeare_dir(), dir, dir + "/ckpt.safetensors", recorder(rest));
+    CHECK_FALSE(r2.interrupted);
+    REQUIRE(rest.loss.size() == static_cast<size_t>(12 - r.steps_done));
+    for (size_t i = 0; i < rest.loss.size(); ++i) CHECK(rest.loss[i] == whole.loss[r.steps_done + i]);
+    const Checkpoint fin = load_checkpoint(dir + "/ckpt.safetensors");
+    CHECK(fin.step == 12);
+    CHECK(fin.params == end.params);
+    CHECK(fin.m == end.m);
+    CHECK(fin.v == end.v);
+  }
+}
+
 TEST_CASE("checkpoints round-trip and corrupt ones are refused", "[cpu]") {
   const std::string dir = rtx::test::temp_dir();
   Checkpoint ck;

@@ -237,3 +237,33 @@ TEST_CASE("a seconds budget stops the search", "[cpu]") {
   CHECK(r.evaluations < valid_points(s));
   CHECK(r.evaluations >= 1);
 }
+
+TEST_CASE("should_stop ends a search before its next trial, keeping the trials so far", "[cpu]") {
+  const Space s = synthetic_space();
+  FunctionObjective f(synthetic_f);
+  SearchOptions o;
+  o.strategy = "grid";
+  o.first = s.index_of({{"A", 3}, {"B", 3}, {"C", 4}});  // not among the grid's first points
+  size_t asked = 0;
+  o.should_stop = [&] { return ++asked > 5; };  // true from the 6th question on
+  const SearchResult r = search(s, f, o);
+  CHECK(r.stop_reason == "interrupted");
+  CHECK(asked == 6);  // asked once before each trial (the first one included), then no more
+  CHECK(r.trials.size() == 5);
+  CHECK(f.calls() == 5);
+  CHECK(r.evaluations == 5);
+  // The same search without a stop has these five trials first.
+  SearchOptions whole = o;
+  whole.should_stop = nullptr;
+  const SearchResult w = search(s, f, whole);
+  CHECK(w.stop_reason == "exhausted");
+  for (size_t i = 0; i < r.trials.size(); ++i) {
+    CHECK(r.trials[i].index == w.trials[i].index);
+    CHECK(r.trials[i].eval.median == w.trials[i].eval.median);
+  }
+  // A stop before anything ran: no trial at all.
+  o.should_stop = [] { return true; };
+  const SearchResult none = search(s, f, o);
+  CHECK(none.stop_reason == "interrupted");
+  CHECK(none.trials.empty());
+}

@@ -3,9 +3,11 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "rtx/store/store.hpp"
 #include "test_util.hpp"
 
 using nlohmann::json;
@@ -262,4 +264,60 @@ TEST_CASE("rtx-tune exit codes on bad input", "[cpu][cli]") {
   CHECK(p.exit_code == 2);
   CHECK(parse_out(p).contains("error"));
   CHECK(run(tune() + " --help").exit_code == 0);
+}
+
+// Ctrl-C mid-search: the search stops before its next trial (exit 130 within about a trial),
+// every trial measured so far is in the store (one transaction each), the run is recorded as
+// "interrupted" with no profile, and the same search again reuses those trials.
+TEST_CASE("rtx-tune run: SIGINT mid-search exits 130 in seconds; the store is whole and a rerun reuses the trials",
+          "[cpu][cli]") {
+  const std::string d = rtx::test::temp_dir();
+  const std::string db = " --db " + d + "/rtx.db";
+  // A wall-time budget of 10 minutes: only the signal ends this search early.
+  const std::string search = " run --op matmul_forward --shape M=64,N=64,K=64 --strategy random --seed 3"
+                             " --min-samples 3 --max-samples 8 --max-time 0.02 --abort-ratio 0 --include-busy";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto p = run("timeout --preserve-status -s INT 2 " + tune() + search + " --budget 10m --json" + db);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(p.err);
+  REQUIRE(p.exit_code == 130);
+  CHECK(wall < 4.0);
+  json doc = parse_out(p);
+  CHECK(doc["interrupted"] == true);
+  REQUIRE(doc["keys"].size() == 1);
+  const json k = doc["keys"][0];
+  CHECK(k["stop_reason"] == "interrupted");
+  CHECK(k["profile_version"].is_null());
+  const int measured = k["measured"].get<int>();
+  REQUIRE(measured >= 1);
+  CHECK(p.err.find("no profile saved") != std::string::npos);
+  {
+    rtx::store::Store st(d + "/rtx.db");
+    auto& q = st.prepare("SELECT status, finished_at IS NOT NULL FROM runs WHERE tool = 'rtx-tune'");
+    REQUIRE(q.step());
+    CHECK(q.column_text(0) == "interrupted");
+    CHECK(q.column_int64(1) == 1);
+    CHECK_FALSE(q.step());
+    q.reset();
+    auto& t = st.prepare("SELECT COUNT(*) FROM tuning_trials");
+    REQUIRE(t.step());
+    // Each trial the search reported (measured, or skipped as invalid) is stored; none half-written.
+    CHECK(t.column_int64(0) == measured + k["skipped"].get<int>());
+    t.reset();
+    auto& pr = st.prepare("SELECT COUNT(*) FROM profiles");
+    REQUIRE(pr.step());
+    CHECK(pr.column_int64(0) == 0);
+    pr.reset();
+  }
+  // The same search, to a few more evaluations: the stored trials are reused, the rest measured.
+  p = run(tune() + search + " --budget " + std::to_string(measured + 2) + "evals --json" + db);
+  INFO(p.err);
+  REQUIRE(p.exit_code == 0);
+  doc = parse_out(p);
+  CHECK(doc["interrupted"] == false);
+  const json k2 = doc["keys"][0];
+  CHECK(k2["stop_reason"] == "evals");
+  CHECK(k2["reused"] == measured);
+  CHECK(k2["measured"] == 2);
+  CHECK(k2["profile_version"] == 1);
 }

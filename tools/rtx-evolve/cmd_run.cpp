@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "commands.hpp"
+#include "rtx/cli/interrupt.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/evolve/loop.hpp"
 #include "rtx/io/atomic_file.hpp"
@@ -103,8 +104,14 @@ Body add_run(CLI::App& app, const rtx::cli::CommonOptions& common) {
     rtx::store::Store st(rtx::store::resolve_db_path(common.db));
     std::ostringstream sink;
     std::ostream& err = common.quiet ? static_cast<std::ostream&>(sink) : std::cerr;
+    // Ctrl-C / SIGTERM: the sandboxed trial running is killed, its proposal marked 'interrupted',
+    // no new one starts; the report is still written, exit 130. A second signal exits at once.
+    const rtx::cli::InterruptGuard interrupt(
+        common.quiet ? "" : "rtx-evolve run: interrupted: stopping the current trial (Ctrl-C again quits at once)\n");
+    o->v.sandbox.cancel = [] { return rtx::cli::InterruptGuard::requested(); };
     const nlohmann::json rep = rtx::evolve::run_loop(st, *o, err);
     write_report(rep, *format, *out, common.json);
+    if (rep.value("interrupted", false)) return rtx::cli::kInterruptedExit;
     // Rejected proposals are the loop working as intended; --strict makes them exit 1 (CI).
     return *strict && rep["summary"].value("failed", 0) > 0 ? 1 : 0;
   };

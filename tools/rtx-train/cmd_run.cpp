@@ -3,7 +3,6 @@
 #include <omp.h>
 
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -14,6 +13,7 @@
 
 #include "commands.hpp"
 #include "rtx/app/bench.hpp"
+#include "rtx/cli/interrupt.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/core/allocator.hpp"
 #include "rtx/dist/comm.hpp"
@@ -225,33 +225,52 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
                      e.step, e.train_loss, e.val_loss, e.ms / 1e3);
       };
     }
-    // Ctrl-C / SIGTERM: finish the current step, write the checkpoint, exit 130.
-    static volatile std::sig_atomic_t stop = 0;
-    stop = 0;
-    auto on_signal = [](int) { stop = 1; };
-    std::signal(SIGINT, on_signal);
-    std::signal(SIGTERM, on_signal);
-    cb.should_stop = [] { return stop != 0; };
+    // Ctrl-C / SIGTERM: stop before the next micro-batch or evaluation batch, checkpoint the
+    // last finished step, exit 130; a second signal exits at once (the previous checkpoint
+    // stays whole: it is replaced by rename only).
+    if (tty)
+      cb.on_eval_progress = [](int step, int done, int total) {
+        std::fprintf(stderr, "\r\033[Keval at step %d: %d/%d batches", step, done, total);
+        std::fflush(stderr);
+      };
+    cb.should_stop = [] { return rtx::cli::InterruptGuard::requested(); };
     // Evidence that other work competed with the run (rtx-bench's rules, docs/tools/rtx-bench.md
     // "Host contention"): the tok/s of a contended run says little about this build.
     namespace bench = rtx::app::bench;
     const bench::HostSample host_before = bench::sample_host();
-    const rtx::models::TrainResult r = rtx::models::train(c, a->data, a->out, a->resume, cb, &world);
+    rtx::models::TrainResult r;
+    {  // the handlers live while train() runs; the default ones are back for the output
+      const rtx::cli::InterruptGuard interrupt(
+          quiet ? "" : std::string(tty ? "\r\033[K" : "") +
+                           "rtx-train: interrupted: stopping before the next batch and saving the last finished step "
+                           "(Ctrl-C again quits at once)\n");
+      r = rtx::models::train(c, a->data, a->out, a->resume, cb, &world);
+    }
     // Judged as rtx-bench judges a CUDA case: on PSI stall and preemptions, not on the main
     // thread's CPU share, since a training run blocks by design (checkpoint writes and fsync,
     // data reads), which would read as lost CPU on an idle host. The share is still recorded.
     bench::HostEvidence host =
         bench::contention_evidence(host_before, bench::sample_host(), omp_get_max_threads(), bench::Backend::CUDA);
     if (!host.judged_on.empty()) host.judged_on = "run";  // the window is the whole run, not a bench case
-    std::signal(SIGINT, SIG_DFL);
-    std::signal(SIGTERM, SIG_DFL);
-    const bool evaluated = c.eval_iters > 0;  // else no loss was estimated: null, not 0
-    if (r.interrupted && !quiet)
-      std::fprintf(stderr, "%sinterrupted after step %d%s%s\n", tty ? "\r\033[K" : "", r.steps_done,
-                   r.checkpoint.empty() ? "" : "; checkpoint ", r.checkpoint.c_str());
+    const bool evaluated = r.evals_done > 0;  // else no loss was estimated: null, not 0
+    if (r.interrupted && !quiet) {
+      std::string what;
+      if (!r.checkpoint.empty())
+        what = "; checkpoint of step " + std::to_string(r.steps_done) + " written: " + r.checkpoint;
+      else if (a->out.empty())
+        what = " after " + std::to_string(r.steps_done) + " steps; no --out, no checkpoint written";
+      else if (!a->resume.empty())
+        what = ": no step finished after the resumed step " + std::to_string(r.steps_done) +
+               "; no checkpoint written (" + a->resume + " is unchanged)";
+      else
+        what = ": no step finished; no checkpoint written";
+      std::fprintf(stderr, "%srtx-train: interrupted during %s%s\n", tty ? "\r\033[K" : "",
+                   r.interrupted_in.c_str(), what.c_str());
+    }
     if (common.json && lead) {
       std::cout << nlohmann::json{{"steps", r.steps_done},
                                   {"interrupted", r.interrupted},
+                                  {"interrupted_during", r.interrupted ? nlohmann::json(r.interrupted_in) : nlohmann::json()},
                                   {"final_train_loss", evaluated ? nlohmann::json(r.final_train_loss) : nlohmann::json()},
                                   {"final_val_loss", evaluated ? nlohmann::json(r.final_val_loss) : nlohmann::json()},
                                   {"best_val_loss", evaluated ? nlohmann::json(r.best_val_loss) : nlohmann::json()},
@@ -293,7 +312,7 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
                      "rtx-train: hint: OpenMP threads spin-wait by default and lose most when other work shares the "
                      "CPUs; on a shared machine run with OMP_WAIT_POLICY=passive or fewer --threads\n");
     }
-    return r.interrupted ? 130 : 0;
+    return r.interrupted ? rtx::cli::kInterruptedExit : 0;
   };
 }
 

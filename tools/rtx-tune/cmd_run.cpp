@@ -6,6 +6,7 @@
 #include "commands.hpp"
 #include "rtx/app/bench.hpp"
 #include "rtx/app/tune.hpp"
+#include "rtx/cli/interrupt.hpp"
 
 namespace rtx_tune {
 
@@ -58,6 +59,12 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common, int argc, char*
     c->db = common.db;
     c->progress = rtx::cli::stderr_is_tty();
     c->argv.assign(argv, argv + argc);
+    // Ctrl-C / SIGTERM: stop before the next trial (each is in the store already), exit 130;
+    // a second signal exits at once.
+    const rtx::cli::InterruptGuard interrupt(
+        common.quiet ? "" : std::string(c->progress ? "\r\033[K" : "") +
+                                "rtx-tune: interrupted: stopping after the current trial (Ctrl-C again quits at once)\n");
+    c->should_stop = [] { return rtx::cli::InterruptGuard::requested(); };
     return rtx::app::tune::run_run(*c, std::cout, std::cerr);
   };
 }

@@ -180,6 +180,7 @@ ArmRun run_arm(const json& spec, const ValidateOptions& o) {
   }
   r.sb = run_sandboxed({o.self_exe, "__trial", "--spec", tmpl}, o.sandbox);
   ::unlink(tmpl);
+  if (r.sb.cancelled) throw ValidationInterrupted("the trial running was killed after " + fmt("%.1f", r.sb.wall_s) + " s");
   if (!r.sb.clean()) {
     r.problem = r.sb.failure();
     return r;
@@ -355,7 +356,22 @@ std::string actor_default() {
 
 }  // namespace
 
+namespace {
+Validation validate_uncaught(store::Store& st, int64_t id, const KeyPair& key, const ValidateOptions& o, int64_t run_id);
+}  // namespace
+
 Validation validate(store::Store& st, int64_t id, const KeyPair& key, const ValidateOptions& o, int64_t run_id) {
+  try {
+    return validate_uncaught(st, id, key, o, run_id);
+  } catch (const ValidationInterrupted&) {
+    set_status(st, id, "interrupted");  // no gate was recorded: the A/B was cut short
+    throw;
+  }
+}
+
+namespace {
+
+Validation validate_uncaught(store::Store& st, int64_t id, const KeyPair& key, const ValidateOptions& o, int64_t run_id) {
   Proposal p = load_proposal(st, id);
   set_status(st, id, "validating");
   const auto& reg = kernels::registry();
@@ -589,6 +605,8 @@ Validation validate(store::Store& st, int64_t id, const KeyPair& key, const Vali
   return finish(all);
 }
 
+}  // namespace
+
 // ---- the loop -----------------------------------------------------------------------------------
 
 std::string change_text(const Proposal& p) {
@@ -742,6 +760,7 @@ json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
   ctx.explore_evals = o.explore_evals;
   ctx.dp_ranks = o.dp_ranks;
   ctx.log = &err;
+  ctx.should_stop = o.v.sandbox.cancel;
   ctx.model_path = o.v.model_path.empty() ? default_model_path() : o.v.model_path;
   ctx.cases = cases;
   report["cases"] = json::array();
@@ -764,7 +783,11 @@ json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
   };
   size_t domains_left = 0;
   for (const auto& pr : proposers) domains_left += enabled(pr->domain()) ? 1 : 0;
+  // Ctrl-C: no new proposal starts; the one validating is killed and marked "interrupted".
+  const auto stop = [&] { return o.v.sandbox.cancel && o.v.sandbox.cancel(); };
+  bool interrupted = false;
   for (auto& proposer : proposers) {
+    if (interrupted) break;
     const std::string dom = proposer->domain();
     if (!enabled(dom)) continue;
     --domains_left;
@@ -776,9 +799,18 @@ json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
     const size_t left = o.budget - used;
     ctx.budget = std::min(o.budget_per_domain, left > domains_left ? left - domains_left : size_t{1});
     err << "[" << dom << "] proposing\n";
+    if (stop()) {
+      interrupted = true;
+      break;
+    }
     std::vector<Proposal> props = proposer->propose(ctx);
     if (props.empty()) report["notes"].push_back(dom + ": nothing to propose");
     for (Proposal& p : props) {
+      if (interrupted || stop()) {
+        interrupted = true;
+        report["notes"].push_back(dom + ": interrupted; '" + change_text(p) + "' left for a later run");
+        continue;
+      }
       if (elapsed() > o.time_budget_s) {
         report["notes"].push_back(dom + ": time budget of " + fmt("%.0f", o.time_budget_s) + " s spent; '" + change_text(p) +
                                   "' left for a later run");
@@ -789,7 +821,17 @@ json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
       insert_proposal(st, p, run_id);
       ++used;
       err << "  #" << p.id << " " << change_text(p) << "\n";
-      const Validation val = validate(st, p.id, key, vo, run_id);
+      Validation val;
+      try {
+        val = validate(st, p.id, key, vo, run_id);
+      } catch (const ValidationInterrupted& e) {
+        interrupted = true;
+        err << "    INTERRUPTED: " << e.what() << "; marked 'interrupted' (the next run proposes it again)\n";
+        report["notes"].push_back("#" + std::to_string(p.id) + " interrupted during validation (" + e.what() +
+                                  "): marked 'interrupted', no gate recorded; the next run proposes it again");
+        report["proposals"].push_back(proposal_row(st, load_proposal(st, p.id)));
+        continue;
+      }
       // Failed on undecided gates alone: no verdict (failed_undecided_only), not FAILED.
       bool decided_failure = false, undecided = false;
       for (const auto& gr : val.gates) {
@@ -874,8 +916,9 @@ json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
     err << "rtx-evolve run: note: " << n << "\n";
   }
   report["notes"].push_back("run took " + fmt("%.1f", elapsed()) + " s");
+  report["interrupted"] = interrupted;
   kg_sync(st);  // the knowledge graph follows the tables this run wrote
-  st.finish_run(run_id, "ok");
+  st.finish_run(run_id, interrupted ? "interrupted" : "ok");
   return report;
 }
 

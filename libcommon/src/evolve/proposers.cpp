@@ -149,6 +149,7 @@ class TunerProposer : public Proposer {
     };
     std::vector<Cand> found;
     for (const auto& bc : ctx.cases) {
+      if (ctx.should_stop && ctx.should_stop()) break;  // Ctrl-C: the measured trials are stored
       if (!bc.skip_reason.empty()) continue;
       const auto& op = ctx.reg->op(bc.op);
       const auto& v = ctx.reg->variant(bc.op, bc.variant);
@@ -195,6 +196,7 @@ class TunerProposer : public Proposer {
           if (std::find(pts.begin(), pts.end(), q) == pts.end()) pts.push_back(q);
         }
         for (const auto& q : pts) {
+          if (ctx.should_stop && ctx.should_stop()) break;
           const auto rec = trials.find(q);
           if (!rec || (rec->eval.status == tune::Evaluation::Status::Ok && rec->eval.contended))
             trials.put(q, obj.evaluate(q, b), 0);

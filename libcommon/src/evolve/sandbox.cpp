@@ -170,6 +170,7 @@ std::string read_all(int fd, size_t keep_tail) {
 
 std::string SandboxResult::failure() const {
   if (clean()) return "";
+  if (cancelled) return "cancelled after " + std::to_string(wall_s).substr(0, 5) + " s (killed: the run was interrupted)";
   if (timed_out) return "timed out after " + std::to_string(wall_s).substr(0, 5) + " s (killed)";
   std::string tail = err;
   while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
@@ -253,12 +254,17 @@ SandboxResult run_sandboxed(const std::vector<std::string>& argv, const SandboxO
     if (w == pid) break;
     if (w < 0 && errno != EINTR) break;
     const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (el > o.timeout_s && !r.timed_out) {
+    if (el > o.timeout_s && !r.timed_out && !r.cancelled) {
       r.timed_out = true;
       ::kill(-pid, SIGKILL);
       ::kill(pid, SIGKILL);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(r.timed_out ? 1 : 5));
+    if (!r.timed_out && !r.cancelled && o.cancel && o.cancel()) {
+      r.cancelled = true;
+      ::kill(-pid, SIGKILL);
+      ::kill(pid, SIGKILL);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(r.timed_out || r.cancelled ? 1 : 5));
   }
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   char c = 0;

@@ -9,8 +9,10 @@
 #include <cstdint>
 #include <exception>
 #include <filesystem>
-#include <memory>
+#include <functional>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "rtx/core/error.hpp"
@@ -27,6 +29,14 @@ namespace rtx::models {
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
+
+/// Most tokens an evaluation forward takes at once (see estimate_loss).
+constexpr int kEvalChunkTokens = 4096;
+
+/// Thrown from the gradient-ready hook when a stop is asked mid-backward (single process, CPU).
+struct BackwardStopped : std::exception {
+  const char* what() const noexcept override { return "backward stopped (Ctrl-C)"; }
+};
 
 /// Seed of the evaluation batch stream: distinct from the training stream's seed.
 uint64_t eval_seed(uint64_t seed) { return seed ^ 0x9E3779B97F4A7C15ull; }
@@ -235,16 +245,37 @@ namespace {
 
 /// Mean loss over `iters` batches of one split; batches drawn from the eval stream at `step`.
 /// Data parallel: each batch has N x batch rows (ids/tgt hold them all), this rank evaluates
-/// its B rows and the per-rank sums are averaged over the ranks.
-double estimate_loss(Gpt2& model, const io::Dataset& ds, bool val, const TrainConfig& c, int step,
-                     std::vector<int32_t>& ids, std::vector<int32_t>& tgt, dist::Communicator& comm) {
+/// its B rows and the per-rank sums are averaged over the ranks. `stop` is asked before each
+/// batch (all ranks agree on its answer): true abandons the estimate (nullopt; a partial mean
+/// is no loss estimate). `progress(i)` is told each finished batch (may be null).
+std::optional<double> estimate_loss(Gpt2& model, const io::Dataset& ds, bool val, const TrainConfig& c, int step,
+                                    std::vector<int32_t>& ids, std::vector<int32_t>& tgt, dist::Communicator& comm,
+                                    const std::function<bool()>& stop, const std::function<void(int)>& progress) {
   double sum = 0;
   const int T = c.T(), N = comm.size();
   const size_t mine = static_cast<size_t>(comm.rank()) * c.batch * T;
+  // A batch is run in forwards of at most kEvalChunkTokens tokens (whole rows), each asked to
+  // stop before it: the preset's 64 x 256 batch is 4 forwards, so Ctrl-C waits for a quarter
+  // of one. The batch mean is the row-weighted mean of the chunk means (the loss is a mean
+  // over tokens); a batch of one chunk is computed exactly as one forward.
+  const int rows = std::clamp(kEvalChunkTokens / T, 1, c.batch);
   for (int i = 0; i < c.eval_iters; ++i) {
+    if (stop()) return std::nullopt;
     const uint64_t subseq = (static_cast<uint64_t>(step) * 2 + (val ? 1 : 0)) * static_cast<uint64_t>(c.eval_iters) + i;
     ds.sample_batch(val, N * c.batch, T, eval_seed(c.seed), subseq, ids.data(), tgt.data());
-    sum += model.forward(ids.data() + mine, tgt.data() + mine, c.batch, T);
+    if (rows == c.batch) {
+      sum += model.forward(ids.data() + mine, tgt.data() + mine, c.batch, T);
+    } else {
+      double batch_sum = 0;
+      for (int r0 = 0; r0 < c.batch; r0 += rows) {
+        if (r0 > 0 && stop()) return std::nullopt;
+        const int n = std::min(rows, c.batch - r0);
+        const size_t off = mine + static_cast<size_t>(r0) * T;
+        batch_sum += static_cast<double>(model.forward(ids.data() + off, tgt.data() + off, n, T)) * n;
+      }
+      sum += batch_sum / c.batch;
+    }
+    if (progress) progress(i + 1);
   }
   if (N > 1) {
     comm.allreduce_sum(&sum, 1);
@@ -402,6 +433,14 @@ TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std
     dist::GradBucketer* bk = buckets.get();
     model.set_grad_ready_hook([bk](size_t off, size_t n) { bk->mark_ready(off, n); });
   }
+  // Single process: the CPU backward reports each layer's gradients as final (the hook data
+  // parallelism uses for its buckets); a stop asked then abandons the backward after that layer
+  // (an exception out of backward(): only gradients, which are dropped, were written). Ctrl-C
+  // waits for at most one layer of the backward, not the rest of it. CUDA reports no progress.
+  if (N == 1 && cb.should_stop)
+    model.set_grad_ready_hook([&cb](size_t, size_t) {
+      if (cb.should_stop()) throw BackwardStopped();
+    });
   struct HookGuard {
     Gpt2& m;
     ~HookGuard() { m.set_grad_ready_hook({}); }
@@ -439,8 +478,30 @@ TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std
   std::vector<float> host_params, host_m, host_v;
   const nlohmann::json tok_json = ds.tokenizer().to_json();
 
+  // Ctrl-C (cb.should_stop), asked before every micro-batch, between its forward and backward,
+  // and before every evaluation forward: the work since the last finished optimizer step is
+  // dropped, never half-applied. Ranks agree on each answer (one 8-byte all-reduce), so none is
+  // left waiting in a collective; when no rank has a should_stop (agreed once here), nothing is
+  // asked and no collective is added.
+  bool any_stopper = static_cast<bool>(cb.should_stop);
+  if (N > 1) {
+    double f = any_stopper ? 1 : 0;
+    comm.allreduce_sum(&f, 1);
+    any_stopper = f > 0;
+  }
+  const std::function<bool()> stop = [&] {
+    if (!any_stopper) return false;
+    bool s = cb.should_stop && cb.should_stop();
+    if (N > 1) {
+      double f = s ? 1 : 0;
+      comm.allreduce_sum(&f, 1);
+      s = f > 0;
+    }
+    return s;
+  };
+  int saved_step = -1;  // step of the checkpoint this run last wrote
   auto save = [&](int steps_done) {
-    if (ckpt_path.empty()) return;
+    if (ckpt_path.empty() || saved_step == steps_done) return;
     Checkpoint ck;
     ck.model = cfg.model;
     ck.run_config = cfg.to_json();
@@ -454,32 +515,52 @@ TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std
     model.get_params(ck.params.data());
     model.get_moments(ck.m.data(), ck.v.data());
     save_checkpoint(ckpt_path, ck);
+    saved_step = steps_done;
     res.checkpoint = ckpt_path;
     if (cb.on_checkpoint) cb.on_checkpoint(ckpt_path, steps_done);
   };
+  // Returns false when interrupted (nothing recorded: the partial losses are dropped).
   auto evaluate = [&](int step) {
-    if (cfg.eval_iters <= 0) return;
+    if (cfg.eval_iters <= 0) return true;
     const double t0 = now_s();
     EvalRecord e;
     e.step = step;
-    e.train_loss = estimate_loss(model, ds, false, cfg, step, ids, tgt, comm);
-    e.val_loss = estimate_loss(model, ds, true, cfg, step, ids, tgt, comm);
+    // Progress in batches of both splits: train's 1..iters, then val's iters+1..2 iters.
+    int base = 0;
+    std::function<void(int)> progress;
+    if (lead && cb.on_eval_progress)
+      progress = [&](int i) { cb.on_eval_progress(step, base + i, 2 * cfg.eval_iters); };
+    const std::optional<double> tl = estimate_loss(model, ds, false, cfg, step, ids, tgt, comm, stop, progress);
+    if (!tl) return false;
+    base = cfg.eval_iters;
+    const std::optional<double> vl = estimate_loss(model, ds, true, cfg, step, ids, tgt, comm, stop, progress);
+    if (!vl) return false;
+    e.train_loss = *tl;
+    e.val_loss = *vl;
     e.ms = (now_s() - t0) * 1e3;
     res.final_train_loss = e.train_loss;
     res.final_val_loss = e.val_loss;
+    ++res.evals_done;
     if (e.val_loss < best_val) best_val = e.val_loss;
     log.write({{"event", "eval"}, {"step", e.step}, {"train_loss", e.train_loss}, {"val_loss", e.val_loss}, {"ms", e.ms}});
     if (cb.on_eval) cb.on_eval(e);
+    return true;
+  };
+  auto interrupt = [&](const std::string& where) {
+    res.interrupted = true;
+    res.interrupted_in = where;
   };
 
   const double t_run = now_s();
   double warm_tokens = 0, warm_s = 0, first_tokens = 0, first_s = 0;
+  int done = start_step;  // optimizer steps whose update the model holds
   for (int step = start_step; step < cfg.steps; ++step) {
-    if (step % cfg.eval_interval == 0 && step != start_step) {
-      evaluate(step);
-      save(step);
-    } else if (step == 0) {
-      evaluate(0);
+    if ((step % cfg.eval_interval == 0 && step != start_step) || step == 0) {
+      if (!evaluate(step)) {
+        interrupt("the evaluation at step " + std::to_string(step));
+        break;
+      }
+      if (step != 0) save(step);
     }
     telemetry::ScopedSpan span("train.step");
     const double t0 = now_s();
@@ -487,20 +568,36 @@ TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std
     model.zero_grad();
     double loss_sum = 0;
     for (int k = 0; k < K; ++k) {
+      const auto where = [&] {
+        return "step " + std::to_string(step + 1) + " (micro-batch " + std::to_string(k + 1) + " of " +
+               std::to_string(K) + ")";
+      };
+      if (stop()) {
+        interrupt(where());
+        break;
+      }
       ds.sample_batch(false, N * B, T, cfg.seed, static_cast<uint64_t>(step) * K + k, ids.data(), tgt.data());
       loss_sum += model.forward(ids.data() + mine, tgt.data() + mine, B, T);
+      if (stop()) {  // the forward is a third of a micro-batch: do not start the backward
+        interrupt(where());
+        break;
+      }
       if (buckets && k == K - 1) buckets->begin();  // the last micro-batch's backward all-reduces
-      model.backward(1.0f / (static_cast<float>(K) * static_cast<float>(N)));  // the mean over ranks
+      try {
+        model.backward(1.0f / (static_cast<float>(K) * static_cast<float>(N)));  // the mean over ranks
+      } catch (const BackwardStopped&) {
+        interrupt(where());
+        break;
+      }
     }
-    bool stop_now = cb.should_stop && cb.should_stop();
+    if (res.interrupted) break;  // the gradients of this step are dropped; the model holds step `done`
     if (N > 1) {
       buckets->finish();
-      double agree[2] = {loss_sum, stop_now ? 1.0 : 0.0};  // global mean loss; stop when any rank stops
-      comm.allreduce_sum(agree, 2);
-      loss_sum = agree[0] / N;
-      stop_now = agree[1] > 0;
+      comm.allreduce_sum(&loss_sum, 1);  // the global mean loss
+      loss_sum /= N;
     }
     const double gnorm = model.step(step + 1, lr, cfg.adamw);
+    done = step + 1;
     const double dt = now_s() - t0;
     StepRecord r;
     r.step = step + 1;
@@ -538,20 +635,17 @@ TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std
     }
     log.write(rec);
     if (cb.on_step) cb.on_step(r);
-    res.steps_done = step + 1;
-    if (stop_now && step + 1 < cfg.steps) {
-      save(step + 1);
-      res.interrupted = true;
-      break;
-    }
     if (cfg.ckpt_interval > 0 && (step + 1) % cfg.ckpt_interval == 0 && (step + 1) % cfg.eval_interval != 0 &&
         step + 1 < cfg.steps)
       save(step + 1);
   }
-  if (res.steps_done == 0) res.steps_done = start_step;
+  res.steps_done = done;
   if (!res.interrupted) {
-    evaluate(cfg.steps);
+    // Every step ran: the final state is saved even when its evaluation is cut short.
+    if (!evaluate(cfg.steps)) interrupt("the final evaluation (step " + std::to_string(cfg.steps) + ")");
     save(cfg.steps);
+  } else if (done > start_step) {
+    save(done);  // the last finished step (a no-op when its checkpoint is already written)
   }
   {
     std::vector<float> fin(model.num_params());
@@ -565,8 +659,11 @@ TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std
   // A run of one step has no warm step: it reports that (cold) step rather than 0.
   res.tokens_per_s_cold = warm_s <= 0 && first_s > 0;
   res.mean_tokens_per_s = warm_s > 0 ? warm_tokens / warm_s : (first_s > 0 ? first_tokens / first_s : 0);
-  log.write({{"event", res.interrupted ? "interrupted" : "end"}, {"steps", res.steps_done}, {"wall_s", res.wall_s}, {"val_loss", res.final_val_loss},
-             {"tokens_per_s", res.mean_tokens_per_s}});
+  nlohmann::json last = {{"event", res.interrupted ? "interrupted" : "end"}, {"steps", res.steps_done}, {"wall_s", res.wall_s},
+                         {"val_loss", res.evals_done ? nlohmann::json(res.final_val_loss) : nlohmann::json()},
+                         {"tokens_per_s", res.mean_tokens_per_s}};
+  if (res.interrupted) last["during"] = res.interrupted_in;
+  log.write(last);
   return res;
 }
 

@@ -410,6 +410,7 @@ SearchResult search(const Space& space, Objective& objective, const SearchOption
   std::map<size_t, std::pair<size_t, double>> latest;      // index -> (trial pos, median) of its latest Ok
   double best = 0;
   auto budget_left = [&]() -> const char* {
+    if (o.should_stop && o.should_stop()) return "interrupted";
     if (o.budget.evals && res.evaluations >= o.budget.evals) return "evals";
     if (o.budget.seconds > 0 && elapsed() >= o.budget.seconds) return "seconds";
     return nullptr;
@@ -474,6 +475,7 @@ SearchResult search(const Space& space, Objective& objective, const SearchOption
   };
 
   if (o.first && *o.first < space.size() && !budget_left()) run_one(Proposal{*o.first, 0});
+  // budget_left() is asked before every later trial, so Ctrl-C ends the search between trials.
   for (;;) {
     if (const char* why = budget_left()) {
       res.stop_reason = why;

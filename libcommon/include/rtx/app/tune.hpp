@@ -56,6 +56,9 @@ struct RunCommand : Target {
   /// Reads the host-contention signals around each trial (tune::HostJudgedObjective); empty:
   /// app::bench::sample_host. Tests inject busy readings here.
   std::function<app::bench::HostSample()> host_sampler;
+  /// Ctrl-C (rtx::cli::InterruptGuard::requested in the tool): asked before every trial and
+  /// before the confirmation; true stops the run there. May be null.
+  std::function<bool()> should_stop;
 };
 /// Tune every key; prints a summary on `err` and (json) one rtx.tune.v1 document on `out`:
 /// {"schema","hardware","strategy","seed","budget","replay","keys":[{"key","op","variant",
@@ -73,6 +76,11 @@ struct RunCommand : Target {
 /// judged as rtx-bench compare does with a 2% threshold) when there was one, else the search's
 /// sequential ratio (search_speedup). A winner the confirmation finds slower is not saved:
 /// the defaults become the profile.
+/// Interrupted (should_stop): the key being searched ends with stop_reason "interrupted", gets no
+/// confirmation and no profile (a partial search decides nothing), later keys are not started,
+/// the run is recorded as "interrupted", the JSON has "interrupted": true, and the return is 130.
+/// Every trial measured so far is in the store (one transaction each), so the same command
+/// again reuses them (RecordingObjective) and measures only the rest.
 /// Returns 0, or 1 when some key found no configuration that passed its check.
 /// Throws rtx::Error (Usage: bad flags, --pack with --op; Input: unknown op/variant, bad
 /// shape or pack; Environment: no GPU for cuda).

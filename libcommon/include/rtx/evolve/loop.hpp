@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,11 @@ struct ValidateOptions {
   std::ostream* log = nullptr;
 };
 
+/// Thrown by validate() when o.sandbox.cancel stopped it (the proposal is "interrupted").
+struct ValidationInterrupted : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 /// The outcome of validating one proposal.
 struct Validation {
   bool passed = false;
@@ -49,7 +55,9 @@ struct Validation {
 /// verifies); interleaved A/B trials of baseline and candidate in the sandbox (affected and
 /// held-out workloads); a borderline performance result re-measured once with as many rounds
 /// again; gates recorded in gate_results; status "passed" or "failed". A crash or timeout of a
-/// trial is a failed safety gate, never an exception.
+/// trial is a failed safety gate, never an exception. When o.sandbox.cancel says stop (Ctrl-C),
+/// the running trial is killed, the proposal's status becomes "interrupted" (no gate recorded:
+/// a partial A/B decides nothing) and ValidationInterrupted is thrown.
 Validation validate(store::Store& st, int64_t proposal_id, const KeyPair& key, const ValidateOptions& o,
                     int64_t run_id);
 
@@ -99,7 +107,10 @@ struct RunOptions {
 /// Run the loop; progress on `err`. Returns the rtx.report.v1 document of this run:
 /// {"schema", "run_id", "sku", "proposals": [{"id", "domain", "key", "change", "status",
 /// "gates": [...], "promoted", "rollback"}], "summary": {"proposed", "passed", "failed",
-/// "promoted", "skipped_known_failures"}, "notes": [...]}.
+/// "promoted", "skipped_known_failures"}, "notes": [...]}. Ctrl-C (o.v.sandbox.cancel true): no
+/// new proposal starts, the one validating is killed and marked "interrupted" (the next run
+/// proposes it again: only "failed" ones are skipped), the report has "interrupted": true and
+/// the run is recorded as "interrupted". Every store write is one transaction.
 nlohmann::json run_loop(store::Store& st, const RunOptions& o, std::ostream& err);
 
 /// The proposals (newest first, at most `limit`) with their gates and deployments, as a report

@@ -4,6 +4,7 @@
 // Each returns signed-later, unvalidated proposals.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <string>
@@ -32,6 +33,9 @@ struct ProposeContext {
   /// (dp_bucket_mb); 0 = not distributed, only thread-count moves.
   int dp_ranks = 0;
   std::ostream* log = nullptr;               ///< progress lines (may be null)
+  /// Ctrl-C: asked between the tuner's exploration measurements (each at most 0.1 s of
+  /// sampling); true ends the exploration early (what was measured is stored). May be null.
+  std::function<bool()> should_stop;
 };
 
 /// A proposer: generates candidate changes of one domain, newest knowledge first. Proposals

@@ -5,6 +5,7 @@
 // boundary against a hostile binary: a guard against a bad candidate configuration.
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ struct SandboxOptions {
   /// with EACCES inside the child, so a trial that tries it fails (a failed safety gate).
   bool confine_writes = true;
   std::vector<std::string> writable;           ///< extra writable paths (files or folders)
+  /// Polled every 5 ms while the child runs (Ctrl-C in rtx-evolve run): true kills the child's
+  /// process group with SIGKILL and sets SandboxResult::cancelled. May be null.
+  std::function<bool()> cancel;
 };
 
 /// What happened to the child.
@@ -33,13 +37,14 @@ struct SandboxResult {
   int exit_code = -1;          ///< exit status when it exited, else -1
   int signal = 0;              ///< terminating signal, 0 if it exited
   bool timed_out = false;      ///< killed by the wall-clock timeout
+  bool cancelled = false;      ///< killed because SandboxOptions::cancel said so
   bool network_isolated = false;  ///< the unshare succeeded (no network inside)
   bool writes_confined = false;   ///< Landlock confined the child's writes to its scratch folder
   double wall_s = 0;
   std::string out, err;        ///< captured stdout / stderr (stderr: last 4 KiB)
   /// Exited with status 0, no signal, no timeout.
-  bool clean() const { return exit_code == 0 && signal == 0 && !timed_out; }
-  /// "" when clean, else "timed out after X s" / "killed by signal N (SIGSEGV)" / "exit status N: <stderr tail>".
+  bool clean() const { return exit_code == 0 && signal == 0 && !timed_out && !cancelled; }
+  /// "" when clean, else "cancelled" / "timed out after X s" / "killed by signal N (SIGSEGV)" / "exit status N: <stderr tail>".
   std::string failure() const;
 };
 

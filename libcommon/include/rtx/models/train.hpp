@@ -93,8 +93,15 @@ struct TrainCallbacks {
   std::function<void(const StepRecord&)> on_step;
   std::function<void(const EvalRecord&)> on_eval;
   std::function<void(const std::string& path, int step)> on_checkpoint;
-  /// Polled after each step: true stops the run there, after writing a checkpoint (Ctrl-C).
+  /// Polled before every micro-batch, between its forward and backward, after each layer of
+  /// a single-process CPU backward, and before every evaluation forward (at most 4096 tokens:
+  /// larger evaluation batches are split by rows) (Ctrl-C): true stops the run there. The unfinished step's gradients or the unfinished evaluation are dropped, and the
+  /// state of the last finished optimizer step is checkpointed (when out_dir is set and a step
+  /// finished in this run). Data parallel: the ranks agree on its answer (any rank's true).
   std::function<bool()> should_stop;
+  /// Rank 0, after each evaluation batch: `done` of `total` batches (both splits: 2 x
+  /// eval_iters) of the evaluation at `step`; for a progress display.
+  std::function<void(int step, int done, int total)> on_eval_progress;
   /// A legal but probably unmeant setup of the run and its data (vocab_warning()), called on
   /// rank 0 before the first step, once per warning.
   std::function<void(const std::string&)> on_warning;
@@ -102,7 +109,8 @@ struct TrainCallbacks {
 
 /// What a finished run reports.
 struct TrainResult {
-  int steps_done = 0;
+  int steps_done = 0;            ///< optimizer steps the model holds (the resumed ones included)
+  int evals_done = 0;            ///< evaluations finished in this run (the final_*_loss are theirs)
   double final_train_loss = 0, final_val_loss = 0, best_val_loss = 0;
   double wall_s = 0;
   /// Tokens per second over the steps after the first (warm), all ranks' tokens; a run that
@@ -117,7 +125,10 @@ struct TrainResult {
   double exposed_comm_s = 0;
   uint64_t params_fnv = 0;       ///< FNV-1a 64 of the final parameters (equal on every rank; checked)
   std::string checkpoint;        ///< path of the last checkpoint written ("" if none)
-  bool interrupted = false;      ///< stopped early by should_stop (checkpoint written when out_dir set)
+  /// Stopped by should_stop. The checkpoint (when out_dir is set) is that of steps_done, written
+  /// unless no step finished in this run (checkpoint "" then).
+  bool interrupted = false;
+  std::string interrupted_in;    ///< what was cut short: "the evaluation at step 3", "step 7 (micro-batch 2 of 4)"
 };
 
 /// Train on the dataset at `data_dir` (rtx::io::Dataset). When `out_dir` is non-empty, writes

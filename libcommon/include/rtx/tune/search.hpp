@@ -192,6 +192,9 @@ struct SearchOptions {
   std::optional<size_t> first;
   /// Called after every trial (progress display); may be null.
   std::function<void(const Trial&, size_t evals_done)> on_trial;
+  /// Asked before every trial (Ctrl-C); true ends the search with stop_reason "interrupted"
+  /// (the trials so far stand). May be null.
+  std::function<bool()> should_stop;
 };
 
 /// Result of a search.
@@ -204,7 +207,7 @@ struct SearchResult {
   size_t contended = 0;           ///< Ok trials measured on a busy host (Evaluation::contended)
   std::string contention_reason;  ///< the first contended trial's evidence ("" when none)
   double seconds = 0;             ///< wall time of the search
-  std::string stop_reason;        ///< "exhausted", "evals", "seconds"
+  std::string stop_reason;        ///< "exhausted", "evals", "seconds", "interrupted" (should_stop)
   /// Best Ok median after each counted evaluation (0 before the first Ok).
   std::vector<double> curve;
 };

@@ -13,6 +13,7 @@
 
 #include "rtx/app/bench.hpp"
 #include "rtx/app/tune.hpp"
+#include "rtx/cli/interrupt.hpp"
 #include "rtx/core/build_info.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/io/artifact.hpp"
@@ -181,7 +182,7 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
     doc["warnings"].push_back(w);
     if (!c.quiet) err << "rtx-tune: warning: " << w << "\n";
   }
-  bool all_found = true;
+  bool all_found = true, interrupted = false;
   try {
     for (size_t ji = 0; ji < jobs.size(); ++ji) {
       const Job& j = jobs[ji];
@@ -204,6 +205,11 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
       prog.budget = budget;
       prog.grid = space.size();
       so.on_trial = [&prog](const Trial& t, size_t evals) { prog.update(t, evals); };
+      so.should_stop = c.should_stop;
+      if (c.should_stop && c.should_stop()) {
+        interrupted = true;
+        break;
+      }
 
       SearchResult r;
       std::unique_ptr<Objective> inner;  // what measures (null for replay)
@@ -240,6 +246,30 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
         r = search(space, obj, so);
       }
       if (prog.on) std::fprintf(stderr, "\r\033[K");
+      if (r.stop_reason == "interrupted") {
+        // A partial search decides nothing: no confirmation, no profile. Its trials are stored.
+        interrupted = true;
+        const size_t left = jobs.size() - ji - 1;
+        const std::string w = j.key.str() + ": interrupted after " + std::to_string(r.evaluations) + " evaluations (" +
+                              std::to_string(r.measured) + " measured, " + std::to_string(r.evaluations - r.measured) +
+                              " reused); no profile saved" +
+                              (left ? "; " + std::to_string(left) + " more key" + (left == 1 ? "" : "s") + " not started" : "") +
+                              (c.replay ? "" : "; the same command again reuses the stored trials and measures the rest");
+        doc["keys"].push_back({{"key", j.key.str()},
+                               {"evaluations", r.evaluations},
+                               {"measured", r.measured},
+                               {"reused", r.evaluations - r.measured},
+                               {"skipped", r.skipped},
+                               {"failed", r.failed},
+                               {"aborted", r.aborted},
+                               {"seconds", r.seconds},
+                               {"stop_reason", r.stop_reason},
+                               {"best", nullptr},
+                               {"profile_version", nullptr}});
+        doc["warnings"].push_back(w);
+        if (!c.quiet) err << "rtx-tune: " << w << "\n";
+        break;
+      }
 
       std::optional<Params> best_params, default_params;
       double best_median = 0, default_median = 0;
@@ -276,6 +306,11 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
               if (confirm.contains("speedup") && confirm["speedup"].is_number()) confirmed = confirm["speedup"].get<double>();
             }
           }
+      if (c.should_stop && c.should_stop()) {  // Ctrl-C after the search, before the confirmation
+        interrupted = true;
+        if (!c.quiet) err << "rtx-tune: " << j.key.str() << ": interrupted before the confirmation; no profile saved\n";
+        break;
+      }
       if (judged && !standing && c.confirm > 0 && best_params && default_params && *best_params != *default_params) {
         if (auto ab = judged->interleaved(*default_params, *best_params, c.confirm)) {
           stats::CompareOptions co;
@@ -394,8 +429,10 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
     if (run_id) st.finish_run(run_id, "error");
     throw;
   }
-  if (run_id) st.finish_run(run_id, all_found ? "ok" : "fail");
+  if (run_id) st.finish_run(run_id, interrupted ? "interrupted" : all_found ? "ok" : "fail");
+  doc["interrupted"] = interrupted;
   if (c.json) out << doc.dump(2) << "\n";
+  if (interrupted) return cli::kInterruptedExit;
   return all_found ? 0 : 1;
 }
 

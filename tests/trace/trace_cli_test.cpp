@@ -62,13 +62,13 @@ TEST_CASE("rtx-trace record of an rtx-train run gives a valid trace with its ste
   const auto p = run(trace_bin() + " record --cuda off -o " + dir + "/t.json -- " + train_cmd(3));
   INFO(p.err);
   REQUIRE(p.exit_code == 0);
-  // Per step: train.step, forward (2 x layer.N > attn, mlp; lm_head), backward (lm_head; 2 x
-  // layer.N > mlp, attn), adamw = 18 spans, and the kernel runs inside them (kernel.launch):
+  // Per step: train.step, data, forward (2 x layer.N > attn, mlp; lm_head), backward (lm_head; 2
+  // x layer.N > mlp, attn), adamw = 19 spans, and the kernel runs inside them (kernel.launch):
   // forward 1 encoder + 2 x (2 layernorm, 4 matmul, attention, 2 residual, gelu) + lm_head's
   // layernorm, matmul, cross-entropy = 24; backward cross-entropy, matmul, layernorm + 2 x (4
   // matmul, gelu, 2 layernorm, attention) + encoder = 20; AdamW one update per run of
-  // decayed / not decayed tensors, 8 per layer + 2 = 18. 18 + 62 = 80 a step; 3 steps = 240.
-  CHECK_THAT(p.err, Catch::Contains("spans 240"));
+  // decayed / not decayed tensors, 8 per layer + 2 = 18. 19 + 62 = 81 a step; 3 steps = 243.
+  CHECK_THAT(p.err, Catch::Contains("spans 243"));
   std::ifstream f(dir + "/t.json");
   const auto j = nlohmann::json::parse(f);  // plain JSON, object form
   CHECK(j["schema"] == "rtx.trace.v1");
@@ -97,7 +97,7 @@ TEST_CASE("rtx-trace record of an rtx-train run gives a valid trace with its ste
     step_spans += e.ph == 'X' && e.name == "train.step";
   }
   CHECK(step_spans == 1);
-  CHECK(in_range == 80);  // that step and the spans and kernel runs nested in it
+  CHECK(in_range == 81);  // that step and the spans and kernel runs nested in it
   const auto c = run(trace_bin() + " record --cuda off --max-events 1 -o " + dir + "/c.json -- " + train_cmd(3));
   REQUIRE(c.exit_code == 0);
   CHECK_THAT(c.err, Catch::Contains("event cap reached") && Catch::Contains("--max-events"));
@@ -114,6 +114,7 @@ TEST_CASE("rtx-trace record of an rtx-train run gives a valid trace with its ste
   CHECK(stacks.count("train.step;forward;layer.0;attn") == 1);
   CHECK(stacks.count("train.step;backward;layer.1;mlp") == 1);
   CHECK(stacks.count("train.step;adamw") == 1);
+  CHECK(stacks.count("train.step;data") == 1);
   // Op -> layer -> step: the kernels are the leaves.
   CHECK(stacks.count("train.step;forward;layer.0;attn;matmul_forward") == 1);
   CHECK(stacks.count("train.step;forward;layer.1;attn;attention_forward") == 1);

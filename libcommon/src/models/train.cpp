@@ -502,6 +502,7 @@ TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std
   int saved_step = -1;  // step of the checkpoint this run last wrote
   auto save = [&](int steps_done) {
     if (ckpt_path.empty() || saved_step == steps_done) return;
+    telemetry::ScopedSpan span("checkpoint", telemetry::enabled() ? nlohmann::json{{"step", steps_done}} : nlohmann::json());
     Checkpoint ck;
     ck.model = cfg.model;
     ck.run_config = cfg.to_json();
@@ -522,6 +523,7 @@ TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std
   // Returns false when interrupted (nothing recorded: the partial losses are dropped).
   auto evaluate = [&](int step) {
     if (cfg.eval_iters <= 0) return true;
+    telemetry::ScopedSpan span("eval", telemetry::enabled() ? nlohmann::json{{"step", step}, {"iters", cfg.eval_iters}} : nlohmann::json());
     const double t0 = now_s();
     EvalRecord e;
     e.step = step;
@@ -576,7 +578,10 @@ TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std
         interrupt(where());
         break;
       }
-      ds.sample_batch(false, N * B, T, cfg.seed, static_cast<uint64_t>(step) * K + k, ids.data(), tgt.data());
+      {
+        telemetry::ScopedSpan data_span("data");
+        ds.sample_batch(false, N * B, T, cfg.seed, static_cast<uint64_t>(step) * K + k, ids.data(), tgt.data());
+      }
       loss_sum += model.forward(ids.data() + mine, tgt.data() + mine, B, T);
       if (stop()) {  // the forward is a third of a micro-batch: do not start the backward
         interrupt(where());

@@ -148,11 +148,11 @@ TEST_CASE("the shipped packs parse and expand on this build's registry", "[cpu]"
     INFO(name);
     const Pack p = load_pack(test::source_dir() + "/benchpacks/" + name);
     CHECK(!p.cases.empty());
-    const auto cases = expand_pack(p, kernels::registry(), {});
+    const auto cases = expand_pack(p, rtx::app::bench::registry(), {});
     CHECK(cases.size() >= p.cases.size());
     for (const auto& c : cases) {
       INFO(c.id);
-      if (c.skip_reason.empty()) CHECK(kernels::registry().find(c.op) != nullptr);
+      if (c.skip_reason.empty()) CHECK(rtx::app::bench::registry().find(c.op) != nullptr);
     }
   }
   const Pack core = load_pack(test::source_dir() + "/benchpacks/core.json");

@@ -319,7 +319,7 @@ TEST_CASE("roofline: compute- vs memory-bound by machine balance", "[cpu]") {
 }
 
 TEST_CASE("real registry: the same seed gives the same checksum", "[cpu]") {
-  const auto& reg = kernels::registry();
+  const auto& reg = rtx::app::bench::registry();
   std::vector<BenchCase> cases;
   for (const auto& op : reg.ops()) {
     if (op.test_shapes.empty()) continue;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "rtx/app/bench.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/dist/comm.hpp"
 #include "rtx/evolve/loop.hpp"
@@ -104,7 +105,7 @@ TEST_CASE("evolve dp: bucket-size moves only when the run is distributed", "[cpu
   rtx::store::Store st(dir + "/rtx.db");
   ProposeContext ctx;
   ctx.st = &st;
-  ctx.reg = &rtx::kernels::registry();
+  ctx.reg = &rtx::app::bench::registry();
   ctx.sku = "cpu:dp-test";
   ctx.budget = 3;
   auto prop = parallelism_proposer();
@@ -143,7 +144,7 @@ TEST_CASE("evolve dp: a sandboxed validation runs mpirun in both arms and record
   const KeyPair key = generate_key(dir + "/k", false);
   ProposeContext ctx;
   ctx.st = &st;
-  ctx.reg = &rtx::kernels::registry();
+  ctx.reg = &rtx::app::bench::registry();
   ctx.sku = "cpu:dp-test";
   ctx.budget = 1;
   ctx.dp_ranks = 2;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "rtx/app/bench.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/evolve/deploy.hpp"
 #include "rtx/evolve/loop.hpp"
@@ -55,7 +56,7 @@ TEST_CASE("evolve fusion: the proposer toggles attention with a complete envelop
   const KeyPair key = generate_key(dir + "/k", false);
   ProposeContext ctx;
   ctx.st = &st;
-  ctx.reg = &rtx::kernels::registry();
+  ctx.reg = &rtx::app::bench::registry();
   ctx.sku = "cpu:fusion-test";
   ctx.pack_path = rtx::test::source_dir() + "/benchpacks/core.json";  // the subset (empty) lacks the step case
   ctx.seed = 9;
@@ -160,7 +161,7 @@ TEST_CASE("evolve fusion: a sandboxed validation runs both arms and records ever
                                       {"heldout", {{"case", "small-heldout"}, {"shape", {{"B", 1}, {"T", 11}, {"L", 1}, {"C", 24}, {"NH", 3}, {"V", 67}}}}}}}}},
               {"actions", json::array()},
               {"changeset", {{"candidate", {{"attention", "unfused"}}}}}};
-  const int64_t id = submit(st, doc, "ext.json", key, rtx::kernels::registry());
+  const int64_t id = submit(st, doc, "ext.json", key, rtx::app::bench::registry());
   const Proposal p = load_proposal(st, id);
   CHECK(p.changeset["base"] == fusion_default_config());
   CHECK(p.actions.size() == 1);
@@ -199,13 +200,13 @@ TEST_CASE("evolve fusion: submit refuses an invalid fusion knob value with an In
               {"actions", json::array()},
               {"changeset", {{"candidate", {{"attention", "fast"}}}}}};
   std::string msg;
-  CHECK(category_of([&] { submit(st, doc, "ext.json", key, rtx::kernels::registry()); }, &msg) == rtx::ErrorCategory::Input);
+  CHECK(category_of([&] { submit(st, doc, "ext.json", key, rtx::app::bench::registry()); }, &msg) == rtx::ErrorCategory::Input);
   CHECK_THAT(msg, Catch::Contains("attention"));
   CHECK_THAT(msg, Catch::Contains("fast"));
   doc["changeset"]["candidate"] = {{"fusion", true}};
-  CHECK(category_of([&] { submit(st, doc, "ext.json", key, rtx::kernels::registry()); }, &msg) == rtx::ErrorCategory::Input);
+  CHECK(category_of([&] { submit(st, doc, "ext.json", key, rtx::app::bench::registry()); }, &msg) == rtx::ErrorCategory::Input);
   CHECK_THAT(msg, Catch::Contains("fusion"));
   CHECK(list_proposals(st, "", 10).empty());  // nothing stored
   doc["changeset"]["candidate"] = {{"attention", "unfused"}};
-  CHECK(submit(st, doc, "ext.json", key, rtx::kernels::registry()) > 0);
+  CHECK(submit(st, doc, "ext.json", key, rtx::app::bench::registry()) > 0);
 }

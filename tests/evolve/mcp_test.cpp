@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "rtx/app/bench.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/core/printable.hpp"
 #include "rtx/evolve/deploy.hpp"
@@ -374,7 +375,7 @@ TEST_CASE("evolve mcp: list_benchmarks and get_baseline", "[cpu]") {
 
   // The whole default pack, as expand_pack gives it.
   const json all = ok(one(srv, call(1, "list_benchmarks", json::object())));
-  const auto expected = rtx::app::bench::expand_pack(rtx::app::bench::load_pack(pack), rtx::kernels::registry(), {});
+  const auto expected = rtx::app::bench::expand_pack(rtx::app::bench::load_pack(pack), rtx::app::bench::registry(), {});
   REQUIRE(all["cases"].size() == expected.size());
   size_t skipped = 0;
   for (size_t i = 0; i < expected.size(); ++i) {
@@ -427,7 +428,7 @@ TEST_CASE("evolve mcp: list_benchmarks and get_baseline", "[cpu]") {
   CHECK(c["case"]["latest"]["source"] == "rtx-bench");
   CHECK(c["case"]["latest"]["run_id"].get<int64_t>() > 0);
   // ... and the kernel profile in force for its key here: the variant defaults.
-  const auto& var = rtx::kernels::registry().variant("matmul_forward", "cpu.blocked");
+  const auto& var = rtx::app::bench::registry().variant("matmul_forward", "cpu.blocked");
   CHECK(c["case"]["profile"]["config"] == json(var.space.defaults()));
   CHECK(c["case"]["profile"]["key"] == "matmul_forward|cpu.blocked|K=128,M=64,N=65|f32|cpu|" + f.sku);
   CHECK(c["case"]["profile"]["version"] == nullptr);

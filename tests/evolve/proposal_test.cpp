@@ -11,6 +11,7 @@
 #include <functional>
 #include <sstream>
 
+#include "rtx/app/bench.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/evolve/deploy.hpp"
 #include "rtx/evolve/proposal.hpp"
@@ -365,7 +366,7 @@ TEST_CASE("evolve tuner: a trial timed on a busy host is neither cited nor propo
   // host (an artefact: on a quiet host it is not 100x faster), another at 0.8 ms on a quiet host.
   const std::string dir = rtx::test::temp_dir();
   rtx::store::Store st(dir + "/rtx.db");
-  const auto& reg = rtx::kernels::registry();
+  const auto& reg = rtx::app::bench::registry();
   const auto& v = reg.variant("matmul_forward", "cpu.blocked");
   rtx::app::bench::BenchCase bc;
   bc.id = "mm/cpu.blocked/M=16,N=24,K=8/f32";

@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       o.strict = strict;
       o.max_bytes = 64.0 * 1024 * 1024;  // expansion only: nothing is allocated or run
       try {
-        const auto cases = bench::expand_pack(pack, rtx::kernels::registry(), o);
+        const auto cases = bench::expand_pack(pack, rtx::app::bench::registry(), o);
         std::set<std::string> ids;
         for (const auto& bc : cases) RTX_FUZZ_CHECK(ids.insert(bc.id).second, "duplicate case id " + bc.id);
       } catch (const rtx::Error&) {

@@ -1,4 +1,4 @@
-// Fuzz target: the Llama SentencePiece tokenizer (rtx::models::make_llama_tokenizer over the
+// Fuzz target: the Llama SentencePiece tokenizer (rtx::serve::make_llama_tokenizer over the
 // vocabulary of $RTX_DATA/stories260k/tinyllamas-stories-260k-f32.gguf) on arbitrary bytes:
 // valid UTF-8 encodes (byte fallback covers every character) and decodes back to " " + text;
 // invalid UTF-8 is an rtx::Error(Input); decode of arbitrary ids stays in range or throws.
@@ -11,11 +11,11 @@
 #include "fuzz_util.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/io/gguf.hpp"
-#include "rtx/models/llama.hpp"
+#include "rtx/serve/llama.hpp"
 #include "rtx/serve/text.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::unique_ptr<rtx::io::Tokenizer> tok = rtx::models::make_llama_tokenizer(rtx::io::GgufFile::open(
+  static const std::unique_ptr<rtx::io::Tokenizer> tok = rtx::serve::make_llama_tokenizer(rtx::io::GgufFile::open(
       rtx::fuzz::env_or("RTX_DATA", RTX_FUZZ_DEFAULT_DATA) + "/stories260k/tinyllamas-stories-260k-f32.gguf"));
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   try {

@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 
+#include "rtx/app/bench.hpp"
 #include "rtx/kernels/check.hpp"
 #include "rtx/kernels/registry.hpp"
 #include "test_util.hpp"
@@ -62,7 +63,7 @@ std::vector<Params> sample_params(const ParamSpace& sp) {
 
 #ifndef RTX_REGISTRY_CUDA_WALK
 TEST_CASE("registry: every op declares dims, work, shapes and a CPU variant", "[cpu]") {
-  const Registry& reg = registry();
+  const Registry& reg = rtx::app::bench::registry();  // kernels + model and dist macro ops
   std::set<std::string> expected = {"softmax_forward",    "layernorm_forward",   "layernorm_backward",
                                     "gelu_forward",       "gelu_backward",       "residual_forward",
                                     "encoder_forward",    "encoder_backward",    "crossentropy_forward",
@@ -90,7 +91,7 @@ TEST_CASE("registry: every op declares dims, work, shapes and a CPU variant", "[
 
 TEST_CASE("registry: every CPU variant matches its float64 reference", "[cpu]") {
   size_t total = 0;
-  for (const OpDef& op : registry().ops())
+  for (const OpDef& op : rtx::app::bench::registry().ops())
     for (const Variant& v : op.variants)
       if (v.backend == Backend::CPU) {
         const size_t n = walk_variant(op, v);
@@ -107,7 +108,7 @@ TEST_CASE("registry: every CUDA variant matches its float64 reference", "[cuda]"
     return;
   }
   size_t cases = 0;
-  for (const OpDef& op : registry().ops()) {
+  for (const OpDef& op : rtx::app::bench::registry().ops()) {
     for (const Variant& v : op.variants) {
       if (v.backend != Backend::CUDA) continue;
       for (DType dt : v.dtypes) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# Float64 reference for rtx's Llama (tests/models/llama_test.cpp): a GGUF v1-v3 parser, llama.cpp's
+# Float64 reference for rtx's Llama (tests/serve/llama_test.cpp): a GGUF v1-v3 parser, llama.cpp's
 # SentencePiece (SPM) tokenizer and the Llama forward pass in plain numpy, independent of rtx.
 #
 # Writes tests/reference/data/llama_golden.json: token ids of a few texts, logits (all V) at a few

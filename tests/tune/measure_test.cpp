@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "rtx/app/bench.hpp"
 #include "rtx/app/tune.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/kernels/registry.hpp"
@@ -171,7 +172,7 @@ TEST_CASE("search over a fake variant: the wrong fast config never wins; trials 
 }
 
 TEST_CASE("tuning a real tiny matmul: checked, measured, best no slower than default", "[cpu]") {
-  const auto& reg = rtx::kernels::registry();
+  const auto& reg = rtx::app::bench::registry();
   const auto& op = reg.op("matmul_forward");
   const auto& v = reg.variant("matmul_forward", "cpu.blocked");
   const Shape shape{{"M", 64}, {"N", 64}, {"K", 64}};

@@ -283,12 +283,12 @@ TEST_CASE("install: kernels resolve tuned params through the registry, counters 
   e.params = tuned;
   e.measured_under = measured_under(sku);
   auto L = std::make_shared<ProfileLookup>(std::vector<ProfileEntry>{e}, sku, "");
-  install(L);
-  CHECK(rtx::kernels::resolve_params(op, v, shape, rtx::DType::F32) == tuned);
-  CHECK(rtx::kernels::resolve_params(op, v, {{"M", 100}, {"N", 60}, {"K", 64}}, rtx::DType::F32) == tuned);
-  CHECK(rtx::kernels::resolve_params(op, v, shape, rtx::DType::BF16) == v.space.defaults());
-  install(nullptr);
+  const rtx::kernels::ParamLookup pl = param_lookup(L);
+  CHECK(rtx::kernels::resolve_params(op, v, shape, rtx::DType::F32, pl) == tuned);
+  CHECK(rtx::kernels::resolve_params(op, v, {{"M", 100}, {"N", 60}, {"K", 64}}, rtx::DType::F32, pl) == tuned);
+  CHECK(rtx::kernels::resolve_params(op, v, shape, rtx::DType::BF16, pl) == v.space.defaults());
   CHECK(rtx::kernels::resolve_params(op, v, shape, rtx::DType::F32) == v.space.defaults());
+  CHECK(rtx::kernels::resolve_params(op, v, shape, rtx::DType::F32, param_lookup(nullptr)) == v.space.defaults());
   const LookupStats st = L->stats();
   CHECK(st.exact == 1);
   CHECK(st.nearest == 1);

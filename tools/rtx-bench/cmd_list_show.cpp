@@ -15,7 +15,7 @@ Body add_list(CLI::App& s, const rtx::cli::CommonOptions& common) {
   s.add_flag("--strict", c->strict, "Unknown ops in the pack are errors, not skips");
   return [c, &common]() {
     c->json = common.json;
-    return rtx::app::bench::run_list(*c, rtx::kernels::registry(), std::cout);
+    return rtx::app::bench::run_list(*c, rtx::app::bench::registry(), std::cout);
   };
 }
 

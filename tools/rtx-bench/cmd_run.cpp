@@ -48,7 +48,7 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common, int argc, char*
     c->db = common.db;
     c->events = common.events;
     c->argv.assign(argv, argv + argc);
-    return rtx::app::bench::run_run(*c, rtx::kernels::registry(), std::cout, std::cerr);
+    return rtx::app::bench::run_run(*c, rtx::app::bench::registry(), std::cout, std::cerr);
   };
 }
 

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "commands.hpp"
+#include "rtx/app/bench.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/evolve/deploy.hpp"
 #include "rtx/evolve/loop.hpp"
@@ -92,7 +93,7 @@ Body add_submit(CLI::App& app, const rtx::cli::CommonOptions& common) {
     rtx::store::Store st(rtx::store::resolve_db_path(common.db));
     const rtx::evolve::KeyPair k = rtx::evolve::load_key(key_path(*key, common));
     const std::string source = *file == "-" ? "<stdin>" : *file;
-    const int64_t id = rtx::evolve::submit(st, parse_json(read_text(*file), source), source, k, rtx::kernels::registry());
+    const int64_t id = rtx::evolve::submit(st, parse_json(read_text(*file), source), source, k, rtx::app::bench::registry());
     json out = {{"id", id}, {"status", "new"}};
     if (!*no_validate) {
       v->seed = common.seed;

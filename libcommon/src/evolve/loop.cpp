@@ -374,7 +374,7 @@ namespace {
 Validation validate_uncaught(store::Store& st, int64_t id, const KeyPair& key, const ValidateOptions& o, int64_t run_id) {
   Proposal p = load_proposal(st, id);
   set_status(st, id, "validating");
-  const auto& reg = kernels::registry();
+  const auto& reg = app::bench::registry();
   const std::string sku = p.provenance.value("sku", telemetry::sku_key("cpu"));
   Validation v;
   std::vector<GateResult>& g = v.gates;
@@ -714,7 +714,7 @@ std::string default_model_path() {
 json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
   const auto t_start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(); };
-  const auto& reg = kernels::registry();
+  const auto& reg = app::bench::registry();
   const std::string sku = telemetry::sku_key("cpu");
   json report = {{"schema", "rtx.report.v1"}, {"kind", "evolve.run"}, {"sku", sku}, {"git_sha", git_sha()},
                  {"db", st.path()}, {"proposals", json::array()}, {"notes", json::array()}};

@@ -399,7 +399,7 @@ json key_baseline(store::Store& st, const std::string& key) {
                 "expected 'op|variant|shape|dtype|backend|sku' or '<domain>|<sku>'");
   }
   const auto cur = domain == "tuner" ? current_profile(st, key) : current_config(st, key);
-  const json config = baseline_config(st, domain, key, kernels::registry());
+  const json config = baseline_config(st, domain, key, app::bench::registry());
   return {{"key", key},
           {"domain", domain},
           {"target", target_of(domain)},
@@ -764,7 +764,7 @@ json McpServer::run_tool(const std::string& name, const json& args) {
     eo.filter = args.value("filter", std::string());
     json cases = json::array();
     size_t runnable = 0;
-    for (const auto& c : app::bench::expand_pack(pack, kernels::registry(), eo)) {
+    for (const auto& c : app::bench::expand_pack(pack, app::bench::registry(), eo)) {
       runnable += c.skip_reason.empty();
       cases.push_back({{"id", c.id},
                        {"name", c.name},
@@ -789,7 +789,7 @@ json McpServer::run_tool(const std::string& name, const json& args) {
     return out;
   }
   if (name == "submit_proposal") {
-    const int64_t id = submit(st_, args["proposal"], "mcp submit_proposal", key(), kernels::registry());
+    const int64_t id = submit(st_, args["proposal"], "mcp submit_proposal", key(), app::bench::registry());
     json out = {{"id", id}, {"status", "new"}, {"validated", false}};
     log_line(o_.log, "stored proposal " + std::to_string(id));
     if (args.value("validate", false)) {

@@ -98,7 +98,7 @@ app::bench::HostEvidence host_evidence(const app::bench::HostSample& before, con
 
 json run_kernels(const json& spec, const std::function<app::bench::HostSample()>& sample, app::bench::HostSample& win_before,
                  app::bench::HostSample& win_after) {
-  const auto& reg = kernels::registry();
+  const auto& reg = app::bench::registry();
   const size_t samples = get<size_t>(spec, "samples", 7), warmup = get<size_t>(spec, "warmup", 1);
   const uint64_t seed = get<uint64_t>(spec, "seed", 0);
   const int threads = get<int>(spec, "threads", 0);

@@ -7,7 +7,6 @@
 #include <sstream>
 
 #include "rtx/core/error.hpp"
-#include "rtx/dist/bench_ops.hpp"
 
 namespace rtx::kernels {
 
@@ -165,13 +164,9 @@ const Variant& Registry::variant(const std::string& op_name, const std::string& 
   throw_input("op '" + op_name + "' has no variant '" + v + "'", "variant", "variants: " + known);
 }
 
-static ParamLookup g_lookup;
-
-void set_param_lookup(ParamLookup f) { g_lookup = std::move(f); }
-
-Params resolve_params(const OpDef& op, const Variant& v, const Shape& s, DType dt) {
-  if (g_lookup) {
-    if (auto p = g_lookup(op.name, v.name, s, dt)) return *p;
+Params resolve_params(const OpDef& op, const Variant& v, const Shape& s, DType dt, const ParamLookup& lookup) {
+  if (lookup) {
+    if (auto p = lookup(op.name, v.name, s, dt)) return *p;
   }
   return v.space.defaults();
 }
@@ -183,8 +178,6 @@ const Registry& registry() {
 #ifdef RTX_HAVE_CUDA
     register_cuda_kernels(x);
 #endif
-    register_model_ops(x);
-    rtx::dist::register_dist_ops(x);  // allreduce over the world communicator (benchpacks/dist.json)
     return x;
   }();
   return r;

@@ -13,6 +13,7 @@
 #include "rtx/core/philox.hpp"
 #include "rtx/kernels/check.hpp"
 #include "rtx/kernels/registry.hpp"
+#include "rtx/models/bench_ops.hpp"
 #include "rtx/models/gpt2.hpp"
 #include "rtx/models/infer.hpp"
 
@@ -158,7 +159,12 @@ std::string train_step_valid(const Shape& s, const Params&) {
 
 }  // namespace
 
-void register_model_ops(Registry& r) {
+}  // namespace rtx::kernels
+
+namespace rtx::models {
+
+void register_model_ops(kernels::Registry& r) {
+  using namespace rtx::kernels;
   OpDef op;
   op.name = "gpt2_train_step";
   op.doc = "one GPT-2 training step (zero_grad, forward, backward, AdamW): batch B x T tokens, L layers, C channels, "
@@ -170,7 +176,7 @@ void register_model_ops(Registry& r) {
                     {{"B", 1}, {"T", 1}, {"L", 2}, {"C", 8}, {"NH", 1}, {"V", 5}}};
   Variant cpu;
   cpu.name = "cpu.model";
-  cpu.backend = Backend::CPU;
+  cpu.backend = kernels::Backend::CPU;
   cpu.dtypes = {DType::F32};
   cpu.space.params = {{"MATMUL", {0, 1}, 0, "matmul implementation: 0 own blocked GEMM, 1 OpenBLAS"}};
   cpu.validate = train_step_valid;
@@ -182,7 +188,7 @@ void register_model_ops(Registry& r) {
 #ifdef RTX_HAVE_CUDA
   Variant cuda;
   cuda.name = "cuda.model";
-  cuda.backend = Backend::CUDA;
+  cuda.backend = kernels::Backend::CUDA;
   cuda.dtypes = {DType::F32};
   cuda.validate = train_step_valid;
   cuda.make = [](const Shape& s, DType dt, const Params& p, uint64_t seed) -> std::unique_ptr<Instance> {
@@ -194,4 +200,4 @@ void register_model_ops(Registry& r) {
   r.add(std::move(op));
 }
 
-}  // namespace rtx::kernels
+}  // namespace rtx::models

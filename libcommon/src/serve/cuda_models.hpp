@@ -9,7 +9,7 @@
 
 #include "rtx/io/tokenizer.hpp"
 #include "rtx/models/gpt2.hpp"
-#include "rtx/models/llama.hpp"
+#include "rtx/serve/llama.hpp"
 #include "rtx/serve/model.hpp"
 
 namespace rtx::serve::detail {
@@ -35,7 +35,7 @@ std::unique_ptr<Model> make_gpt2_cuda_model(const models::Gpt2Config& cfg, const
 /// A Llama's weights as f32 on the host, matrices (N, K) row-major (out, in), the fused
 /// projections stacked as the CPU model stacks them: what the CUDA model uploads.
 struct LlamaHostWeights {
-  models::LlamaConfig cfg;
+  serve::LlamaConfig cfg;
   std::vector<float> emb;  ///< (V, C)
   struct Layer {
     std::vector<float> attn_norm, ffn_norm;  ///< (C)

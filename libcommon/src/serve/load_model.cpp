@@ -5,7 +5,7 @@
 
 #include "rtx/core/error.hpp"
 #include "rtx/io/gguf.hpp"
-#include "rtx/models/llama.hpp"
+#include "rtx/serve/llama.hpp"
 #include "rtx/serve/gpt2_serve.hpp"
 #include "rtx/serve/model.hpp"
 
@@ -32,7 +32,7 @@ std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& op
     const io::GgufFile f = io::GgufFile::open(path);
     const std::string arch = f.get("general.architecture").as_string("general.architecture");
     if (arch == "gpt2") return load_gpt2_gguf(f, opt);
-    if (arch == "llama") return models::load_llama_gguf(path, opt);
+    if (arch == "llama") return serve::load_llama_gguf(path, opt);
     throw_input(path + ": general.architecture \"" + arch + "\" is not served (gpt2 or llama)",
                 "general.architecture", "convert the model to one of those architectures");
   }

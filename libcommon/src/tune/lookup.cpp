@@ -171,13 +171,11 @@ nlohmann::json ProfileLookup::stats_json() const {
 
 void ProfileLookup::publish_stats() const { telemetry::publish("tune.lookup", stats_json()); }
 
-void install(std::shared_ptr<ProfileLookup> lookup) {
-  if (!lookup) {
-    kernels::set_param_lookup(nullptr);
-    return;
-  }
-  kernels::set_param_lookup([lookup](const std::string& op, const std::string& variant, const kernels::Shape& s,
-                                     DType dt) { return (*lookup)(op, variant, s, dt); });
+kernels::ParamLookup param_lookup(std::shared_ptr<ProfileLookup> lookup) {
+  if (!lookup) return nullptr;
+  return [lookup](const std::string& op, const std::string& variant, const kernels::Shape& s, DType dt) {
+    return (*lookup)(op, variant, s, dt);
+  };
 }
 
 }  // namespace rtx::tune

@@ -84,6 +84,13 @@ struct BenchCase {
   std::string skip_reason;  ///< "" when runnable; else why it is not run (recorded)
 };
 
+/// The registry of everything benchable, built once on first use: the kernels
+/// (kernels::registry()), the model-level macro ops (models::register_model_ops: today
+/// "gpt2_train_step", a whole GPT-2 training step) and the distributed ones
+/// (dist::register_dist_ops: allreduce over the world communicator, benchpacks/dist.json).
+/// What rtx-bench, rtx-tune and rtx-evolve expand packs against.
+const kernels::Registry& registry();
+
 /// How a pack is expanded.
 struct ExpandOptions {
   Backend backend = Backend::CPU;
@@ -91,6 +98,8 @@ struct ExpandOptions {
   bool strict = false;      ///< unknown ops and bad shapes are errors instead of skips
   /// Working-set limit in bytes for kernels::shape_problem; nullopt: host_memory_bytes()/4.
   std::optional<double> max_bytes;
+  /// Tuned parameters of the cases (a profile's tune::param_lookup); empty: the variants' defaults.
+  kernels::ParamLookup lookup;
 };
 
 /// Longest --filter pattern accepted (std::regex recursion would overflow the stack on

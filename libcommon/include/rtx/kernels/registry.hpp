@@ -157,25 +157,25 @@ class Registry {
   std::vector<OpDef> ops_;
 };
 
-/// Run-time parameter lookup (installed by the tuning-profile layer): returns the tuned
-/// parameters for (op, variant, shape, dtype) if a profile has them, else nullopt.
+/// Tuned-parameter lookup (a tuning profile: tune::ProfileLookup::param_lookup()): the tuned
+/// parameters for (op, variant, shape, dtype) if the profile has them, else nullopt. Passed
+/// explicitly to what runs kernels (tuned parameters flow one way: profile -> caller -> kernel);
+/// there is no process-wide hook.
 using ParamLookup = std::function<std::optional<Params>(const std::string& op, const std::string& variant,
                                                         const Shape& s, DType dt)>;
-/// Install the lookup (nullptr: defaults only). Not thread-safe against concurrent resolve_params.
-void set_param_lookup(ParamLookup f);
-/// Parameters a kernel runs with: the installed lookup's answer, else the variant's defaults.
-Params resolve_params(const OpDef& op, const Variant& v, const Shape& s, DType dt);
-
-/// Register the model-level macro ops (today "gpt2_train_step": a whole GPT-2 training step),
-/// defined by the models module (models/train_step_op.cpp).
-void register_model_ops(Registry& r);
+/// Parameters a kernel runs with: `lookup`'s answer when given and it has one, else the
+/// variant's defaults.
+Params resolve_params(const OpDef& op, const Variant& v, const Shape& s, DType dt, const ParamLookup& lookup = nullptr);
 /// Register every CPU op and variant (kernels/cpu/*.cpp).
 void register_cpu_kernels(Registry& r);
 #ifdef RTX_HAVE_CUDA
 /// Register every CUDA variant (kernels/cuda/*.cu); called after register_cpu_kernels.
 void register_cuda_kernels(Registry& r);
 #endif
-/// The registry of this build, built once on first use (CPU always, CUDA when compiled).
+/// The kernel registry of this build, built once on first use (CPU always, CUDA when compiled).
+/// Kernels only: the model-level and distributed macro ops (gpt2_train_step, allreduce over
+/// the world communicator) live in modules above kernels and are added by
+/// app::bench::registry(), the registry of everything benchable.
 const Registry& registry();
 
 }  // namespace rtx::kernels

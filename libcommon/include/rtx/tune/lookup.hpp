@@ -82,7 +82,8 @@ class ProfileLookup {
   std::atomic<uint64_t> exact_{0}, nearest_{0}, miss_{0}, stale_count_{0}, invalid_{0};
 };
 
-/// Install `lookup` as the process's kernels::set_param_lookup (null: defaults only).
-void install(std::shared_ptr<ProfileLookup> lookup);
+/// `lookup` as a kernels::ParamLookup (it shares ownership); null gives an empty function
+/// (defaults only). Pass it where kernels are set up (app::bench::ExpandOptions::lookup).
+kernels::ParamLookup param_lookup(std::shared_ptr<ProfileLookup> lookup);
 
 }  // namespace rtx::tune

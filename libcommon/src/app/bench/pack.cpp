@@ -9,8 +9,10 @@
 
 #include "rtx/app/bench.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/dist/bench_ops.hpp"
 #include "rtx/io/artifact.hpp"
 #include "rtx/io/atomic_file.hpp"
+#include "rtx/models/bench_ops.hpp"
 
 namespace rtx::app::bench {
 namespace {
@@ -326,6 +328,16 @@ Pack load_pack(const std::string& path) {
   return parse_pack(io::parse_json(text, src), src);
 }
 
+const kernels::Registry& registry() {
+  static const kernels::Registry r = [] {
+    kernels::Registry x = kernels::registry();
+    models::register_model_ops(x);
+    dist::register_dist_ops(x);
+    return x;
+  }();
+  return r;
+}
+
 std::vector<BenchCase> expand_pack(const Pack& pack, const kernels::Registry& reg, const ExpandOptions& o) {
   std::optional<std::regex> re;
   if (!o.filter.empty()) {
@@ -468,7 +480,7 @@ std::vector<BenchCase> expand_pack(const Pack& pack, const kernels::Registry& re
             emit(std::move(bc));
             continue;
           }
-          bc.params = kernels::resolve_params(*op, *v, s, dt);
+          bc.params = kernels::resolve_params(*op, *v, s, dt, o.lookup);
           for (const auto& [k, val] : pc.params) {
             bool declared = false;
             for (const auto& prm : v->space.params) declared |= prm.name == k;

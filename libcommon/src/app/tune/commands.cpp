@@ -65,7 +65,7 @@ void check_target(const Target& c, const char* hint) {
 }
 
 std::vector<Job> resolve_jobs(const Target& c, kernels::Backend backend, const std::string& sku, bool quiet, std::ostream& err) {
-  const kernels::Registry& reg = kernels::registry();
+  const kernels::Registry& reg = app::bench::registry();
   std::vector<Job> jobs;
   if (!c.serve.empty()) {
     if (backend != kernels::Backend::CPU) throw_usage("--serve tunes the CPU serving engine", "--backend", "drop --backend");

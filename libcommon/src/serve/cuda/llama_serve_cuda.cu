@@ -192,7 +192,7 @@ class LlamaServeCuda final : public Model {
     const float *attn_norm, *ffn_norm, *wqkv, *wo, *wgu, *wdown;
   };
 
-  models::LlamaConfig cfg_;
+  serve::LlamaConfig cfg_;
   std::unique_ptr<io::Tokenizer> tok_;
   ModelInfo info_;
   Engine eng_;  // declared before the buffers: destroyed after them

@@ -1,4 +1,4 @@
-// Tests of the Llama serving model (rtx/models/llama.hpp) on the stories260k GGUF: greedy text vs
+// Tests of the Llama serving model (rtx/serve/llama.hpp) on the stories260k GGUF: greedy text vs
 // llama2.c's documented sample, logits vs the float64 numpy reference (tests/reference/llama_ref.py),
 // bitwise batch invariance, the SentencePiece tokenizer, f16 weights, and bad files and calls.
 #include <catch2/catch.hpp>
@@ -18,7 +18,7 @@
 #include "rtx/core/error.hpp"
 #include "rtx/core/philox.hpp"
 #include "rtx/io/gguf.hpp"
-#include "rtx/models/llama.hpp"
+#include "rtx/serve/llama.hpp"
 #include "rtx/serve/model.hpp"
 #include "test_util.hpp"
 
@@ -45,7 +45,7 @@ const json& golden() {
 const serve::Model& model(int threads = 0) {
   static std::unique_ptr<serve::Model> m0, m1;
   auto& m = threads == 1 ? m1 : m0;
-  if (!m) m = models::load_llama_gguf(model_path(), serve::LoadOptions{threads});
+  if (!m) m = serve::load_llama_gguf(model_path(), serve::LoadOptions{threads});
   return *m;
 }
 
@@ -158,7 +158,7 @@ std::vector<float> as_floats(const std::vector<uint8_t>& b) {
 
 TEST_CASE("llama: config and info of stories260k", "[cpu]") {
   const auto f = io::GgufFile::open(model_path());
-  const auto c = models::llama_config_from_gguf(f);
+  const auto c = serve::llama_config_from_gguf(f);
   CHECK(c.n_layer == 5);
   CHECK(c.dim == 64);
   CHECK(c.n_head == 8);
@@ -392,17 +392,17 @@ TEST_CASE("llama tokenizer: known ids, round trips, byte fallback", "[cpu]") {
   // to_json round trip.
   const auto j = tok.to_json();
   CHECK(j["kind"] == "llama");
-  const auto tok2 = models::llama_tokenizer_from_json(j, "test");
+  const auto tok2 = serve::llama_tokenizer_from_json(j, "test");
   CHECK(tok2->encode("Once upon a time, Lily \xE6\xBC\xA2") == tok.encode("Once upon a time, Lily \xE6\xBC\xA2"));
   CHECK(tok2->to_json() == j);
-  CHECK(error_of([&] { models::llama_tokenizer_from_json(json{{"kind", "llama"}}, "t"); }).category() ==
+  CHECK(error_of([&] { serve::llama_tokenizer_from_json(json{{"kind", "llama"}}, "t"); }).category() ==
         ErrorCategory::Input);
 }
 
 TEST_CASE("llama tokenizer: merge order by score, ties leftmost, unknown characters", "[cpu]") {
   const std::string sp = "\xE2\x96\x81";
   auto vocab = [&](float score_sp_a, float score_ab) {
-    models::LlamaVocab v;
+    serve::LlamaVocab v;
     v.tokens = {"<unk>", "<s>", "</s>", sp, "a", "b", sp + "a", "ab"};
     v.scores = {0, 0, 0, -1, -2, -3, score_sp_a, score_ab};
     v.types = {2, 3, 3, 1, 1, 1, 1, 1};
@@ -410,33 +410,33 @@ TEST_CASE("llama tokenizer: merge order by score, ties leftmost, unknown charact
     return v;
   };
   // "ab" -> symbols [_ a b]; pairs "_a" and "ab" compete.
-  CHECK(models::make_llama_tokenizer(vocab(-5, -4))->encode("ab") == std::vector<int32_t>{3, 7});
-  CHECK(models::make_llama_tokenizer(vocab(-4, -5))->encode("ab") == std::vector<int32_t>{6, 5});
-  CHECK(models::make_llama_tokenizer(vocab(-4, -4))->encode("ab") == std::vector<int32_t>{6, 5});  // tie: leftmost
+  CHECK(serve::make_llama_tokenizer(vocab(-5, -4))->encode("ab") == std::vector<int32_t>{3, 7});
+  CHECK(serve::make_llama_tokenizer(vocab(-4, -5))->encode("ab") == std::vector<int32_t>{6, 5});
+  CHECK(serve::make_llama_tokenizer(vocab(-4, -4))->encode("ab") == std::vector<int32_t>{6, 5});  // tie: leftmost
   // No space prefix.
   auto v = vocab(-5, -4);
   v.add_space_prefix = false;
-  CHECK(models::make_llama_tokenizer(v)->encode("ab a") == std::vector<int32_t>{7, 6});
+  CHECK(serve::make_llama_tokenizer(v)->encode("ab a") == std::vector<int32_t>{7, 6});
   // "c" is no piece and there are no byte pieces: <unk> when the vocabulary names one, else an error.
   v = vocab(-5, -4);
-  CHECK(models::make_llama_tokenizer(v)->encode("c") == std::vector<int32_t>{3, 0});
+  CHECK(serve::make_llama_tokenizer(v)->encode("c") == std::vector<int32_t>{3, 0});
   v.unk = -1;
-  const Error e = error_of([&] { models::make_llama_tokenizer(v)->encode("ac"); });
+  const Error e = error_of([&] { serve::make_llama_tokenizer(v)->encode("ac"); });
   CHECK(e.category() == ErrorCategory::Input);
   CHECK(std::string(e.what()).find("'c' at byte 1") != std::string::npos);
   // Inconsistent tables.
   v = vocab(-5, -4);
   v.scores.pop_back();
-  CHECK(error_of([&] { models::make_llama_tokenizer(v); }).category() == ErrorCategory::Input);
+  CHECK(error_of([&] { serve::make_llama_tokenizer(v); }).category() == ErrorCategory::Input);
   v = vocab(-5, -4);
   v.types[4] = 9;
-  CHECK(error_of([&] { models::make_llama_tokenizer(v); }).category() == ErrorCategory::Input);
+  CHECK(error_of([&] { serve::make_llama_tokenizer(v); }).category() == ErrorCategory::Input);
   v = vocab(-5, -4);
   v.types[4] = 6;  // a byte token not named <0xXX>
-  CHECK(error_of([&] { models::make_llama_tokenizer(v); }).category() == ErrorCategory::Input);
+  CHECK(error_of([&] { serve::make_llama_tokenizer(v); }).category() == ErrorCategory::Input);
   v = vocab(-5, -4);
   v.eos = 8;
-  CHECK(error_of([&] { models::make_llama_tokenizer(v); }).category() == ErrorCategory::Input);
+  CHECK(error_of([&] { serve::make_llama_tokenizer(v); }).category() == ErrorCategory::Input);
 }
 
 TEST_CASE("llama: f16 and bf16 weights load exactly as their f32 values", "[cpu]") {
@@ -464,8 +464,8 @@ TEST_CASE("llama: f16 and bf16 weights load exactly as their f32 values", "[cpu]
       std::memcpy(t.bytes.data(), f.data(), t.bytes.size());
       return true;
     });
-    auto m16 = models::load_llama_gguf(dir + "/w16.gguf");
-    auto m32 = models::load_llama_gguf(dir + "/w16as32.gguf");
+    auto m16 = serve::load_llama_gguf(dir + "/w16.gguf");
+    auto m32 = serve::load_llama_gguf(dir + "/w16as32.gguf");
     const int V = m16->info().vocab;
     CHECK(greedy(*m16, "Once upon a time", 12) == greedy(*m32, "Once upon a time", 12));
     // Logits bitwise equal, and within 16-bit rounding of the f32 model's.
@@ -510,7 +510,7 @@ TEST_CASE("llama: a sequence may fill the whole context, not one position more",
 TEST_CASE("llama: bad files name the tensor or key", "[cpu]") {
   const std::string dir = test::temp_dir();
   auto load_error = [&](const std::string& file) {
-    return error_of([&] { models::load_llama_gguf(file); });
+    return error_of([&] { serve::load_llama_gguf(file); });
   };
   auto has = [](const Error& e, const std::string& s) { return std::string(e.what()).find(s) != std::string::npos; };
 
@@ -562,7 +562,7 @@ TEST_CASE("llama: bad files name the tensor or key", "[cpu]") {
 
   // Tied output: without output.weight the model uses token_embd (identical in this file).
   rewrite_gguf(dir + "/tied.gguf", [](TensorOut& t) { return t.name != "output.weight"; });
-  auto tied = models::load_llama_gguf(dir + "/tied.gguf");
+  auto tied = serve::load_llama_gguf(dir + "/tied.gguf");
   CHECK(greedy(*tied, "Once upon a time", 8) == greedy(mut_model(), "Once upon a time", 8));
 
   // The q8_0 copy of the model: quantized tensors are refused, naming one.
@@ -704,13 +704,13 @@ TEST_CASE("llama: K-quant and Q8_0 matrices at dim 256 with grouped-query attent
     const std::string path = dir + (q8 ? "/q8.gguf" : "/kq.gguf");
     w.write(path);
 
-    auto m8 = models::load_llama_gguf(path);
+    auto m8 = serve::load_llama_gguf(path);
     serve::LoadOptions f32;
     f32.int8_activations = false;
-    auto mq = models::load_llama_gguf(path, f32);
+    auto mq = serve::load_llama_gguf(path, f32);
     serve::LoadOptions deq;
     deq.keep_quantized = false;
-    auto md = models::load_llama_gguf(path, deq);
+    auto md = serve::load_llama_gguf(path, deq);
     INFO(m8->info().weights);
     CHECK(md->info().weights == "f32");
     CHECK(m8->info().weights != "f32");

@@ -13,7 +13,7 @@
 #include "rtx/io/tokenizer.hpp"
 #include "rtx/serve/model.hpp"
 
-namespace rtx::models {
+namespace rtx::serve {
 
 /// Hyperparameters of a Llama model (Touvron et al. 2023), as llama.cpp names them in GGUF
 /// metadata (`llama.*` keys). C = dim, NH = n_head, NKV = n_kv_head, HS = C / NH, F = ffn_dim.
@@ -91,4 +91,4 @@ std::unique_ptr<io::Tokenizer> llama_tokenizer_from_json(const nlohmann::json& j
 /// so a sequence's logits are bitwise identical however it is batched or split across calls.
 std::unique_ptr<serve::Model> load_llama_gguf(const std::string& path, const serve::LoadOptions& opt = {});
 
-}  // namespace rtx::models
+}  // namespace rtx::serve

@@ -1,9 +1,9 @@
-// Llama for rtx-serve (rtx/models/llama.hpp): GGUF loading and the batched forward over a paged
+// Llama for rtx-serve (rtx/serve/llama.hpp): GGUF loading and the batched forward over a paged
 // KV cache, CPU f32. The tokenizer is in llama_tokenizer.cpp.
 //
 // Shape letters: M rows (all new tokens of all sequences in a call), C dim, NH query heads,
 // NKV key/value heads, HS head size, F ffn dim, V vocab, R = n_rot / 2 rotated pairs per head.
-#include "rtx/models/llama.hpp"
+#include "rtx/serve/llama.hpp"
 
 #include <omp.h>
 
@@ -22,7 +22,7 @@
 #include "rtx/telemetry/bus.hpp"
 #include "serve/cuda_models.hpp"
 
-namespace rtx::models {
+namespace rtx::serve {
 
 namespace {
 
@@ -487,4 +487,4 @@ std::unique_ptr<serve::Model> load_llama_gguf(const std::string& path, const ser
   return std::make_unique<LlamaModel>(path, opt);
 }
 
-}  // namespace rtx::models
+}  // namespace rtx::serve

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "rtx/core/error.hpp"
-#include "rtx/models/llama.hpp"
+#include "rtx/serve/llama.hpp"
 
-namespace rtx::models {
+namespace rtx::serve {
 
 namespace {
 
@@ -310,4 +310,4 @@ std::unique_ptr<io::Tokenizer> llama_tokenizer_from_json(const nlohmann::json& j
   }
 }
 
-}  // namespace rtx::models
+}  // namespace rtx::serve

@@ -79,7 +79,8 @@ TEST_CASE("UTC time stamps: known dates, both precisions, before 1970, rounding 
   // Now: the format, and the clock.
   const std::string now = rtx::utc_now();
   CHECK(std::regex_match(now, std::regex(R"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z)")));
-  CHECK(std::regex_match(rtx::utc_now(TimeStampPrecision::Seconds), std::regex(R"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z)")));
+  CHECK(std::regex_match(rtx::utc_now(TimeStampPrecision::Seconds),
+                         std::regex(R"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z)")));
   const double t = duration<double>(system_clock::now().time_since_epoch()).count();
   CHECK(now.substr(0, 16) <= utc_timestamp(t).substr(0, 16));
 }
@@ -87,16 +88,16 @@ TEST_CASE("UTC time stamps: known dates, both precisions, before 1970, rounding 
 TEST_CASE("xml_escape: the five markup characters, XML 1.0 Chars kept, everything else '?'", "[cpu]") {
   using rtx::xml_escape;
   CHECK(xml_escape("a<b>&\"'") == "a&lt;b&gt;&amp;&quot;&#39;");
-  CHECK(xml_escape("&amp;") == "&amp;amp;");  // escaping is not idempotent: no double-decoding
-  CHECK(xml_escape("tab\tLF\nCR\r") == "tab\tLF\nCR\r");           // Char includes #x9 #xA #xD
-  CHECK(xml_escape(std::string("a\0b\x01\x1f", 5)) == "a?b??");      // other C0 controls are not Chars
+  CHECK(xml_escape("&amp;") == "&amp;amp;");                     // escaping is not idempotent: no double-decoding
+  CHECK(xml_escape("tab\tLF\nCR\r") == "tab\tLF\nCR\r");         // Char includes #x9 #xA #xD
+  CHECK(xml_escape(std::string("a\0b\x01\x1f", 5)) == "a?b??");  // other C0 controls are not Chars
   CHECK(xml_escape("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80") == "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
-  CHECK(xml_escape("\xff") == "?");                  // never valid in UTF-8
-  CHECK(xml_escape("\xc0\xaf") == "??");             // overlong '/'
-  CHECK(xml_escape("\xed\xa0\x80") == "???");        // a UTF-16 surrogate, U+D800
-  CHECK(xml_escape("\xef\xbf\xbe") == "???");        // U+FFFE is not a Char
-  CHECK(xml_escape("\xf4\x90\x80\x80") == "????");   // above U+10FFFF
-  CHECK(xml_escape("ok\xe2\x82") == "ok??");         // truncated at the end
+  CHECK(xml_escape("\xff") == "?");                 // never valid in UTF-8
+  CHECK(xml_escape("\xc0\xaf") == "??");            // overlong '/'
+  CHECK(xml_escape("\xed\xa0\x80") == "???");       // a UTF-16 surrogate, U+D800
+  CHECK(xml_escape("\xef\xbf\xbe") == "???");       // U+FFFE is not a Char
+  CHECK(xml_escape("\xf4\x90\x80\x80") == "????");  // above U+10FFFF
+  CHECK(xml_escape("ok\xe2\x82") == "ok??");        // truncated at the end
   std::string out = "<x>";
   rtx::xml_escape(out, "1 < 2");
   CHECK(out == "<x>1 &lt; 2");

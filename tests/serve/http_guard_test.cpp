@@ -147,8 +147,9 @@ TEST_CASE("http guard over cpp-httplib: payload_max_length_ bounds a chunked bod
     h.Post("/ok", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok", "text/plain"); });
   });
   const int fd = connect_to(s.port);
-  send_all(fd, "POST /ok HTTP/1.1\r\nHost: localhost\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n"
-               "10\r\n0123456789abcdef\r\n10\r\n0123456789abcdef\r\n0\r\n\r\n");
+  send_all(fd,
+           "POST /ok HTTP/1.1\r\nHost: localhost\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n"
+           "10\r\n0123456789abcdef\r\n10\r\n0123456789abcdef\r\n0\r\n\r\n");
   bool closed = false;
   const std::string got = read_until_close(fd, 5, closed);
   ::close(fd);
@@ -183,7 +184,8 @@ TEST_CASE("http guard over cpp-httplib: stop() (svr_sock_) ends an idle keep-ali
   send_all(fd, kGet);
   // The answer, then the connection idles in the guard's keep-alive wait (up to 30 s).
   std::string got;
-  for (auto end = Clock::now() + std::chrono::seconds(5); Clock::now() < end && got.find("\r\n\r\nok") == std::string::npos;) {
+  for (auto end = Clock::now() + std::chrono::seconds(5);
+       Clock::now() < end && got.find("\r\n\r\nok") == std::string::npos;) {
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, 20) <= 0) continue;
     char buf[4096];

@@ -28,8 +28,8 @@ std::string utc_timestamp(std::chrono::system_clock::time_point t, TimeStampPrec
     std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
                   tm.tm_hour, tm.tm_min, tm.tm_sec);
   else
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                  tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
   return buf;
 }
 
@@ -39,7 +39,8 @@ std::string utc_timestamp(double epoch_s, TimeStampPrecision p) {
     throw Error(ErrorCategory::Input, "time " + std::to_string(epoch_s) + " s since 1970 is not a representable time",
                 "rtx::utc_timestamp");
   const auto ms = std::chrono::milliseconds(std::llround(epoch_s * 1000));
-  return utc_timestamp(std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(ms)), p);
+  return utc_timestamp(
+      std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(ms)), p);
 }
 
 std::string utc_now(TimeStampPrecision p) { return utc_timestamp(std::chrono::system_clock::now(), p); }

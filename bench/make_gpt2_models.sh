@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make_gpt2_models.sh: the GPT-2 124M GGUF files of docs/perf.md's serving benchmarks, from the
+# make_gpt2_models.sh: the GPT-2 124M GGUF files of docs/perf-history.md's serving benchmarks, from the
 # data folder alone: the `gpt2` preset trained for one step on tiny-shakespeare (GPT-2 tokenizer),
 # exported by `rtx-train export` (f32), then Q8_0 (bench/gguf_quantize_q8_0.py, needs
 # `pip install gguf numpy`) and Q4_K_M (llama.cpp's own llama-quantize, when LLAMA_QUANTIZE is

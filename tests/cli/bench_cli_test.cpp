@@ -399,7 +399,7 @@ TEST_CASE("compare/show reject inconsistent artifacts; compare - - is a usage er
 // the run falls on both sides. A/A (this binary on both sides) must give no slower/faster
 // verdict; a baseline that runs the scalar kernels (RTX_ISA=scalar, a real planted
 // difference) must make some case faster and none slower. Threshold 10%: the test shares 2
-// cores with ctest -j2 (docs/perf.md has the 5% A/A runs on a quieter machine).
+// cores with ctest -j2 (docs/perf-history.md has the 5% A/A runs on a quieter machine).
 TEST_CASE("run --baseline-exe: ABBA rounds against another build; A/A is never slower or faster", "[cpu][cli]") {
   const std::string d = rtx::test::temp_dir();
   const std::string common = " run " + smoke() + " --rounds 12 --threads 1 --no-store -q ";

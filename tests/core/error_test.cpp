@@ -1,11 +1,11 @@
-// Error categories map to the exit codes of DESIGN.md; messages carry where and hint.
+// Error categories map to the exit codes of docs/architecture.md; messages carry where and hint.
 #include <catch2/catch.hpp>
 
 #include "rtx/core/error.hpp"
 
 using namespace rtx;
 
-TEST_CASE("error categories map to DESIGN.md exit codes", "[cpu]") {
+TEST_CASE("error categories map to the exit codes of docs/architecture.md", "[cpu]") {
   CHECK(exit_code(ErrorCategory::Usage) == 2);
   CHECK(exit_code(ErrorCategory::Input) == 2);
   CHECK(exit_code(ErrorCategory::Environment) == 3);

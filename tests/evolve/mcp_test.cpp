@@ -20,6 +20,7 @@
 #include "rtx/evolve/kg.hpp"
 #include "rtx/evolve/mcp.hpp"
 #include "rtx/evolve/proposers.hpp"
+#include "rtx/io/artifact.hpp"
 #include "rtx/kernels/registry.hpp"
 #include "rtx/store/store.hpp"
 #include "rtx/telemetry/hwprofile.hpp"
@@ -763,4 +764,18 @@ TEST_CASE("evolve mcp: a closed stdout ends the server with exit 3, not SIGPIPE"
   INFO(r.err);
   CHECK(code == 3);
   CHECK_THAT(r.err, Catch::Contains("stdout closed"));
+}
+
+TEST_CASE("evolve mcp: the schema checker and io::validate agree on JSON Schema's integer", "[cpu]") {
+  // One rule (io::json_is_integer): 3 and 3.0 are integers (JSON Schema draft 6+), 3.5 is not;
+  // the MCP checker adds only the tool bodies' int64 bound.
+  const json schema = {{"type", "integer"}};
+  for (const json& v : {json(3), json(3.0), json(-0.0), json(1e2), json(3.5), json("3"), json(nullptr)}) {
+    INFO(v.dump());
+    const bool io_ok = rtx::io::json_type_matches(v, rtx::io::JsonType::Integer);
+    CHECK(io_ok == (rtx::evolve::mcp_schema_problem(schema, v, "n") == ""));
+  }
+  CHECK(rtx::evolve::mcp_schema_problem(schema, json(3.0), "n") == "");
+  CHECK(rtx::evolve::mcp_schema_problem(schema, json(3.5), "n") == "argument 'n': expected integer, got number");
+  CHECK(rtx::evolve::mcp_schema_problem(schema, json(1e19), "n") == "argument 'n': expected integer, got number");
 }

@@ -165,6 +165,28 @@ TEST_CASE("validator reports the first bad field by JSON pointer", "[cpu]") {
   CHECK(std::string(json_type_name(json(3.0))) == "number");
 }
 
+TEST_CASE("JSON Schema integers: a number with a zero fractional part (draft 6+), in the validator too", "[cpu]") {
+  // JSON-Schema-Test-Suite draft2020-12/type.json "integer type matches integers": 1 and 1.0
+  // are integers; 1.1, "foo", "1", {}, [], true, null are not. 1e2 is 100.0.
+  for (const char* text : {"1", "1.0", "-0.0", "1e2", "-9007199254740993", "18446744073709551615"}) {
+    INFO(text);
+    CHECK(json_is_integer(json::parse(text)));
+    CHECK(json_type_matches(json::parse(text), JsonType::Integer));
+    CHECK(json_type_matches(json::parse(text), JsonType::Number));
+  }
+  for (const char* text : {"1.1", "-0.5", "1e-2", "\"foo\"", "\"1\"", "{}", "[]", "true", "null"}) {
+    INFO(text);
+    CHECK_FALSE(json_is_integer(json::parse(text)));
+  }
+  CHECK(json_schema_type("integer") == JsonType::Integer);
+  CHECK(json_schema_type("object") == JsonType::Object);
+  CHECK_FALSE(json_schema_type("any"));
+  CHECK_FALSE(json_schema_type("int"));
+  const json doc = json::parse(R"({"n": 3.0, "x": 2.5})");
+  CHECK_NOTHROW(require(doc, "d", "/n", JsonType::Integer));
+  CHECK(error_text([&] { require(doc, "d", "/x", JsonType::Integer); }) == "d: field '/x': expected integer, got number");
+}
+
 TEST_CASE("json_float writes a float as its shortest round-trip decimal") {
   // Expected texts: the shortest decimals that read back as each binary32 value (as numpy's
   // float32 repr prints them); a widened float prints as e.g. 0.0010000000474974513.

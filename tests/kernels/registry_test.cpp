@@ -7,6 +7,7 @@
 #include <string>
 
 #include "rtx/app/bench.hpp"
+#include "rtx/core/error.hpp"
 #include "rtx/kernels/check.hpp"
 #include "rtx/kernels/registry.hpp"
 #include "test_util.hpp"
@@ -135,3 +136,30 @@ TEST_CASE("registry: every CUDA variant matches its float64 reference", "[cuda]"
   if (cases == 0) WARN("no CUDA variants are registered in this build");
 }
 #endif  // RTX_REGISTRY_CUDA_WALK
+
+TEST_CASE("grid enumeration: itertools.product order, digits round-trip, bounds", "[cpu]") {
+  // The reference is Python's itertools.product(*values) order, written out as nested loops.
+  const std::vector<Param> ps = {{"A", {1, 2}, 1, ""}, {"B", {10, 20, 30}, 10, ""}, {"C", {7}, 7, ""}, {"D", {-1, 5}, 5, ""}};
+  std::vector<Params> want;
+  for (int64_t a : ps[0].values)
+    for (int64_t b : ps[1].values)
+      for (int64_t c : ps[2].values)
+        for (int64_t d : ps[3].values) want.push_back({{"A", a}, {"B", b}, {"C", c}, {"D", d}});
+  REQUIRE(grid_size(ps) == want.size());
+  ParamSpace sp{ps};
+  CHECK(sp.grid_size() == 12);
+  for (size_t i = 0; i < want.size(); ++i) {
+    INFO("index " << i);
+    CHECK(grid_point(ps, i) == want[i]);
+    CHECK(sp.at(i) == want[i]);
+    CHECK(grid_index(ps, grid_digits(ps, i)) == i);
+  }
+  CHECK(grid_digits(ps, 11) == std::vector<size_t>{1, 2, 0, 1});
+  CHECK_THROWS_AS(grid_point(ps, 12), rtx::Error);
+  CHECK_THROWS_AS(grid_index(ps, {0, 3, 0, 0}), rtx::Error);  // digit past B's 3 values
+  CHECK_THROWS_AS(grid_index(ps, {0, 0}), rtx::Error);
+  // No params: one point, the empty assignment. A param without values: no points.
+  CHECK(grid_size({}) == 1);
+  CHECK(grid_point({}, 0).empty());
+  CHECK(grid_size({{"E", {}, 0, ""}, {"A", {1, 2}, 1, ""}}) == 0);
+}

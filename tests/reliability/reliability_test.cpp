@@ -1,6 +1,6 @@
 // Fault injection (issue 10): processes killed with SIGKILL in the middle of store and checkpoint
 // writes, a full disk (file-size rlimit) during checkpoint and GGUF writes, and the environment
-// errors the tools must report with DESIGN.md's exit codes (read-only RTX_HOME, missing data
+// errors the tools must report with docs/architecture.md's exit codes (read-only RTX_HOME, missing data
 // file, store locked by another process). Children are fork()ed; tools run as subprocesses.
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -18,3 +18,7 @@ set_target_properties(attention_bench PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAK
 rtx_add_test(serve_engine_cuda_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_cuda_test.cpp LABELS cuda)
 # --device selection and its errors, on every machine.
 rtx_add_test(serve_device_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/device_test.cpp LABELS cpu)
+# The guard's reach into cpp-httplib 0.11's protected members, over real loopback connections.
+rtx_add_test(serve_http_guard_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/http_guard_test.cpp LABELS cpu tsan)
+target_include_directories(serve_http_guard_test PRIVATE ${CMAKE_SOURCE_DIR}/libcommon/src)
+target_compile_definitions(serve_http_guard_test PRIVATE RTX_HTTPLIB_VERSION="${RTX_HTTPLIB_VERSION}")

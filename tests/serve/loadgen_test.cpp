@@ -1,5 +1,5 @@
-// Tests of rtx::serve's load generator: SSE parsing at every split point, numpy-compatible
-// percentiles, vLLM metric definitions, and end-to-end runs against a scripted loopback server.
+// Tests of rtx::serve's load generator: SSE parsing at every split point,
+// vLLM metric definitions, and end-to-end runs against a scripted loopback server.
 #include <httplib.h>
 
 #include <atomic>
@@ -227,47 +227,6 @@ TEST_CASE("SSE parser: CRLF, lone CR, BOM, empty events, unterminated tail", "[c
   auto ev = p.feed("\n\n");
   REQUIRE(ev.size() == 1);
   CHECK(ev[0].data == "z\npartial");
-}
-
-TEST_CASE("percentile matches numpy's linear interpolation", "[cpu]") {
-  using rtx::serve::percentile;
-  // Known answers from numpy 2.4: np.percentile([15,20,35,40,50], [0,25,50,95,99,100]).
-  const std::vector<double> v = {50, 15, 40, 20, 35};
-  CHECK(percentile(v, 0) == Approx(15).epsilon(1e-12));
-  CHECK(percentile(v, 25) == Approx(20).epsilon(1e-12));
-  CHECK(percentile(v, 50) == Approx(35).epsilon(1e-12));
-  CHECK(percentile(v, 95) == Approx(48).epsilon(1e-12));
-  CHECK(percentile(v, 99) == Approx(49.6).epsilon(1e-12));
-  CHECK(percentile(v, 100) == Approx(50).epsilon(1e-12));
-  // np.percentile([0.3,-1.25,7.5,2.0,2.0,11.0,4.75], [50,95,99]) = [2.0, 9.95, 10.79]
-  const std::vector<double> w = {0.3, -1.25, 7.5, 2.0, 2.0, 11.0, 4.75};
-  CHECK(percentile(w, 50) == Approx(2.0).epsilon(1e-12));
-  CHECK(percentile(w, 95) == Approx(9.95).epsilon(1e-12));
-  CHECK(percentile(w, 99) == Approx(10.79).epsilon(1e-12));
-  CHECK(percentile({42.0}, 99) == 42.0);
-
-  // Sizes 1, 7, 127, 1000 against an independent float64 reference (Hyndman-Fan type 7 with
-  // 1-based rank h = (n-1) p + 1, computed in long double).
-  std::mt19937_64 rng(7);
-  std::normal_distribution<double> nd(5.0, 3.0);
-  for (size_t n : {1u, 2u, 7u, 127u, 1000u}) {
-    std::vector<double> x(n);
-    for (auto& e : x) e = nd(rng);
-    std::vector<double> s = x;
-    std::sort(s.begin(), s.end());
-    for (double p : {0.0, 1.0, 33.3, 50.0, 90.0, 95.0, 99.0, 99.9, 100.0}) {
-      const long double h = static_cast<long double>(n - 1) * p / 100.0L + 1.0L;
-      const size_t fl = static_cast<size_t>(std::floor(h));
-      const long double lo = s[fl - 1], hi = s[std::min(fl, n - 1)];
-      const double ref = static_cast<double>(lo + (h - fl) * (hi - lo));
-      INFO("n=" << n << " p=" << p);
-      CHECK(percentile(x, p) == Approx(ref).epsilon(1e-12).margin(1e-12));
-    }
-  }
-  CHECK_THROWS_AS(percentile({}, 50), rtx::Error);
-  CHECK_THROWS_AS(percentile({1.0}, 100.5), rtx::Error);
-  CHECK_THROWS_AS(percentile({1.0}, -1), rtx::Error);
-  CHECK_THROWS_AS(percentile({1.0}, std::nan("")), rtx::Error);
 }
 
 TEST_CASE("summarize follows vLLM's definitions of TTFT, TPOT, ITL and throughput", "[cpu]") {

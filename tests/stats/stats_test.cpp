@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "rtx/core/error.hpp"
@@ -190,3 +191,46 @@ TEST_CASE("Hodges-Lehmann CI covers the true shift ~95% (simulation)", "[cpu]") 
     CHECK(cov < 0.98);
   }
 }
+
+TEST_CASE("percentile at q = p/100 matches numpy.percentile at p (linear) and a float64 reference", "[cpu]") {
+  // Was rtx::serve::percentile (p in [0, 100]); its callers now use stats::percentile (q in [0, 1]).
+  const auto percentile = [](std::vector<double> v, double p) { return rtx::stats::percentile(std::move(v), p / 100); };
+  // Known answers from numpy 2.4: np.percentile([15,20,35,40,50], [0,25,50,95,99,100]).
+  const std::vector<double> v = {50, 15, 40, 20, 35};
+  CHECK(percentile(v, 0) == Approx(15).epsilon(1e-12));
+  CHECK(percentile(v, 25) == Approx(20).epsilon(1e-12));
+  CHECK(percentile(v, 50) == Approx(35).epsilon(1e-12));
+  CHECK(percentile(v, 95) == Approx(48).epsilon(1e-12));
+  CHECK(percentile(v, 99) == Approx(49.6).epsilon(1e-12));
+  CHECK(percentile(v, 100) == Approx(50).epsilon(1e-12));
+  // np.percentile([0.3,-1.25,7.5,2.0,2.0,11.0,4.75], [50,95,99]) = [2.0, 9.95, 10.79]
+  const std::vector<double> w = {0.3, -1.25, 7.5, 2.0, 2.0, 11.0, 4.75};
+  CHECK(percentile(w, 50) == Approx(2.0).epsilon(1e-12));
+  CHECK(percentile(w, 95) == Approx(9.95).epsilon(1e-12));
+  CHECK(percentile(w, 99) == Approx(10.79).epsilon(1e-12));
+  CHECK(percentile({42.0}, 99) == 42.0);
+
+  // Sizes 1, 7, 127, 1000 against an independent float64 reference (Hyndman-Fan type 7 with
+  // 1-based rank h = (n-1) p + 1, computed in long double).
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> nd(5.0, 3.0);
+  for (size_t n : {1u, 2u, 7u, 127u, 1000u}) {
+    std::vector<double> x(n);
+    for (auto& e : x) e = nd(rng);
+    std::vector<double> s = x;
+    std::sort(s.begin(), s.end());
+    for (double p : {0.0, 1.0, 33.3, 50.0, 90.0, 95.0, 99.0, 99.9, 100.0}) {
+      const long double h = static_cast<long double>(n - 1) * p / 100.0L + 1.0L;
+      const size_t fl = static_cast<size_t>(std::floor(h));
+      const long double lo = s[fl - 1], hi = s[std::min(fl, n - 1)];
+      const double ref = static_cast<double>(lo + (h - fl) * (hi - lo));
+      INFO("n=" << n << " p=" << p);
+      CHECK(percentile(x, p) == Approx(ref).epsilon(1e-12).margin(1e-12));
+    }
+  }
+  CHECK_THROWS_AS(percentile({}, 50), rtx::Error);
+  CHECK_THROWS_AS(percentile({1.0}, 100.5), rtx::Error);
+  CHECK_THROWS_AS(percentile({1.0}, -1), rtx::Error);
+  CHECK_THROWS_AS(percentile({1.0}, std::nan("")), rtx::Error);
+}
+

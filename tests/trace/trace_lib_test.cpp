@@ -406,7 +406,7 @@ TEST_CASE("flame graph SVG is well-formed XML with every frame and exact widths"
     size_t frames = 0;
     for (size_t p = svg.find("<g class=\"f\""); p != std::string::npos; p = svg.find("<g class=\"f\"", p + 1)) ++frames;
     CHECK(frames == 7);
-    CHECK(svg.find("data-n=\"&lt;script&gt;&amp;&quot;&apos;x\"") != std::string::npos);
+    CHECK(svg.find("data-n=\"&lt;script&gt;&amp;&quot;&#39;x\"") != std::string::npos);
     CHECK(svg.find("caf\xc3\xa9") != std::string::npos);
     CHECK(svg.find("data-w=\"0.5\" data-d=\"1\" data-n=\"main\"") != std::string::npos);  // 100 of 200
   }

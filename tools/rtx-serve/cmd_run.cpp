@@ -402,7 +402,7 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
                         "K-quant and Q8_0 matrices: quantize activations to 8 bits per 32 values and take integer dot "
                         "products, as llama.cpp (the default; needs AVX2, else W8A32)");
   s.add_flag("--f32-activations", a->f32_activations,
-             "K-quant and Q8_0 matrices: f32 activations against the exact dequantized weights (slower decode; docs/perf.md)")
+             "K-quant and Q8_0 matrices: f32 activations against the exact dequantized weights (slower decode; docs/perf-history.md)")
       ->excludes(i8);
   s.add_flag("--no-profile", a->no_profile,
              "Do not load tuned profiles (rtx-tune: matmul parameters, scheduler knobs and threads) nor what rtx-evolve promoted");

@@ -305,7 +305,7 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
                    host.reason.c_str());
       // libgomp's default wait policy spins between parallel regions, which costs the most when
       // another process wants the same CPUs: two runs at once on 2 vCPUs went 15.3k -> 4.0k
-      // tok/s each by default, 8.2k each with OMP_WAIT_POLICY=passive (docs/perf.md).
+      // tok/s each by default, 8.2k each with OMP_WAIT_POLICY=passive (docs/perf-history.md).
       const char* wp = std::getenv("OMP_WAIT_POLICY");
       if (c.backend == rtx::models::Backend::Cpu && !(wp && *wp) && !std::getenv("GOMP_SPINCOUNT"))
         std::fprintf(stderr,

@@ -21,6 +21,7 @@
 #include "rtx/evolve/history.hpp"
 #include "rtx/evolve/kg.hpp"
 #include "rtx/evolve/trial.hpp"
+#include "rtx/stats/stats.hpp"
 #include "rtx/telemetry/hwprofile.hpp"
 #include "rtx/tune/lookup.hpp"
 #include "rtx/tune/records.hpp"
@@ -905,8 +906,7 @@ json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
     err << "rtx-evolve run: note: " << n << "\n";
   }
   if (undecided > 0) {
-    std::sort(halfwidths.begin(), halfwidths.end());
-    const double med = halfwidths.empty() ? 0 : halfwidths[halfwidths.size() / 2];
+    const double med = halfwidths.empty() ? 0 : stats::median(halfwidths);
     const std::string n = std::to_string(undecided) + " of " + std::to_string(perf_gates) +
                           " performance gates were undecided (the 95% CI straddled the threshold after re-measuring; "
                           "median CI half-width " + fmt("%.1f", 100 * med) +

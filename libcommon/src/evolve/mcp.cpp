@@ -17,6 +17,7 @@
 #include "rtx/evolve/deploy.hpp"
 #include "rtx/evolve/kg.hpp"
 #include "rtx/evolve/proposers.hpp"
+#include "rtx/io/artifact.hpp"
 #include "rtx/kernels/registry.hpp"
 #include "rtx/telemetry/hwprofile.hpp"
 #include "rtx/tune/records.hpp"
@@ -38,27 +39,19 @@ bool mcp_accepts_batches(const std::string& version) { return version == "2025-0
 
 namespace {
 
-std::string type_of(const json& v) {
-  if (v.is_number_integer()) return "integer";
-  if (v.is_number()) return "number";
-  return v.type_name();
-}
+std::string type_of(const json& v) { return io::json_type_name(v); }
 
-/// JSON Schema 2020-12 "type" keyword: an integer is any number with a zero fractional part.
+/// JSON Schema's "type" keyword (io::json_type_matches: an integer is any number with a zero
+/// fractional part), plus the tool bodies' own bound: an "integer" must fit int64.
 bool has_type(const json& v, const std::string& t) {
-  if (t == "object") return v.is_object();
-  if (t == "array") return v.is_array();
-  if (t == "string") return v.is_string();
-  if (t == "boolean") return v.is_boolean();
-  if (t == "null") return v.is_null();
-  if (t == "number") return v.is_number();
-  if (t == "integer") {
-    if (v.is_number_integer()) return true;
-    if (!v.is_number_float()) return false;
+  const auto type = io::json_schema_type(t);
+  if (!type) throw_internal("unknown JSON Schema type '" + t + "'", "mcp tool schema");
+  if (!io::json_type_matches(v, *type)) return false;
+  if (*type == io::JsonType::Integer && v.is_number_float()) {
     const double d = v.get<double>();
-    return d == static_cast<double>(static_cast<int64_t>(d)) && d > -9.2e18 && d < 9.2e18;
+    return d > -9.2e18 && d < 9.2e18;
   }
-  throw_internal("unknown JSON Schema type '" + t + "'", "mcp tool schema");
+  return true;
 }
 
 std::string label(const std::string& where) { return where.empty() ? "arguments" : "argument '" + where + "'"; }

@@ -157,29 +157,18 @@ std::vector<std::string> missing_fields(const Proposal& p) {
   return m;
 }
 
-std::string sha256_hex(const std::string& bytes) {
-  init_sodium();
-  unsigned char h[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256(h, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
-  return to_hex(h, sizeof h);
-}
-
 std::string file_sha256(const std::string& path) {
-  init_sodium();
   std::ifstream f(path, std::ios::binary);
   if (!f) throw_input("cannot read file to hash it", path);
-  crypto_hash_sha256_state st;
-  crypto_hash_sha256_init(&st);
+  Sha256 st;
   std::vector<char> buf(1 << 16);
   while (f) {
     f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
     const std::streamsize n = f.gcount();
-    if (n > 0) crypto_hash_sha256_update(&st, reinterpret_cast<const unsigned char*>(buf.data()), static_cast<size_t>(n));
+    if (n > 0) st.update(buf.data(), static_cast<size_t>(n));
   }
   if (f.bad()) throw_input("read error while hashing", path);
-  unsigned char h[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256_final(&st, h);
-  return to_hex(h, sizeof h);
+  return st.hex();
 }
 
 std::string content_bytes(const Proposal& p) {

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "rtx/core/error.hpp"
+#include "rtx/core/time.hpp"
 #include "rtx/core/printable.hpp"
 #include "rtx/evolve/history.hpp"
 #include "rtx/evolve/kg.hpp"
@@ -33,18 +34,6 @@ std::string fmt(const char* f, double x) {
 }
 
 std::string pct(double frac) { return fmt("%+.1f%%", 100 * frac); }
-
-/// "YYYY-MM-DDTHH:MM:SS.mmmZ" of a Unix time (UTC).
-std::string iso_utc(double epoch_s) {
-  const std::time_t t = static_cast<std::time_t>(std::floor(epoch_s));
-  const int ms = static_cast<int>(std::lround((epoch_s - std::floor(epoch_s)) * 1000)) % 1000;
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char b[96];
-  std::snprintf(b, sizeof b, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                tm.tm_min, tm.tm_sec, ms);
-  return b;
-}
 
 double now_epoch() { return static_cast<double>(std::time(nullptr)); }
 
@@ -154,28 +143,14 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
   return t;
 }
 
-std::string html_escape(const std::string& text) {
-  std::string o;
-  o.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&#39;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
+std::string html_escape(const std::string& text) { return xml_escape(text); }
 
 // ---- the document -------------------------------------------------------------------------------
 
 json build_report(store::Store& st, const ReportOptions& o) {
   const std::string since = normalize_since(o.since, now_epoch());
   json report = {{"schema", "rtx.report.v1"}, {"kind", "evolve.report"}, {"db", st.path()},
-                 {"generated_at", iso_utc(now_epoch())}, {"since", since}, {"limit", o.limit},
+                 {"generated_at", utc_timestamp(now_epoch())}, {"since", since}, {"limit", o.limit},
                  {"notes", json::array()}};
 
   // Proposals in range, newest first.

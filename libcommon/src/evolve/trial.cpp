@@ -23,6 +23,7 @@
 
 #include "rtx/app/bench.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/core/hash.hpp"
 #include "rtx/core/philox.hpp"
 #include "rtx/dist/comm.hpp"
 #include "rtx/io/atomic_file.hpp"
@@ -47,15 +48,6 @@ std::string hex64(uint64_t v) {
   return b;
 }
 
-uint64_t fnv1a(uint64_t h, const void* p, size_t n) {
-  const auto* b = static_cast<const unsigned char*>(p);
-  for (size_t i = 0; i < n; ++i) {
-    h ^= b[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-constexpr uint64_t kFnvBasis = 14695981039346656037ull;
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -249,7 +241,7 @@ json run_alloc(const json& spec) {
   const std::vector<size_t> layer = {B * T * C * f, B * T * 3 * C * f, B * NH * T * T * f, B * T * C * f,
                                      B * T * C * f, B * T * 4 * C * f, B * T * 4 * C * f, B * T * C * f, 3 * B * T * f + 8};
   CachingAllocator a(host_backing(), cfg);
-  uint64_t h = kFnvBasis;
+  uint64_t h = kFnv1a64Basis;
   bool ok = true;
   uint64_t counter = 0;
   auto tag_of = [&](uint64_t i) { return (static_cast<uint64_t>(philox_u32(seed, 0xa110c, i)) << 32) | (i & 0xffffffffu); };
@@ -269,7 +261,7 @@ json run_alloc(const json& spec) {
     std::memcpy(&t0, b.p, 8);
     std::memcpy(&t1, static_cast<char*>(b.p) + b.n - 8, 8);
     if (t0 != b.tag || t1 != b.tag) ok = false;
-    h = fnv1a(h, &t0, 8);
+    h = fnv1a64(&t0, 8, h);
     a.deallocate(b.p);
   };
   auto one_step = [&]() {
@@ -355,7 +347,7 @@ json run_fusion(const json& spec) {
     return loss;
   };
   auto hash_of = [](float loss, const std::vector<float>& g) {
-    return fnv1a(fnv1a(kFnvBasis, &loss, sizeof loss), g.data(), g.size() * sizeof(float));
+    return fnv1a64(g.data(), g.size() * sizeof(float), fnv1a64(&loss, sizeof loss));
   };
   // The reference runs in every arm, the baseline's too, so both arms allocate and free the
   // same buffers before their own model: the peak RSS difference is the configuration's.

@@ -161,13 +161,18 @@ const char* json_type_name(const json& v) noexcept {
   return "unknown";
 }
 
-namespace {
+bool json_is_integer(const json& v) noexcept {
+  if (v.is_number_integer()) return true;  // signed or unsigned
+  if (!v.is_number_float()) return false;
+  const double d = v.get<double>();
+  return std::isfinite(d) && std::trunc(d) == d;
+}
 
-bool type_matches(const json& v, JsonType t) {
+bool json_type_matches(const json& v, JsonType t) noexcept {
   switch (t) {
     case JsonType::Null: return v.is_null();
     case JsonType::Boolean: return v.is_boolean();
-    case JsonType::Integer: return v.is_number_integer();
+    case JsonType::Integer: return json_is_integer(v);
     case JsonType::Number: return v.is_number();
     case JsonType::String: return v.is_string();
     case JsonType::Array: return v.is_array();
@@ -176,6 +181,15 @@ bool type_matches(const json& v, JsonType t) {
   }
   return false;
 }
+
+std::optional<JsonType> json_schema_type(std::string_view name) noexcept {
+  for (JsonType t : {JsonType::Null, JsonType::Boolean, JsonType::Integer, JsonType::Number, JsonType::String,
+                     JsonType::Array, JsonType::Object})
+    if (name == json_type_name(t)) return t;
+  return std::nullopt;
+}
+
+namespace {
 
 // RFC 6901: "~1" -> "/", "~0" -> "~".
 std::string unescape_token(const std::string& t) {
@@ -214,7 +228,7 @@ struct Walk {
 
   void visit(const json& node, size_t i, const std::string& at) const {
     if (i == tokens.size()) {
-      if (!type_matches(node, type))
+      if (!json_type_matches(node, type))
         fail(at.empty() ? "/" : at, std::string("expected ") + json_type_name(type) + ", got " + json_type_name(node));
       return;
     }

@@ -3,7 +3,6 @@
 #include "rtx/io/dataset.hpp"
 
 #include <fcntl.h>
-#include <sodium.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +12,7 @@
 #include <filesystem>
 
 #include "rtx/core/error.hpp"
+#include "rtx/core/hash.hpp"
 #include "rtx/core/philox.hpp"
 #include "rtx/io/artifact.hpp"
 #include "rtx/io/atomic_file.hpp"
@@ -26,19 +26,6 @@ namespace fs = std::filesystem;
 
 namespace rtx::io {
 namespace {
-
-std::string sha256_hex(std::string_view bytes) {
-  if (sodium_init() < 0) throw Error(ErrorCategory::Environment, "libsodium failed to initialise", "sha256");
-  unsigned char h[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256(h, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
-  static const char* hex = "0123456789abcdef";
-  std::string s;
-  for (unsigned char c : h) {
-    s.push_back(hex[c >> 4]);
-    s.push_back(hex[c & 15]);
-  }
-  return s;
-}
 
 std::string to_uint16_le(const std::vector<int32_t>& ids) {
   std::string out(ids.size() * 2, '\0');

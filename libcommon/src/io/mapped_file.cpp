@@ -1,8 +1,7 @@
-// MappedBytes (mmap or owned buffer) and sha256_hex for the safetensors and GGUF readers.
+// MappedBytes (mmap or owned buffer) for the safetensors and GGUF readers.
 #include "io/mapped_file.hpp"
 
 #include <fcntl.h>
-#include <sodium.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -58,22 +57,6 @@ std::shared_ptr<const MappedBytes> MappedBytes::from_string(std::string bytes) {
 
 MappedBytes::~MappedBytes() {
   if (map_) ::munmap(map_, size_);
-}
-
-std::string sha256_hex(const uint8_t* p, size_t n) {
-  unsigned char h[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256_state st;
-  crypto_hash_sha256_init(&st);
-  constexpr size_t kChunk = size_t(1) << 24;
-  for (size_t off = 0; off < n; off += kChunk) crypto_hash_sha256_update(&st, p + off, std::min(kChunk, n - off));
-  crypto_hash_sha256_final(&st, h);
-  static const char* hex = "0123456789abcdef";
-  std::string out(2 * sizeof h, '0');
-  for (size_t i = 0; i < sizeof h; ++i) {
-    out[2 * i] = hex[h[i] >> 4];
-    out[2 * i + 1] = hex[h[i] & 15];
-  }
-  return out;
 }
 
 }  // namespace rtx::io::detail

@@ -31,7 +31,4 @@ class MappedBytes {
   std::string owned_;
 };
 
-/// Lower-case hex SHA-256 (libsodium crypto_hash_sha256) of `n` bytes.
-std::string sha256_hex(const uint8_t* p, size_t n);
-
 }  // namespace rtx::io::detail

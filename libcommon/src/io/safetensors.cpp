@@ -2,8 +2,6 @@
 // Format: huggingface/safetensors README ("Format" section).
 #include "rtx/io/safetensors.hpp"
 
-#include <sodium.h>
-
 #include <algorithm>
 #include <cstring>
 #include <set>
@@ -13,6 +11,7 @@
 #include "io/mapped_file.hpp"
 #include "rtx/core/dtype.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/core/hash.hpp"
 #include "rtx/io/atomic_file.hpp"
 
 namespace rtx::io {
@@ -125,8 +124,7 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsSou
   AtomicFileWriter out(path);
   out.write(len, 8);
   out.write(hdr);
-  crypto_hash_sha256_state st;
-  crypto_hash_sha256_init(&st);
+  Sha256 st;
   std::vector<uint8_t> buf;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const auto& t = tensors[i];
@@ -140,16 +138,12 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsSou
       } else {
         p = static_cast<const uint8_t*>(t.data) + off;
       }
-      crypto_hash_sha256_update(&st, p, n);
+      st.update(p, n);
       out.write(p, n);
     }
   }
-  unsigned char h[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256_final(&st, h);
-  static const char* hex = "0123456789abcdef";
-  char digest[64];
-  for (size_t i = 0; i < sizeof h; ++i) digest[2 * i] = hex[h[i] >> 4], digest[2 * i + 1] = hex[h[i] & 15];
-  out.write_at(sha_pos, digest, 64);
+  const std::string digest = st.hex();
+  out.write_at(sha_pos, digest.data(), digest.size());
   out.commit();
 }
 
@@ -279,7 +273,7 @@ void SafetensorsFile::init(bool verify_checksum) {
                        });
     if (!hex64) bad(P + ": __metadata__[\"rtx.sha256\"]", "not 64 lower-case hex digits");
     if (verify_checksum) {
-      const std::string got = detail::sha256_hex(base_ + data_start_, static_cast<size_t>(data_size_));
+      const std::string got = rtx::sha256_hex(base_ + data_start_, static_cast<size_t>(data_size_));
       if (got != want)
         bad(P, "SHA-256 of the data section is " + got + " but __metadata__[\"rtx.sha256\"] says " + want +
                    ": the tensor data is corrupt");

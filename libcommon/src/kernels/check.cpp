@@ -72,14 +72,6 @@ void finish_check(CheckResult& r, double tolerance) {
   r.ok = r.max_rel_err <= tolerance && r.unwritten == 0 && r.nonfinite == 0;
 }
 
-uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 namespace {
 

@@ -69,21 +69,42 @@ Params ParamSpace::defaults() const {
   return p;
 }
 
-size_t ParamSpace::grid_size() const {
+size_t grid_size(const std::vector<Param>& params) {
   size_t n = 1;
   for (const auto& q : params) n *= q.values.size();
   return n;
 }
 
-Params ParamSpace::at(size_t index) const {
-  Params p;
-  for (size_t i = params.size(); i-- > 0;) {
-    const auto& q = params[i];
-    p[q.name] = q.values[index % q.values.size()];
-    index /= q.values.size();
+std::vector<size_t> grid_digits(const std::vector<Param>& params, size_t index) {
+  RTX_CHECK(index < grid_size(params), "grid index " + std::to_string(index) + " out of range");
+  std::vector<size_t> d(params.size());
+  for (size_t k = params.size(); k-- > 0;) {
+    d[k] = index % params[k].values.size();
+    index /= params[k].values.size();
   }
+  return d;
+}
+
+size_t grid_index(const std::vector<Param>& params, const std::vector<size_t>& digits) {
+  RTX_CHECK(digits.size() == params.size(), "digit count");
+  size_t i = 0;
+  for (size_t k = 0; k < params.size(); ++k) {
+    RTX_CHECK(digits[k] < params[k].values.size(), "grid digit out of range for " + params[k].name);
+    i = i * params[k].values.size() + digits[k];
+  }
+  return i;
+}
+
+Params grid_point(const std::vector<Param>& params, size_t index) {
+  const std::vector<size_t> d = grid_digits(params, index);
+  Params p;
+  for (size_t k = 0; k < params.size(); ++k) p[params[k].name] = params[k].values[d[k]];
   return p;
 }
+
+size_t ParamSpace::grid_size() const { return kernels::grid_size(params); }
+
+Params ParamSpace::at(size_t index) const { return grid_point(params, index); }
 
 std::string shape_problem(const OpDef& op, const Shape& s, DType dt, double max_bytes) {
   auto listed = [](const std::vector<std::string>& v, const std::string& k) {

@@ -124,7 +124,7 @@ RTX_ATT_AVX2 float exp_shifted_avx2(float* scores, int n, float mx) {
 /// value block t (`v`) are requested, so that the next run of keys (one head's slots of a block
 /// are contiguous, 2-4 KiB; the blocks are not) and the value pass come from cache, not DRAM.
 /// An f32 pool asks for L2 (4 lines a slot at head size 64), an f16 pool for L1 (2 lines): the
-/// better hint of each in docs/perf.md's attention_bench rounds (32 sequences from DRAM on
+/// better hint of each in docs/perf-history.md's attention_bench rounds (32 sequences from DRAM on
 /// Zen 4: f32 1.17-1.26x; f16 1.10-1.34x at 512 keys, mixed at 68). A hint: never faults
 /// (a next block's slots past the last key are still pool memory), changes no arithmetic
 /// (same bits, still batch invariant).

@@ -26,7 +26,9 @@
 
 #include "rtx/core/build_info.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/core/time.hpp"
 #include "rtx/serve/text.hpp"
+#include "rtx/stats/stats.hpp"
 #include "rtx/telemetry/hwprofile.hpp"
 
 namespace rtx::serve {
@@ -138,18 +140,6 @@ const char* status_name(RequestStatus s) noexcept {
   return "unknown";
 }
 
-double percentile(std::vector<double> values, double p) {
-  if (values.empty()) throw_usage("percentile of an empty set", "rtx::serve::percentile", "pass at least one value");
-  if (!(p >= 0.0 && p <= 100.0))
-    throw_usage("percentile p = " + std::to_string(p) + " is outside [0, 100]", "rtx::serve::percentile");
-  std::sort(values.begin(), values.end());
-  const double rank = p / 100.0 * static_cast<double>(values.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(rank));
-  const size_t hi = std::min(lo + 1, values.size() - 1);
-  const double frac = rank - static_cast<double>(lo);
-  return values[lo] + (values[hi] - values[lo]) * frac;
-}
-
 LatencyStats latency_stats(const std::vector<double>& seconds) {
   LatencyStats s;
   s.count = seconds.size();
@@ -163,10 +153,10 @@ LatencyStats latency_stats(const std::vector<double>& seconds) {
   for (double v : ms) ss += (v - s.mean_ms) * (v - s.mean_ms);
   s.std_ms = std::sqrt(ss / static_cast<double>(ms.size()));
   std::sort(ms.begin(), ms.end());
-  s.median_ms = percentile(ms, 50);
+  s.median_ms = stats::percentile(ms, 0.50);
   s.p50_ms = s.median_ms;
-  s.p95_ms = percentile(ms, 95);
-  s.p99_ms = percentile(ms, 99);
+  s.p95_ms = stats::percentile(ms, 0.95);
+  s.p99_ms = stats::percentile(ms, 0.99);
   return s;
 }
 
@@ -731,14 +721,6 @@ void put_stats(json& doc, const std::string& name, const LatencyStats& s) {
   doc["num_" + name + "_samples"] = s.count;
 }
 
-std::string utc_now_iso() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 }  // namespace
 
 json to_json(const LoadReport& report, bool include_requests) {
@@ -748,7 +730,7 @@ json to_json(const LoadReport& report, bool include_requests) {
   doc["schema"] = "rtx.serve_bench.v1";
   doc["rtx_version"] = rtx::version();
   doc["rtx_sha"] = rtx::git_sha();
-  doc["date"] = utc_now_iso();
+  doc["date"] = utc_now(TimeStampPrecision::Seconds);
   doc["hardware"] = telemetry::to_json(telemetry::hardware_profile());
   json cfg = {{"host", c.host},
               {"port", c.port},

@@ -22,6 +22,7 @@
 
 #include "http_guard.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/core/time.hpp"
 #include "rtx/core/printable.hpp"
 #include "rtx/serve/text.hpp"
 
@@ -631,11 +632,7 @@ Server::Server(Engine main, Engine canary, ServerConfig cfg) : impl_(std::make_u
     http.set_logger([I](const httplib::Request& req, const httplib::Response& res) {
       const auto now = std::chrono::steady_clock::now();
       const double ms = std::chrono::duration<double, std::milli>(now - current_request_start()).count();
-      const std::time_t t = std::time(nullptr);
-      std::tm tm{};
-      gmtime_r(&t, &tm);
-      char when[32];
-      std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+      const std::string when = utc_now(TimeStampPrecision::Seconds);
       const std::string engine = res.get_header_value("X-Rtx-Engine");
       char ms_text[32];
       std::snprintf(ms_text, sizeof ms_text, "%.1f", ms);

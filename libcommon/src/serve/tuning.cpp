@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "rtx/core/error.hpp"
+#include "rtx/core/hash.hpp"
 #include "rtx/core/philox.hpp"
 #include "rtx/tune/measure.hpp"
 
@@ -16,12 +17,6 @@ namespace rtx::serve {
 
 namespace {
 
-constexpr uint64_t kFnvBasis = 14695981039346656037ull;  // FNV-1a 64-bit offset basis
-uint64_t fnv1a(uint64_t h, const void* p, size_t n) {
-  const auto* b = static_cast<const unsigned char*>(p);
-  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -84,10 +79,10 @@ BatchRun run_batch(Model& model, const SchedulerConfig& cfg, const BatchWorkload
   }
   sch.shutdown(120);
   run.seconds = now_s() - t0;
-  run.checksum = kFnvBasis;
+  run.checksum = kFnv1a64Basis;
   for (const auto& t : run.outputs) {
     run.tokens += t.size();
-    run.checksum = fnv1a(run.checksum, t.data(), t.size() * sizeof(int32_t));
+    run.checksum = fnv1a64(t.data(), t.size() * sizeof(int32_t), run.checksum);
   }
   if (run.tokens == 0) throw_input("batch: no tokens generated", "serve");
   return run;

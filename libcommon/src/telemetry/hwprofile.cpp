@@ -21,6 +21,7 @@
 
 #include "rtx/core/build_info.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/core/hash.hpp"
 #include "telemetry/dynlibs.hpp"
 
 namespace rtx::telemetry {
@@ -199,14 +200,6 @@ void peak_model(HardwareProfile& p) {
   }
 }
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 }  // namespace
 
@@ -324,6 +317,11 @@ nlohmann::json to_json(const HardwareProfile& p) {
   };
 }
 
+/// The FNV-1a 64-bit prime over a historic offset basis: 1469598103934665603 is the standard
+/// basis (14695981039346656037) missing its last digit. Kept because digests written with
+/// it (the hardware profile's "digest") are in existing artifacts and stores; keep them comparable.
+constexpr uint64_t kProfileIdBasis = 1469598103934665603ull;
+
 std::string digest(const HardwareProfile& p) {
   std::ostringstream s;
   s << p.cpu_vendor << '|' << p.cpu_model << '|' << p.cpu_family << '|' << p.cpu_model_id << '|'
@@ -335,8 +333,10 @@ std::string digest(const HardwareProfile& p) {
     s << (b ? '1' : '0');
   for (const auto& g : p.gpus) s << '|' << g.name << ':' << g.arch() << ':' << g.memory_bytes;
   s << '|' << p.driver_version << '|' << p.nvml_driver << '|' << p.rtx_sha;
+  const std::string text = s.str();
   char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(fnv1a(s.str())));
+  std::snprintf(buf, sizeof(buf), "%016llx",
+                static_cast<unsigned long long>(fnv1a64(text.data(), text.size(), kProfileIdBasis)));
   return buf;
 }
 

@@ -7,54 +7,11 @@
 #include <cstdio>
 
 #include "rtx/core/error.hpp"
+#include "rtx/core/hash.hpp"
+#include "rtx/core/printable.hpp"
 
 namespace rtx::trace {
 namespace {
-
-/// XML text/attribute escape; bytes that are not valid UTF-8 or not XML 1.0 characters become '?'.
-void xml_escape(std::string& out, const std::string& s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  for (size_t i = 0; i < n;) {
-    const unsigned char c = p[i];
-    if (c < 0x80) {
-      switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&quot;"; break;
-        case '\'': out += "&apos;"; break;
-        default: out += (c < 0x20 && c != '\t') ? '?' : static_cast<char>(c);
-      }
-      ++i;
-      continue;
-    }
-    size_t need = 0;
-    if ((c & 0xE0) == 0xC0 && c >= 0xC2) need = 2;
-    else if ((c & 0xF0) == 0xE0) need = 3;
-    else if ((c & 0xF8) == 0xF0 && c <= 0xF4) need = 4;
-    bool ok = need > 0 && i + need <= n;
-    for (size_t k = 1; ok && k < need; ++k) ok = (p[i + k] & 0xC0) == 0x80;
-    if (ok && need == 3 && c == 0xE0 && p[i + 1] < 0xA0) ok = false;
-    if (ok && need == 3 && c == 0xED && p[i + 1] >= 0xA0) ok = false;
-    if (ok && need == 3 && c == 0xEF && p[i + 1] == 0xBF && (p[i + 2] == 0xBE || p[i + 2] == 0xBF)) ok = false;
-    if (ok && need == 4 && c == 0xF0 && p[i + 1] < 0x90) ok = false;
-    if (ok && need == 4 && c == 0xF4 && p[i + 1] >= 0x90) ok = false;
-    if (ok) {
-      out.append(s, i, need);
-      i += need;
-    } else {
-      out += '?';
-      ++i;
-    }
-  }
-}
-
-uint32_t fnv1a(const std::string& s) {
-  uint32_t h = 2166136261u;
-  for (unsigned char c : s) h = (h ^ c) * 16777619u;
-  return h;
-}
 
 struct Rgb { int r, g, b; };
 
@@ -81,7 +38,7 @@ const Palette kPalettes[] = {
     {"purple", 265, 295, 0.5, 0.65}, {"gray", 0, 0, 0.0, 0.7}};
 
 Rgb palette_color(const Palette& p, const std::string& name) {
-  const uint32_t h = fnv1a(name);
+  const uint32_t h = fnv1a32(name.data(), name.size());
   const double u = (h & 0xffff) / 65535.0, v = ((h >> 16) & 0xff) / 255.0;
   return hsl(p.hue_lo + (p.hue_hi - p.hue_lo) * u, p.sat, p.light - 0.08 * v);
 }

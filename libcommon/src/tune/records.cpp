@@ -8,6 +8,7 @@
 
 #include "rtx/core/build_info.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/core/time.hpp"
 #include "rtx/io/artifact.hpp"
 #include "rtx/stats/stats.hpp"
 #include "rtx/telemetry/hwprofile.hpp"
@@ -363,20 +364,11 @@ std::string host_sku(kernels::Backend b) {
   }
 }
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 }  // namespace
 
 json export_profiles(store::Store& st) {
   json doc = {{"schema", kProfileSchema},
-              {"created_at", utc_now()},
+              {"created_at", utc_now(TimeStampPrecision::Seconds)},
               {"rtx_sha", rtx::git_sha()},
               {"hardware", telemetry::to_json(telemetry::hardware_profile())},
               {"identity", telemetry::identity_json()},

@@ -19,38 +19,13 @@ namespace rtx::tune {
 
 // ---- Space ----------------------------------------------------------------------------------
 
-size_t Space::size() const {
-  size_t n = 1;
-  for (const auto& p : params) {
-    if (p.values.empty()) return 0;
-    n *= p.values.size();
-  }
-  return n;
-}
+size_t Space::size() const { return kernels::grid_size(params); }
 
-std::vector<size_t> Space::digits(size_t i) const {
-  RTX_CHECK(i < size(), "grid index " + std::to_string(i) + " out of range");
-  std::vector<size_t> d(params.size());
-  for (size_t k = params.size(); k-- > 0;) {
-    d[k] = i % params[k].values.size();
-    i /= params[k].values.size();
-  }
-  return d;
-}
+std::vector<size_t> Space::digits(size_t i) const { return kernels::grid_digits(params, i); }
 
-size_t Space::from_digits(const std::vector<size_t>& d) const {
-  RTX_CHECK(d.size() == params.size(), "digit count");
-  size_t i = 0;
-  for (size_t k = 0; k < params.size(); ++k) i = i * params[k].values.size() + d[k];
-  return i;
-}
+size_t Space::from_digits(const std::vector<size_t>& d) const { return kernels::grid_index(params, d); }
 
-Params Space::at(size_t i) const {
-  const std::vector<size_t> d = digits(i);
-  Params p;
-  for (size_t k = 0; k < params.size(); ++k) p[params[k].name] = params[k].values[d[k]];
-  return p;
-}
+Params Space::at(size_t i) const { return kernels::grid_point(params, i); }
 
 std::optional<size_t> Space::index_of(const Params& p) const {
   if (p.size() != params.size()) return std::nullopt;

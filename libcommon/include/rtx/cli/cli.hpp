@@ -1,5 +1,5 @@
 // Shared command-line plumbing for every rtx tool: the common option group, TTY/colour
-// detection and the one place where rtx::Error becomes an exit code (DESIGN.md).
+// detection and the one place where rtx::Error becomes an exit code (docs/architecture.md, "Errors and exit codes").
 #pragma once
 #include <CLI/CLI.hpp>
 #include <cstdint>

@@ -1,12 +1,12 @@
 // rtx::Error: the one exception type of libcommon. Library code throws, never exits;
-// each tool's main catches it once and maps its category to an exit code (DESIGN.md).
+// each tool's main catches it once and maps its category to an exit code (docs/architecture.md, "Errors and exit codes").
 #pragma once
 #include <stdexcept>
 #include <string>
 
 namespace rtx {
 
-/// What kind of failure an Error is. Exit codes per DESIGN.md:
+/// What kind of failure an Error is. Exit codes (docs/architecture.md):
 /// Usage/Input -> 2, Environment -> 3, Internal -> 4. (Exit 1 — "the checked thing
 /// failed" — is an expected outcome returned as a value, never an Error.)
 enum class ErrorCategory { Usage, Input, Environment, Internal };

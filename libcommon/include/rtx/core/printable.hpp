@@ -18,4 +18,14 @@ enum class Escape {
 std::string printable(std::string_view s, Escape e = Escape::Controls, std::string_view also = {},
                       size_t max_bytes = 0);
 
+/// Append `s` to `out` as XML 1.0 / HTML text or attribute content (one escaper for SVG and
+/// HTML): '&' '<' '>' '"' '\'' as &amp; &lt; &gt; &quot; &#39; (a numeric reference, valid in
+/// XML and in HTML 4, which has no &apos;); tab, LF and CR kept; any other byte that is not an
+/// XML 1.0 Char (W3C XML 1.0 section 2.2: C0 controls, U+FFFE, U+FFFF) or not well-formed
+/// UTF-8 (RFC 3629: overlongs, surrogates, > U+10FFFF, truncated sequences) becomes '?', so
+/// the document stays well-formed whatever the input.
+void xml_escape(std::string& out, std::string_view s);
+/// `s` escaped as xml_escape(out, s).
+std::string xml_escape(std::string_view s);
+
 }  // namespace rtx

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "rtx/core/hash.hpp"
 #include "rtx/store/store.hpp"
 
 namespace rtx::evolve {
@@ -54,8 +55,8 @@ Proposal from_json(const nlohmann::json& j, const std::string& source);
 /// code_sha256/data_sha256/env_sha256/seeds, fingerprint.
 std::vector<std::string> missing_fields(const Proposal& p);
 
-/// Lower-case hex SHA-256 of `bytes` (libsodium crypto_hash_sha256).
-std::string sha256_hex(const std::string& bytes);
+/// Lower-case hex SHA-256 of bytes (its home is core/hash.hpp).
+using rtx::sha256_hex;
 /// SHA-256 hex of a file's bytes; throws rtx::Error(Input) naming the file when unreadable.
 std::string file_sha256(const std::string& path);
 /// Canonical bytes of the signed content (compact dump, sorted keys) and their SHA-256.

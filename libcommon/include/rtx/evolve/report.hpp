@@ -66,7 +66,8 @@ nlohmann::json build_report(store::Store& st, const ReportOptions& o);
 std::string render_report(const nlohmann::json& report, const std::string& format);
 
 /// `text` with & < > " ' replaced by HTML character references (safe in element content and
-/// in quoted attribute values, HTML5 13.1.2.6).
+/// in quoted attribute values, HTML5 13.1.2.6): rtx::xml_escape (core/printable.hpp), so bytes
+/// that are not XML/UTF-8 characters become '?'.
 std::string html_escape(const std::string& text);
 
 /// Nice axis ticks covering [lo, hi]: about `target` values at a step of 1, 2 or 5 x 10^k

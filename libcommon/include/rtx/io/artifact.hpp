@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace rtx::io {
@@ -45,9 +46,19 @@ void write_artifact(const std::string& path_or_dash, const nlohmann::json& doc);
 /// Non-finite values are returned widened (the JSON writer turns them into null).
 double json_float(float f);
 
-/// JSON value types the validator checks. Integer: a JSON integer; Number: integer or float;
-/// Any: present with any type (presence check only).
+/// JSON value types the validator checks. Integer: a number with a zero fractional part
+/// (json_is_integer); Number: any number; Any: present with any type (presence check only).
 enum class JsonType { Null, Boolean, Integer, Number, String, Array, Object, Any };
+
+/// JSON Schema's "integer" (draft 6 and later; 2020-12 Validation section 6.1.1): any number
+/// whose fractional part is zero, so 1.0 is an integer and 1.5 is not. The one type rule of the
+/// artifact validator and the MCP argument checker.
+bool json_is_integer(const nlohmann::json& v) noexcept;
+/// Whether `v` is of type `t` (JSON Schema's "type" keyword; Integer as json_is_integer, Any: true).
+bool json_type_matches(const nlohmann::json& v, JsonType t) noexcept;
+/// The JsonType a JSON Schema type name names ("null", "boolean", "integer", "number",
+/// "string", "array", "object"); nullopt for any other name ("any" included).
+std::optional<JsonType> json_schema_type(std::string_view name) noexcept;
 
 /// "null", "boolean", "integer", "number", "string", "array", "object", "any".
 const char* json_type_name(JsonType t) noexcept;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "rtx/core/hash.hpp"
 #include "rtx/kernels/registry.hpp"
 
 namespace rtx::kernels {
@@ -27,7 +28,7 @@ void compare(const float* out, const double* ref, size_t n, const char* name, Ch
 /// Set r.tolerance and r.ok from the accumulated error.
 void finish_check(CheckResult& r, double tolerance);
 
-/// FNV-1a 64-bit over bytes; `h` chains several buffers.
-uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h = 0xcbf29ce484222325ull);
+/// FNV-1a 64-bit over bytes; `h` chains several buffers (its home is core/hash.hpp).
+using rtx::fnv1a64;
 
 }  // namespace rtx::kernels

@@ -43,6 +43,20 @@ struct Param {
   std::string doc;
 };
 
+/// Grid enumeration, one home for ParamSpace and tune::Space: the points of the cartesian
+/// product of `params`' values in mixed-radix order, the last param fastest (the order of
+/// Python's itertools.product over the params in order). An empty `params` is one point.
+/// Number of grid points: the product of the value counts (0 when a param has no values).
+size_t grid_size(const std::vector<Param>& params);
+/// Per-param value indices of grid point `index` (digit k indexes params[k].values).
+/// rtx::Error(Internal) when index >= grid_size(params).
+std::vector<size_t> grid_digits(const std::vector<Param>& params, size_t index);
+/// Grid index of per-param value indices (inverse of grid_digits). rtx::Error(Internal) for a
+/// wrong digit count or a digit out of its param's range.
+size_t grid_index(const std::vector<Param>& params, const std::vector<size_t>& digits);
+/// The assignment at grid point `index` (grid_digits' rules).
+Params grid_point(const std::vector<Param>& params, size_t index);
+
 /// A declared parameter space: the cartesian product of its params' values, minus the
 /// combinations the variant's `validate` rejects.
 struct ParamSpace {
@@ -51,7 +65,8 @@ struct ParamSpace {
   Params defaults() const;
   /// Number of points in the full grid (1 for an empty space).
   size_t grid_size() const;
-  /// Point `index` of the grid in mixed-radix order (last param fastest). index < grid_size().
+  /// Point `index` of the grid (grid_point: mixed-radix, last param fastest); index < grid_size(),
+  /// else rtx::Error(Internal).
   Params at(size_t index) const;
 };
 

@@ -29,7 +29,7 @@ void paged_attention(float* out, const float* q, int n_keys, const KvCache& kv, 
 /// same order, only interleaved across heads. The walk goes block by block, and inside a block
 /// head by head, so the heads' slots of one (block, layer), one contiguous run of the pool, are
 /// read together instead of as n_heads separate runs of block_tokens x head_dim elements: more
-/// of DRAM's bandwidth (docs/perf.md, "paged attention: all heads of a block per call").
+/// of DRAM's bandwidth (docs/perf-history.md, "paged attention: all heads of a block per call").
 /// `scratch` holds min(n_heads, 64) * n_keys floats. Preconditions as paged_attention's, and
 /// n_heads, q_per_kv >= 1.
 void paged_attention_heads(float* out, const float* q, int n_keys, const KvCache& kv, int layer, int h0, int n_heads,

@@ -171,12 +171,6 @@ inline constexpr int kAbortAfterConnectFailures = 8;
 // ---------------------------------------------------------------------------------------------
 // Statistics
 
-/// The p-th percentile of `values` (p in [0, 100]) by linear interpolation between closest
-/// ranks, numpy.percentile's default ("linear", Hyndman & Fan type 7): sort, rank
-/// r = p/100 * (n-1), result = v[floor r] + (v[ceil r] - v[floor r]) * (r - floor r).
-/// Throws rtx::Error(Usage) for an empty vector or p outside [0, 100] or NaN.
-double percentile(std::vector<double> values, double p);
-
 /// LatencyStats of `seconds` (converted to ms). Empty input gives all zeros.
 LatencyStats latency_stats(const std::vector<double>& seconds);
 

@@ -198,7 +198,7 @@ struct LoadOptions {
   /// dot products (true, the default, as llama.cpp does; relative error of order 1e-3; Q8_0 needs
   /// AVX2, else it stays W8A32), or false: f32 activations against
   /// weights widened to f32 (exactly ggml's values), about 1.4-1.7x slower at one stream on the
-  /// dev VM (docs/perf.md). See kernels::PackedMatmulWeight::kquant and q8_0.
+  /// dev VM (docs/perf-history.md). See kernels::PackedMatmulWeight::kquant and q8_0.
   bool int8_activations = true;
   /// -1: run on the CPU. N >= 0: run on CUDA device N (GPT-2 and Llama; every matrix in f32,
   /// quantized files dequantized at load; `threads`, `matmul` and the quantized-kernel options

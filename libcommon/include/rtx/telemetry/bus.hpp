@@ -9,7 +9,7 @@
 
 namespace rtx::telemetry {
 
-/// Topic names (DESIGN.md). Subscribers may also use "*" for every topic.
+/// Topic names (docs/architecture.md, "Telemetry topics"). Subscribers may also use "*" for every topic.
 namespace topic {
 inline constexpr const char* compiler_pass = "compiler.pass";
 inline constexpr const char* kernel_launch = "kernel.launch";

@@ -28,6 +28,7 @@
 #include "rtx/cli/cli.hpp"
 #include "rtx/core/build_info.hpp"
 #include "rtx/core/device.hpp"
+#include "rtx/core/time.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/io/artifact.hpp"
 #include "rtx/io/atomic_file.hpp"
@@ -75,19 +76,6 @@ Peaks peaks_for(store::Store* st, Backend b, const std::string& db_path) {
   }
   if (!(p.flops > 0) && !(p.bytes_per_s > 0)) p.source += " (no peaks measured: rtx-doctor ran with --quick?)";
   return p;
-}
-
-/// Current UTC time as "YYYY-MM-DDTHH:MM:SS.mmmZ" (the store's timestamp format).
-std::string utc_now_iso() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
-  return buf;
 }
 
 /// Record the run, its artifact and one bench_results row per case in ONE transaction; each row
@@ -486,7 +474,7 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
   meta.rounds = rounds;
   meta.hardware = telemetry::to_json(telemetry::hardware_profile());
 
-  const std::string started_at = utc_now_iso();
+  const std::string started_at = utc_now();
   meta.load1_start = telemetry::load_average_1m();
   RunResult r, rb;
   if (rounds > 1) {

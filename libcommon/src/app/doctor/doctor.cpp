@@ -22,6 +22,7 @@
 #include "app/doctor/gpu_probes.hpp"
 #include "rtx/core/build_info.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/core/time.hpp"
 #include "rtx/kernels/cpu_features.hpp"
 #include "rtx/store/store.hpp"
 #include "rtx/telemetry/hwprofile.hpp"
@@ -52,19 +53,6 @@ std::string machine_key(const tel::HardwareProfile& hw) {
 }
 
 std::string gib(uint64_t b) { return fmt("%.1f GiB", static_cast<double>(b) / (1ull << 30)); }
-
-std::string utc_now_iso() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[40];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-  char out[48];
-  std::snprintf(out, sizeof(out), "%s.%03dZ", buf, static_cast<int>(ms));
-  return out;
-}
 
 uint64_t mem_available_bytes() {
   std::ifstream f("/proc/meminfo");
@@ -526,7 +514,7 @@ std::string DoctorReport::render_text(bool color) const {
 
 DoctorReport run(const DoctorOptions& opts) {
   DoctorReport r;
-  r.created_at = utc_now_iso();
+  r.created_at = utc_now();
   r.quick = opts.quick;
   const tel::HardwareProfile& hw = tel::hardware_profile();
   r.hardware = tel::to_json(hw);

@@ -103,7 +103,7 @@ class CpuInstance final : public Instance {
   }
 
   uint64_t checksum() override {
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = kFnv1a64Basis;
     for (size_t i = 0; i < p_.outputs.size(); ++i) h = fnv1a64(args_.out[i], p_.outputs[i].size * 4, h);
     return h;
   }

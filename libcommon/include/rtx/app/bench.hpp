@@ -134,6 +134,9 @@ struct HostSample {
   double psi_some_avg10 = 0;         ///< PSI cpu "some avg10", %
   double load1 = 0;                  ///< /proc/loadavg 1-minute load average (telemetry::load_average_1m)
   int cpus = 0;                      ///< CPUs this thread may run on (sched_getaffinity); 0: unknown
+  /// /proc/stat busy time of those CPUs (telemetry::read_cpu_busy): minus process_cpu_s, the
+  /// CPU time other processes took (the rule, telemetry::judge_host_window).
+  telemetry::CpuBusy cpu_busy;
 };
 /// Read all signals now (a few syscalls and two /proc reads: ~20 us, never inside a sample).
 HostSample sample_host();
@@ -168,7 +171,7 @@ HostSample sample_host();
 inline constexpr double kMaxPsiStallShare = telemetry::kBusyPsiStallShare;
 inline constexpr double kMinCpuShare = 0.80;
 inline constexpr double kMaxInvoluntaryPerS = 100;
-inline constexpr double kMinJudgedWindow = 0.05;  ///< s
+inline constexpr double kMinJudgedWindow = telemetry::kMinJudgedWindowS;  ///< s (0.05)
 inline constexpr int64_t kMinInvoluntarySwitches = 10;
 /// A window in which this process's own threads used at least this share of the CPUs it may
 /// run on (process CPU time / (window x CPUs)) is not contended by neighbours whatever the
@@ -216,6 +219,9 @@ struct HostEvidence {
   /// including when too few quiet rounds remained (then `contended` is set instead).
   std::vector<LeftOutRound> rounds_left_out;
   int cpus = 0;                      ///< CPUs the process may run on (largest over the windows); 0: unknown
+  bool other_valid = false;          ///< every window had /proc/stat readings of the same CPUs at both ends
+  double other_cpu_s = 0;            ///< CPU time other processes took on those CPUs in the windows, s
+  double tick_slack_s = 0;           ///< /proc/stat rounding allowance of the windows, s (2 ticks per CPU per window)
   /// The thresholds were crossed while the process itself used >= kSelfSaturatedShare of its
   /// CPUs: its own threads outnumbered them; not contended (judge_contention).
   bool oversubscribed = false;
@@ -235,6 +241,12 @@ struct HostEvidence {
   double involuntary_per_s() const { return window_s > 0 ? static_cast<double>(involuntary_switches) / window_s : 0; }
   /// Process CPU / (wall x CPUs it may run on): the share of the machine this process used; 0 when cpus is unknown.
   double machine_share() const { return window_s > 0 && cpus > 0 ? process_cpu_s / (window_s * cpus) : 0; }
+  /// The windows as telemetry::judge_host_window reads them (the one busy-host rule).
+  telemetry::CpuWindow cpu_window() const {
+    return {window_s, cpus, other_valid && cpus > 0, other_cpu_s, tick_slack_s, psi_valid, psi_stall_s};
+  }
+  /// Share of the windows' CPU time other processes took (after the tick allowance); 0 without /proc/stat.
+  double other_share() const { return telemetry::judge_host_window(cpu_window()).other_share; }
   /// PSI stall / wall, at most 1 (the PSI file is read a few us after the clock).
   double psi_share() const { return window_s > 0 ? std::min(1.0, psi_stall_s / window_s) : 0; }
 };

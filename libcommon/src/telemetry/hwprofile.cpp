@@ -551,6 +551,7 @@ BusyLook look_at_host(const HardwareProfile& p, double look_s) {
     w.tick_slack_s = 2 * busy1.tick_s * busy1.cpus;
     const HostVerdict v = judge_host_window(w);
     l.other_share = v.other_share;
+    l.other_valid = true;
     if (v.busy) {
       char load[96];
       std::snprintf(load, sizeof load, "; 1-minute load average %.2f on %d CPUs", l.load1, l.logical_cpus);

@@ -146,6 +146,7 @@ struct BusyLook {
   double look_s = 0;                  ///< seconds actually looked
   double load1 = 0;                   ///< 1-minute load average
   int logical_cpus = 0;
+  bool other_valid = false;  ///< /proc/stat was read at both ends: other_share decided (judge_host_window)
   /// Share of the look's CPU time that other processes took (judge_host_window), 0 without /proc/stat.
   double other_share = 0;
   std::string warning;                ///< judge_host_window's (or, without /proc/stat, busy_host_verdict's) text; "" = quiet

@@ -706,6 +706,12 @@ TEST_CASE("report HTML: a summary first, each proposal led by its verdict and nu
   // The queue row leads with the verdict and the deciding number; proposal 4 failed on memory.
   CHECK_THAT(html, Catch::Contains("<td class=\"st-promoted\">promoted</td><td class=\"n\">1.25x faster [1.18, 1.33]</td>"));
   CHECK_THAT(html, Catch::Contains("<td class=\"st-failed\">failed</td><td class=\"n\">failed memory</td>"));
+  // status / run text: each proposal led by its status and number, gates on the next line.
+  const std::string text = format_report(status_report(st, 10), "text");
+  INFO(text);
+  CHECK_THAT(text, Catch::Contains("#1 promoted, 1.25x faster [1.18, 1.33]: [tuner] "));
+  CHECK_THAT(text, Catch::Contains("#2 failed, 1.03x faster [0.99, 1.08]: [tuner] "));
+  CHECK_THAT(text, Catch::Contains("#6 new: [tuner] "));  // not measured: no number
   // One <details> per proposal, holding the reasons (not in the narrow cells).
   CHECK(count_of(html, "<details>") == r["queue"]["proposals"].size());
   CHECK(count_of(html, "<details>") == count_of(html, "</details>"));

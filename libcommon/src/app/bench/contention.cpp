@@ -128,7 +128,7 @@ void judge_contention(HostEvidence& e, CpuShareRule rule) {
     // The rule (telemetry::judge_host_window): other processes' CPU time in the windows.
     const telemetry::HostVerdict v = telemetry::judge_host_window(e.cpu_window());
     e.contended = v.busy;
-    e.reason = v.busy ? v.reason + (why.empty() ? "" : "; also " + why) : "";
+    e.reason = v.reason;  // the other readings stay in the artifact's fields, not in the one-line reason
     if (!v.busy && !why.empty()) {
       e.oversubscribed = true;
       e.oversubscription = why + "; other processes took only " + fmt("%.0f%%", 100 * v.other_share) + " of the " +

@@ -712,6 +712,8 @@ TEST_CASE("report HTML: a summary first, each proposal led by its verdict and nu
   CHECK_THAT(text, Catch::Contains("#1 promoted, 1.25x faster [1.18, 1.33]: [tuner] "));
   CHECK_THAT(text, Catch::Contains("#2 failed, 1.03x faster [0.99, 1.08]: [tuner] "));
   CHECK_THAT(text, Catch::Contains("#6 new: [tuner] "));  // not measured: no number
+  // The what-to-do cell names the failed gate; its reason is in the details.
+  CHECK_THAT(html, Catch::Contains("<td>none: failed performance (not retried on this SKU)</td>"));
   // One <details> per proposal, holding the reasons (not in the narrow cells).
   CHECK(count_of(html, "<details>") == r["queue"]["proposals"].size());
   CHECK(count_of(html, "<details>") == count_of(html, "</details>"));

@@ -611,6 +611,20 @@ std::string numbers_text(const json& p) {
   return s;
 }
 
+/// A queue row's action without the failed gate's reason (which the row's details hold):
+/// "none: failed performance (not retried on this SKU)".
+std::string short_action(const std::string& action) {
+  const std::pair<const char*, const char*> forms[] = {{"none: failed ", " (not retried on this SKU)"},
+                                                       {"none now: undecided ", " (a later run proposes it again)"}};
+  for (const auto& [prefix, tail] : forms) {
+    const std::string pre = prefix;
+    if (action.rfind(pre, 0) != 0) continue;
+    const size_t colon = action.find(':', pre.size());
+    if (colon != std::string::npos) return action.substr(0, colon) + tail;
+  }
+  return action;
+}
+
 /// The one thing that decided a proposal: a gate other than performance that failed ("failed
 /// correctness"), else its speedup (speedup_text), else "no number".
 std::string decided_by(const json& p) {
@@ -710,11 +724,14 @@ std::string html_report(const json& r) {
       s << "<tr><td class=\"n\">" << p["id"].get<int64_t>() << "</td><td class=\"st-" << E(st) << "\">" << E(st)
         << "</td><td class=\"n\">" << E(decided_by(p)) << "</td><td>" << E(p["domain"].get<std::string>()) << " <code>"
         << E(p["key"].get<std::string>()) << "</code><br><code>" << E(p["change"].get<std::string>()) << "</code></td><td>"
-        << E(p["action"].get<std::string>());
+        << E(short_action(p["action"].get<std::string>()));
       if (!p["command"].get<std::string>().empty()) s << "<br><code>" << E(p["command"].get<std::string>()) << "</code>";
       s << "</td></tr>\n<tr><td></td><td colspan=\"4\"><details><summary>why, gates and host evidence</summary><p>"
         << E(p["why"].get<std::string>()) << " <span class=\"meta\">(created " << E(p["created_at"].get<std::string>())
-        << ")</span></p><ul>";
+        << ")</span></p>";
+      if (short_action(p["action"].get<std::string>()) != p["action"].get<std::string>())
+        s << "<p>" << E(p["action"].get<std::string>()) << "</p>";
+      s << "<ul>";
       for (const auto& g : p["gates"]) {
         if (g["gate"] == "approval") continue;
         const std::string verdict = gate_verdict(g);

@@ -177,7 +177,9 @@ struct CpuBusy {
 /// tick_s <= 0; never throws.
 CpuBusy parse_cpu_busy(const std::string& proc_stat, const std::vector<int>& cpus, double tick_s);
 /// Read /proc/stat for the CPUs this thread may run on (sched_getaffinity); valid=false when
-/// unreadable. ~30 us on 2 CPUs.
+/// unreadable. ~30 us on 2 CPUs. Where this thread is pinned to fewer CPUs than the process's
+/// other threads use (OMP_PROC_BIND), this process's CPU time exceeds those CPUs' share and
+/// other processes' time reads low: the rule then misses neighbours, it never invents them.
 CpuBusy read_cpu_busy();
 
 /// Share of the window's CPU time (window x CPUs) that other processes took above which the

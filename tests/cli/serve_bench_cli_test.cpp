@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "rtx/telemetry/hwprofile.hpp"
 #include "test_util.hpp"
 
 using nlohmann::json;
@@ -199,7 +200,14 @@ TEST_CASE("rtx-serve bench: when every request fails, the reason is in the summa
   const bool contended = doc["host"]["contended"].get<bool>();
   CHECK(doc["host"]["reason"].get<std::string>().empty() == !contended);
   CHECK((doc["host"]["judged_on"] == "run" || doc["host"]["judged_on"] == "none"));
-  CHECK(doc["host"]["thresholds"] == json({{"psi_cpu_some_share_max", 0.1}}));
+  CHECK(doc["host"]["thresholds"] == json({{"psi_cpu_some_share_max", 0.1}, {"other_cpu_share_max", 0.1}}));
+  // The one busy-host rule decides on other processes' CPU time where /proc/stat reads.
+  if (rtx::telemetry::read_cpu_busy().valid && doc["host"]["judged_on"] == "run") {
+    CHECK(doc["host"]["basis"] == "other_cpu");
+    CHECK(doc["host"]["other_cpu_share"].get<double>() >= 0);
+    CHECK(doc["host"]["other_cpu_share"].get<double>() <= 1.0);
+    CHECK(doc["host"]["contended"] == (doc["host"]["other_cpu_share"].get<double>() > rtx::telemetry::kMaxOtherCpuShare));
+  }
   CHECK((p.err.find("rtx-serve bench: warning: the host was busy during the run: ") != std::string::npos) == contended);
   if (std::ifstream("/proc/pressure/cpu").good()) {
     CHECK(doc["host"]["psi_cpu_some_share"].get<double>() >= 0);

@@ -141,7 +141,9 @@ struct HostSample {
 /// Read all signals now (a few syscalls and two /proc reads: ~20 us, never inside a sample).
 HostSample sample_host();
 
-/// Thresholds of judge_contention. Any one crossed flags the case as measured on a busy host.
+/// Thresholds of judge_contention where /proc/stat cannot tell other processes' CPU time from
+/// ours (otherwise they only mark a window oversubscribed; telemetry::judge_host_window decides).
+/// Any one crossed flags the case as measured on a busy host.
 /// Numbers measured on the 2-CPU development VM with one busy thread for 0.5-1 s: idle: CPU
 /// share 0.99-1.00, 2-28 involuntary switches/s, PSI stall 0.1-1%; a -j2 build running: 0.85,
 /// 81/s, 52%; 4 spinning threads: 0.33-0.51, 91-121/s, 88-100% (docs/tools/rtx-bench.md).
@@ -258,8 +260,12 @@ void add_window(HostEvidence& e, const HostSample& before, const HostSample& aft
 /// workers work), a span holding store writes (fsync sleeps).
 enum class CpuShareRule { Apply, Off };
 
-/// Set e.contended and e.reason from the thresholds above (the CPU-share rule as `rule` says);
-/// a window shorter than kMinJudgedWindow is not contended.
+/// Set e.contended and e.reason by the suite's one busy-host rule (telemetry::judge_host_window):
+/// with /proc/stat readings (e.other_valid), other processes' CPU time above
+/// telemetry::kMaxOtherCpuShare of the windows decides, and the thresholds above, crossed
+/// without it, only mark the window oversubscribed (the process's own threads); without them
+/// (artifacts of earlier builds, no procfs) the thresholds above decide (the CPU-share rule as
+/// `rule` says). A window shorter than kMinJudgedWindow is not contended.
 void judge_contention(HostEvidence& e, CpuShareRule rule);
 /// judge_contention with the CPU-share rule for Backend::CPU only.
 void judge_contention(HostEvidence& e, Backend backend);

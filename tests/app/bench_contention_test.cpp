@@ -527,6 +527,7 @@ TEST_CASE("the run window spans the warm-ups, not only the sampling windows", "[
     s.thread_cpu_s = s.process_cpu_s = s.wall_s;  // never preempted as far as the rule sees
     s.involuntary_switches = 0;
     s.psi_valid = false;
+    s.cpu_busy.valid = false;  // no /proc/stat: the shared CI host's neighbours must not decide here
     return s;
   });
   o.warmup = 5000;
@@ -1350,4 +1351,142 @@ TEST_CASE("compare's host list and change-vs-medians footnote escape control byt
   }
   const CompareReport r3 = compare_artifacts(doc("\r", {1, 2, 3}), doc("\r", {1, 2, 3}), o);
   CHECK_THAT(format_compare(r3, "csv"), Catch::Contains("\n\"\r\","));
+}
+
+// ---- the one busy-host rule: other processes' CPU time (telemetry::judge_host_window) --------
+
+namespace {
+/// `reading` plus /proc/stat busy time `busy_s` of `cpus` CPUs (10 ms ticks, as USER_HZ=100).
+HostSample with_stat(HostSample s, double busy_s, int cpus) {
+  s.cpus = cpus;
+  s.cpu_busy.valid = true;
+  s.cpu_busy.busy_s = busy_s;
+  s.cpu_busy.cpus = cpus;
+  s.cpu_busy.tick_s = 0.01;
+  return s;
+}
+}  // namespace
+
+TEST_CASE("parse_cpu_busy sums user+nice+system+irq+softirq+steal of the asked CPUs only", "[cpu][bench]") {
+  // proc(5): cpuN user nice system idle iowait irq softirq steal guest guest_nice (USER_HZ ticks).
+  const std::string stat =
+      "cpu  900 10 200 5000 40 3 7 20 0 0\n"
+      "cpu0 400 5 100 2500 20 1 3 10 0 0\n"
+      "cpu1 500 5 100 2500 20 2 4 10 0 0\n"
+      "cpu2 7 0 0 9000 0 0 0 0 0 0\n"
+      "intr 12345\nctxt 999\n";
+  const telemetry::CpuBusy b = telemetry::parse_cpu_busy(stat, {0, 1}, 0.01);
+  REQUIRE(b.valid);
+  CHECK(b.cpus == 2);
+  // cpu0: 400+5+100+1+3+10 = 519; cpu1: 500+5+100+2+4+10 = 621 (idle and iowait are not busy).
+  CHECK(b.busy_s == Approx((519 + 621) * 0.01));
+  CHECK(telemetry::parse_cpu_busy(stat, {2}, 0.01).busy_s == Approx(0.07));
+  CHECK_FALSE(telemetry::parse_cpu_busy(stat, {3}, 0.01).valid);    // no cpu3 line
+  CHECK_FALSE(telemetry::parse_cpu_busy(stat, {}, 0.01).valid);     // nothing asked
+  CHECK_FALSE(telemetry::parse_cpu_busy(stat, {0}, 0).valid);       // no tick length
+  CHECK_FALSE(telemetry::parse_cpu_busy("cpu0 1 2 3\n", {0}, 0.01).valid);  // truncated line
+  CHECK_FALSE(telemetry::parse_cpu_busy("", {0}, 0.01).valid);
+  // This machine's own /proc/stat reads (Linux CI).
+  const telemetry::CpuBusy live = telemetry::read_cpu_busy();
+  CHECK(live.valid);
+  CHECK(live.cpus >= 1);
+  CHECK(live.busy_s > 0);
+}
+
+TEST_CASE("judge_host_window: other processes' CPU time decides; PSI only without /proc/stat", "[cpu][bench]") {
+  telemetry::CpuWindow w;
+  w.wall_s = 1.0;
+  w.cpus = 2;
+  w.other_valid = true;
+  w.tick_slack_s = 0.04;
+  w.psi_valid = true;
+  w.psi_stall_s = 0.18;  // our own threads queued behind each other: not the verdict
+  w.other_cpu_s = 0.03;
+  telemetry::HostVerdict v = telemetry::judge_host_window(w);
+  CHECK(v.judged);
+  CHECK_FALSE(v.busy);
+  CHECK(v.basis == "other_cpu");
+  CHECK(v.other_share == 0);  // under the tick allowance
+  CHECK(v.psi_share == Approx(0.18));
+  // At the threshold after the allowance is not above it; just past it is.
+  w.other_cpu_s = 0.04 + 0.2;
+  CHECK_FALSE(telemetry::judge_host_window(w).busy);
+  w.other_cpu_s = 0.04 + 0.2 + 1e-6;
+  CHECK(telemetry::judge_host_window(w).busy);
+  // A CPU-bound neighbour beside our 2 threads on 2 CPUs.
+  w.other_cpu_s = 0.70;
+  v = telemetry::judge_host_window(w);
+  CHECK(v.busy);
+  CHECK(v.other_share == Approx(0.33));
+  CHECK(v.reason == "other processes took 0.70 CPU-s of 2 CPUs x 1.00 s (33%, > 10%)");
+  // Without /proc/stat: PSI stall, said to count our own threads too.
+  w.other_valid = false;
+  v = telemetry::judge_host_window(w);
+  CHECK(v.basis == "psi");
+  CHECK(v.busy);
+  CHECK(v.reason == "PSI cpu stall 18.0% of the window's 1.00 s (> 10%; no /proc/stat to tell other processes from ours)");
+  // Neither signal, or a window under kMinJudgedWindowS: not judged.
+  w.psi_valid = false;
+  CHECK_FALSE(telemetry::judge_host_window(w).judged);
+  w.other_valid = true;
+  w.wall_s = 0.049;
+  CHECK_FALSE(telemetry::judge_host_window(w).judged);
+  CHECK_FALSE(telemetry::judge_host_window(w).busy);
+}
+
+TEST_CASE("the tool's own threads are not a busy host; a neighbour's CPU time is", "[cpu][bench]") {
+  // The readings of rtx-tune --serve on an idle 2-CPU host (issue 36): the process used 1.9 of
+  // 2 CPUs, its measuring thread ran half the window, PSI stall 18%, 194 involuntary
+  // switches/s; /proc/stat counted 1.93 CPU-s busy, so others took 0.03 CPU-s.
+  const HostSample b0 = with_stat(reading(10.0, 1.0, 5.0, 100, true, 1'000'000), 50.0, 2);
+  const HostSample idle = with_stat(reading(11.0, 1.5, 6.9, 294, true, 1'180'000), 51.93, 2);
+  HostEvidence e = contention_evidence(b0, idle, 2, CpuShareRule::Apply);
+  CHECK(e.other_valid);
+  CHECK(e.other_cpu_s == Approx(0.03));
+  CHECK(e.tick_slack_s == Approx(0.04));
+  CHECK_FALSE(e.contended);
+  CHECK(e.reason.empty());
+  // The readings that crossed are kept, named as the process's own.
+  CHECK(e.oversubscribed);
+  CHECK_THAT(e.oversubscription, Catch::Contains("PSI cpu stall 18% of the window"));
+  CHECK_THAT(e.oversubscription, Catch::Contains("194 involuntary context switches/s"));
+  CHECK_THAT(e.oversubscription, Catch::Contains("other processes took only 0% of the 2 CPUs"));
+  // The same process beside a CPU hog: it got 1.3 CPU-s, the CPUs were busy 2.0 CPU-s.
+  const HostSample hog = with_stat(reading(11.0, 1.65, 6.3, 394, true, 1'400'000), 52.0, 2);
+  e = contention_evidence(b0, hog, 2, CpuShareRule::Apply);
+  CHECK(e.contended);
+  CHECK_FALSE(e.oversubscribed);
+  CHECK(e.reason == "other processes took 0.70 CPU-s of 2 CPUs x 1.00 s (33%, > 10%)");
+  CHECK(e.other_share() == Approx(0.33));
+  // The artifact keeps the reading, and reads it back to the same verdict.
+  const json j = to_json(e);
+  CHECK(j["other_cpu_s"].get<double>() == Approx(0.70));
+  CHECK(j["other_cpu_share"].get<double>() == Approx(0.33));
+  HostEvidence back = host_evidence_from_json(j, "b.json", "/cases/x/host");
+  CHECK(back.other_valid);
+  back.window_s = e.window_s;
+  judge_contention(back, CpuShareRule::Apply);
+  CHECK(back.contended);
+  CHECK(back.reason == e.reason);
+  // A window whose /proc/stat reading is missing at one end falls back on the older signals.
+  HostSample no_stat = hog;
+  no_stat.cpu_busy.valid = false;
+  e = contention_evidence(b0, no_stat, 2, CpuShareRule::Apply);
+  CHECK_FALSE(e.other_valid);
+  CHECK(e.contended);
+  CHECK_THAT(e.reason, Catch::Contains("PSI cpu stall 40% of the window"));
+  // A malformed other_cpu_s is an input error naming the field.
+  json bad = j;
+  bad["other_cpu_s"] = "0.7";
+  CHECK_THROWS_WITH(host_evidence_from_json(bad, "b.json", "/cases/x/host"), Catch::Contains("other_cpu_s"));
+}
+
+TEST_CASE("rtx-serve bench's run verdict is the same rule", "[cpu][bench]") {
+  const HostSample b0 = with_stat(reading(0.0, 0.0, 0.0, 0, true, 0), 10.0, 2);
+  const HostSample b1 = with_stat(reading(3.2, 0.1, 3.0, 700, true, 1'440'000), 13.4, 2);  // clients: 45% PSI, others 0.4
+  const HostEvidence ev = contention_evidence(b0, b1, 1, CpuShareRule::Off);
+  const telemetry::HostVerdict v = telemetry::judge_host_window(ev.cpu_window());
+  CHECK(v.judged);
+  CHECK_FALSE(v.busy);  // (0.4 - 0.04) / 6.4 = 5.6%
+  CHECK(v.other_share == Approx(0.36 / 6.4));
 }

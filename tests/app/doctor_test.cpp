@@ -50,14 +50,24 @@ TEST_CASE("quick doctor reports host, store and GPU checks", "[cpu]") {
   CHECK(find(r, "probe.stream_triad") == nullptr);  // --quick skips probes
   // The load average is printed whole, to two decimals, as the check's value says (a 64-byte
   // buffer had cut "1.03" to "1.0" at the end of the PASS text).
-  // The value is what decided: the PSI stall share of the look (unit "share") where there is
-  // PSI, else the load average.
+  // The value is what decided: the share of the look's CPU time other processes took (unit
+  // "share") where /proc/stat reads, else the PSI stall share where there is PSI, else the load
+  // average.
   {
     const auto* load = find(r, "host.load");
     INFO(load->detail);
     const double v = load->value.get<double>();
     char want[96];
-    if (rtx::telemetry::read_cpu_pressure().valid) {
+    if (rtx::telemetry::read_cpu_busy().valid) {
+      // The one rule (telemetry::judge_host_window): the share other processes took.
+      CHECK(load->unit == "share");
+      CHECK(v >= 0);
+      CHECK(v <= 1);
+      const bool warn = v > rtx::telemetry::kMaxOtherCpuShare;
+      CHECK((load->status == d::Status::Warn) == warn);
+      if (warn) std::snprintf(want, sizeof want, "other processes took ");
+      else std::snprintf(want, sizeof want, "other processes took %.1f%% of the CPUs' time in a ", 100 * v);
+    } else if (rtx::telemetry::read_cpu_pressure().valid) {
       CHECK(load->unit == "share");
       CHECK(v >= 0);
       CHECK(v <= 1);

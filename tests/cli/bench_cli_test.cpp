@@ -498,7 +498,8 @@ TEST_CASE("run --baseline-exe: ABBA rounds against another build; A/A is never s
 // CPU has two runnable competitors whatever the machine's size) while `run` samples a tiny
 // case for 0.5 s with one thread. The measuring thread then gets about a third of a CPU
 // (0.33 measured on the 2-CPU dev VM, PSI stall share 1.0, 121 involuntary switches/s), far
-// beyond the 80% / 10% / 50/s thresholds. The margin is large: the
+// beyond the 80% / 10% / 50/s thresholds; other processes (this test's threads) took 0.87 of the
+// window's 1.0 CPU-s (83%, the rule's threshold is 10%). The margin is large: the
 // test fails only if the evidence is not collected or not reported.
 TEST_CASE("run under a busy loop warns, records host.contended; compare calls it undecided", "[cpu][cli]") {
   const std::string d = rtx::test::temp_dir();
@@ -524,13 +525,17 @@ TEST_CASE("run under a busy loop warns, records host.contended; compare calls it
   CHECK(h["window_s"].get<double>() >= 0.45);
   CHECK(h["cpu_share"].get<double>() < 0.8);
   CHECK(h["contended"] == true);
-  CHECK(h["reason"].get<std::string>().find("measuring thread ran") != std::string::npos);
+  // The one rule names the CPU time other processes (this test's spinning threads) took; the
+  // older signals name the measuring thread where /proc/stat cannot be read.
+  const std::string lead = h.contains("other_cpu_s") ? "other processes took " : "measuring thread ran";
+  CHECK(h["reason"].get<std::string>().find(lead) != std::string::npos);
+  if (h.contains("other_cpu_s")) CHECK(h["other_cpu_share"].get<double>() > 0.1);
   if (h.contains("psi_cpu_some_share")) CHECK(h["psi_cpu_some_share"].get<double>() > 0.1);
   CHECK(doc["summary"]["contended"] == 1);
   CHECK(doc["host"]["contended_cases"] == 1);
   // One warning for the run, naming the case and the evidence.
   CHECK_THAT(p.err, Catch::Contains("rtx-bench: warning: the host was busy while 1 case(s) were measured"));
-  CHECK_THAT(p.err, Catch::Contains(c["id"].get<std::string>() + ": measuring thread ran"));
+  CHECK_THAT(p.err, Catch::Contains(c["id"].get<std::string>() + ": " + lead));
   CHECK_THAT(p.err, Catch::Contains("1-minute load average"));
   CHECK_THAT(p.err, Catch::Contains("busy-host"));  // the table's status column
   // The store keeps the verdict beside the result (schema 3), so history and get_baseline can
@@ -552,7 +557,7 @@ TEST_CASE("run under a busy loop warns, records host.contended; compare calls it
   const json rep = json::parse(q.out);
   CHECK(rep["summary"]["undecided"] == 1);
   CHECK(rep["cases"][0]["verdict"] == "undecided");
-  CHECK(rep["cases"][0]["reason"].get<std::string>().find("host busy during base: measuring thread ran") == 0);
+  CHECK(rep["cases"][0]["reason"].get<std::string>().find("host busy during base: " + lead) == 0);
   CHECK_THAT(q.err, Catch::Contains("1 case(s) undecided"));
 }
 

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "rtx/telemetry/hwprofile.hpp"
 #include "test_util.hpp"
 
 using nlohmann::json;
@@ -199,7 +200,14 @@ TEST_CASE("rtx-serve bench: when every request fails, the reason is in the summa
   const bool contended = doc["host"]["contended"].get<bool>();
   CHECK(doc["host"]["reason"].get<std::string>().empty() == !contended);
   CHECK((doc["host"]["judged_on"] == "run" || doc["host"]["judged_on"] == "none"));
-  CHECK(doc["host"]["thresholds"] == json({{"psi_cpu_some_share_max", 0.1}}));
+  CHECK(doc["host"]["thresholds"] == json({{"psi_cpu_some_share_max", 0.1}, {"other_cpu_share_max", 0.1}}));
+  // The one busy-host rule decides on other processes' CPU time where /proc/stat reads.
+  if (rtx::telemetry::read_cpu_busy().valid && doc["host"]["judged_on"] == "run") {
+    CHECK(doc["host"]["basis"] == "other_cpu");
+    CHECK(doc["host"]["other_cpu_share"].get<double>() >= 0);
+    CHECK(doc["host"]["other_cpu_share"].get<double>() <= 1.0);
+    CHECK(doc["host"]["contended"] == (doc["host"]["other_cpu_share"].get<double>() > rtx::telemetry::kMaxOtherCpuShare));
+  }
   CHECK((p.err.find("rtx-serve bench: warning: the host was busy during the run: ") != std::string::npos) == contended);
   if (std::ifstream("/proc/pressure/cpu").good()) {
     CHECK(doc["host"]["psi_cpu_some_share"].get<double>() >= 0);
@@ -283,14 +291,24 @@ TEST_CASE("rtx-serve bench: a host busy during the run is warned about at the en
   CHECK(host["contended"] == true);
   CHECK(host["judged_on"] == "run");
   const std::string reason = host["reason"];
-  CHECK_THAT(reason, Catch::StartsWith("PSI cpu stall ") && Catch::Contains("% of the run's ") &&
-                         Catch::EndsWith(" s (> 10%)"));
+  // The one rule: the CPU time other processes (this test's spinning threads) took; PSI only
+  // where /proc/stat cannot be read.
+  const bool stat = rtx::telemetry::read_cpu_busy().valid;
+  const std::string lead = stat ? "other processes took " : "PSI cpu stall ";
+  if (stat) {
+    CHECK_THAT(reason, Catch::StartsWith(lead) && Catch::Contains(" CPU-s of ") && Catch::EndsWith("%, > 10%)"));
+    CHECK(host["basis"] == "other_cpu");
+    CHECK(host["other_cpu_share"].get<double>() > 0.1);
+  } else {
+    CHECK_THAT(reason, Catch::StartsWith(lead) && Catch::Contains("% of the window's ") &&
+                           Catch::EndsWith("no /proc/stat to tell other processes from ours)"));
+  }
   CHECK(host["psi_cpu_some_share"].get<double>() > 0.1);
   CHECK(host["psi_cpu_some_share"].get<double>() <= 1.0);
   // One warning, after the summary (stdout) was written, naming the evidence.
   CHECK_THAT(p.err, Catch::Contains("rtx-serve bench: warning: the host was busy during the run: " + reason +
-                                    "; latencies include waits for a CPU (this bench's clients, and a server on this "
-                                    "host, count too)\n"));
+                                    "; latencies include waits for a CPU (a server on this host counts as another "
+                                    "process; this bench's own clients do not)\n"));
   CHECK(p.out.find("Time to First Token") != std::string::npos);
   // -q: no warning on stderr; the document still says so.
   INFO("-q stderr: " << q.err);
@@ -298,7 +316,7 @@ TEST_CASE("rtx-serve bench: a host busy during the run is warned about at the en
   CHECK(q.err.empty());
   const json qd = json::parse(q.out);
   CHECK(qd["host"]["contended"] == true);
-  CHECK_THAT(qd["host"]["reason"].get<std::string>(), Catch::StartsWith("PSI cpu stall "));
+  CHECK_THAT(qd["host"]["reason"].get<std::string>(), Catch::StartsWith(lead));
 }
 
 TEST_CASE("rtx-serve bench: an -o folder that cannot be written in is an environment error (3), before any request",

@@ -5,8 +5,10 @@
 
 #include <cmath>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -666,4 +668,81 @@ TEST_CASE("rtx-evolve report: CLI writes one HTML file, md, json; bad input exit
   auto e = rtx::test::run(rtx::test::tool_path("rtx-evolve") + " --db " + dir + "/empty.db report --format md");
   CHECK(e.exit_code == 0);
   CHECK_THAT(e.out, Catch::Contains("No proposals in the store"));
+}
+
+TEST_CASE("speedup_text: t_b/t_c = 1/(1 - improvement), the CI in the headline's unit", "[cpu]") {
+  // 1 - t_c/t_b = 0.20 -> t_b/t_c = 1/0.8 = 1.25; CI [0.15, 0.25] -> [1/0.85, 1/0.75] = [1.176, 1.333].
+  CHECK(speedup_text(0.20, 0.15, 0.25) == "1.25x faster [1.18, 1.33]");
+  // The report's "-108.7% CI lo" case: 1/(1 + 1.087) = 0.479, i.e. 2.087x slower; the CI
+  // [-1.4, -0.8] is speedups [1/2.4, 1/1.8], slowdowns [1.8, 2.4].
+  CHECK(speedup_text(-1.087, -1.4, -0.8) == "2.09x slower [1.80, 2.40]");
+  // A CI across 1 stays in speedup units: [1/1.01, 1/0.93] = [0.990, 1.075].
+  CHECK(speedup_text(0.03, -0.01, 0.07) == "1.03x faster [0.99, 1.08]");
+  CHECK(speedup_text(0.0, json(), json()) == "1.00x faster");
+  CHECK(speedup_text(json(), 0.1, 0.2).empty());
+  // From gate rows: the last performance row decides.
+  const json gates = json::array({{{"gate", "performance"}, {"detail", {{"improvement", 0.5}, {"ci", {0.4, 0.6}}}}},
+                                  {{"gate", "memory"}},
+                                  {{"gate", "performance"}, {"detail", {{"improvement", 0.20}, {"ci", {0.15, 0.25}}}}}});
+  CHECK(gates_speedup_text(gates) == "1.25x faster [1.18, 1.33]");
+  CHECK(gates_speedup_text(json::array({{{"gate", "safety"}}})).empty());
+}
+
+TEST_CASE("report HTML: a summary first, each proposal led by its verdict and number, evidence behind details", "[cpu]") {
+  rtx::store::Store st(":memory:");
+  fill(st);
+  const json r = build_report(st, ReportOptions{});
+  const std::string html = render_report(r, "html");
+  const size_t summary = html.find("<section id=\"summary\""), queue = html.find("<section id=\"queue\"");
+  REQUIRE(summary != std::string::npos);
+  REQUIRE(queue != std::string::npos);
+  CHECK(summary < queue);
+  // Proposal 1 (promoted, improvement 0.20 [0.15, 0.25]) is named in the summary with its number
+  // and its rollback command.
+  const std::string head = html.substr(summary, queue - summary);
+  CHECK_THAT(head, Catch::Contains("#1 tuner"));
+  CHECK_THAT(head, Catch::Contains("1.25x faster [1.18, 1.33]; next: <code>rtx-evolve rollback 1</code>"));
+  CHECK_THAT(head, Catch::Contains("<code>rtx-evolve approve 3</code>"));  // passed, waiting
+  // The queue row leads with the verdict and the deciding number; proposal 4 failed on memory.
+  CHECK_THAT(html, Catch::Contains("<td class=\"st-promoted\">promoted</td><td class=\"n\">1.25x faster [1.18, 1.33]</td>"));
+  CHECK_THAT(html, Catch::Contains("<td class=\"st-failed\">failed</td><td class=\"n\">failed memory</td>"));
+  // status / run text: each proposal led by its status and number, gates on the next line.
+  const std::string text = format_report(status_report(st, 10), "text");
+  INFO(text);
+  CHECK_THAT(text, Catch::Contains("#1 promoted, 1.25x faster [1.18, 1.33]: [tuner] "));
+  CHECK_THAT(text, Catch::Contains("#2 failed, 1.03x faster [0.99, 1.08]: [tuner] "));
+  CHECK_THAT(text, Catch::Contains("#6 new: [tuner] "));  // not measured: no number
+  // The what-to-do cell names the failed gate; its reason is in the details.
+  CHECK_THAT(html, Catch::Contains("<td>none: failed performance (not retried on this SKU)</td>"));
+  // One <details> per proposal, holding the reasons (not in the narrow cells).
+  CHECK(count_of(html, "<details>") == r["queue"]["proposals"].size());
+  CHECK(count_of(html, "<details>") == count_of(html, "</details>"));
+  CHECK(count_of(html, "<tr>") + count_of(html, "<tr ") == count_of(html, "</tr>"));
+  CHECK(count_of(html, "<section") == count_of(html, "</section>"));
+  // Well-formed: every element opened is closed in order (void and self-closed ones aside).
+  const std::regex tag("<(/?)([a-zA-Z][a-zA-Z0-9]*)[^>]*?(/?)>");
+  const std::set<std::string> void_elems = {"br", "meta", "img", "hr", "input", "link", "wbr"};
+  std::vector<std::string> open_tags;
+  bool nested = true;
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), tag); it != std::sregex_iterator(); ++it) {
+    const std::string name = (*it)[2], close_slash = (*it)[1], self = (*it)[3];
+    if (void_elems.count(name) || !self.empty()) continue;
+    if (close_slash.empty()) {
+      open_tags.push_back(name);
+    } else if (open_tags.empty() || open_tags.back() != name) {
+      INFO("</" << name << "> closes <" << (open_tags.empty() ? std::string("nothing") : open_tags.back()) << "> at "
+                << it->position());
+      nested = false;
+      break;
+    } else {
+      open_tags.pop_back();
+    }
+  }
+  CHECK(nested);
+  CHECK(open_tags.empty());
+  const size_t reason = html.find("improvement +3.0% [CI -1.0%, +7.0%]: below the +10.0% threshold");
+  REQUIRE(reason != std::string::npos);
+  const size_t open = html.rfind("<details>", reason), close = html.rfind("</details>", reason);
+  REQUIRE(open != std::string::npos);
+  CHECK((close == std::string::npos || open > close));  // inside a details element
 }

@@ -699,7 +699,7 @@ TEST_CASE("a bench run is judged busy by the suite's PSI rule over its window", 
   CHECK(c.judged);
   CHECK(c.contended);
   CHECK(c.psi_share == Approx(0.45));
-  CHECK(c.reason == "PSI cpu stall 45.0% of the run's 3.20 s (> 10%)");
+  CHECK(c.reason == "PSI cpu stall 45.0% of the window's 3.20 s (> 10%; no /proc/stat to tell other processes from ours)");
   // At the threshold is not above it; just past it is.
   c = judge_run_contention(true, 0.1, 1.0);
   CHECK(c.judged);
@@ -710,7 +710,7 @@ TEST_CASE("a bench run is judged busy by the suite's PSI rule over its window", 
   // The share is clamped to [0, 1] (PSI is read a few us after the clock).
   c = judge_run_contention(true, 2.5, 2.0);
   CHECK(c.psi_share == 1.0);
-  CHECK(c.reason == "PSI cpu stall 100.0% of the run's 2.00 s (> 10%)");
+  CHECK(c.reason == "PSI cpu stall 100.0% of the window's 2.00 s (> 10%; no /proc/stat to tell other processes from ours)");
   CHECK(judge_run_contention(true, -1.0, 2.0).psi_share == 0);
   // Too short to judge: the share is recorded, no verdict.
   c = judge_run_contention(true, 0.04, 0.049);

@@ -201,7 +201,12 @@ TEST_CASE("psi_stall_share and look_at_host report the numbers busy_host_warning
   CHECK(l.look_s >= 0);
   CHECK(l.logical_cpus == hardware_profile().logical_cpus);
   CHECK(l.stall_share.has_value() == read_cpu_pressure().valid);
-  if (l.stall_share) {
+  if (read_cpu_busy().valid) {
+    // The one rule decides on other processes' CPU time (judge_host_window), not on PSI.
+    CHECK(l.look_s >= 0.05);
+    CHECK(l.warning.empty() == !(l.other_share > kMaxOtherCpuShare));
+    if (!l.warning.empty()) CHECK_THAT(l.warning, Catch::StartsWith("other processes took "));
+  } else if (l.stall_share) {
     CHECK(l.look_s >= 0.05);
     CHECK(l.warning.empty() == !(*l.stall_share > kBusyPsiStallShare));
   }

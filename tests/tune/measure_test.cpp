@@ -229,20 +229,52 @@ struct FakeHost {
   double stall = 0.01;
   rtx::app::bench::HostSample now;
   int calls = 0;
+  /// With cpus > 0, /proc/stat readings too: the process uses `own` CPUs, other processes `other`.
+  int cpus = 0;
+  double own = 0.99, other = 0;
   std::function<rtx::app::bench::HostSample()> sampler() {
     return [this] {
       ++calls;
       now.wall_s += step_s;
       now.thread_cpu_s += 0.99 * step_s;
-      now.process_cpu_s += 0.99 * step_s;
+      now.process_cpu_s += (cpus > 0 ? own : 0.99) * step_s;
       now.psi_valid = true;
       now.psi_some_total_us += static_cast<uint64_t>(stall * step_s * 1e6);
+      if (cpus > 0) {
+        now.cpus = cpus;
+        now.cpu_busy.valid = true;
+        now.cpu_busy.cpus = cpus;
+        now.cpu_busy.tick_s = 0.01;
+        now.cpu_busy.busy_s += (own + other) * step_s;
+      }
       return now;
     };
   }
 };
 
 }  // namespace
+
+TEST_CASE("HostJudgedObjective: the search's own threads are no busy host, a neighbour is", "[cpu]") {
+  // rtx-tune --serve on an idle 2-CPU host: its scheduler and OpenMP workers use 1.9 CPUs, PSI
+  // reads 18% stall; other processes take nothing. 1 s windows.
+  FakeHost host;
+  host.step_s = 1.0;
+  host.stall = 0.18;
+  host.cpus = 2;
+  host.own = 1.9;
+  host.other = 0.0;
+  FunctionObjective fn([](const Params& p) { return 1e-3 * static_cast<double>(p.at("X")); });
+  HostJudgedObjective obj(fn, rtx::kernels::Backend::CPU, host.sampler(), false);
+  Evaluation e = obj.evaluate({{"X", 2}}, EvalBudget{});
+  CHECK(e.judged_on == "trial");
+  CHECK_FALSE(e.contended);
+  // A CPU hog beside it: other processes take 0.7 CPU-s per s, (0.7 - 0.04) / 2 = 33%.
+  host.own = 1.3;
+  host.other = 0.7;
+  e = obj.evaluate({{"X", 2}}, EvalBudget{});
+  CHECK(e.contended);
+  CHECK(e.contention_reason == "other processes took 0.70 CPU-s of 2 CPUs x 1.00 s (33%, > 10%)");
+}
 
 TEST_CASE("HostJudgedObjective judges each trial's window with rtx-bench's rule", "[cpu]") {
   FakeHost host;
@@ -418,6 +450,7 @@ TEST_CASE("rtx-tune run on a busy host: no profile from busy trials; a quiet re-
     s.involuntary_switches = 0;
     s.psi_some_total_us = last.psi_some_total_us + static_cast<uint64_t>(stall * (s.wall_s - last.wall_s) * 1e6);
     s.thread_cpu_s = s.wall_s;  // the CPU-share rule never fires: PSI alone decides
+    s.cpu_busy.valid = false;   // (no /proc/stat reading: the rule's PSI fallback)
     last = s;
     return s;
   };

@@ -218,19 +218,24 @@ Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
     sigaction(SIGINT, &old_sa, nullptr);
     const rtx::app::bench::HostSample host_end = rtx::app::bench::sample_host();
     nlohmann::json doc = rtx::serve::to_json(report, a->with_requests);
-    // The run judged as rtx-bench judges a whole run: PSI stall over the window. The clients,
-    // and a server on this host, load the CPUs too; the warning says so.
-    const bool psi = host_start.psi_valid && host_end.psi_valid && host_end.psi_some_total_us >= host_start.psi_some_total_us;
-    const rtx::serve::RunContention run_host = rtx::serve::judge_run_contention(
-        psi, psi ? static_cast<double>(host_end.psi_some_total_us - host_start.psi_some_total_us) / 1e6 : 0,
-        host_end.wall_s - host_start.wall_s);
+    // The run judged by the suite's one rule (telemetry::judge_host_window): the CPU time other
+    // processes took in the window. This bench's clients are this process and do not count; a
+    // server on this host does (the warning says so).
+    const rtx::app::bench::HostEvidence run_ev =
+        rtx::app::bench::contention_evidence(host_start, host_end, 1, rtx::app::bench::CpuShareRule::Off);
+    const rtx::serve::RunContention run_host = rtx::serve::judge_run_contention(run_ev.cpu_window());
+    const bool psi = run_ev.psi_valid;
     nlohmann::json host = {{"load1_start", host_start.load1},
                            {"load1_end", host_end.load1},
                            {"busy_at_start", !busy.empty()},
                            {"contended", run_host.contended},
                            {"reason", run_host.reason},
                            {"judged_on", run_host.judged ? "run" : "none"},
-                           {"thresholds", {{"psi_cpu_some_share_max", rtx::telemetry::kBusyPsiStallShare}}}};
+                           {"basis", run_host.basis.empty() ? "none" : run_host.basis},
+                           {"thresholds",
+                            {{"psi_cpu_some_share_max", rtx::telemetry::kBusyPsiStallShare},
+                             {"other_cpu_share_max", rtx::telemetry::kMaxOtherCpuShare}}}};
+    if (run_ev.other_valid) host["other_cpu_share"] = run_host.other_share;
     if (!busy.empty()) host["warning"] = busy;
     if (psi) host["psi_cpu_some_share"] = run_host.psi_share;
     doc["host"] = host;
@@ -245,7 +250,7 @@ Body add_bench(CLI::App& s, const rtx::cli::CommonOptions& common) {
       std::cerr << "rtx-serve bench: wrote " << a->out_path << " (rtx.serve_bench.v1)\n";
     if (run_host.contended && !common.quiet)
       std::cerr << "rtx-serve bench: warning: the host was busy during the run: " << run_host.reason
-                << "; latencies include waits for a CPU (this bench's clients, and a server on this host, count too)\n";
+                << "; latencies include waits for a CPU (a server on this host counts as another process; this bench's own clients do not)\n";
     if (!report.aborted.empty()) std::cerr << "rtx-serve bench: stopped early: " << report.aborted << "\n";
     if (g_interrupted.load()) return 130;  // 128 + SIGINT, as a shell reports an interrupted command
     if (report.summary.completed > 0) return 0;  // failures, if any, are listed in the table

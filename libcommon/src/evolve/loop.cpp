@@ -13,6 +13,7 @@
 #include <fstream>
 #include <ostream>
 #include <sstream>
+#include <tuple>
 
 #include "rtx/app/bench.hpp"
 #include "rtx/core/build_info.hpp"
@@ -21,6 +22,7 @@
 #include "rtx/evolve/history.hpp"
 #include "rtx/evolve/kg.hpp"
 #include "rtx/evolve/trial.hpp"
+#include "rtx/stats/abba.hpp"
 #include "rtx/stats/stats.hpp"
 #include "rtx/telemetry/hwprofile.hpp"
 #include "rtx/tune/lookup.hpp"
@@ -443,9 +445,8 @@ Validation validate_uncaught(store::Store& st, int64_t id, const KeyPair& key, c
   auto measure = [&](size_t rounds) {
     for (size_t r = 0; r < rounds && failures.empty(); ++r) {
       for (int k = 0; k < 2 && failures.empty(); ++k) {
-        // A B, B A, A B, ... (ABBA): whatever running first or second does to a process
-        // (cold caches, clock ramps) falls on both arms equally.
-        const int arm = (runs / 2) % 2 == 0 ? k : 1 - k;
+        // A B, B A, A B, ... (ABBA, stats::abba_arm; runs % 2 == k here).
+        const int arm = stats::abba_arm(runs);
         ArmRun ar = run_arm(arm == 0 ? spec_a : spec_b, arm_opts);
         ++runs;
         net = net && ar.sb.network_isolated;
@@ -930,6 +931,36 @@ json status_report(store::Store& st, size_t limit) {
   return report;
 }
 
+/// A proposal's improvement 1 - t_c/t_b as a plain speedup t_b/t_c = 1/(1 - improvement):
+/// "1.25x faster [1.18, 1.33]", "2.09x slower [1.82, 2.44]" (the interval in the headline's
+/// unit, from the 95% CI of the improvement); "" when `imp` is not a number. The one place a
+/// change's number is formatted in the report (a shared stats formatter replaces it).
+std::string speedup_text(const json& imp, const json& lo, const json& hi) {
+  if (!imp.is_number()) return "";
+  auto speedup = [](double i) { return i < 1 ? 1 / (1 - i) : INFINITY; };
+  const double x = speedup(imp.get<double>());
+  const bool faster = x >= 1;
+  std::string t = faster ? fmt("%.2fx faster", x) : fmt("%.2fx slower", 1 / x);
+  if (lo.is_number() && hi.is_number()) {
+    double a = speedup(lo.get<double>()), b = speedup(hi.get<double>());
+    if (!faster) std::tie(a, b) = std::make_pair(1 / b, 1 / a);
+    t += " [" + fmt("%.2f", a) + ", " + fmt("%.2f", b) + "]";
+  }
+  return t;
+}
+
+
+std::string gates_speedup_text(const json& gates) {
+  const json* perf = nullptr;
+  for (const auto& g : gates)
+    if (g["gate"] == "performance") perf = &g;  // the last row is the verdict
+  if (!perf || !perf->contains("detail") || !(*perf)["detail"].is_object()) return "";
+  const json& d = (*perf)["detail"];
+  const json ci = d.value("ci", json());
+  const bool two = ci.is_array() && ci.size() == 2;
+  return speedup_text(d.value("improvement", json()), two ? ci[0] : json(), two ? ci[1] : json());
+}
+
 std::string format_report(const json& r, const std::string& format) {
   if (format == "json") return r.dump(2) + "\n";
   if (format != "md" && format != "text")
@@ -956,9 +987,12 @@ std::string format_report(const json& r, const std::string& format) {
     if (md)
       s << "| " << p["id"] << " | " << p["domain"].get<std::string>() << " | `" << change << "` | " << p["status"].get<std::string>()
         << " | " << gates << " |\n";
-    else
-      s << "#" << p["id"] << " [" << p["domain"].get<std::string>() << "] " << change << "\n    status: "
-        << p["status"].get<std::string>() << "\n    gates: " << gates << "\n";
+    else {
+      // The verdict and the number that decided it first; the gates (evidence) below.
+      const std::string number = gates_speedup_text(p["gates"]);
+      s << "#" << p["id"] << " " << p["status"].get<std::string>() << (number.empty() ? "" : ", " + number) << ": ["
+        << p["domain"].get<std::string>() << "] " << change << "\n    gates: " << gates << "\n";
+    }
   }
   s << "\n";
   std::vector<std::string> promoted, waiting, failed, stuck, undecided;

@@ -12,6 +12,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "rtx/core/error.hpp"
 #include "rtx/core/time.hpp"
@@ -585,6 +586,31 @@ std::string numbers_text(const json& p) {
   return s;
 }
 
+/// A queue row's action without the failed gate's reason (which the row's details hold):
+/// "none: failed performance (not retried on this SKU)".
+std::string short_action(const std::string& action) {
+  const std::pair<const char*, const char*> forms[] = {{"none: failed ", " (not retried on this SKU)"},
+                                                       {"none now: undecided ", " (a later run proposes it again)"}};
+  for (const auto& [prefix, tail] : forms) {
+    const std::string pre = prefix;
+    if (action.rfind(pre, 0) != 0) continue;
+    const size_t colon = action.find(':', pre.size());
+    if (colon != std::string::npos) return action.substr(0, colon) + tail;
+  }
+  return action;
+}
+
+/// The one thing that decided a proposal: a gate other than performance that failed ("failed
+/// correctness"), else its speedup (speedup_text), else "no number".
+std::string decided_by(const json& p) {
+  for (const auto& g : p["gates"])
+    if (g["gate"] != "performance" && g["gate"] != "approval" && gate_verdict(g) == "FAIL")
+      return "failed " + g["gate"].get<std::string>();
+  std::string t = speedup_text(p["improvement"], p["ci_lo"], p["ci_hi"]);
+  if (!t.empty() && p.value("too_few_rounds", false)) t += " (no CI: too few rounds)";
+  return t.empty() ? "no number" : t;
+}
+
 const char* kCss = R"CSS(
 body{font-family:sans-serif;margin:24px;color:#222;max-width:1200px}
 h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:32px}
@@ -597,6 +623,8 @@ code{background:#f5f5f5;padding:1px 4px;border-radius:3px}
 .pass{color:#1a7f37}.fail{color:#c62828;font-weight:bold}.undecided{color:#9a6700}
 .st-promoted{color:#1a7f37;font-weight:bold}.st-failed{color:#c62828}.st-passed{color:#0b5cad;font-weight:bold}
 nav a{margin-right:14px}
+details{margin:2px 0}summary{cursor:pointer;color:#0b5cad}details ul{margin:4px 0 4px 18px;padding:0}
+.summary{background:#f7f9fc;border:1px solid #d7e0ea;padding:8px 14px;border-radius:4px}
 svg{display:block;margin:8px 0 16px 0}
 svg .grid{stroke:#e3e3e3;stroke-width:1}svg .axis{stroke:#444;stroke-width:1}
 svg .zero{stroke:#444;stroke-width:1.5}
@@ -617,8 +645,35 @@ std::string html_report(const json& r) {
     << E(r.value("generated_at", std::string()));  // ISO-8601 with Z: already says UTC
   if (!r.value("since", std::string()).empty()) s << " &middot; since " << E(r["since"].get<std::string>());
   s << " &middot; schema " << E(r.value("schema", std::string())) << "</p>\n";
-  s << "<nav><a href=\"#queue\">Proposal queue</a><a href=\"#winrate\">Win rate</a><a href=\"#gates\">Gate failures</a>"
+  s << "<nav><a href=\"#summary\">Summary</a><a href=\"#queue\">Proposal queue</a><a href=\"#winrate\">Win rate</a><a href=\"#gates\">Gate failures</a>"
        "<a href=\"#impact\">Impact by SKU and op</a><a href=\"#perf\">Performance over time</a></nav>\n";
+
+  // Summary: what was promoted, what waits for a person, what to run next.
+  {
+    std::vector<const json*> promoted, passed, undecided;
+    size_t failed = 0;
+    for (const auto& p : q["proposals"]) {
+      const std::string st = p["status"];
+      if (st == "promoted") promoted.push_back(&p);
+      else if (st == "passed") passed.push_back(&p);
+      else if (st == "failed") ++failed;
+      if (p["action"].get<std::string>().find("undecided") != std::string::npos) undecided.push_back(&p);
+    }
+    s << "<section id=\"summary\" class=\"summary\">\n<h2>Summary</h2>\n<ul>";
+    auto line = [&](const json& p) {
+      s << "<li>#" << p["id"].get<int64_t>() << " " << E(p["domain"].get<std::string>()) << " <code>"
+        << E(p["change"].get<std::string>()) << "</code>: " << E(decided_by(p));
+      if (!p["command"].get<std::string>().empty()) s << "; next: <code>" << E(p["command"].get<std::string>()) << "</code>";
+      s << "</li>";
+    };
+    if (q["proposals"].empty()) s << "<li>Nothing proposed yet: run <code>rtx-evolve run</code>.</li>";
+    for (const json* p : promoted) line(*p);
+    for (const json* p : passed) line(*p);
+    s << "<li>" << promoted.size() << " promoted, " << passed.size() << " passed and waiting for approval, " << failed
+      << " failed, " << undecided.size() << " undecided, of the newest " << q["proposals"].size() << ".</li>";
+    s << "<li>Next: <code>rtx-evolve status</code> (the queue), <code>rtx-evolve approve ID</code> / <code>rtx-evolve "
+         "rollback ID</code>, <code>rtx-evolve kg query improved</code> (what the knowledge graph learned).</li></ul>\n</section>\n";
+  }
 
   // Queue.
   s << "<section id=\"queue\">\n<h2>Proposal queue</h2>\n";
@@ -636,26 +691,33 @@ std::string html_report(const json& r) {
     s << "<tr><th>total</th><td class=\"n\">" << total << "</td></tr></table>\n";
     s << svg_bars("Proposals by status", bars, "proposals", 1);
     s << "<h3>Newest " << q["proposals"].size() << " of " << total << "</h3>\n";
-    s << "<table><tr><th>#</th><th>created (UTC)</th><th>domain</th><th>key</th><th>change and why</th><th>status</th>"
-         "<th>gates</th><th>improvement [95% CI]</th><th>what to do</th></tr>\n";
+    // One line per proposal: its verdict, the number that decided it, the change and what to do;
+    // the reasons and each gate's evidence behind a <details> row.
+    s << "<table><tr><th>#</th><th>verdict</th><th>decided by</th><th>change</th><th>what to do</th></tr>\n";
     for (const auto& p : q["proposals"]) {
       const std::string st = p["status"];
-      s << "<tr><td class=\"n\">" << p["id"].get<int64_t>() << "</td><td>" << E(p["created_at"].get<std::string>())
-        << "</td><td>" << E(p["domain"].get<std::string>()) << "</td><td><code>" << E(p["key"].get<std::string>())
-        << "</code></td><td><code>" << E(p["change"].get<std::string>()) << "</code><br>" << E(p["why"].get<std::string>())
-        << "</td><td class=\"st-" << E(st) << "\">" << E(st) << "</td><td>";
-      bool first = true;
+      s << "<tr><td class=\"n\">" << p["id"].get<int64_t>() << "</td><td class=\"st-" << E(st) << "\">" << E(st)
+        << "</td><td class=\"n\">" << E(decided_by(p)) << "</td><td>" << E(p["domain"].get<std::string>()) << " <code>"
+        << E(p["key"].get<std::string>()) << "</code><br><code>" << E(p["change"].get<std::string>()) << "</code></td><td>"
+        << E(short_action(p["action"].get<std::string>()));
+      if (!p["command"].get<std::string>().empty()) s << "<br><code>" << E(p["command"].get<std::string>()) << "</code>";
+      s << "</td></tr>\n<tr><td></td><td colspan=\"4\"><details><summary>why, gates and host evidence</summary><p>"
+        << E(p["why"].get<std::string>()) << " <span class=\"meta\">(created " << E(p["created_at"].get<std::string>())
+        << ")</span></p>";
+      if (short_action(p["action"].get<std::string>()) != p["action"].get<std::string>())
+        s << "<p>" << E(p["action"].get<std::string>()) << "</p>";
+      s << "<ul>";
       for (const auto& g : p["gates"]) {
         if (g["gate"] == "approval") continue;
         const std::string verdict = gate_verdict(g);
-        s << (first ? "" : "<br>") << "<span class=\"" << (verdict == "pass" ? "pass" : verdict == "FAIL" ? "fail" : "undecided")
-          << "\"" << " title=\"" << E(g.value("reason", std::string())) << "\">" << verdict << " " << E(g["gate"].get<std::string>())
+        s << "<li><span class=\"" << (verdict == "pass" ? "pass" : verdict == "FAIL" ? "fail" : "undecided") << "\""
+          << " title=\"" << E(g.value("reason", std::string())) << "\">" << verdict << " " << E(g["gate"].get<std::string>())
           << "</span> (" << E(gate_value_text(g)) << ")";
-        first = false;
+        if (!g.value("reason", std::string()).empty()) s << ": " << E(g["reason"].get<std::string>());
+        s << "</li>";
       }
-      s << "</td><td class=\"n\">" << E(numbers_text(p)) << "</td><td>" << E(p["action"].get<std::string>());
-      if (!p["command"].get<std::string>().empty()) s << "<br><code>" << E(p["command"].get<std::string>()) << "</code>";
-      s << "</td></tr>\n";
+      s << "</ul><p class=\"meta\">improvement 1 - t<sub>candidate</sub>/t<sub>baseline</sub>: " << E(numbers_text(p))
+        << "</p></details></td></tr>\n";
     }
     s << "</table>\n";
   }

@@ -800,20 +800,25 @@ json to_json(const LoadReport& report, bool include_requests) {
   return doc;
 }
 
-RunContention judge_run_contention(bool psi_valid, double stall_s, double wall_s) {
+RunContention judge_run_contention(const telemetry::CpuWindow& w) {
+  static_assert(kMinJudgedRunS == telemetry::kMinJudgedWindowS, "one shortest judged window");
+  const telemetry::HostVerdict v = telemetry::judge_host_window(w);
   RunContention c;
-  if (!psi_valid || !(wall_s > 0)) return c;
-  c.psi_share = std::clamp(stall_s / wall_s, 0.0, 1.0);
-  if (wall_s < kMinJudgedRunS) return c;
-  c.judged = true;
-  c.contended = c.psi_share > telemetry::kBusyPsiStallShare;
-  if (c.contended) {
-    char buf[128];
-    std::snprintf(buf, sizeof buf, "PSI cpu stall %.1f%% of the run's %.2f s (> %.0f%%)", 100 * c.psi_share, wall_s,
-                  100 * telemetry::kBusyPsiStallShare);
-    c.reason = buf;
-  }
+  c.judged = v.judged;
+  c.contended = v.busy;
+  c.psi_share = v.psi_share;
+  c.other_share = v.other_share;
+  c.basis = v.basis;
+  c.reason = v.reason;
   return c;
+}
+
+RunContention judge_run_contention(bool psi_valid, double stall_s, double wall_s) {
+  telemetry::CpuWindow w;
+  w.wall_s = wall_s;
+  w.psi_valid = psi_valid;
+  w.psi_stall_s = stall_s;
+  return judge_run_contention(w);
 }
 
 std::string format_table(const LoadReport& report) {

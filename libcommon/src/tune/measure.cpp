@@ -9,6 +9,7 @@
 
 #include "rtx/app/bench.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/stats/abba.hpp"
 #include "rtx/stats/stats.hpp"
 
 namespace rtx::tune {
@@ -153,14 +154,9 @@ std::optional<std::pair<std::vector<double>, std::vector<double>>> HostJudgedObj
 std::pair<std::vector<double>, std::vector<double>> sample_interleaved(const std::function<double()>& a,
                                                                        const std::function<double()>& b, size_t n) {
   std::pair<std::vector<double>, std::vector<double>> out;
-  for (size_t i = 0; i < n; ++i) {
-    if (i % 2 == 0) {
-      out.first.push_back(a());
-      out.second.push_back(b());
-    } else {
-      out.second.push_back(b());
-      out.first.push_back(a());
-    }
+  for (size_t slot = 0; slot < 2 * n; ++slot) {  // ABBA (stats::abba_arm)
+    if (stats::abba_arm(slot) == 0) out.first.push_back(a());
+    else out.second.push_back(b());
   }
   return out;
 }

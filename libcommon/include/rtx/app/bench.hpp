@@ -143,11 +143,16 @@ struct HostSample {
   double psi_some_avg10 = 0;         ///< PSI cpu "some avg10", %
   double load1 = 0;                  ///< /proc/loadavg 1-minute load average (telemetry::load_average_1m)
   int cpus = 0;                      ///< CPUs this thread may run on (sched_getaffinity); 0: unknown
+  /// /proc/stat busy time of those CPUs (telemetry::read_cpu_busy): minus process_cpu_s, the
+  /// CPU time other processes took (the rule, telemetry::judge_host_window).
+  telemetry::CpuBusy cpu_busy;
 };
 /// Read all signals now (a few syscalls and two /proc reads: ~20 us, never inside a sample).
 HostSample sample_host();
 
-/// Thresholds of judge_contention. Any one crossed flags the case as measured on a busy host.
+/// Thresholds of judge_contention where /proc/stat cannot tell other processes' CPU time from
+/// ours (otherwise they only mark a window oversubscribed; telemetry::judge_host_window decides).
+/// Any one crossed flags the case as measured on a busy host.
 /// Numbers measured on the 2-CPU development VM with one busy thread for 0.5-1 s: idle: CPU
 /// share 0.99-1.00, 2-28 involuntary switches/s, PSI stall 0.1-1%; a -j2 build running: 0.85,
 /// 81/s, 52%; 4 spinning threads: 0.33-0.51, 91-121/s, 88-100% (docs/tools/rtx-bench.md).
@@ -177,7 +182,7 @@ HostSample sample_host();
 inline constexpr double kMaxPsiStallShare = telemetry::kBusyPsiStallShare;
 inline constexpr double kMinCpuShare = 0.80;
 inline constexpr double kMaxInvoluntaryPerS = 100;
-inline constexpr double kMinJudgedWindow = 0.05;  ///< s
+inline constexpr double kMinJudgedWindow = telemetry::kMinJudgedWindowS;  ///< s (0.05)
 inline constexpr int64_t kMinInvoluntarySwitches = 10;
 /// A window in which this process's own threads used at least this share of the CPUs it may
 /// run on (process CPU time / (window x CPUs)) is not contended by neighbours whatever the
@@ -225,6 +230,9 @@ struct HostEvidence {
   /// including when too few quiet rounds remained (then `contended` is set instead).
   std::vector<LeftOutRound> rounds_left_out;
   int cpus = 0;                      ///< CPUs the process may run on (largest over the windows); 0: unknown
+  bool other_valid = false;          ///< every window had /proc/stat readings of the same CPUs at both ends
+  double other_cpu_s = 0;            ///< CPU time other processes took on those CPUs in the windows, s
+  double tick_slack_s = 0;           ///< /proc/stat rounding allowance of the windows, s (2 ticks per CPU per window)
   /// The thresholds were crossed while the process itself used >= kSelfSaturatedShare of its
   /// CPUs: its own threads outnumbered them; not contended (judge_contention).
   bool oversubscribed = false;
@@ -244,6 +252,12 @@ struct HostEvidence {
   double involuntary_per_s() const { return window_s > 0 ? static_cast<double>(involuntary_switches) / window_s : 0; }
   /// Process CPU / (wall x CPUs it may run on): the share of the machine this process used; 0 when cpus is unknown.
   double machine_share() const { return window_s > 0 && cpus > 0 ? process_cpu_s / (window_s * cpus) : 0; }
+  /// The windows as telemetry::judge_host_window reads them (the one busy-host rule).
+  telemetry::CpuWindow cpu_window() const {
+    return {window_s, cpus, other_valid && cpus > 0, other_cpu_s, tick_slack_s, psi_valid, psi_stall_s};
+  }
+  /// Share of the windows' CPU time other processes took (after the tick allowance); 0 without /proc/stat.
+  double other_share() const { return telemetry::judge_host_window(cpu_window()).other_share; }
   /// PSI stall / wall, at most 1 (the PSI file is read a few us after the clock).
   double psi_share() const { return window_s > 0 ? std::min(1.0, psi_stall_s / window_s) : 0; }
 };
@@ -255,8 +269,12 @@ void add_window(HostEvidence& e, const HostSample& before, const HostSample& aft
 /// workers work), a span holding store writes (fsync sleeps).
 enum class CpuShareRule { Apply, Off };
 
-/// Set e.contended and e.reason from the thresholds above (the CPU-share rule as `rule` says);
-/// a window shorter than kMinJudgedWindow is not contended.
+/// Set e.contended and e.reason by the suite's one busy-host rule (telemetry::judge_host_window):
+/// with /proc/stat readings (e.other_valid), other processes' CPU time above
+/// telemetry::kMaxOtherCpuShare of the windows decides, and the thresholds above, crossed
+/// without it, only mark the window oversubscribed (the process's own threads); without them
+/// (artifacts of earlier builds, no procfs) the thresholds above decide (the CPU-share rule as
+/// `rule` says). A window shorter than kMinJudgedWindow is not contended.
 void judge_contention(HostEvidence& e, CpuShareRule rule);
 /// judge_contention with the CPU-share rule for Backend::CPU only.
 void judge_contention(HostEvidence& e, Backend backend);

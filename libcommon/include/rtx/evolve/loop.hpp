@@ -82,6 +82,14 @@ std::string gate_verdict(const nlohmann::json& gate_row);
 /// "3e-07 rel err", "0 failures", "p99 41.2 ms"; a gate with too few rounds for a CI:
 /// "-45.0% estimate, no CI (too few rounds)".
 std::string gate_value_text(const nlohmann::json& gate_row);
+/// A change 1 - t_c/t_b as a plain speedup t_b/t_c = 1/(1 - improvement): "1.25x faster
+/// [1.18, 1.33]", "2.09x slower [1.82, 2.44]" (the interval, from the improvement's 95% CI
+/// `ci_lo`, `ci_hi`, in the headline's unit); "" when `improvement` is not a number. The one
+/// place rtx-evolve's report, status and run lines format a change's number.
+std::string speedup_text(const nlohmann::json& improvement, const nlohmann::json& ci_lo, const nlohmann::json& ci_hi);
+/// speedup_text of the last "performance" row of a proposal's gate rows (detail.improvement,
+/// detail.ci); "" when there is none.
+std::string gates_speedup_text(const nlohmann::json& gates);
 /// A proposal as a report row: id, domain, key, change, why, status, gates, deployments
 /// (evolve_deployments), and the rollback / approve command that applies to its status.
 nlohmann::json proposal_row(store::Store& st, const Proposal& p);

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "rtx/telemetry/hwprofile.hpp"
+
 namespace rtx::serve {
 
 // ---------------------------------------------------------------------------------------------
@@ -227,16 +229,21 @@ nlohmann::json to_json(const LoadReport& report, bool include_requests = false);
 inline constexpr double kMinJudgedRunS = 0.05;
 
 /// Whether other work competed for the CPUs during a bench run, by the suite's busy-host rule
-/// (telemetry::kBusyPsiStallShare): the Linux PSI cpu "some" stall over the run's window.
+/// (telemetry::judge_host_window): the CPU time other processes took in the run's window
+/// (/proc/stat minus this process), or without /proc/stat the PSI cpu "some" stall.
 struct RunContention {
-  bool judged = false;     ///< PSI was readable at both ends and the window is >= kMinJudgedRunS
-  bool contended = false;  ///< judged, and the stall share is above kBusyPsiStallShare
+  bool judged = false;     ///< a signal was readable at both ends and the window is >= kMinJudgedRunS
+  bool contended = false;  ///< judged, and the rule found the host busy
   double psi_share = 0;    ///< stall / wall, clamped to [0, 1] (0 when PSI was not readable)
-  std::string reason;      ///< "" unless contended: "PSI cpu stall 45.0% of the run's 3.20 s (> 10%)"
+  double other_share = 0;  ///< share of the window's CPU time other processes took (0 without /proc/stat)
+  std::string basis;       ///< "other_cpu", "psi" (no /proc/stat) or "" (not judged)
+  std::string reason;      ///< "" unless contended: "other processes took 1.10 CPU-s of 2 CPUs x 3.20 s (17%, > 10%)"
 };
-/// The verdict for a window of `wall_s` seconds in which PSI counted `stall_s` seconds of stall
-/// (`psi_valid`: read at both ends). Not judged without PSI: the load average trails by a
-/// minute, and the bench's own clients raise it.
+/// The verdict on a run's window (telemetry::judge_host_window; the clients of this bench are
+/// this process, so they do not count against the host; a server on this host does).
+RunContention judge_run_contention(const telemetry::CpuWindow& w);
+/// The verdict on PSI alone: a window of `wall_s` seconds in which PSI counted `stall_s` seconds
+/// of stall (`psi_valid`: read at both ends); the rule's fallback without /proc/stat.
 RunContention judge_run_contention(bool psi_valid, double stall_s, double wall_s);
 
 /// A human-readable table of the summary (like benchmark_serving's printout), units in names.

@@ -125,11 +125,11 @@ CpuPressure read_cpu_pressure(const char* path = "/proc/pressure/cpu");
 inline constexpr double kBusyPsiStallShare = 0.10;
 /// "" when the host is quiet enough to measure on; else a one-line warning naming the evidence,
 /// ending ": other work competes with measurements". Looks at the host for `look_s` seconds
-/// (sleeping): with PSI (/proc/pressure/cpu) the host is busy when a task waited for a CPU more
-/// than kBusyPsiStallShare of that look, the rule rtx-bench applies to each case's window; the
-/// 1-minute load average is named as well but not judged, since it trails the load by a minute
-/// (busy for a minute after a build ends, quiet for seconds after one starts). Without PSI the
-/// old rule applies: the load average exceeds half the logical CPUs. rtx-doctor's host.load
+/// (sleeping) and judges the look by the suite's one rule (judge_host_window): busy when other
+/// processes took more than kMaxOtherCpuShare of the CPUs' time (/proc/stat). Without /proc/stat
+/// busy_host_verdict decides: PSI stall above kBusyPsiStallShare, or without PSI the load
+/// average above half the logical CPUs. The 1-minute load average is named but not judged where
+/// a reading is, since it trails the load by a minute. rtx-doctor's host.load
 /// check, rtx-tune run, rtx-evolve run and rtx-serve bench's start-time check share it.
 std::string busy_host_warning(const HardwareProfile& p, double look_s = 0.2);
 /// The same judgement on two given PSI readings `look_s` apart (before, after) and a load
@@ -146,10 +146,75 @@ struct BusyLook {
   double look_s = 0;                  ///< seconds actually looked
   double load1 = 0;                   ///< 1-minute load average
   int logical_cpus = 0;
-  std::string warning;                ///< busy_host_verdict's text; "" = quiet enough to measure on
+  bool other_valid = false;  ///< /proc/stat was read at both ends: other_share decided (judge_host_window)
+  /// Share of the look's CPU time that other processes took (judge_host_window), 0 without /proc/stat.
+  double other_share = 0;
+  std::string warning;                ///< judge_host_window's (or, without /proc/stat, busy_host_verdict's) text; "" = quiet
 };
 /// busy_host_warning's look, with its measurements.
 BusyLook look_at_host(const HardwareProfile& p, double look_s = 0.2);
+
+// ---- the host-contention rule (one home) -----------------------------------------------------
+// Whether OTHER processes competed with ours in a window, by the CPU time they took there:
+// the busy ticks of the CPUs this process may run on (/proc/stat, proc(5): user + nice +
+// system + irq + softirq + steal; steal is the VM's neighbours) minus this process's own CPU
+// time (getrusage RUSAGE_SELF). PSI cpu stall and involuntary context switches count waits
+// behind our own threads as well (an idle 2-CPU host read 18% stall and 194 switches/s under
+// rtx-tune --serve's own scheduler and OpenMP workers), so they decide only where /proc/stat
+// cannot be read. rtx-bench's per-case judge (app::bench::judge_contention), rtx-tune's
+// trials (tune::HostJudgedObjective, through it), rtx-serve bench's run (serve::judge_run_contention)
+// and busy_host_warning's look all call judge_host_window.
+
+/// Busy time of a set of CPUs, from one read of /proc/stat.
+struct CpuBusy {
+  bool valid = false;  ///< every CPU asked for had a "cpuN" line with at least 8 numbers
+  double busy_s = 0;   ///< sum of user+nice+system+irq+softirq+steal over those CPUs, s
+  int cpus = 0;        ///< CPUs summed
+  double tick_s = 0;   ///< 1 / USER_HZ (sysconf(_SC_CLK_TCK)): the counters' resolution, s
+};
+/// Parse the text of /proc/stat for the CPUs in `cpus` (their "cpuN" lines), counters in ticks
+/// of `tick_s` seconds. valid=false when `cpus` is empty, a line is missing or malformed, or
+/// tick_s <= 0; never throws.
+CpuBusy parse_cpu_busy(const std::string& proc_stat, const std::vector<int>& cpus, double tick_s);
+/// Read /proc/stat for the CPUs this thread may run on (sched_getaffinity); valid=false when
+/// unreadable. ~30 us on 2 CPUs. Where this thread is pinned to fewer CPUs than the process's
+/// other threads use (OMP_PROC_BIND), this process's CPU time exceeds those CPUs' share and
+/// other processes' time reads low: the rule then misses neighbours, it never invents them.
+CpuBusy read_cpu_busy();
+
+/// Share of the window's CPU time (window x CPUs) that other processes took above which the
+/// host is busy. 10%: a neighbour that took it from our threads shifts a median twice past
+/// rtx-bench compare's 5% threshold; idle hosts read 0-3% (docs/tools/rtx-bench.md, "Host
+/// contention"); one CPU-bound neighbour on 2 CPUs takes 33-50% even against our 2-3 threads.
+inline constexpr double kMaxOtherCpuShare = 0.10;
+/// Shortest window judged, s: one 4 ms time slice in a shorter window already reads as 8%.
+inline constexpr double kMinJudgedWindowS = 0.05;
+
+/// What was counted in one window (or a sum of windows) for judge_host_window.
+struct CpuWindow {
+  double wall_s = 0;             ///< wall time, s
+  int cpus = 0;                  ///< CPUs the process may run on (0: unknown)
+  bool other_valid = false;      ///< /proc/stat was read at every window's ends
+  double other_cpu_s = 0;        ///< busy time of those CPUs minus this process's CPU time, s (may be < 0 by tick rounding)
+  double tick_slack_s = 0;       ///< rounding allowance: 2 ticks per CPU per window, s
+  bool psi_valid = false;        ///< PSI cpu was read at every window's ends
+  double psi_stall_s = 0;        ///< PSI cpu "some" stall in the windows, s
+};
+/// The verdict on a window.
+struct HostVerdict {
+  bool judged = false;      ///< wall_s >= kMinJudgedWindowS and a signal was readable
+  bool busy = false;        ///< judged, and other processes took more than the threshold
+  double other_share = 0;   ///< max(0, other_cpu_s - tick_slack_s) / (wall_s x cpus), 0 when not readable
+  double psi_share = 0;     ///< psi_stall_s / wall_s, in [0, 1]
+  std::string basis;        ///< "other_cpu" (the rule), "psi" (fallback without /proc/stat), "" not judged
+  std::string reason;       ///< "" unless busy: "other processes took 0.93 CPU-s of 2 CPUs x 1.00 s (47%, > 10%)"
+};
+/// The ONE busy-host rule: with /proc/stat, busy when other processes took more than
+/// kMaxOtherCpuShare of the window's CPU time after the tick allowance; without it (other_valid
+/// false), busy when PSI cpu "some" stall exceeds kBusyPsiStallShare of the window (which also
+/// counts waits behind our own threads: the caller says so). Windows shorter than
+/// kMinJudgedWindowS are not judged. Never throws.
+HostVerdict judge_host_window(const CpuWindow& w);
 
 
 

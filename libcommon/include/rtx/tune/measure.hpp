@@ -44,8 +44,10 @@ class KernelObjective : public Objective {
 };
 
 /// Judges every evaluation of `inner` for host contention, with rtx-bench's per-window rule
-/// (app::bench::judge_contention: PSI cpu stall > 10% of the window, the measuring thread
-/// running < 80% of it on CPU, > 100 involuntary switches/s), and sets Evaluation::contended,
+/// (app::bench::judge_contention, i.e. the suite's one rule telemetry::judge_host_window: other
+/// processes took > 10% of the window's CPU time, so the search's own scheduler and OpenMP
+/// threads never count; without /proc/stat: PSI cpu stall > 10% of the window, the measuring
+/// thread running < 80% of it on CPU, > 100 involuntary switches/s), and sets Evaluation::contended,
 /// contention_reason and judged_on on Ok results (skips and failures carry no timing and are
 /// not judged). The window runs from before inner.evaluate() (instance, check, warm-up,
 /// sampling) to after it. A window shorter than app::bench::kMinJudgedWindow (a microsecond

@@ -143,7 +143,8 @@ json to_json(const RunResult& r, const ArtifactMeta& m) {
                 {{"psi_cpu_some_share_max", kMaxPsiStallShare},
                  {"cpu_share_min", kMinCpuShare},
                  {"involuntary_per_s_max", kMaxInvoluntaryPerS},
-                 {"min_window_s", kMinJudgedWindow}}},
+                 {"min_window_s", kMinJudgedWindow},
+                 {"other_cpu_share_max", telemetry::kMaxOtherCpuShare}}},
                {"contended_cases", contended},
                {"unjudged_cases", unjudged}};
   if (r.host.measured) host["run"] = to_json(r.host);
@@ -338,6 +339,9 @@ void merge_host(HostEvidence& m, const HostEvidence& x, size_t k, size_t total) 
     m.process_cpu_s += x.process_cpu_s;
     m.involuntary_switches += x.involuntary_switches;
     m.psi_valid = m.psi_valid && x.psi_valid;
+    m.other_valid = m.other_valid && x.other_valid;
+    m.other_cpu_s += x.other_cpu_s;
+    m.tick_slack_s += x.tick_slack_s;
     // Sums of readings that were each clamped to their window (add_window); clamp the total
     // too, for rounds written by builds that did not clamp (a merged share read 1.045).
     m.psi_stall_s = std::min(m.psi_stall_s + std::min(x.psi_stall_s, x.window_s), m.window_s);

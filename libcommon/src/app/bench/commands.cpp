@@ -32,6 +32,7 @@
 #include "rtx/core/error.hpp"
 #include "rtx/io/artifact.hpp"
 #include "rtx/io/atomic_file.hpp"
+#include "rtx/stats/abba.hpp"
 #include "rtx/store/store.hpp"
 #include "rtx/telemetry/bus.hpp"
 #include "rtx/telemetry/hwprofile.hpp"
@@ -242,7 +243,7 @@ std::pair<std::vector<json>, std::vector<json>> run_rounds(const RunCommand& c, 
   for (size_t slot = 0; slot < (ab ? 2 * rounds : rounds); ++slot) {
     // ABBA: slots (0,1) are A B, (2,3) B A, ... ; A is this program, B the baseline.
     const size_t k = ab ? slot / 2 : slot;
-    const bool baseline = ab && ((slot % 2 == 1) != (k % 2 == 1));
+    const bool baseline = ab && stats::abba_arm(slot) == 1;
     const std::string exe = baseline ? c.baseline_exe : c.self_exe;
     const std::string side = baseline ? "baseline " : "";
     const std::string tag = (baseline ? "baseline-round-" : "round-") + std::to_string(k + 1);

@@ -64,16 +64,26 @@ HostSample sample_host() {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   if (::sched_getaffinity(0, sizeof allowed, &allowed) == 0) s.cpus = CPU_COUNT(&allowed);
+  s.cpu_busy = telemetry::read_cpu_busy();
   return s;
 }
 
 void add_window(HostEvidence& e, const HostSample& before, const HostSample& after) {
   if (!e.measured) {
     e.load1_start = before.load1;
-    e.psi_valid = true;  // and-ed with each window below
+    e.psi_valid = true;    // and-ed with each window below
+    e.other_valid = true;  // likewise
+  }
+  // Other processes' CPU time: the CPUs' busy time minus ours, both over this window.
+  const bool other = before.cpu_busy.valid && after.cpu_busy.valid && before.cpu_busy.cpus == after.cpu_busy.cpus &&
+                     after.cpu_busy.busy_s >= before.cpu_busy.busy_s && (e.cpus == 0 || e.cpus == after.cpu_busy.cpus);
+  e.other_valid = e.other_valid && other;
+  if (other) {
+    e.other_cpu_s += (after.cpu_busy.busy_s - before.cpu_busy.busy_s) - std::max(0.0, after.process_cpu_s - before.process_cpu_s);
+    e.tick_slack_s += 2 * after.cpu_busy.tick_s * after.cpu_busy.cpus;
   }
   e.measured = true;
-  e.cpus = std::max({e.cpus, before.cpus, after.cpus});
+  e.cpus = std::max({e.cpus, before.cpus, after.cpus, other ? after.cpu_busy.cpus : 0});
   e.window_s += std::max(0.0, after.wall_s - before.wall_s);
   e.thread_cpu_s += std::max(0.0, after.thread_cpu_s - before.thread_cpu_s);
   e.process_cpu_s += std::max(0.0, after.process_cpu_s - before.process_cpu_s);
@@ -98,8 +108,12 @@ void judge_contention(HostEvidence& e, CpuShareRule rule) {
   e.contended = false;
   e.reason.clear();
   e.judged_on.clear();
+  e.oversubscribed = false;
+  e.oversubscription.clear();
   if (!e.measured || e.window_s < kMinJudgedWindow) return;
   e.judged_on = "case";
+  // The signals that also count waits behind our own threads: the verdict only where /proc/stat
+  // cannot tell other processes' CPU time from ours (artifacts of earlier builds, no procfs).
   std::string why;
   auto add = [&](const std::string& s) { why += (why.empty() ? "" : ", ") + s; };
   if (rule == CpuShareRule::Apply && e.cpu_share() < kMinCpuShare)
@@ -110,8 +124,18 @@ void judge_contention(HostEvidence& e, CpuShareRule rule) {
         fmt("%.0f%%", 100 * kMaxPsiStallShare) + ")");
   if (e.involuntary_per_s() > kMaxInvoluntaryPerS && e.involuntary_switches >= kMinInvoluntarySwitches)
     add(beyond(e.involuntary_per_s(), kMaxInvoluntaryPerS, true) + " involuntary context switches/s (> " + fmt("%.0f", kMaxInvoluntaryPerS) + ")");
-  e.oversubscribed = false;
-  e.oversubscription.clear();
+  if (e.other_valid && e.cpus > 0) {
+    // The rule (telemetry::judge_host_window): other processes' CPU time in the windows.
+    const telemetry::HostVerdict v = telemetry::judge_host_window(e.cpu_window());
+    e.contended = v.busy;
+    e.reason = v.reason;  // the other readings stay in the artifact's fields, not in the one-line reason
+    if (!v.busy && !why.empty()) {
+      e.oversubscribed = true;
+      e.oversubscription = why + "; other processes took only " + fmt("%.0f%%", 100 * v.other_share) + " of the " +
+                           std::to_string(e.cpus) + " CPUs: the waits were behind the process's own threads";
+    }
+    return;
+  }
   if (!why.empty() && e.machine_share() >= kSelfSaturatedShare) {
     // The process had (nearly) every CPU: what crossed was its own threads (kSelfSaturatedShare).
     e.oversubscribed = true;
@@ -171,6 +195,11 @@ json to_json(const HostEvidence& e) {
   if (e.cpus > 0) {
     j["cpus"] = e.cpus;
     j["machine_share"] = e.machine_share();
+  }
+  if (e.other_valid) {
+    j["other_cpu_s"] = e.other_cpu_s;
+    j["other_cpu_share"] = e.other_share();
+    j["tick_slack_s"] = e.tick_slack_s;
   }
   if (e.oversubscribed) {
     j["oversubscribed"] = true;
@@ -235,6 +264,17 @@ HostEvidence host_evidence_from_json(const json& j, const std::string& source, c
   count("cpus", e.cpus);
   double machine = 0;  // derived (machine_share()); checked for type only
   number("machine_share", machine);
+  // Other processes' CPU time (builds before it: absent, judged on the older signals). Tick
+  // rounding can make it slightly negative.
+  e.other_valid = j.contains("other_cpu_s");
+  if (e.other_valid) {
+    const json& v = j["other_cpu_s"];
+    if (!v.is_number() || !std::isfinite(v.get<double>())) bad("other_cpu_s", "expected a finite number, got " + v.dump());
+    e.other_cpu_s = v.get<double>();
+  }
+  number("tick_slack_s", e.tick_slack_s);
+  double other_share = 0;  // derived (other_share()); checked for type only
+  number("other_cpu_share", other_share);
   if (j.contains("oversubscribed")) {
     if (!j["oversubscribed"].is_boolean()) bad("oversubscribed", std::string("expected boolean, got ") + j["oversubscribed"].type_name());
     e.oversubscribed = j["oversubscribed"].get<bool>();

@@ -153,13 +153,19 @@ void host_checks(std::vector<Check>& checks, const tel::HardwareProfile& hw) {
   // The value is what decides: the PSI stall share of the look (unit "share", 0..1), or the
   // load average where there is no PSI.
   const telemetry::BusyLook look = telemetry::look_at_host(hw);
-  const double value = look.stall_share ? *look.stall_share : look.load1;
-  const char* unit = look.stall_share ? "share" : "";
+  // With /proc/stat, the share of the look's CPU time other processes took (the rule,
+  // telemetry::judge_host_window).
+  const double value = look.other_valid ? look.other_share : look.stall_share ? *look.stall_share : look.load1;
+  const char* unit = look.other_valid || look.stall_share ? "share" : "";
   if (!look.warning.empty())
     b.add("host.load", Status::Warn, look.warning, "stop other jobs before measuring (see top)", value, unit);
   else
     b.add("host.load", Status::Pass,
-          look.stall_share ? fmt("PSI cpu stall %.1f%% of a %.2f s look (<= %.0f%%); 1-minute load average %.2f",
+          look.other_valid
+              ? fmt("other processes took %.1f%% of the CPUs' time in a %.2f s look (<= %.0f%%)", 100 * look.other_share,
+                    look.look_s, 100 * telemetry::kMaxOtherCpuShare) +
+                    fmt("; 1-minute load average %.2f", look.load1)
+          : look.stall_share ? fmt("PSI cpu stall %.1f%% of a %.2f s look (<= %.0f%%); 1-minute load average %.2f",
                                  100 * *look.stall_share, look.look_s, 100 * telemetry::kBusyPsiStallShare, look.load1)
                            : fmt("1-minute load average %.2f on %d CPUs (no PSI)", look.load1, look.logical_cpus),
           "", value, unit);

@@ -7,6 +7,7 @@ list(APPEND RTX_COMMON_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/device_nocuda.cpp
   ${CMAKE_CURRENT_LIST_DIR}/driver_probe.cpp
   ${CMAKE_CURRENT_LIST_DIR}/printable.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/names.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tensor.cpp
   ${CMAKE_CURRENT_LIST_DIR}/allocator.cpp
 )

@@ -85,6 +85,10 @@ std::string format_time_ratio_ci(double ratio, double lo, double hi) {
   return r + " [" + format_time_ratio(lo) + ", " + format_time_ratio(hi) + "]";
 }
 
+std::string format_saving_as_time_ratio(double saved, double lo, double hi) {
+  return format_time_ratio_ci(1 - saved, 1 - hi, 1 - lo);
+}
+
 std::string format_change(const Comparison& c) { return format_time_ratio_ci(c.ratio, c.lo, c.hi); }
 
 CommonMode common_mode_shift(const std::vector<Comparison>& cs) {

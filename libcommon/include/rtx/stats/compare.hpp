@@ -63,6 +63,11 @@ std::string format_time_ratio(double ratio);
 /// not a finite positive interval (lo <= 0 or hi <= 0: no CI was computed).
 std::string format_time_ratio_ci(double ratio, double lo, double hi);
 
+/// A saving (rtx-evolve's improvement, 1 - t_new/t_base) and its CI [lo, hi] written in the
+/// common notation: format_time_ratio_ci(1 - saved, 1 - hi, 1 - lo), e.g. saved 0.12 [0.05,
+/// 0.19] -> "0.880 [0.810, 0.950]".
+std::string format_saving_as_time_ratio(double saved, double lo, double hi);
+
 /// The change of `c` in the common notation, "0.934 [0.901, 0.968]" (format_time_ratio_ci of
 /// c.ratio, c.lo, c.hi).
 std::string format_change(const Comparison& c);

@@ -443,7 +443,7 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
   // An empty pack would run nothing and report "0 ok", which a CI job reads as a pass.
   if (cases.empty())
     throw_input("pack '" + printable(pack.name) + "' has no cases: nothing to run", pack.source.empty() ? "pack" : pack.source,
-                "add cases to its \"cases\" array (docs/bench_packs.md)");
+                "add cases to its \"cases\" array; format: docs/bench_packs.md");
 
   ro.max_rel_ci = option(c.max_rel_ci, pack.run.max_rel_ci, ro.max_rel_ci);
   ro.max_time = option(c.max_time, pack.run.max_time, ro.max_time);

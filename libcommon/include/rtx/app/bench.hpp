@@ -528,8 +528,10 @@ struct CompareReport {
 /// for contention (CompareRow::unjudged) and whether its change contradicts its medians.
 CompareReport compare_artifacts(const nlohmann::json& base, const nlohmann::json& fresh, const stats::CompareOptions& o,
                                 const std::string& base_source = "base", const std::string& new_source = "new");
-/// Render a report: "table" (aligned text), "md" (GitHub markdown), "csv", "json". Table and
-/// md keep the verdict cell short ("undecided (busy host)", "same (busy host, ABBA)", "same
+/// Render a report: "table" (aligned text), "md" (GitHub markdown), "csv", "json". The change
+/// is written as stats::format_change (time new/base [95% CI]) in table and md, and as
+/// time_ratio, time_ratio_ci and change (beside the older ratio, ratio_ci) in json. Table and
+/// md keep the verdict cell short ("undecided (busy host)", "unconfirmed (process shift)", "same (busy host, ABBA)", "same
 /// (base 4/5 rounds)", "same (host not judged)"), list each distinct host reason (and each
 /// left-out-rounds note) once below the table with its cases, mark a change that disagrees with
 /// the medians with '*' and explain it in a footnote, and say how many cases were not judged

@@ -914,7 +914,7 @@ TEST_CASE("compare judges a case on its quiet rounds and says which rounds were 
   CHECK(j["cases"][0]["verdict"] == "same");
   CHECK(j["cases"][0]["rounds_note"] == note);
   CHECK(j["summary"]["left_out"] == 1);
-  CHECK(format_compare(rep, "csv").find(",rounds,same,\"" + note + "; ratio +0.0% CI [") != std::string::npos);  // quoted: the CI has a comma
+  CHECK(format_compare(rep, "csv").find(",rounds,same,\"" + note + "; time new/base 1.000 [") != std::string::npos);  // quoted: the CI has a comma
 
   // Both sides left rounds out; new is 30% slower on its quiet rounds: slower stands (4 rounds
   // a side is the least that can show a change: exact p >= 2/70).
@@ -1136,21 +1136,21 @@ TEST_CASE("compare: a change that disagrees with the medians gets a footnote and
   CHECK(rep.disagreements == 1);
   const std::string table = format_compare(rep, "table");
   INFO(table);
-  CHECK(table.find("-0.1%*") != std::string::npos);
+  CHECK(table.find("0.999 [0.000688, 1355]*") != std::string::npos);
   CHECK(table.find("* change vs medians: for 1 case(s) marked * the change and the ratio of the medians fall on different sides "
-                   "of the +-5.0% threshold. change is the Hodges-Lehmann estimate") != std::string::npos);
-  CHECK(table.find("\n  k: change -0.1%, medians 8 ms -> 5.7 us (-99.9%), basis rounds\n") != std::string::npos);
+                   "of the [0.950, 1.050] threshold band. change is the Hodges-Lehmann estimate") != std::string::npos);
+  CHECK(table.find("\n  k: change 0.999, medians 8 ms -> 5.7 us (0.000713), basis rounds\n") != std::string::npos);
   const std::string md = format_compare(rep, "md");
-  CHECK(md.find("| -0.1%\\* |") != std::string::npos);
+  CHECK(md.find("| 0.999 [0.000688, 1355]\\* |") != std::string::npos);
   CHECK(md.find("\n\\* change vs medians: for 1 case(s)") != std::string::npos);
-  CHECK(md.find("- `k`: change -0.1%, medians 8 ms -> 5.7 us (-99.9%), basis rounds") != std::string::npos);
+  CHECK(md.find("- `k`: change 0.999, medians 8 ms -> 5.7 us (0.000713), basis rounds") != std::string::npos);
   const json j = json::parse(format_compare(rep, "json"));
   CHECK(j["cases"][0]["change_disagrees_with_medians"] == true);
   CHECK(j["cases"][0]["medians_ratio"].get<double>() == Approx(5.7 / 7995.9));
   CHECK(j["summary"]["change_disagrees"] == 1);
   REQUIRE(j.contains("notes"));
   CHECK_THAT(j["notes"][0].get<std::string>(), Catch::StartsWith("* change vs medians: for 1 case(s)"));
-  CHECK(format_compare(rep, "csv").find("change disagrees with the medians (-99.9%)") != std::string::npos);
+  CHECK(format_compare(rep, "csv").find("change disagrees with the medians (0.000713)") != std::string::npos);
 
   // Agreeing change and medians: no mark, no footnote, the flag false.
   rep = compare_artifacts(doc({1000, 1010, 990, 1005, 995}), doc({1300, 1310, 1290, 1305, 1295}), o);

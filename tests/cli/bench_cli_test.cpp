@@ -230,6 +230,22 @@ TEST_CASE("compare: exit 1 on a slowdown, 0 on A/A, 2 on a non-bench file", "[cp
   CHECK(p.exit_code == 2);
   CHECK(p.err.find("samples_s") != std::string::npos);
   CHECK(run(bench() + " compare " + d + "/base.json " + d + "/same.json --threshold x").exit_code == 2);
+  // Machine formats carry the error in-band on stdout (a pipe into jq must not get nothing).
+  p = run(bench() + " compare " + d + "/nope.json " + d + "/base.json --format json");
+  CHECK(p.exit_code == 2);
+  CHECK(json::parse(p.out)["error"]["where"] == d + "/nope.json");
+  p = run(bench() + " compare " + d + "/nope.json " + d + "/base.json --json");
+  CHECK(p.exit_code == 2);
+  CHECK(json::parse(p.out)["error"]["exit_code"] == 2);  // one document, written by the tool's error path
+  p = run(bench() + " compare " + d + "/nope.json " + d + "/base.json --format csv");
+  CHECK(p.exit_code == 2);
+  CHECK(p.out.rfind("error,category,message,where,hint,exit_code\nerror,input,", 0) == 0);
+  // An empty pack: said, exit 2, nothing written (it used to run and print "0 ok").
+  write(d + "/empty_pack.json", R"({"schema": "rtx.benchpack.v1", "name": "nothing", "cases": []})");
+  p = run(bench() + " run " + d + "/empty_pack.json --no-store -o " + d + "/nothing.json");
+  CHECK(p.exit_code == 2);
+  CHECK(p.err.find("pack 'nothing' has no cases: nothing to run") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(d + "/nothing.json"));
 }
 
 TEST_CASE("--backend cuda without a GPU exits 3", "[cpu][cli]") {

@@ -244,7 +244,7 @@ TEST_CASE("report: an undecided performance gate is told apart from a failure", 
   CHECK(status_report(st, 10)["summary"]["undecided"] == 1);
   // Each proposal's gates line says undecided, not FAIL, for a gate without a verdict.
   CHECK_THAT(text, Catch::Contains("gates: pass safety (") && Catch::Contains("undecided performance (") &&
-                       Catch::Contains("FAIL memory (") && Catch::Contains("FAIL performance (-25.0% CI lo)"));
+                       Catch::Contains("FAIL memory (") && Catch::Contains("FAIL performance (time new/base CI hi 1.250)"));
   CHECK(gate_verdict(json{{"gate", "performance"}, {"passed", false}, {"detail", {{"undecided", true}}}}) == "undecided");
   CHECK(gate_verdict(json{{"gate", "memory"}, {"passed", false}, {"detail", {{"undecided", true}}}}) == "FAIL");
   CHECK(gate_verdict(json{{"gate", "heldout"}, {"passed", true}}) == "pass");
@@ -398,7 +398,7 @@ TEST_CASE("report: gates with too few rounds show no CI and count as undecided",
   CHECK_FALSE(gate_undecided("memory", false, {{"undecided", true}}));
   CHECK_FALSE(failed_before(st, few.fingerprint, "SKU-A"));  // proposed again by a later run
   CHECK(failed_before(st, mem.fingerprint, "SKU-A"));
-  CHECK_THAT(gate_value_text(rows[1]["gates"][2]), Catch::Matches(R"(\+[0-9.]+% estimate, no CI \(too few rounds\))"));
+  CHECK_THAT(gate_value_text(rows[1]["gates"][2]), Catch::Matches(R"(time new/base [0-9.]+ estimate, no CI \(too few rounds\))"));
   const std::string text = format_report(status_report(st, 10), "text");
   INFO(text);
   CHECK_THAT(text, Catch::Contains("2 failed (1 undecided)"));

@@ -87,3 +87,61 @@ TEST_CASE("compare rejects bad input", "[cpu]") {
   CHECK(compare_samples({}, {1.0}).verdict == Verdict::Ambiguous);
   CHECK(std::string(verdict_name(Verdict::Slower)) == "slower");
 }
+
+TEST_CASE("format_time_ratio: one notation for a change, the time ratio new/base with its CI", "[cpu]") {
+  CHECK(format_time_ratio(1.0) == "1.000");
+  CHECK(format_time_ratio(0.9344) == "0.934");
+  CHECK(format_time_ratio(1.0704) == "1.070");
+  CHECK(format_time_ratio(9.9994) == "9.999");
+  CHECK(format_time_ratio(344.12) == "344.1");  // a gain "-34312%" as a time ratio
+  CHECK(format_time_ratio(12346.0) == "1.235e+04");
+  CHECK(format_time_ratio(0.00290) == "0.0029");
+  CHECK(format_time_ratio(5.7 / 7995.9) == "0.000713");
+  CHECK(format_time_ratio(0.1) == "0.100");
+  CHECK(format_time_ratio(0) == "-");
+  CHECK(format_time_ratio(-1) == "-");
+  CHECK(format_time_ratio(std::nan("")) == "-");
+  CHECK(format_time_ratio(INFINITY) == "-");
+  CHECK(format_time_ratio_ci(0.934, 0.901, 0.968) == "0.934 [0.901, 0.968]");
+  CHECK(format_time_ratio_ci(0.934, 0, 0) == "0.934");  // no CI computed
+  CHECK(format_time_ratio_ci(0.934, 0.9, std::nan("")) == "0.934");
+  Comparison c;
+  c.ratio = 1.2;
+  c.lo = 1.15;
+  c.hi = 1.25;
+  CHECK(format_change(c) == "1.200 [1.150, 1.250]");
+  CHECK(std::string(kTimeRatioLabel) == "time new/base");
+}
+
+TEST_CASE("common_mode_shift: most comparisons moving one way are the process's", "[cpu]") {
+  auto cmp = [](Verdict v, double ratio) {
+    Comparison c;
+    c.verdict = v;
+    c.ratio = ratio;
+    return c;
+  };
+  const Comparison s = cmp(Verdict::Slower, 1.2), f = cmp(Verdict::Faster, 0.8), same = cmp(Verdict::Same, 1.0),
+                   amb = cmp(Verdict::Ambiguous, 1.04);
+  CommonMode m = common_mode_shift({s, s, s, same, same});
+  CHECK(m.detected);
+  CHECK(m.direction == Verdict::Slower);
+  CHECK(m.shifted == 3);
+  CHECK(m.of == 5);
+  CHECK(m.median_ratio == Approx(1.2));
+  m = common_mode_shift({f, f, f, amb, same});
+  CHECK(m.detected);
+  CHECK(m.direction == Verdict::Faster);
+  CHECK(m.median_ratio == Approx(0.8));
+  // Half is not most: 2 of 4, and mixed directions (2 slower, 2 faster of 5) are not one shift.
+  CHECK_FALSE(common_mode_shift({s, s, same, amb}).detected);
+  m = common_mode_shift({s, s, f, f, same});
+  CHECK_FALSE(m.detected);
+  CHECK(m.direction == Verdict::Same);
+  CHECK(m.shifted == 2);
+  // One comparison alone is never a common mode (kMinCommonModeCases); two of two are.
+  CHECK_FALSE(common_mode_shift({s}).detected);
+  CHECK(common_mode_shift({s, s}).detected);
+  CHECK_FALSE(common_mode_shift({s, same}).detected);
+  CHECK_FALSE(common_mode_shift({}).detected);
+  CHECK(common_mode_shift({}).of == 0);
+}

@@ -515,3 +515,32 @@ TEST_CASE("rtx-tune run on a busy host: no profile from busy trials; a quiet re-
   CHECK(k["profile_version"] == 1);
   CHECK_THAT(doc["warnings"].back().get<std::string>(), Catch::Contains("--include-busy let them compete"));
 }
+
+TEST_CASE("rtx-tune --op: exact name, a unique prefix (said), else the candidates or the closest ops", "[cpu]") {
+  const auto& reg = rtx::kernels::registry();
+  std::ostringstream err;
+  CHECK(rtx::app::tune::resolve_op(reg, "matmul_forward", err).name == "matmul_forward");
+  CHECK(err.str().empty());  // an exact name is taken silently
+  CHECK(rtx::app::tune::resolve_op(reg, "layernorm_f", err).name == "layernorm_forward");
+  CHECK(err.str() == "rtx-tune: --op 'layernorm_f' taken as layernorm_forward (the only op it starts)\n");
+  try {
+    rtx::app::tune::resolve_op(reg, "matmul", err);
+    FAIL("an ambiguous prefix was taken");
+  } catch (const rtx::Error& e) {
+    CHECK(e.category() == rtx::ErrorCategory::Usage);
+    CHECK(e.where() == "--op");
+    INFO(e.what());
+    CHECK(std::string(e.what()).find("op 'matmul' is ambiguous: ") != std::string::npos);
+    CHECK(std::string(e.what()).find("matmul_forward") != std::string::npos);
+    CHECK(std::string(e.what()).find("matmul_backward") != std::string::npos);
+  }
+  try {
+    rtx::app::tune::resolve_op(reg, "layrnorm_forward", err);  // a typo: no prefix, the closest named
+    FAIL("a misspelt op was taken");
+  } catch (const rtx::Error& e) {
+    CHECK(e.category() == rtx::ErrorCategory::Usage);
+    CHECK(std::string(e.what()).find("unknown op 'layrnorm_forward'") != std::string::npos);
+    CHECK(e.hint().find("did you mean layernorm_forward") == 0);
+  }
+  CHECK_THROWS_AS(rtx::app::tune::resolve_op(reg, "", err), rtx::Error);
+}

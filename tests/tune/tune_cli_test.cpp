@@ -2,6 +2,8 @@
 // through the store, show --stats, export/import (rtx.profile.v1, SKU refusal), exit codes.
 #include <catch2/catch.hpp>
 
+#include "rtx/stats/compare.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -58,6 +60,11 @@ TEST_CASE("rtx-tune run/show/export/import end to end", "[cpu][cli]") {
     const double sp = k["confirm"]["speedup"].get<double>();
     CHECK(k["confirm"]["ci"][0].get<double>() <= sp);
     CHECK(sp <= k["confirm"]["ci"][1].get<double>());
+    // The suite's notation beside the speedup: the time ratio best/default is its inverse.
+    CHECK(k["confirm"]["time_ratio"].get<double>() == Approx(1 / sp).epsilon(1e-12));
+    CHECK(k["confirm"]["time_ratio_ci"][0].get<double>() == Approx(1 / k["confirm"]["ci"][1].get<double>()).epsilon(1e-12));
+    CHECK(k["time_ratio_vs_default"].get<double>() == Approx(1 / sp).epsilon(1e-12));
+    CHECK(k["confirm"]["change"].get<std::string>().find(rtx::stats::format_time_ratio(1 / sp) + " [") == 0);
     const std::string v = k["confirm"]["verdict"].get<std::string>();
     CHECK((v == "same" || v == "faster" || v == "slower" || v == "ambiguous"));
     CHECK(k["profile_params"] == (v == "slower" ? k["default"]["params"] : k["best"]["params"]));

@@ -215,7 +215,7 @@ PerfJudgement judge_unhosted(const std::vector<std::vector<double>>& base, const
   j.n_base = pb.size();
   j.n_cand = pc.size();
   const std::string n = "n=" + std::to_string(j.n_base) + "+" + std::to_string(j.n_cand) + (per_round ? " round medians" : "");
-  const std::string ci = "improvement " + pct(j.improvement) + " (95% CI " + pct(j.lo) + " .. " + pct(j.hi) + ", p=" +
+  const std::string ci = std::string(stats::kTimeRatioLabel) + " " + stats::format_change(c) + " (95% CI, p=" +
                          std::to_string(j.p).substr(0, 6) + ", " + n + ")";
   // Below ci_attainable the order-statistic interval is the range of the pairwise ratios at an
   // unstated, lower coverage, and p cannot fall below alpha: report neither as evidence.

@@ -1,5 +1,6 @@
 // The rtx-evolve knowledge graph: kg_nodes/kg_edges derived from proposals, gate_results and
 // evolve_deployments (kg_sync), the three questions of issue 6, and dot/svg/json export.
+#include "rtx/stats/compare.hpp"
 #include "rtx/evolve/kg.hpp"
 #include "rtx/evolve/loop.hpp"
 
@@ -45,8 +46,6 @@ std::string fmt(const char* f, double x) {
   std::snprintf(b, sizeof b, f, x);
   return b;
 }
-
-std::string pct(double x) { return fmt("%+.1f%%", 100 * x); }
 
 json parse_or_empty(const std::string& text) {
   json j = json::parse(text, nullptr, false);
@@ -287,9 +286,10 @@ Desired derive(store::Store& st) {
                  {"n_base", num(gr.detail, "n_base")},
                  {"n_cand", num(gr.detail, "n_cand")}};
       g.node(dref, "metric_delta",
-             workload + " " + pct(num(gr.detail, "improvement")) + " time saved\n" +
+             workload + " " + stats::kTimeRatioLabel + " " + stats::format_time_ratio(1 - num(gr.detail, "improvement")) + "\n" +
                  (no_ci ? std::string("no CI (too few rounds)")
-                        : "95% CI [" + pct(lo.get<double>()) + ", " + pct(hi.get<double>()) + "]"),
+                        : "95% CI [" + stats::format_time_ratio(1 - hi.get<double>()) + ", " +
+                              stats::format_time_ratio(1 - lo.get<double>()) + "]"),
              dp);
       g.edge(pref, dref, "moved");
       g.edge(dref, gref, "judged_by");
@@ -593,8 +593,9 @@ std::string kg_format_text(const json& answer) {
     s << "#" << r.value("proposal_id", int64_t(0)) << " [" << str(r, "domain") << "] " << (ops.empty() ? "-" : ops) << "  "
       << str(r, "change") << "\n    ";
     if (q == "improved")
-      s << "improvement " << pct(num(r, "improvement")) << " (95% CI " << pct(num(r, "ci_lo")) << " .. " << pct(num(r, "ci_hi"))
-        << ", p=" << fmt("%.3g", num(r, "p")) << ", threshold " << pct(num(r, "threshold")) << "), status " << str(r, "status");
+      s << stats::kTimeRatioLabel << " " << stats::format_saving_as_time_ratio(num(r, "improvement"), num(r, "ci_lo"), num(r, "ci_hi"))
+        << " (95% CI, p=" << fmt("%.3g", num(r, "p")) << ", threshold " << stats::format_time_ratio(1 - num(r, "threshold"))
+        << "), status " << str(r, "status");
     else if (q == "hurt-determinism")
       s << "max rel err " << fmt("%.3g", num(r, "max_rel_err")) << " (bound " << fmt("%.3g", num(r, "bound")) << "): "
         << str(r, "reason");

@@ -1,5 +1,6 @@
 // The evolve pipeline: interleaved A/B validation in the sandbox with recorded gates, the
 // `run` loop under budgets, status, submit and the report renderers.
+#include "rtx/stats/compare.hpp"
 #include "rtx/evolve/loop.hpp"
 
 #include <unistd.h>
@@ -654,8 +655,9 @@ std::string gate_value_text(const json& g) {
   const std::string gate = g.value("gate", std::string());
   const double v = g.value("value", 0.0);
   if ((gate == "performance" || gate == "heldout") && g.value("metric", std::string()) == "improvement_estimate")
-    return fmt("%+.1f%%", 100 * v) + " estimate, no CI (too few rounds)";
-  if (gate == "performance" || gate == "heldout") return fmt("%+.1f%%", 100 * v) + " CI lo";
+    return std::string(stats::kTimeRatioLabel) + " " + stats::format_time_ratio(1 - v) + " estimate, no CI (too few rounds)";
+  // v is the saving's CI lo (1 - t_c/t_b): in the common notation, the time ratio's CI hi.
+  if (gate == "performance" || gate == "heldout") return std::string(stats::kTimeRatioLabel) + " CI hi " + stats::format_time_ratio(1 - v);
   if (gate == "memory") return fmt("%.3g", v) + " B";
   if (gate == "determinism") return fmt("%.2g", v) + " rel err";
   if (gate == "safety") return fmt("%.0f", v) + " failures";

@@ -1,5 +1,6 @@
 // `rtx-evolve report`: gathers the loop's state from the store into one rtx.report.v1 document and
 // renders it as a self-contained HTML page (inline CSS and SVG charts), Markdown or JSON.
+#include "rtx/stats/compare.hpp"
 #include "rtx/evolve/report.hpp"
 
 #include <algorithm>
@@ -575,12 +576,12 @@ std::string undecided_text(const json& row) {
 
 std::string numbers_text(const json& p) {
   if (!p["improvement"].is_number()) {
-    if (p["ci_lo"].is_number()) return "CI lo " + pct(p["ci_lo"].get<double>());
+    if (p["ci_lo"].is_number()) return "time new/base CI hi " + stats::format_time_ratio(1 - p["ci_lo"].get<double>());
     return "";
   }
-  std::string s = pct(p["improvement"].get<double>());
+  std::string s = stats::format_time_ratio(1 - p["improvement"].get<double>());
   if (p["ci_lo"].is_number() && p["ci_hi"].is_number())
-    s += " [" + pct(p["ci_lo"].get<double>()) + ", " + pct(p["ci_hi"].get<double>()) + "]";
+    s = stats::format_saving_as_time_ratio(p["improvement"].get<double>(), p["ci_lo"].get<double>(), p["ci_hi"].get<double>());
   else if (p.value("too_few_rounds", false))
     s += " (no CI: too few rounds)";
   return s;

@@ -1,6 +1,7 @@
 // A/B verdicts from Mann-Whitney significance and a Hodges-Lehmann ratio CI (compare.hpp).
 #include "rtx/stats/compare.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -18,12 +19,6 @@ std::vector<double> thin(const std::vector<double>& v) {
   std::vector<double> out;
   for (size_t i = 0; i < v.size(); i += k) out.push_back(v[i]);
   return out;
-}
-
-std::string pct(double x) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%+.1f%%", 100 * x);
-  return b;
 }
 
 }  // namespace
@@ -55,26 +50,64 @@ Comparison compare_samples(const std::vector<double>& base, const std::vector<do
   c.hi = s.ci.hi;
   c.p = mann_whitney_u(b, f).p;
   const double up = 1 + o.threshold, down = 1 - o.threshold;
-  const std::string ci = "ratio " + pct(c.ratio - 1) + " CI [" + pct(c.lo - 1) + ", " + pct(c.hi - 1) + "]";
+  const std::string ci = std::string(kTimeRatioLabel) + " " + format_change(c);
   if (c.n_base < o.min_samples || c.n_new < o.min_samples) {
     c.verdict = Verdict::Ambiguous;
     c.reason = "too few samples (" + std::to_string(c.n_base) + " base, " + std::to_string(c.n_new) + " new; need " +
                std::to_string(o.min_samples) + ")";
   } else if (c.lo >= down && c.hi <= up) {
     c.verdict = Verdict::Same;
-    c.reason = ci + " within +-" + pct(o.threshold).substr(1);
+    c.reason = ci + " within [" + format_time_ratio(down) + ", " + format_time_ratio(up) + "]";
   } else if (c.p < o.alpha && c.lo > up) {
     c.verdict = Verdict::Slower;
-    c.reason = ci + " above +" + pct(o.threshold).substr(1) + ", p=" + std::to_string(c.p);
+    c.reason = ci + " above " + format_time_ratio(up) + ", p=" + std::to_string(c.p);
   } else if (c.p < o.alpha && c.hi < down) {
     c.verdict = Verdict::Faster;
-    c.reason = ci + " below -" + pct(o.threshold).substr(1) + ", p=" + std::to_string(c.p);
+    c.reason = ci + " below " + format_time_ratio(down) + ", p=" + std::to_string(c.p);
   } else {
     c.verdict = Verdict::Ambiguous;
     c.reason = ci + (c.p < o.alpha ? " straddles the threshold" : " not significant but too wide to rule out a change") +
                ", p=" + std::to_string(c.p);
   }
   return c;
+}
+
+std::string format_time_ratio(double ratio) {
+  if (!std::isfinite(ratio) || !(ratio > 0)) return "-";
+  char b[32];
+  std::snprintf(b, sizeof b, ratio < 0.1 ? "%.3g" : ratio < 10 ? "%.3f" : "%.4g", ratio);
+  return b;
+}
+
+std::string format_time_ratio_ci(double ratio, double lo, double hi) {
+  const std::string r = format_time_ratio(ratio);
+  if (!std::isfinite(lo) || !std::isfinite(hi) || !(lo > 0) || !(hi > 0)) return r;
+  return r + " [" + format_time_ratio(lo) + ", " + format_time_ratio(hi) + "]";
+}
+
+std::string format_saving_as_time_ratio(double saved, double lo, double hi) {
+  return format_time_ratio_ci(1 - saved, 1 - hi, 1 - lo);
+}
+
+std::string format_change(const Comparison& c) { return format_time_ratio_ci(c.ratio, c.lo, c.hi); }
+
+CommonMode common_mode_shift(const std::vector<Comparison>& cs) {
+  CommonMode m;
+  m.of = cs.size();
+  if (cs.empty()) return m;
+  size_t slower = 0, faster = 0;
+  std::vector<double> ratios;
+  for (const Comparison& c : cs) {
+    slower += c.verdict == Verdict::Slower;
+    faster += c.verdict == Verdict::Faster;
+    ratios.push_back(c.ratio);
+  }
+  m.median_ratio = median(ratios);
+  m.direction = slower >= faster ? Verdict::Slower : Verdict::Faster;
+  m.shifted = std::max(slower, faster);
+  m.detected = m.shifted >= kMinCommonModeCases && 2 * m.shifted > m.of;
+  if (!m.detected) m.direction = Verdict::Same;
+  return m;
 }
 
 }  // namespace rtx::stats

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "rtx/core/error.hpp"
 #include "rtx/kernels/registry.hpp"
 #include "rtx/stats/compare.hpp"
 #include "rtx/stats/stats.hpp"
@@ -503,6 +504,11 @@ struct CompareRow {
   std::string unjudged;
   /// new_median / base_median (the ratio of the medians shown; 0 when base_median is 0).
   double medians_ratio = 0;
+  /// "" or, for a single-process (basis "samples") slower/faster verdict in a pair whose cases
+  /// moved together (stats::common_mode_shift), why it is not counted: the whole process ran at
+  /// another speed, which one process per side cannot separate from the code. Such a row counts
+  /// as `unconfirmed`, never as slower/faster, so it cannot fail compare.
+  std::string unconfirmed;
   /// cmp.ratio (the Hodges-Lehmann change) and medians_ratio disagree materially
   /// (change_contradicts_medians): the output explains the two in a footnote.
   bool change_disagrees = false;
@@ -526,6 +532,10 @@ struct CompareReport {
   size_t left_out = 0;      ///< judged on quiet rounds, busy rounds left out on a side (CompareRow::left_out)
   size_t unjudged = 0;      ///< host contention not judged on a side (CompareRow::unjudged)
   size_t disagreements = 0; ///< change and medians disagree (CompareRow::change_disagrees)
+  size_t unconfirmed = 0;   ///< single-process slower/faster verdicts of a common-mode shift (CompareRow::unconfirmed)
+  /// The common-mode test over the rows judged on one process per side (basis "samples", host
+  /// not busy); `detected` turned their slower/faster verdicts into `unconfirmed`.
+  stats::CommonMode common_mode;
 };
 
 /// Compare two checked bench artifacts case by case (matched by id). A case whose two sides
@@ -538,12 +548,17 @@ struct CompareReport {
 /// CompareRow::balanced notes the busy rounds (Kalibera & Jones, "Rigorous benchmarking in
 /// reasonable time", ISMM 2013). Artifacts without host evidence (older runs) are judged as before.
 /// A side merged from its quiet rounds (host.rounds_left_out, merge_rounds) is not contended and
-/// is judged on them, noted in CompareRow::left_out. Each row also records the sides not judged
+/// is judged on them, noted in CompareRow::left_out. When most rows judged on one process per
+/// side (basis "samples") share a slower or faster verdict (stats::common_mode_shift), the shift
+/// is the process's, not the code's: their slower/faster verdicts become CompareRow::unconfirmed
+/// (counted in `unconfirmed`, not in slower/faster). Each row also records the sides not judged
 /// for contention (CompareRow::unjudged) and whether its change contradicts its medians.
 CompareReport compare_artifacts(const nlohmann::json& base, const nlohmann::json& fresh, const stats::CompareOptions& o,
                                 const std::string& base_source = "base", const std::string& new_source = "new");
-/// Render a report: "table" (aligned text), "md" (GitHub markdown), "csv", "json". Table and
-/// md keep the verdict cell short ("undecided (busy host)", "same (busy host, ABBA)", "same
+/// Render a report: "table" (aligned text), "md" (GitHub markdown), "csv", "json". The change
+/// is written as stats::format_change (time new/base [95% CI]) in table and md, and as
+/// time_ratio, time_ratio_ci and change (beside the older ratio, ratio_ci) in json. Table and
+/// md keep the verdict cell short ("undecided (busy host)", "unconfirmed (process shift)", "same (busy host, ABBA)", "same
 /// (base 4/5 rounds)", "same (host not judged)"), list each distinct host reason (and each
 /// left-out-rounds note) once below the table with its cases, mark a change that disagrees with
 /// the medians with '*' and explain it in a footnote, and say how many cases were not judged
@@ -551,6 +566,12 @@ CompareReport compare_artifacts(const nlohmann::json& base, const nlohmann::json
 /// with `reason` (host notes first) and `measured_verdict`. Throws rtx::Error(Usage) for another
 /// format.
 std::string format_compare(const CompareReport& r, const std::string& format);
+
+/// Write the error `e` on `out` in the machine format `format`: "json" {"error": {category,
+/// message, where, hint, exit_code}} (the object cli::run_tool writes under --json); "csv" the
+/// header error,category,message,where,hint,exit_code and one row starting "error"; nothing for
+/// another format (table and md are read by people, who read stderr).
+void write_compare_error(const Error& e, const std::string& format, std::ostream& out);
 
 /// Parse "5%", "5 %" or "0.05" into 0.05 (in [0, 1)). Throws rtx::Error(Usage) naming `flag`.
 double parse_threshold(const std::string& s, const char* flag = "--threshold");
@@ -602,8 +623,12 @@ struct CompareCommand {
   bool json = false;        ///< same as --format json
 };
 /// Print the comparison on `out`; returns 1 when any case is slower, else 0 (undecided cases,
-/// measured on a busy host, do not count as slower; a warning on `err` names them). Throws
-/// rtx::Error(Usage) when both files are "-" (stdin can be read only once).
+/// measured on a busy host, and unconfirmed ones, a common-mode shift of one process per side,
+/// do not count as slower; a warning on `err` names them and what to run). Throws
+/// rtx::Error(Usage) when both files are "-" (stdin can be read only once). Under a machine
+/// format (--format json without --json, or csv) an rtx::Error is also written in-band on
+/// `out` (json: {"error": {...}} as --json writes it; csv: an error,category,... row) before it
+/// propagates, so a pipe into jq or a CSV reader sees it.
 int run_compare(const CompareCommand& c, std::ostream& out, std::ostream& err);
 
 /// `rtx-bench list PACK`: the expanded cases with skip reasons (JSON with json=true).

@@ -141,6 +141,13 @@ struct ImportCommand {
 };
 int run_import(const ImportCommand& c, std::ostream& out, std::ostream& err);
 
+/// The registry op that `--op name` means: the op of that exact name; else the one op whose
+/// name starts with `name` (an unambiguous prefix, e.g. "layernorm_f" -> layernorm_forward), said
+/// on `err` ("rtx-tune: --op 'layernorm_f' taken as layernorm_forward"). Throws rtx::Error(Usage)
+/// naming --op when several ops start with it (listing them) or none does (listing the closest
+/// by edit distance, rtx::close_matches, else every op).
+const kernels::OpDef& resolve_op(const kernels::Registry& reg, const std::string& name, std::ostream& err);
+
 /// The variant `rtx-tune run` tunes when --variant is not given: the first variant of `op`
 /// for `backend` whose space has more than one point. Throws rtx::Error(Input) when none.
 const kernels::Variant& default_tunable_variant(const kernels::OpDef& op, kernels::Backend backend);

@@ -78,7 +78,7 @@ bool failed_undecided_only(const nlohmann::json& gates);
 /// the report's, with a boolean "undecided" instead of "detail"): "pass", "undecided" (failed
 /// without a verdict, gate_undecided) or "FAIL".
 std::string gate_verdict(const nlohmann::json& gate_row);
-/// A gate's recorded value with its unit, for reports: "+12.0% CI lo", "1.2e+06 B",
+/// A gate's recorded value with its unit, for reports: "time new/base CI hi 0.880", "1.2e+06 B",
 /// "3e-07 rel err", "0 failures", "p99 41.2 ms"; a gate with too few rounds for a CI:
 /// "-45.0% estimate, no CI (too few rounds)".
 std::string gate_value_text(const nlohmann::json& gate_row);

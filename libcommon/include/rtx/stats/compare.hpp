@@ -43,4 +43,54 @@ struct Comparison {
 Comparison compare_samples(const std::vector<double>& base, const std::vector<double>& fresh,
                            const CompareOptions& o = {});
 
+// ---- one notation for a change -----------------------------------------------------------
+// Every tool of the suite writes a performance change the same way: the time ratio new/base
+// (candidate/baseline, tuned/default) with its CI, asv's "ratio" and nvbench's compare column.
+// Below 1 the new code is faster (0.50 = takes half the time = 2x speedup), above 1 slower.
+// A ratio is never negative and its CI stays finite whatever the spread (a gain 1 - t_c/t_b
+// read "95% CI -34312% .. +99.7%" for time ratios 0.003 .. 344), and a Hodges-Lehmann ratio
+// CI is computed in this form (compare_samples).
+
+/// Label naming the notation, for table headers and prose: "time new/base".
+inline constexpr const char* kTimeRatioLabel = "time new/base";
+
+/// A time ratio as text: 3 decimals in [0.1, 10) ("0.934", "1.070"), 3 significant digits
+/// below ("0.000713"), 4 above ("344.1", "1.235e+04"); "-" for a non-finite or non-positive
+/// value (nothing measured).
+std::string format_time_ratio(double ratio);
+
+/// A time ratio with its CI: "0.934 [0.901, 0.968]"; only the ratio ("0.934") when the CI is
+/// not a finite positive interval (lo <= 0 or hi <= 0: no CI was computed).
+std::string format_time_ratio_ci(double ratio, double lo, double hi);
+
+/// A saving (rtx-evolve's improvement, 1 - t_new/t_base) and its CI [lo, hi] written in the
+/// common notation: format_time_ratio_ci(1 - saved, 1 - hi, 1 - lo), e.g. saved 0.12 [0.05,
+/// 0.19] -> "0.880 [0.810, 0.950]".
+std::string format_saving_as_time_ratio(double saved, double lo, double hi);
+
+/// The change of `c` in the common notation, "0.934 [0.901, 0.968]" (format_time_ratio_ci of
+/// c.ratio, c.lo, c.hi).
+std::string format_change(const Comparison& c);
+
+/// A set of per-case comparisons from ONE process per side whose changes move together: the
+/// whole process ran at another speed (core placement, clock, the VM's neighbours), which the
+/// per-case statistics cannot tell from a change of the code.
+struct CommonMode {
+  bool detected = false;
+  Verdict direction = Verdict::Same;  ///< Slower or Faster when detected
+  size_t shifted = 0;                 ///< comparisons with a verdict in `direction`
+  size_t of = 0;                      ///< comparisons looked at (all verdicts)
+  double median_ratio = 1;            ///< median of their ratios (the process-wide factor)
+};
+
+/// Whether the comparisons `cs` (one per case, each from one process per side) show a common
+/// mode: at least kMinCommonModeCases of them and more than half of all of them (a strict
+/// majority, so one planted change among 2 cases is not taken for the process) share a slower
+/// (or faster) verdict. Measured on the 2-CPU development VM (docs/tools/rtx-bench.md): in A/A
+/// pairs of smoke.json that the host judge did not catch, a shifted process moved 5-9 of 9
+/// cases the same way (+14..+29%); a one-kernel change moves one.
+CommonMode common_mode_shift(const std::vector<Comparison>& cs);
+/// Fewest comparisons sharing a direction for common_mode_shift to call it the process's.
+inline constexpr size_t kMinCommonModeCases = 2;
+
 }  // namespace rtx::stats

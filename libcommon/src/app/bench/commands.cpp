@@ -429,6 +429,10 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
   eo.strict = c.strict;
   const std::vector<BenchCase> cases = expand_pack(pack, reg, eo);
   require_filter_matched(cases, pack, reg, eo);
+  // An empty pack would run nothing and report "0 ok", which a CI job reads as a pass.
+  if (cases.empty())
+    throw_input("pack '" + printable(pack.name) + "' has no cases: nothing to run", pack.source.empty() ? "pack" : pack.source,
+                "add cases to its \"cases\" array; format: docs/bench_packs.md");
 
   ro.max_rel_ci = option(c.max_rel_ci, pack.run.max_rel_ci, ro.max_rel_ci);
   ro.max_time = option(c.max_time, pack.run.max_time, ro.max_time);
@@ -537,17 +541,30 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
 }
 
 int run_compare(const CompareCommand& c, std::ostream& out, std::ostream& err) {
-  stats::CompareOptions o;
-  o.threshold = parse_threshold(c.threshold);
   const std::string format = c.json ? "json" : c.format;
   if (format != "table" && format != "md" && format != "csv" && format != "json")
     throw_usage("unknown format '" + format + "'", "--format", "use table, md, csv or json");
-  if (c.base == "-" && c.fresh == "-")
-    throw_usage("BASE and NEW are both '-': stdin can be read only once", "compare", "give at least one of them as a file");
-  const json base = read_bench_artifact(c.base);
-  const json fresh = read_bench_artifact(c.fresh);
-  const CompareReport rep = compare_artifacts(base, fresh, o, c.base, c.fresh);
+  CompareReport rep;
+  try {
+    stats::CompareOptions o;
+    o.threshold = parse_threshold(c.threshold);
+    if (c.base == "-" && c.fresh == "-")
+      throw_usage("BASE and NEW are both '-': stdin can be read only once", "compare", "give at least one of them as a file");
+    const json base = read_bench_artifact(c.base);
+    const json fresh = read_bench_artifact(c.fresh);
+    rep = compare_artifacts(base, fresh, o, c.base, c.fresh);
+  } catch (const Error& e) {
+    // A machine format reports the error in-band too: a pipe into jq or a CSV reader would
+    // otherwise get empty input. Under --json the tool's error path (cli::run_tool) prints it.
+    write_compare_error(e, c.json ? "" : format, out);
+    throw;
+  }
   out << format_compare(rep, format);
+  if (rep.unconfirmed)
+    err << "rtx-bench: warning: " << rep.unconfirmed
+        << " slower/faster verdict(s) unconfirmed: most cases moved together, a whole-process speed shift that one "
+           "process per side cannot separate from the code; not counted (exit 0). Confirm with rtx-bench run PACK "
+           "--rounds 5 on both sides, or run --rounds 6 --baseline-exe OLD --baseline-out base.json\n";
   if (rep.undecided)
     err << "rtx-bench: warning: " << rep.undecided
         << " case(s) undecided: the host was busy while measuring them (see the verdict column); not counted as "

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <ostream>
 #include <sstream>
 
 #include "rtx/app/bench.hpp"
@@ -15,12 +16,6 @@ namespace rtx::app::bench {
 namespace {
 
 using nlohmann::json;
-
-std::string pct(double x) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%+.1f%%", 100 * x);
-  return b;
-}
 
 std::vector<double> samples_of(const json& c) { return c["samples_s"].get<std::vector<double>>(); }
 
@@ -176,6 +171,7 @@ std::string unjudged_sides(const json& b, const json& n) {
 std::string short_verdict(const CompareRow& row) {
   if (row.presence != "both") return row.presence;
   if (!row.busy.empty()) return "undecided (busy host)";
+  if (!row.unconfirmed.empty()) return "unconfirmed (process shift)";
   std::vector<std::string> marks;
   if (!row.balanced.empty()) marks.push_back("busy host, ABBA");
   if (!row.judged_rounds.empty()) marks.push_back(row.judged_rounds);
@@ -198,6 +194,7 @@ std::string reason_list(const CompareReport& r, const std::string& bullet) {
   for (const auto& row : r.rows) {
     if (row.presence != "both") continue;
     if (!row.busy.empty()) add("undecided (busy host): " + row.busy, row.id);
+    else if (!row.unconfirmed.empty()) add("unconfirmed (process shift): " + row.unconfirmed, row.id);
     else if (!row.balanced.empty()) add("judged despite a busy host: " + row.balanced, row.id);
     if (!row.left_out.empty()) add("busy rounds left out: " + row.left_out, row.id);
   }
@@ -323,6 +320,31 @@ CompareReport compare_artifacts(const json& base, const json& fresh, const stats
     }
     rep.rows.push_back(row);
   }
+  // Common mode: one process per side and most cases moved the same way. A kernel change moves
+  // its own cases; a process at another speed (core, clock, neighbours) moves all of them, and
+  // the per-case statistics, blind to between-process variance, call each move significant
+  // (issue 36: an idle A/A pair read six cases +14..+29% "slower", p ~1e-12).
+  std::vector<CompareRow*> single;
+  std::vector<stats::Comparison> cs;
+  for (auto& row : rep.rows)
+    if (row.presence == "both" && row.busy.empty() && row.basis == "samples") {
+      single.push_back(&row);
+      cs.push_back(row.cmp);
+    }
+  rep.common_mode = stats::common_mode_shift(cs);
+  if (rep.common_mode.detected) {
+    const auto& m = rep.common_mode;
+    const std::string why = std::to_string(m.shifted) + " of " + std::to_string(m.of) + " cases judged on one process per side moved " +
+                            stats::verdict_name(m.direction) + " together (median " + stats::kTimeRatioLabel + " " +
+                            stats::format_time_ratio(m.median_ratio) +
+                            "): the whole process ran at another speed, which one process per side cannot separate from the code";
+    for (CompareRow* row : single) {
+      if (row->cmp.verdict != stats::Verdict::Slower && row->cmp.verdict != stats::Verdict::Faster) continue;
+      (row->cmp.verdict == stats::Verdict::Slower ? rep.slower : rep.faster) -= 1;
+      row->unconfirmed = why;
+      ++rep.unconfirmed;
+    }
+  }
   for (const auto& c : fresh["cases"]) {
     const std::string id = c["id"].get<std::string>();
     if (seen.count(id)) continue;
@@ -345,34 +367,59 @@ std::string unjudged_note(const CompareReport& r) {
          "unseen in them";
 }
 
+/// "", or what a detected common-mode shift means and what to run to settle it.
+std::string common_mode_note(const CompareReport& r) {
+  if (!r.common_mode.detected) return "";
+  return "note: " + std::to_string(r.unconfirmed) +
+         " verdict(s) unconfirmed: most cases moved together, as a whole process at another speed (core placement, "
+         "clock, neighbours) moves them; one process per side cannot tell that from the code. To settle it, measure "
+         "several processes per side: rtx-bench run PACK --rounds 5 -o FILE for each side, or in one interleaved run "
+         "rtx-bench run PACK --rounds 6 --baseline-exe OLD_RTX_BENCH --baseline-out base.json -o new.json";
+}
+
 /// The footnote for rows whose change disagrees with their medians ("" when none): what each
 /// statistic is, then one line per case; `md` escapes the marker and bullets the cases.
 std::string disagreement_footnote(const CompareReport& r, bool md) {
   if (!r.disagreements) return "";
-  const std::string t = pct(r.threshold).substr(1);
+  const std::string band = "[" + stats::format_time_ratio(1 - r.threshold) + ", " + stats::format_time_ratio(1 + r.threshold) + "]";
   std::string out = std::string(md ? "\\*" : "*") + " change vs medians: for " + std::to_string(r.disagreements) +
-                    " case(s) marked " + (md ? "\\*" : "*") + " the change and the ratio of the medians fall on different sides of the +-" + t +
-                    " threshold. change is the Hodges-Lehmann estimate: the median of all pairwise new/base ratios of the "
+                    " case(s) marked " + (md ? "\\*" : "*") + " the change and the ratio of the medians fall on different sides of the " +
+                    band + " threshold band. change is the Hodges-Lehmann estimate: the median of all pairwise new/base ratios of the "
                     "round medians (basis rounds) or of the samples (basis samples); base and new are each side's median of "
                     "the same values. They part when those values are spread or bimodal (e.g. some rounds 1000x slower), so "
                     "neither number alone describes the case: look at its round_medians_s / samples_s.\n";
   if (md) out += "\n";
   for (const auto& row : r.rows) {
     if (row.presence != "both" || !row.change_disagrees) continue;
-    out += (md ? "- `" + printable(row.id) + "`" : "  " + printable(row.id)) + ": change " + pct(row.cmp.ratio - 1) + ", medians " +
-           format_seconds(row.base_median) + " -> " + format_seconds(row.new_median) + " (" + pct(row.medians_ratio - 1) +
-           "), basis " + row.basis + "\n";
+    out += (md ? "- `" + printable(row.id) + "`" : "  " + printable(row.id)) + ": change " + stats::format_time_ratio(row.cmp.ratio) + ", medians " +
+           format_seconds(row.base_median) + " -> " + format_seconds(row.new_median) + " (" +
+           stats::format_time_ratio(row.medians_ratio) + "), basis " + row.basis + "\n";
   }
   return out;
 }
 
 }  // namespace
 
+void write_compare_error(const Error& e, const std::string& format, std::ostream& out) {
+  if (format == "json") {
+    const nlohmann::json j = {{"error",
+                               {{"category", category_name(e.category())},
+                                {"message", e.what()},
+                                {"where", e.where()},
+                                {"hint", e.hint()},
+                                {"exit_code", e.exit_code()}}}};
+    out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  } else if (format == "csv") {
+    out << "error,category,message,where,hint,exit_code\nerror," << category_name(e.category()) << "," << csv_quote(e.what()) << ","
+        << csv_quote(e.where()) << "," << csv_quote(e.hint()) << "," << e.exit_code() << "\n";
+  }
+}
+
 std::string format_compare(const CompareReport& r, const std::string& format) {
   std::ostringstream os;
   auto cells = [&](const CompareRow& row) -> std::vector<std::string> {
     if (row.presence != "both")
-      return {row.id, "-", "-", "-", "-", "-", "-", short_verdict(row) + (row.note.empty() ? "" : " (" + row.note + ")")};
+      return {row.id, "-", "-", "-", "-", "-", short_verdict(row) + (row.note.empty() ? "" : " (" + row.note + ")")};
     char p[32];
     std::snprintf(p, sizeof p, "%.3g", row.cmp.p);
     // '*': the change disagrees with the medians (footnote below); a space keeps the others aligned.
@@ -380,26 +427,29 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
     return {row.id,
             format_seconds(row.base_median),
             format_seconds(row.new_median),
-            pct(row.cmp.ratio - 1) + mark,
-            "[" + pct(row.cmp.lo - 1) + ", " + pct(row.cmp.hi - 1) + "]",
+            stats::format_change(row.cmp) + mark,
             p,
             row.basis,
             short_verdict(row)};
   };
-  const std::vector<std::string> head{"case", "base", "new", "change", "95% CI", "p", "basis", "verdict"};
+  // The change in the suite's one notation (stats::format_change): time ratio new/base [95% CI].
+  const std::vector<std::string> head{"case", "base", "new", std::string(stats::kTimeRatioLabel) + " [95% CI]", "p", "basis",
+                                      "verdict"};
   char counts[320];
   std::snprintf(counts, sizeof counts, "%zu slower, %zu faster, %zu same, %zu ambiguous, %zu not compared (threshold %.1f%%)",
                 r.slower, r.faster, r.same, r.ambiguous, r.unmatched, 100 * r.threshold);
   std::string summary = counts;
   if (r.undecided)
     summary += "; " + std::to_string(r.undecided) + " UNDECIDED: measured on a busy host, not judged (rerun them on a quiet machine)";
+  if (r.unconfirmed)
+    summary += "; " + std::to_string(r.unconfirmed) + " UNCONFIRMED: the whole process shifted (common mode), not counted";
   if (r.balanced) summary += "; " + std::to_string(r.balanced) + " judged despite a busy host (interleaved ABBA rounds)";
   if (r.left_out) summary += "; " + std::to_string(r.left_out) + " judged on quiet rounds (busy rounds left out)";
   // A verdict on one process per side cannot see between-process variance (code and page
   // placement, thread start-up, neighbours: 8-47% on a shared 2-vCPU VM), so say so next to it.
   size_t single_process = 0;
   for (const auto& row : r.rows)
-    single_process += row.presence == "both" && row.busy.empty() && row.basis == "samples" &&
+    single_process += row.presence == "both" && row.busy.empty() && row.unconfirmed.empty() && row.basis == "samples" &&
                       (row.cmp.verdict == stats::Verdict::Slower || row.cmp.verdict == stats::Verdict::Faster);
   std::string note;
   if (single_process)
@@ -407,12 +457,13 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
            " slower/faster verdict(s) rest on one process per side; between-process variance is not in their CIs: "
            "confirm with rtx-bench run --rounds 5 on both sides before acting on them";
   const std::string unjudged = unjudged_note(r);
+  const std::string common = common_mode_note(r);
   if (format == "json") {
     nlohmann::json j;
     j["schema"] = "rtx.bench-compare.v1";
     if (!note.empty()) j["note"] = note;
     nlohmann::json notes = nlohmann::json::array();
-    for (const std::string& x : {note, unjudged, disagreement_footnote(r, false)})
+    for (const std::string& x : {common, note, unjudged, disagreement_footnote(r, false)})
       if (!x.empty()) notes.push_back(x.back() == '\n' ? x.substr(0, x.find('\n')) : x);
     if (!notes.empty()) j["notes"] = notes;
     j["base"] = r.base_source;
@@ -421,7 +472,13 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
     j["summary"] = {{"slower", r.slower},       {"faster", r.faster},       {"same", r.same},
                     {"ambiguous", r.ambiguous}, {"unmatched", r.unmatched}, {"undecided", r.undecided},
                     {"balanced", r.balanced},   {"left_out", r.left_out},   {"host_not_judged", r.unjudged},
-                    {"change_disagrees", r.disagreements}};
+                    {"change_disagrees", r.disagreements}, {"unconfirmed", r.unconfirmed}};
+    j["notation"] = std::string(stats::kTimeRatioLabel) + " [95% CI]";
+    j["common_mode"] = {{"detected", r.common_mode.detected},
+                        {"shifted", r.common_mode.shifted},
+                        {"of", r.common_mode.of},
+                        {"median_time_ratio", r.common_mode.median_ratio}};
+    if (r.common_mode.detected) j["common_mode"]["direction"] = stats::verdict_name(r.common_mode.direction);
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& row : r.rows) {
       nlohmann::json x = {{"id", row.id}, {"presence", row.presence}};
@@ -431,6 +488,10 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
         x["new_median_s"] = row.new_median;
         x["ratio"] = row.cmp.ratio;
         x["ratio_ci"] = {row.cmp.lo, row.cmp.hi};
+        // The suite's notation (stats::format_change); ratio/ratio_ci above are the same numbers.
+        x["time_ratio"] = row.cmp.ratio;
+        x["time_ratio_ci"] = {row.cmp.lo, row.cmp.hi};
+        x["change"] = stats::format_change(row.cmp);
         x["medians_ratio"] = row.medians_ratio;
         x["change_disagrees_with_medians"] = row.change_disagrees;
         x["p"] = row.cmp.p;
@@ -443,6 +504,11 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
           x["verdict"] = "undecided";
           x["measured_verdict"] = stats::verdict_name(row.cmp.verdict);
           x["reason"] = row.busy;
+          x["measured_reason"] = row.cmp.reason;
+        } else if (!row.unconfirmed.empty()) {
+          x["verdict"] = "unconfirmed";
+          x["measured_verdict"] = stats::verdict_name(row.cmp.verdict);
+          x["reason"] = row.unconfirmed;
           x["measured_reason"] = row.cmp.reason;
         }
         if (!row.balanced.empty()) x["host_note"] = row.balanced;
@@ -469,12 +535,14 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
         for (const std::string& x : {row.balanced, row.left_out,
                                      row.unjudged.empty() ? std::string() : "host not judged on " + row.unjudged + " (ran under " +
                                                                                 format_seconds(kMinJudgedWindow) + ")",
-                                     row.change_disagrees ? "change disagrees with the medians (" + pct(row.medians_ratio - 1) + ")"
+                                     row.change_disagrees ? "change disagrees with the medians (" +
+                                                                stats::format_time_ratio(row.medians_ratio) + ")"
                                                           : std::string(),
-                                     !row.busy.empty() ? row.busy : row.cmp.reason})
+                                     !row.busy.empty() ? row.busy : !row.unconfirmed.empty() ? row.unconfirmed : row.cmp.reason})
           if (!x.empty()) reason += (reason.empty() ? "" : "; ") + x;
         os << row.base_median << "," << row.new_median << "," << row.cmp.ratio << "," << row.cmp.lo << "," << row.cmp.hi << ","
-           << row.cmp.p << "," << row.basis << "," << (row.busy.empty() ? measured : "undecided") << "," << csv_quote(reason) << ","
+           << row.cmp.p << "," << row.basis << ","
+           << (!row.busy.empty() ? "undecided" : !row.unconfirmed.empty() ? "unconfirmed" : measured) << "," << csv_quote(reason) << ","
            << measured << "\n";
       } else {
         os << ",,,,,,," << csv_quote(row.presence) << "," << csv_quote(row.note) << ",\n";
@@ -483,7 +551,7 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
   } else if (format == "md") {
     os << "| " << head[0];
     for (size_t k = 1; k < head.size(); ++k) os << " | " << head[k];
-    os << " |\n|---|---:|---:|---:|---|---:|---|---|\n";
+    os << " |\n|---|---:|---:|---|---:|---|---|\n";
     for (const auto& row : r.rows) {
       auto c = cells(row);
       if (row.presence == "both" && !row.busy.empty()) c.back() = "**undecided** (busy host)";
@@ -498,6 +566,7 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
     }
     os << "\n" << summary << "\n";
     if (const std::string reasons = reason_list(r, "- "); !reasons.empty()) os << "\nhost:\n\n" << reasons;
+    if (!common.empty()) os << "\n" << common << "\n";
     if (!note.empty()) os << "\n" << note << "\n";
     if (!unjudged.empty()) os << "\n" << unjudged << "\n";
     if (const std::string f = disagreement_footnote(r, true); !f.empty()) os << "\n" << f;
@@ -514,7 +583,7 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
     for (const auto& x : rows) {
       for (size_t k = 0; k < x.size(); ++k) {
         const std::string& s = x[k];
-        const bool right = k >= 1 && k <= 5;
+        const bool right = k >= 1 && k <= 4;
         const std::string fill(w[k] - s.size(), ' ');
         os << (right ? fill + s : (k + 1 < x.size() ? s + fill : s)) << (k + 1 < x.size() ? "  " : "");
       }
@@ -522,6 +591,7 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
     }
     os << summary << "\n";
     if (const std::string reasons = reason_list(r, "  "); !reasons.empty()) os << "host:\n" << reasons;
+    if (!common.empty()) os << common << "\n";
     if (!note.empty()) os << note << "\n";
     if (!unjudged.empty()) os << unjudged << "\n";
     os << disagreement_footnote(r, false);

@@ -16,6 +16,8 @@
 #include "rtx/cli/interrupt.hpp"
 #include "rtx/core/build_info.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/core/printable.hpp"
+#include "rtx/core/names.hpp"
 #include "rtx/io/artifact.hpp"
 #include "rtx/serve/tuning.hpp"
 #include "rtx/stats/compare.hpp"
@@ -55,6 +57,34 @@ int max_threads() { return std::max(1, static_cast<int>(std::thread::hardware_co
 Space job_space(const Job& j) {
   return j.model.empty() ? variant_space(*j.variant, j.key.shape) : serve::scheduler_space(max_threads(), j.workload);
 }
+
+}  // namespace
+
+const kernels::OpDef& resolve_op(const kernels::Registry& reg, const std::string& name, std::ostream& err) {
+  if (const kernels::OpDef* o = reg.find(name)) return *o;
+  std::vector<std::string> names, starts;
+  for (const auto& o : reg.ops()) {
+    names.push_back(o.name);
+    if (!name.empty() && o.name.rfind(name, 0) == 0) starts.push_back(o.name);
+  }
+  auto list = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+    return s;
+  };
+  if (starts.size() == 1) {
+    err << "rtx-tune: --op '" << printable(name) << "' taken as " << starts[0] << " (the only op it starts)\n";
+    return reg.op(starts[0]);
+  }
+  if (starts.size() > 1)
+    throw_usage("op '" + printable(name) + "' is ambiguous: " + std::to_string(starts.size()) + " ops start with it (" + list(starts) + ")",
+                "--op", "give the full name, e.g. --op " + starts[0]);
+  const auto near = close_matches(names, name);
+  throw_usage("unknown op '" + printable(name) + "'", "--op",
+              near.empty() ? "known ops: " + list(names) : "did you mean " + list(near) + "?");
+}
+
+namespace {
 
 /// Exactly one of --pack, --op, --serve.
 void check_target(const Target& c, const char* hint) {
@@ -102,7 +132,8 @@ std::vector<Job> resolve_jobs(const Target& c, kernels::Backend backend, const s
     if (jobs.empty()) throw_input(c.pack + ": no runnable case with a tunable variant on " + c.backend, c.pack);
     return jobs;
   }
-  const kernels::OpDef& op = reg.op(c.op);
+  std::ostream silent(nullptr);  // -q: errors only
+  const kernels::OpDef& op = resolve_op(reg, c.op, quiet ? silent : err);
   const kernels::Shape shape = kernels::parse_shape(c.shape, op.dims);
   const DType dt = parse_dtype(c.dtype);
   if (std::string why = kernels::shape_problem(op, shape, dt, kernels::host_memory_bytes() / 4); !why.empty())
@@ -323,6 +354,10 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
                      {"best_median_s", stats::median(ab->second)},
                      {"speedup", *confirmed},
                      {"ci", {1 / cmp.hi, 1 / cmp.lo}},
+                     // The suite's notation (stats::format_change): time best/default with its CI.
+                     {"time_ratio", cmp.ratio},
+                     {"time_ratio_ci", {cmp.lo, cmp.hi}},
+                     {"change", stats::format_change(cmp)},
                      {"p", cmp.p},
                      {"verdict", stats::verdict_name(cmp.verdict)}};
           const bench::HostEvidence& h = judged->last_interleaved();
@@ -371,6 +406,7 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
                                                              : json(nullptr)},
                 {"speedup_vs_default", speedup > 0 ? json(speedup) : json(nullptr)},
                 {"search_speedup", search_speedup > 0 ? json(search_speedup) : json(nullptr)},
+                {"time_ratio_vs_default", speedup > 0 ? json(1 / speedup) : json(nullptr)},
                 {"confirm", confirm},
                 {"profile_params", profile_params ? json(*profile_params) : json(nullptr)},
                 {"profile_version", version > 0 ? json(version) : json(nullptr)},
@@ -380,15 +416,16 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
         char line[512];
         std::string ratio;
         char buf[256];
-        if (search_speedup > 0) {
-          std::snprintf(buf, sizeof buf, " (search %.2fx)", search_speedup);
-          ratio = buf;
-        }
+        // Changes in the suite's notation (stats::format_time_ratio_ci): time new/base, new = best,
+        // base = default; a confirm saved by an older build has only the speedup and its CI.
+        if (search_speedup > 0) ratio = std::string(" (search: ") + stats::kTimeRatioLabel + " " + stats::format_time_ratio(1 / search_speedup) + ")";
         if (!confirm.is_null() && confirmed && confirm.value("ci", json()).is_array() && confirm["ci"].size() == 2) {
-          std::snprintf(buf, sizeof buf, "; A/B of %d interleaved runs%s: default %s, best %s, %.2fx [%.2f, %.2f] %s%s",
+          const double s_lo = confirm["ci"][0].get<double>(), s_hi = confirm["ci"][1].get<double>();
+          const std::string change = stats::format_time_ratio_ci(1 / *confirmed, s_hi > 0 ? 1 / s_hi : 0, s_lo > 0 ? 1 / s_lo : 0);
+          std::snprintf(buf, sizeof buf, "; A/B of %d interleaved runs%s: default %s, best %s, %s %s %s%s",
                         confirm.value("n", 0), confirm.contains("from_profile_version") ? " (when saved)" : "",
                         fmt_s(confirm.value("default_median_s", 0.0)).c_str(), fmt_s(confirm.value("best_median_s", 0.0)).c_str(),
-                        *confirmed, confirm["ci"][0].get<double>(), confirm["ci"][1].get<double>(),
+                        stats::kTimeRatioLabel, change.c_str(),
                         confirm.value("verdict", std::string("?")).c_str(),
                         confirm.value("verdict", std::string()) == "slower" ? ", defaults kept" : "");
           ratio += buf;

@@ -158,6 +158,12 @@ void gelu_forward(float* out, const float* inp, int64_t N, const OpParams* p) {
   const SimdOps& k = simd_ops();
   const bool nt = stream_output(N * 4);
   for_chunks(N, chunk_or(p, 16384), [&](int64_t b, int64_t e) { k.gelu_forward(out + b, inp + b, e - b, nt); });
+#ifdef RTX_PLANT_GELU_SLOWDOWN
+  // Benchmark power tests only (cmake -DRTX_PLANT_GELU_SLOWDOWN=ON, bench/compare_false_alarms.sh):
+  // redo the first 10% of the elements, 10% more work with the same output.
+  const int64_t extra = N / 10;
+  if (extra > 0) for_chunks(extra, chunk_or(p, 16384), [&](int64_t b, int64_t e) { k.gelu_forward(out + b, inp + b, e - b, nt); });
+#endif
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N, const OpParams* p) {

@@ -543,7 +543,7 @@ TEST_CASE("evolve mcp: submit_proposal, proposal_status, query_knowledge", "[cpu
   CHECK(st["approve"] == "");
   CHECK(st["rollback"] == "");
   REQUIRE(reply["result"]["content"].size() == 2);  // JSON, then the `rtx-evolve status` lines
-  CHECK_THAT(reply["result"]["content"][1]["text"].get<std::string>(), Catch::Contains("#" + std::to_string(id) + " [memory]"));
+  CHECK_THAT(reply["result"]["content"][1]["text"].get<std::string>(), Catch::Contains("#" + std::to_string(id) + " new: [memory]"));
 
   // Gates recorded by a validation show with their numbers; a failed gate is what the knowledge graph reports.
   rtx::evolve::GateResult g;

@@ -253,8 +253,8 @@ TEST_CASE("evolve gates: output parity with the baseline, per output, L2 and inf
 // ---- host contention per round (rtx-bench's paired rule on the ABBA pairs) -----------------------
 
 namespace {
-using rtx::app::bench::HostEvidence;
-using rtx::app::bench::HostSample;
+using rtx::measure::HostEvidence;
+using rtx::measure::HostSample;
 
 /// One trial window of 1 s judged from injected readings: quiet (thread ran 99%, PSI 1%) or busy
 /// (PSI cpu stall 50% of the window, thread ran 60%).
@@ -268,7 +268,7 @@ HostEvidence window(bool busy) {
   b.thread_cpu_s = busy ? 0.6 : 0.99;
   b.process_cpu_s = b.thread_cpu_s;
   b.involuntary_switches = busy ? 40 : 3;
-  return rtx::app::bench::contention_evidence(a, b, 1, rtx::kernels::Backend::CPU);
+  return rtx::measure::contention_evidence(a, b, 1, rtx::kernels::Backend::CPU);
 }
 
 std::vector<HostEvidence> rounds_host(size_t n, std::vector<size_t> busy_rounds /* 1-based */) {

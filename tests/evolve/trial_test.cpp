@@ -144,7 +144,7 @@ TEST_CASE("evolve trial: each part's measuring window carries host evidence (inj
   // PSI saw a 30% stall: rtx-bench's rule flags the window.
   double t = 0;
   auto busy = [&t]() {
-    rtx::app::bench::HostSample h;
+    rtx::measure::HostSample h;
     t += 1;
     h.wall_s = t;
     h.thread_cpu_s = h.process_cpu_s = 0.4 * t;
@@ -173,7 +173,7 @@ TEST_CASE("evolve trial: each part's measuring window carries host evidence (inj
   const double at[] = {0.0, 1.0, 1.01, 1.02};
   size_t call = 0;
   auto short_loop = [&]() {
-    rtx::app::bench::HostSample h;
+    rtx::measure::HostSample h;
     h.wall_s = at[std::min<size_t>(call++, 3)];
     h.thread_cpu_s = h.process_cpu_s = 0.4 * h.wall_s;
     h.psi_valid = true;

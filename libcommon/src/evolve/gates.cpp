@@ -62,13 +62,13 @@ json BusyRounds::to_json() const {
           {"balanced", balanced},    {"reason", reason}};
 }
 
-BusyRounds pair_busy_rounds(const std::vector<app::bench::HostEvidence>& base, const std::vector<app::bench::HostEvidence>& cand) {
+BusyRounds pair_busy_rounds(const std::vector<measure::HostEvidence>& base, const std::vector<measure::HostEvidence>& cand) {
   if (base.size() != cand.size())
     throw_input("host evidence of " + std::to_string(base.size()) + " baseline rounds vs " + std::to_string(cand.size()) +
                     " candidate rounds (the arms run in pairs)",
                 "gate host");
   // rtx-bench's reading of a round (busy, quiet, or neither: too short to judge).
-  using app::bench::round_busy, app::bench::round_quiet;
+  using measure::round_busy, measure::round_quiet;
   BusyRounds b;
   b.rounds = base.size();
   std::vector<size_t> busy_k;
@@ -77,7 +77,7 @@ BusyRounds pair_busy_rounds(const std::vector<app::bench::HostEvidence>& base, c
     if (round_busy(base[k]) || round_busy(cand[k])) {
       std::string w;
       for (int arm = 0; arm < 2; ++arm) {
-        const app::bench::HostEvidence& e = arm == 0 ? base[k] : cand[k];
+        const measure::HostEvidence& e = arm == 0 ? base[k] : cand[k];
         if (round_busy(e)) w += (w.empty() ? "" : "; ") + std::string(arm == 0 ? "baseline" : "candidate") + " round " +
                           std::to_string(k + 1) + " busy: " + e.reason;
       }
@@ -89,7 +89,7 @@ BusyRounds pair_busy_rounds(const std::vector<app::bench::HostEvidence>& base, c
   }
   b.busy = busy_k.size();
   if (busy_k.empty()) return b;
-  if (app::bench::quiet_rounds_suffice(b.quiet, b.rounds)) {
+  if (measure::quiet_rounds_suffice(b.quiet, b.rounds)) {
     b.left_out = busy_k;
     b.left_out_reason = why;
     return b;
@@ -99,7 +99,7 @@ BusyRounds pair_busy_rounds(const std::vector<app::bench::HostEvidence>& base, c
   b.reason = why.front() + "; " + std::to_string(b.busy) + " of " + std::to_string(b.rounds) + " round pairs busy, " +
              std::to_string(b.quiet) + " judged quiet on both arms" +
              (unknown ? " (" + std::to_string(unknown) + " not judged)" : std::string()) +
-             ": too few to leave the busy ones out (need " + std::to_string(app::bench::kMinQuietRounds) +
+             ": too few to leave the busy ones out (need " + std::to_string(measure::kMinQuietRounds) +
              " and at least half); judged on all rounds, which the interleaved ABBA order balances";
   return b;
 }

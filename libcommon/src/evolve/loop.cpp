@@ -16,7 +16,7 @@
 #include <sstream>
 #include <tuple>
 
-#include "rtx/app/bench.hpp"
+#include "rtx/measure/measure.hpp"
 #include "rtx/core/build_info.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/evolve/deploy.hpp"
@@ -166,7 +166,7 @@ json arm_spec(store::Store& st, const Proposal& p, const json& config, const Val
 struct ArmRun {
   SandboxResult sb;
   json result;  // {"parts": [...]} when clean
-  std::vector<app::bench::HostEvidence> host;  // per part: its host evidence (measured false: none)
+  std::vector<measure::HostEvidence> host;  // per part: its host evidence (measured false: none)
   std::string problem;
 };
 
@@ -199,7 +199,7 @@ ArmRun run_arm(const json& spec, const ValidateOptions& o) {
   for (size_t i = 0; r.problem.empty() && i < r.result["parts"].size(); ++i) {
     try {
       r.host.push_back(trial_host_evidence(r.result["parts"][i], "trial output", "/parts/" + std::to_string(i))
-                           .value_or(app::bench::HostEvidence{}));
+                           .value_or(measure::HostEvidence{}));
     } catch (const Error& e) {
       r.problem = e.where() + ": " + e.message();
     }
@@ -210,7 +210,7 @@ ArmRun run_arm(const json& spec, const ValidateOptions& o) {
 /// samples[part][case] concatenated over runs; checksums[part][case] per run.
 struct Collected {
   std::vector<std::vector<std::vector<double>>> samples;
-  std::vector<std::vector<app::bench::HostEvidence>> host;  // host[part][round]
+  std::vector<std::vector<measure::HostEvidence>> host;  // host[part][round]
   std::vector<std::vector<std::vector<std::string>>> checksums;
   std::vector<std::vector<std::string>> ids;
   std::vector<double> peak_rss, peak_reserved, frag;
@@ -224,7 +224,7 @@ struct Collected {
   std::vector<std::string> parity_bad;
 };
 
-void collect(Collected& c, const json& res, const std::vector<app::bench::HostEvidence>& host) {
+void collect(Collected& c, const json& res, const std::vector<measure::HostEvidence>& host) {
   const json& parts = res["parts"];
   if (c.samples.empty()) {
     c.samples.resize(parts.size());
@@ -232,7 +232,7 @@ void collect(Collected& c, const json& res, const std::vector<app::bench::HostEv
     c.ids.resize(parts.size());
     c.host.resize(parts.size());
   }
-  for (size_t i = 0; i < c.host.size(); ++i) c.host[i].push_back(i < host.size() ? host[i] : app::bench::HostEvidence{});
+  for (size_t i = 0; i < c.host.size(); ++i) c.host[i].push_back(i < host.size() ? host[i] : measure::HostEvidence{});
   for (size_t i = 0; i < parts.size() && i < c.samples.size(); ++i) {
     const json& cases = parts[i]["cases"];
     if (c.samples[i].empty()) {
@@ -290,7 +290,7 @@ void append_arm(std::vector<ArmCaseResult>& out, const json& spec, const Collect
     std::string reason;
     size_t own_busy = 0;
     for (size_t k = 0; i < c.host.size() && k < c.host[i].size(); ++k) {
-      const app::bench::HostEvidence& e = c.host[i][k];
+      const measure::HostEvidence& e = c.host[i][k];
       if (!e.measured || !e.contended || std::find(b.left_out.begin(), b.left_out.end(), k + 1) != b.left_out.end()) continue;
       if (!contended) reason = "round " + std::to_string(k + 1) + ": " + e.reason;
       contended = true;
@@ -378,7 +378,7 @@ namespace {
 Validation validate_uncaught(store::Store& st, int64_t id, const KeyPair& key, const ValidateOptions& o, int64_t run_id) {
   Proposal p = load_proposal(st, id);
   set_status(st, id, "validating");
-  const auto& reg = app::bench::registry();
+  const auto& reg = measure::registry();
   const std::string sku = p.provenance.value("sku", telemetry::sku_key("cpu"));
   Validation v;
   std::vector<GateResult>& g = v.gates;
@@ -718,21 +718,21 @@ std::string default_model_path() {
 json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
   const auto t_start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(); };
-  const auto& reg = app::bench::registry();
+  const auto& reg = measure::registry();
   const std::string sku = telemetry::sku_key("cpu");
   json report = {{"schema", "rtx.report.v1"}, {"kind", "evolve.run"}, {"sku", sku}, {"git_sha", git_sha()},
                  {"db", st.path()}, {"proposals", json::array()}, {"notes", json::array()}};
   // Input errors (pack, filter) before anything is written.
-  std::vector<app::bench::BenchCase> cases;
+  std::vector<measure::BenchCase> cases;
   {
     std::error_code ec;
     if (!std::filesystem::exists(o.pack, ec))
       throw_input("no bench pack at '" + o.pack + "' (relative to the working directory)", "--pack",
                   "run from the rtx checkout (its benchpacks/ folder), or pass --pack PATH/benchpacks/core.json");
-    const app::bench::Pack pack = app::bench::load_pack(o.pack);
-    app::bench::ExpandOptions eo;
+    const measure::Pack pack = measure::load_pack(o.pack);
+    measure::ExpandOptions eo;
     eo.filter = o.filter;
-    for (auto& c : app::bench::expand_pack(pack, reg, eo))
+    for (auto& c : measure::expand_pack(pack, reg, eo))
       if (c.skip_reason.empty()) cases.push_back(c);
   }
   const int64_t run_id = st.begin_run("rtx-evolve", "[\"run\"]", o.v.seed, git_sha(), sku,

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <utility>
 
-#include "rtx/app/bench.hpp"
+#include "rtx/measure/measure.hpp"
 #include "rtx/core/build_info.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/core/printable.hpp"
@@ -392,7 +392,7 @@ json key_baseline(store::Store& st, const std::string& key) {
                 "expected 'op|variant|shape|dtype|backend|sku' or '<domain>|<sku>'");
   }
   const auto cur = domain == "tuner" ? current_profile(st, key) : current_config(st, key);
-  const json config = baseline_config(st, domain, key, app::bench::registry());
+  const json config = baseline_config(st, domain, key, measure::registry());
   return {{"key", key},
           {"domain", domain},
           {"target", target_of(domain)},
@@ -752,12 +752,12 @@ json McpServer::call_tool(const json& params) {
 json McpServer::run_tool(const std::string& name, const json& args) {
   if (name == "list_benchmarks") {
     const std::string path = args.value("pack", o_.default_pack);
-    const app::bench::Pack pack = app::bench::load_pack(path);
-    app::bench::ExpandOptions eo;
+    const measure::Pack pack = measure::load_pack(path);
+    measure::ExpandOptions eo;
     eo.filter = args.value("filter", std::string());
     json cases = json::array();
     size_t runnable = 0;
-    for (const auto& c : app::bench::expand_pack(pack, app::bench::registry(), eo)) {
+    for (const auto& c : measure::expand_pack(pack, measure::registry(), eo)) {
       runnable += c.skip_reason.empty();
       cases.push_back({{"id", c.id},
                        {"name", c.name},
@@ -782,7 +782,7 @@ json McpServer::run_tool(const std::string& name, const json& args) {
     return out;
   }
   if (name == "submit_proposal") {
-    const int64_t id = submit(st_, args["proposal"], "mcp submit_proposal", key(), app::bench::registry());
+    const int64_t id = submit(st_, args["proposal"], "mcp submit_proposal", key(), measure::registry());
     json out = {{"id", id}, {"status", "new"}, {"validated", false}};
     log_line(o_.log, "stored proposal " + std::to_string(id));
     if (args.value("validate", false)) {

@@ -99,7 +99,7 @@ json actions_of(const json& base, const json& cand) {
   return a;
 }
 
-json case_json(const app::bench::BenchCase& c) {
+json case_json(const measure::BenchCase& c) {
   return {{"id", c.id}, {"op", c.op}, {"variant", c.variant}, {"shape", c.shape}, {"dtype", dtype_name(c.dtype)}};
 }
 
@@ -392,7 +392,7 @@ class FusionProposer : public Proposer {
  public:
   std::string domain() const override { return "fusion"; }
   std::vector<Proposal> propose(ProposeContext& ctx) override {
-    auto is_step = [](const app::bench::BenchCase& c) {
+    auto is_step = [](const measure::BenchCase& c) {
       return c.op == "gpt2_train_step" && c.variant == "cpu.model" && c.skip_reason.empty();
     };
     std::string id, from = "the pack subset";
@@ -401,9 +401,9 @@ class FusionProposer : public Proposer {
       if (id.empty() && is_step(c)) id = c.id, shape = c.shape;
     if (id.empty() && !ctx.pack_path.empty()) {
       try {  // the subset left it out: the pack's own case, at the pack's shape
-        app::bench::ExpandOptions eo;
+        measure::ExpandOptions eo;
         eo.filter = "gpt2_train_step";
-        for (const auto& c : app::bench::expand_pack(app::bench::load_pack(ctx.pack_path), *ctx.reg, eo))
+        for (const auto& c : measure::expand_pack(measure::load_pack(ctx.pack_path), *ctx.reg, eo))
           if (id.empty() && is_step(c)) id = c.id, shape = c.shape, from = ctx.pack_path;
       } catch (const Error& e) {
         say(ctx, "fusion: cannot read " + ctx.pack_path + ": " + e.message());

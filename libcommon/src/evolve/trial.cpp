@@ -21,7 +21,7 @@
 #include <mutex>
 #include <optional>
 
-#include "rtx/app/bench.hpp"
+#include "rtx/measure/measure.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/core/hash.hpp"
 #include "rtx/core/philox.hpp"
@@ -80,17 +80,17 @@ int shape_dim(const json& spec, const char* k) {
   return static_cast<int>(sh[k].get<int64_t>());
 }
 
-/// The host evidence of one measuring window, judged by rtx-bench's per-window rule (app::bench),
+/// The host evidence of one measuring window, judged by rtx-bench's per-window rule (rtx::measure),
 /// with the CPU-share rule where the measuring thread is runnable for the whole window.
-app::bench::HostEvidence host_evidence(const app::bench::HostSample& before, const app::bench::HostSample& after,
+measure::HostEvidence host_evidence(const measure::HostSample& before, const measure::HostSample& after,
                                        bool cpu_share_rule) {
-  return app::bench::contention_evidence(before, after, omp_get_max_threads(),
-                                         cpu_share_rule ? app::bench::CpuShareRule::Apply : app::bench::CpuShareRule::Off);
+  return measure::contention_evidence(before, after, omp_get_max_threads(),
+                                         cpu_share_rule ? measure::CpuShareRule::Apply : measure::CpuShareRule::Off);
 }
 
-json run_kernels(const json& spec, const std::function<app::bench::HostSample()>& sample, app::bench::HostSample& win_before,
-                 app::bench::HostSample& win_after) {
-  const auto& reg = app::bench::registry();
+json run_kernels(const json& spec, const std::function<measure::HostSample()>& sample, measure::HostSample& win_before,
+                 measure::HostSample& win_after) {
+  const auto& reg = measure::registry();
   const size_t samples = get<size_t>(spec, "samples", 7), warmup = get<size_t>(spec, "warmup", 1);
   const uint64_t seed = get<uint64_t>(spec, "seed", 0);
   const int threads = get<int>(spec, "threads", 0);
@@ -688,18 +688,18 @@ AllocatorConfig allocator_config_from_json(const json& j, const std::string& whe
   return c;
 }
 
-json run_trial(const json& spec, const std::function<app::bench::HostSample()>& sampler) {
+json run_trial(const json& spec, const std::function<measure::HostSample()>& sampler) {
   if (!spec.is_object() || spec.value("schema", "") != kTrialSpecSchema)
     throw_input(std::string("trial spec: expected schema ") + kTrialSpecSchema, "schema");
   const std::string kind = spec.value("kind", "");
-  const std::function<app::bench::HostSample()> sample = sampler ? sampler : app::bench::sample_host;
+  const std::function<measure::HostSample()> sample = sampler ? sampler : measure::sample_host;
   json out;
   // Kinds other than kernels are judged on the part's whole run (setup included): serving,
   // allocation and training time every step of their loop, and a dp launcher only waits
   // for mpirun (its own CPU share and switches say nothing; PSI covers the ranks).
   const bool timed = kind == "kernels" || kind == "serve" || kind == "alloc" || kind == "fusion" || kind == "dp";
-  const app::bench::HostSample before = timed ? sample() : app::bench::HostSample{};
-  app::bench::HostSample win_before, win_after;
+  const measure::HostSample before = timed ? sample() : measure::HostSample{};
+  measure::HostSample win_before, win_after;
   if (kind == "kernels") out = run_kernels(spec, sample, win_before, win_after);
   else if (kind == "serve") out = run_serve(spec);
   else if (kind == "alloc") out = run_alloc(spec);
@@ -711,29 +711,29 @@ json run_trial(const json& spec, const std::function<app::bench::HostSample()>& 
   // The serving engine's and the launcher's measuring thread waits by design (workers, mpirun):
   // no CPU-share rule there. A canary is judged by its own latency rule; a dp rank by its launcher.
   if (timed) {
-    const app::bench::HostSample after = sample();
+    const measure::HostSample after = sample();
     const bool cpu_rule = kind == "kernels" || kind == "alloc" || kind == "fusion";
-    app::bench::HostEvidence whole = host_evidence(before, after, cpu_rule);
+    measure::HostEvidence whole = host_evidence(before, after, cpu_rule);
     if (kind == "kernels") {
       // The timed loop of microsecond kernels can be shorter than a judged window (0.05 s):
       // it then takes the verdict of the part's whole run (setup, checks, warm-up and the loop;
       // judged_on "run"), as rtx-bench does for a short case.
-      app::bench::HostEvidence loop = host_evidence(win_before, win_after, cpu_rule);
-      app::bench::inherit_run_contention(loop, whole);
+      measure::HostEvidence loop = host_evidence(win_before, win_after, cpu_rule);
+      measure::inherit_run_contention(loop, whole);
       whole = loop;
     }
-    out["host"] = app::bench::to_json(whole);
+    out["host"] = measure::to_json(whole);
   }
   out["peak_rss_bytes"] = peak_rss_bytes();
   return out;
 }
 
-std::optional<app::bench::HostEvidence> trial_host_evidence(const json& part, const std::string& source,
+std::optional<measure::HostEvidence> trial_host_evidence(const json& part, const std::string& source,
                                                             const std::string& pointer) {
   if (!part.is_object() || !part.contains("host")) return std::nullopt;
   const json& h = part["host"];
   // host_evidence_from_json checks types and ranges; a trial window is one process, never merged.
-  app::bench::HostEvidence e = app::bench::host_evidence_from_json(h, source, pointer + "/host");
+  measure::HostEvidence e = measure::host_evidence_from_json(h, source, pointer + "/host");
   auto bad = [&](const std::string& field, const std::string& what) {
     throw_input(what, source + ": field '" + pointer + "/host/" + field + "'", "report this: the trial child wrote it");
   };

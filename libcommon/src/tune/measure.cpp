@@ -7,7 +7,7 @@
 
 #include <omp.h>
 
-#include "rtx/app/bench.hpp"
+#include "rtx/measure/measure.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/stats/abba.hpp"
 #include "rtx/stats/stats.hpp"
@@ -82,22 +82,22 @@ std::optional<std::pair<std::vector<double>, std::vector<double>>> KernelObjecti
 }
 
 HostJudgedObjective::HostJudgedObjective(Objective& inner, kernels::Backend backend,
-                                         std::function<app::bench::HostSample()> sampler, bool thread_runs)
+                                         std::function<measure::HostSample()> sampler, bool thread_runs)
     : inner_(inner),
-      cpu_share_rule_(thread_runs && backend == kernels::Backend::CPU ? app::bench::CpuShareRule::Apply
-                                                                       : app::bench::CpuShareRule::Off),
-      sampler_(sampler ? std::move(sampler) : app::bench::sample_host) {}
+      cpu_share_rule_(thread_runs && backend == kernels::Backend::CPU ? measure::CpuShareRule::Apply
+                                                                       : measure::CpuShareRule::Off),
+      sampler_(sampler ? std::move(sampler) : measure::sample_host) {}
 
 void HostJudgedObjective::mark() { remember(sampler_()); }
 
-void HostJudgedObjective::remember(const app::bench::HostSample& start) {
+void HostJudgedObjective::remember(const measure::HostSample& start) {
   starts_.push_back(start);
   if (starts_.size() > 256) starts_.pop_front();  // a 50 ms look-back never needs more
 }
 
-app::bench::HostEvidence HostJudgedObjective::judge(const app::bench::HostSample& before,
-                                                    const app::bench::HostSample& after) {
-  using namespace app::bench;
+measure::HostEvidence HostJudgedObjective::judge(const measure::HostSample& before,
+                                                    const measure::HostSample& after) {
+  using namespace measure;
   const int threads = std::max(1, omp_get_max_threads());
   HostEvidence h = contention_evidence(before, after, threads, cpu_share_rule_);
   if (h.judged_on == "case") {
@@ -131,11 +131,11 @@ app::bench::HostEvidence HostJudgedObjective::judge(const app::bench::HostSample
 }
 
 Evaluation HostJudgedObjective::evaluate(const Params& p, const EvalBudget& b) {
-  const app::bench::HostSample before = sampler_();
+  const measure::HostSample before = sampler_();
   Evaluation e = inner_.evaluate(p, b);
-  const app::bench::HostSample after = sampler_();
+  const measure::HostSample after = sampler_();
   if (e.status != Evaluation::Status::Ok || e.reused) return e;
-  const app::bench::HostEvidence h = judge(before, after);
+  const measure::HostEvidence h = judge(before, after);
   e.contended = h.contended;
   e.contention_reason = h.contended ? h.reason : "";
   e.judged_on = h.judged_on;
@@ -145,7 +145,7 @@ Evaluation HostJudgedObjective::evaluate(const Params& p, const EvalBudget& b) {
 std::optional<std::pair<std::vector<double>, std::vector<double>>> HostJudgedObjective::interleaved(const Params& a,
                                                                                                     const Params& b,
                                                                                                     size_t n) {
-  const app::bench::HostSample before = sampler_();
+  const measure::HostSample before = sampler_();
   auto r = inner_.interleaved(a, b, n);
   interleaved_host_ = judge(before, sampler_());
   return r;
@@ -181,7 +181,7 @@ Evaluation sample_until(const EvalBudget& b, const std::function<double()>& samp
         break;
       }
     }
-    if (n >= b.min_samples && app::bench::converged(e.samples, b.max_rel_ci, b.min_samples)) break;
+    if (n >= b.min_samples && measure::converged(e.samples, b.max_rel_ci, b.min_samples)) break;
     // The time cap never stops below min_samples: RecordingObjective reuses an Ok record only
     // with >= min_samples samples, so a shorter (time-capped, e.g. on a loaded host) record
     // would be re-measured on every resume and resume would not follow the same path.

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "rtx/app/bench.hpp"
+#include "rtx/measure/measure.hpp"
 #include "rtx/evolve/proposal.hpp"
 
 namespace rtx::evolve {
@@ -48,7 +48,7 @@ PerfRule default_rule(const std::string& domain);
 /// applied to the pairs. A pair is busy when either arm's round was judged contended, quiet
 /// when both were judged and not contended (a round with no evidence or a window too short to
 /// judge is neither). When some pairs are busy and the quiet pairs suffice
-/// (app::bench::quiet_rounds_suffice: at least 3 and at least half), every busy pair is left out
+/// (measure::quiet_rounds_suffice: at least 3 and at least half), every busy pair is left out
 /// of BOTH arms; otherwise the comparison is undecided (a busy host, not the change, decided).
 struct BusyRounds {
   size_t rounds = 0;                        ///< pairs compared
@@ -71,8 +71,8 @@ struct BusyRounds {
 /// The paired leave-out decision for round k = 0.. of each arm's host evidence (one entry per
 /// round; HostEvidence::measured false: no evidence). Throws rtx::Error(Input) when the arms
 /// have different round counts.
-BusyRounds pair_busy_rounds(const std::vector<app::bench::HostEvidence>& base,
-                            const std::vector<app::bench::HostEvidence>& cand);
+BusyRounds pair_busy_rounds(const std::vector<measure::HostEvidence>& base,
+                            const std::vector<measure::HostEvidence>& cand);
 
 /// `samples` (per case, `rounds` rounds of equal length concatenated) without the 1-based rounds
 /// in `drop`. Throws rtx::Error(Input) when a case's sample count is not a multiple of `rounds`

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "rtx/app/bench.hpp"
+#include "rtx/measure/measure.hpp"
 #include "rtx/evolve/proposal.hpp"
 #include "rtx/store/store.hpp"
 
@@ -23,7 +23,7 @@ struct ProposeContext {
   store::Store* st = nullptr;
   const kernels::Registry* reg = nullptr;
   std::string sku;                           ///< telemetry::sku_key("cpu")
-  std::vector<app::bench::BenchCase> cases;  ///< the runnable cases of the selected pack subset
+  std::vector<measure::BenchCase> cases;  ///< the runnable cases of the selected pack subset
   std::string pack_path;                     ///< for provenance (data hash)
   std::string model_path;                    ///< serving model (stories260k GGUF); "" if absent
   uint64_t seed = 0;

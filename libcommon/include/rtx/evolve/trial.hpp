@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "rtx/app/bench.hpp"
+#include "rtx/measure/measure.hpp"
 #include "rtx/core/allocator.hpp"
 #include "rtx/serve/scheduler.hpp"
 
@@ -55,23 +55,23 @@ inline constexpr const char* kTrialResultSchema = "rtx.evolve.trial.v1";
 /// "tolerance", "ok", "detail"}], "peak_rss_bytes", and for alloc "peak_reserved_bytes",
 /// "peak_allocated_bytes", "frag_pct"}, and "host" for the timed kinds: the host-contention
 /// evidence of the part's measuring window judged by rtx-bench's per-window rule
-/// (app::bench::contention_evidence: PSI cpu stall > 10%, measuring-thread CPU share < 80%,
+/// (measure::contention_evidence: PSI cpu stall > 10%, measuring-thread CPU share < 80%,
 /// > 100 involuntary switches/s; a window under 0.05 s is not judged, judged_on "none"), written
-/// as rtx-bench writes a case's "host" object (app::bench::to_json). The window is the timed
+/// as rtx-bench writes a case's "host" object (measure::to_json). The window is the timed
 /// loop for kernels (when shorter than 0.05 s, the verdict of the part's whole run, judged_on
-/// "run", app::bench::inherit_run_contention) and the part's whole run for serve, alloc, fusion
+/// "run", measure::inherit_run_contention) and the part's whole run for serve, alloc, fusion
 /// and dp; the CPU-share rule
 /// applies to kernels, alloc and fusion (serve and dp wait on workers and ranks by design);
 /// canary and dp_rank parts carry none. `sampler` reads the signals (default
-/// app::bench::sample_host; tests inject readings). Throws rtx::Error(Input) for a malformed spec.
-nlohmann::json run_trial(const nlohmann::json& spec, const std::function<app::bench::HostSample()>& sampler = nullptr);
+/// measure::sample_host; tests inject readings). Throws rtx::Error(Input) for a malformed spec.
+nlohmann::json run_trial(const nlohmann::json& spec, const std::function<measure::HostSample()>& sampler = nullptr);
 
 /// The host evidence of one part of a trial result (`part["host"]`), validated; nullopt when the
 /// part has none (a canary part, or a child of a build before host evidence). Throws
 /// rtx::Error(Input) naming `source` and the field (`<pointer>/host/<field>`) for a wrong type or
-/// range (app::bench::host_evidence_from_json's checks), a missing window_s, merged-round fields
+/// range (measure::host_evidence_from_json's checks), a missing window_s, merged-round fields
 /// (a trial window is one process), or a contended window without a reason or not judged.
-std::optional<app::bench::HostEvidence> trial_host_evidence(const nlohmann::json& part, const std::string& source,
+std::optional<measure::HostEvidence> trial_host_evidence(const nlohmann::json& part, const std::string& source,
                                                             const std::string& pointer);
 
 /// AllocatorConfig <-> JSON ({"caching", "round_bytes", "small_limit", "small_segment_bytes",

@@ -190,7 +190,7 @@ void register_cuda_kernels(Registry& r);
 /// The kernel registry of this build, built once on first use (CPU always, CUDA when compiled).
 /// Kernels only: the model-level and distributed macro ops (gpt2_train_step, allreduce over
 /// the world communicator) live in modules above kernels and are added by
-/// app::bench::registry(), the registry of everything benchable.
+/// measure::registry(), the registry of everything benchable.
 const Registry& registry();
 
 }  // namespace rtx::kernels

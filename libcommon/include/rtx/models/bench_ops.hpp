@@ -1,5 +1,5 @@
 // Bench ops of the models module: model-level macro ops that rtx-bench, rtx-tune and
-// rtx-evolve measure like kernels (app::bench::registry() adds them to the kernel registry).
+// rtx-evolve measure like kernels (measure::registry() adds them to the kernel registry).
 #pragma once
 #include "rtx/kernels/registry.hpp"
 

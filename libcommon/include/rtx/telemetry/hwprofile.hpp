@@ -161,7 +161,7 @@ BusyLook look_at_host(const HardwareProfile& p, double look_s = 0.2);
 // time (getrusage RUSAGE_SELF). PSI cpu stall and involuntary context switches count waits
 // behind our own threads as well (an idle 2-CPU host read 18% stall and 194 switches/s under
 // rtx-tune --serve's own scheduler and OpenMP workers), so they decide only where /proc/stat
-// cannot be read. rtx-bench's per-case judge (app::bench::judge_contention), rtx-tune's
+// cannot be read. rtx-bench's per-case judge (measure::judge_contention), rtx-tune's
 // trials (tune::HostJudgedObjective, through it), rtx-serve bench's run (serve::judge_run_contention)
 // and busy_host_warning's look all call judge_host_window.
 

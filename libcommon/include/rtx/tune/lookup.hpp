@@ -83,7 +83,7 @@ class ProfileLookup {
 };
 
 /// `lookup` as a kernels::ParamLookup (it shares ownership); null gives an empty function
-/// (defaults only). Pass it where kernels are set up (app::bench::ExpandOptions::lookup).
+/// (defaults only). Pass it where kernels are set up (measure::ExpandOptions::lookup).
 kernels::ParamLookup param_lookup(std::shared_ptr<ProfileLookup> lookup);
 
 }  // namespace rtx::tune

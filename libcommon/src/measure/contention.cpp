@@ -11,11 +11,11 @@
 #include <cstdlib>
 #include <type_traits>
 
-#include "rtx/app/bench.hpp"
+#include "rtx/measure/measure.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/telemetry/hwprofile.hpp"
 
-namespace rtx::app::bench {
+namespace rtx::measure {
 namespace {
 
 using nlohmann::json;
@@ -381,4 +381,4 @@ HostEvidence host_evidence_from_json(const json& j, const std::string& source, c
   return e;
 }
 
-}  // namespace rtx::app::bench
+}  // namespace rtx::measure

@@ -6,13 +6,13 @@
 #include <map>
 #include <sstream>
 
-#include "rtx/app/bench.hpp"
+#include "rtx/measure/measure.hpp"
 #include "rtx/core/build_info.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/core/printable.hpp"
 #include "rtx/io/artifact.hpp"
 
-namespace rtx::app::bench {
+namespace rtx::measure {
 namespace {
 
 using nlohmann::json;
@@ -685,4 +685,4 @@ std::string format_table(const json& a, bool color) {
   return os.str();
 }
 
-}  // namespace rtx::app::bench
+}  // namespace rtx::measure

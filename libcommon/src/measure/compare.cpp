@@ -8,11 +8,11 @@
 #include <ostream>
 #include <sstream>
 
-#include "rtx/app/bench.hpp"
+#include "rtx/measure/measure.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/core/printable.hpp"
 
-namespace rtx::app::bench {
+namespace rtx::measure {
 namespace {
 
 using nlohmann::json;
@@ -601,4 +601,4 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
   return os.str();
 }
 
-}  // namespace rtx::app::bench
+}  // namespace rtx::measure

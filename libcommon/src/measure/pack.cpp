@@ -7,14 +7,14 @@
 #include <regex>
 #include <set>
 
-#include "rtx/app/bench.hpp"
+#include "rtx/measure/measure.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/dist/bench_ops.hpp"
 #include "rtx/io/artifact.hpp"
 #include "rtx/io/atomic_file.hpp"
 #include "rtx/models/bench_ops.hpp"
 
-namespace rtx::app::bench {
+namespace rtx::measure {
 namespace {
 
 using nlohmann::json;
@@ -494,4 +494,4 @@ std::vector<BenchCase> expand_pack(const Pack& pack, const kernels::Registry& re
   return out;
 }
 
-}  // namespace rtx::app::bench
+}  // namespace rtx::measure

@@ -16,7 +16,7 @@
 #include <optional>
 #include <thread>
 
-#include "rtx/app/bench.hpp"
+#include "rtx/measure/measure.hpp"
 #include "rtx/telemetry/bus.hpp"
 #include "rtx/telemetry/gpu_clock.hpp"
 #include "rtx/core/error.hpp"
@@ -24,7 +24,7 @@
 #include "rtx/core/philox.hpp"
 #include "rtx/kernels/matmul.hpp"
 
-namespace rtx::app::bench {
+namespace rtx::measure {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -374,4 +374,4 @@ RunResult run_cases(const std::vector<BenchCase>& cases, const kernels::Registry
   return out;
 }
 
-}  // namespace rtx::app::bench
+}  // namespace rtx::measure

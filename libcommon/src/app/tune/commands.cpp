@@ -179,6 +179,14 @@ struct Progress {
   }
 };
 
+/// A key's search counts in rtx-tune run's JSON, finished or interrupted: evaluations, measured,
+/// reused (stored trials), skipped, failed, aborted, seconds, stop_reason.
+json search_counts(const SearchResult& r) {
+  return {{"evaluations", r.evaluations}, {"measured", r.measured}, {"reused", r.evaluations - r.measured},
+          {"skipped", r.skipped},         {"failed", r.failed},     {"aborted", r.aborted},
+          {"seconds", r.seconds},         {"stop_reason", r.stop_reason}};
+}
+
 }  // namespace
 
 int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
@@ -286,17 +294,9 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
                               " reused); no profile saved" +
                               (left ? "; " + std::to_string(left) + " more key" + (left == 1 ? "" : "s") + " not started" : "") +
                               (c.replay ? "" : "; the same command again reuses the stored trials and measures the rest");
-        doc["keys"].push_back({{"key", j.key.str()},
-                               {"evaluations", r.evaluations},
-                               {"measured", r.measured},
-                               {"reused", r.evaluations - r.measured},
-                               {"skipped", r.skipped},
-                               {"failed", r.failed},
-                               {"aborted", r.aborted},
-                               {"seconds", r.seconds},
-                               {"stop_reason", r.stop_reason},
-                               {"best", nullptr},
-                               {"profile_version", nullptr}});
+        json k = search_counts(r);
+        k.update({{"key", j.key.str()}, {"best", nullptr}, {"profile_version", nullptr}});
+        doc["keys"].push_back(std::move(k));
         doc["warnings"].push_back(w);
         if (!c.quiet) err << "rtx-tune: " << w << "\n";
         break;
@@ -391,16 +391,8 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
                 {"dtype", dtype_name(j.key.dtype)},
                 {"backend", c.backend},
                 {"sku", sku},
-                {"evaluations", r.evaluations},
-                {"measured", r.measured},
-                {"reused", r.evaluations - r.measured},
-                {"skipped", r.skipped},
-                {"failed", r.failed},
-                {"aborted", r.aborted},
                 {"contended", r.contended},
                 {"contention_reason", r.contended ? json(r.contention_reason) : json(nullptr)},
-                {"seconds", r.seconds},
-                {"stop_reason", r.stop_reason},
                 {"best", best_params ? json{{"params", *best_params}, {"median_s", best_median}} : json(nullptr)},
                 {"default", default_params && !default_busy ? json{{"params", *default_params}, {"median_s", default_median}}
                                                              : json(nullptr)},
@@ -411,6 +403,7 @@ int run_run(const RunCommand& c, std::ostream& out, std::ostream& err) {
                 {"profile_params", profile_params ? json(*profile_params) : json(nullptr)},
                 {"profile_version", version > 0 ? json(version) : json(nullptr)},
                 {"curve", r.curve}};
+      k.update(search_counts(r));
       doc["keys"].push_back(k);
       if (!c.quiet) {
         char line[512];

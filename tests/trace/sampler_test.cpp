@@ -271,6 +271,8 @@ TEST_CASE("record --cpu-sample bad input exits 2 before the program runs", "[cpu
   expect("--folded " + dir + "/f.folded -o " + dir + "/t.json" + prog, "--cpu-sample");
   expect("--cpu-sample --folded " + dir + "/nodir/f.folded -o " + dir + "/t.json" + prog, "nodir");
   expect("--cpu-sample --folded - -o " + dir + "/t.json" + prog, "--folded");
+  expect("--cpu-sample --folded " + dir + "/t.json -o " + dir + "/t.json" + prog, "names the trace file itself");
+  expect("--cpu-sample --folded " + dir + "/./t.json -o " + dir + "/t.json" + prog, "names the trace file itself");
   expect("--cpu-sample --call-graph lbr -o " + dir + "/t.json" + prog, "--call-graph");
   expect("--call-graph dwarf -o " + dir + "/t.json" + prog, "--cpu-sample");
   // A program that does not exist.

@@ -860,6 +860,19 @@ TEST_CASE("perf script text collapses as stackcollapse-perf.pl does (real sample
   CHECK_FALSE(looks_like_perf(data + "perf_sample.folded"));
   CHECK_FALSE(looks_like_perf(sample()));
   CHECK_FALSE(looks_like_trace(data + "perf_sample.txt"));
+  // A folded file whose first frame starts with '[' (perf's [unknown], rtx-flame's [unnamed])
+  // is folded text; JSON opens with '{"', '{}', '[{' or '[]' (blanks allowed between).
+  const std::string tdir = rtx::test::temp_dir();
+  const std::vector<std::pair<std::string, bool>> heads = {
+      {"[unknown];main 5\nfoo;bar 2\n", false}, {"[unnamed] 1000\n", false}, {"{x};y 3\n", false},
+      {" [ {\"ph\":\"X\"}]", true},          {"[]", true},                  {"{ \"traceEvents\": []}", true},
+      {"[", true}};
+  for (size_t i = 0; i < heads.size(); ++i) {
+    const std::string f = tdir + "/head" + std::to_string(i);
+    std::ofstream(f, std::ios::binary) << heads[i].first;
+    INFO(heads[i].first);
+    CHECK(looks_like_trace(f) == heads[i].second);
+  }
   StackTrie t;
   const PerfRead r = collapse_perf(data + "perf_sample.txt", t);
   CHECK(r.event == "cpu-clock:ppp");

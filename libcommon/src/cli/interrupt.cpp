@@ -38,6 +38,11 @@ extern "C" void on_interrupt(int) {
     // coreutils timeout sends its signal to the command and then to its process group, so the
     // command gets it twice within microseconds: a repeat that close is the same request.
     if (t - first < kRepeatWindowNs) return;
+    static const char kAgain[] =
+        "\ninterrupted again: exiting now (exit 130); files are written atomically, so the last complete "
+        "checkpoint or store state is what is left (an unfinished one stays a .tmp file)\n";
+    const ssize_t n = ::write(STDERR_FILENO, kAgain, sizeof kAgain - 1);
+    (void)n;
     ::_exit(kInterruptedExit);
   }
   g_requested.store(true);

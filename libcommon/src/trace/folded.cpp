@@ -271,12 +271,20 @@ std::string write_folded(const StackTrie& trie, int which) {
 }
 
 bool looks_like_trace(const std::string& path) {
+  // JSON opens with '{' then '"' or '}', or with '[' then '{' or ']' (blanks between). A folded
+  // line may start with '[' too ("[unknown];main 5", perf's unknown frames sort first).
   ByteReader in(path);
+  int first = -1;
   for (int c = in.get(); c >= 0; c = in.get()) {
     if (std::isspace(c)) continue;
-    return c == '{' || c == '[';
+    if (first < 0) {
+      if (c != '{' && c != '[') return false;
+      first = c;
+      continue;
+    }
+    return first == '{' ? (c == '"' || c == '}') : (c == '{' || c == ']');
   }
-  return false;
+  return first == '[';  // "[" alone: an array-form trace cut short (the format allows no "]")
 }
 
 namespace {

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <map>
@@ -490,6 +491,13 @@ RecordResult record(const RecordOptions& opt) {
       throw_usage("--folded - would write into the program's own stdout, which it shares", "--folded",
                   "give a file path");
     io::require_output_dir(opt.folded, "--folded");
+    namespace fs = std::filesystem;
+    std::error_code ec, ec2;
+    const bool same = fs::absolute(opt.folded, ec).lexically_normal() == fs::absolute(opt.output, ec2).lexically_normal() ||
+                      fs::equivalent(opt.folded, opt.output, ec);  // an existing file under two names
+    if (same)
+      throw_usage("--folded names the trace file itself (" + opt.output + "): the trace would be overwritten",
+                  "--folded", "give the folded stacks another path");
   } else if (!opt.folded.empty()) {
     throw_usage("--folded needs --cpu-sample (folded stacks come from CPU samples)", "--folded");
   }

@@ -164,8 +164,9 @@ struct FoldResult {
 FoldResult fold_trace(const std::string& path, StackTrie& trie, int which = 0, FoldMode mode = FoldMode::Auto,
                       bool strict = false);
 
-/// True when a file looks like a Chrome trace (first non-blank byte '{' or '['), false for
-/// folded stacks. Gzip transparent. Errors: read errors as ByteReader.
+/// True when a file looks like a Chrome trace: its first non-blank bytes are '{' then '"' or
+/// '}', or '[' then '{' or ']' (or a lone '['), blanks between; false for folded stacks, whose
+/// first frame may start with '[' ("[unknown];main 5"). Gzip transparent. Errors: read errors as ByteReader.
 bool looks_like_trace(const std::string& path);
 
 }  // namespace rtx::trace

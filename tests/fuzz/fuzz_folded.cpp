@@ -61,7 +61,10 @@ bool expected_total(const std::string& text, unsigned __int128& total, int& digi
         stack.resize(sp2);
         while (!stack.empty() && (stack.back() == ' ' || stack.back() == '\t')) stack.pop_back();
       }
-      if (stack.find_first_not_of(';') != std::string::npos) lines.push_back(l);
+      // A frame survives when it is not empty; the leaf's trailing blanks are dropped (they are
+      // the count's separator in written text), so a line counts when its stack holds anything
+      // but ';' and blanks.
+      if (stack.find_first_not_of("; \t") != std::string::npos) lines.push_back(l);
     }
     if (last) break;
   }

@@ -199,6 +199,16 @@ FoldedRead read_folded(const std::string& path, StackTrie& trie, int which, cons
       if (semi == stack_end) break;
       start = semi + 1;
     }
+    // The leaf's trailing blanks belong to the separator before the count: written text puts
+    // " COUNT" right after the leaf, so "x\t;" (a trailing ';') must read as its written form
+    // "x\t 5" does, as "x". A leaf of blanks only is an empty frame.
+    while (!frames.empty()) {
+      std::string_view& lf = frames.back();
+      while (!lf.empty() && (lf.back() == ' ' || lf.back() == '\t')) lf.remove_suffix(1);
+      if (!lf.empty()) break;
+      frames.pop_back();
+      ++empty;
+    }
     if (frames.empty()) {
       bad("folded line has no frame before its count", kHint);
       continue;

@@ -13,7 +13,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_BUILD ?= build-fuzz
 TSAN_BUILD ?= build-tsan
 # The multi-threaded parts checked under ThreadSanitizer (ctest label `tsan`).
-TSAN_TESTS = serve_engine_test serve_server_test serve_prefix_cache_test serve_loadgen_test bench_app_test tune_measure_test
+TSAN_TESTS = serve_engine_test serve_server_test serve_prefix_cache_test serve_http_guard_test serve_loadgen_test bench_app_test tune_measure_test
 export RTX_DATA
 
 # A build folder configured for another source tree (copied, or the checkout moved): CMake

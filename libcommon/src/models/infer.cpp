@@ -11,6 +11,7 @@
 #include <string>
 
 #include "rtx/core/error.hpp"
+#include "rtx/kernels/ops.hpp"
 
 namespace rtx::models {
 
@@ -34,16 +35,7 @@ std::vector<size_t> layout_offsets(const Gpt2Config& c) {
   return off;
 }
 
-/// Dot product with 8 partial sums (fixed order, vectorisable without reassociation flags).
-inline float dot(const float* a, const float* b, int n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
+using kernels::dot_fixed8;
 
 }  // namespace
 
@@ -172,7 +164,7 @@ void Gpt2Decoder::forward_chunk(const int32_t* ids, int n) {
           const int S = p0 + t + 1;
           float mx = -std::numeric_limits<float>::infinity();
           for (int s = 0; s < S; ++s) {
-            sc[s] = dot(q, kh + static_cast<size_t>(s) * HS, HS) * scale;
+            sc[s] = dot_fixed8(q, kh + static_cast<size_t>(s) * HS, HS) * scale;
             mx = std::max(mx, sc[s]);
           }
           float sum = 0.f;

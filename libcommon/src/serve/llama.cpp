@@ -18,6 +18,7 @@
 #include "rtx/core/error.hpp"
 #include "rtx/core/events.hpp"
 #include "rtx/kernels/matmul.hpp"
+#include "rtx/kernels/ops.hpp"
 #include "rtx/serve/attention.hpp"
 #include "rtx/telemetry/bus.hpp"
 #include "serve/cuda_models.hpp"
@@ -26,20 +27,11 @@ namespace rtx::serve {
 
 namespace {
 
-/// Dot product with 8 partial sums in a fixed order (vectorisable without reassociation).
-inline float dot(const float* a, const float* b, int n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
+using kernels::dot_fixed8;
 
 /// out (C) = x (C) / sqrt(mean(x^2) + eps) * w (C)  (RMSNorm, Zhang & Sennrich 2019).
 inline void rmsnorm_row(float* out, const float* x, const float* w, int C, float eps) {
-  const float ms = dot(x, x, C) / static_cast<float>(C);
+  const float ms = dot_fixed8(x, x, C) / static_cast<float>(C);
   const float s = 1.0f / std::sqrt(ms + eps);
   for (int i = 0; i < C; ++i) out[i] = x[i] * s * w[i];
 }

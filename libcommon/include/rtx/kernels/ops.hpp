@@ -106,4 +106,17 @@ struct AllreduceParams {
 // bufs: R pointers to (N) floats, updated in place
 void allreduce_sum(float* const* bufs, int64_t R, int64_t N, const AllreduceParams* p = nullptr);
 
+/// Dot product of two float vectors of length n with 8 partial sums added in a fixed order
+/// (vectorisable without reassociation flags, the same bits on every run and ISA): the scalar
+/// helper of the decoders (models/infer, serve/llama).
+inline float dot_fixed8(const float* a, const float* b, int n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
 }  // namespace rtx::kernels

@@ -458,12 +458,14 @@ TEST_CASE("compare: a case measured on a busy host is undecided, not slower", "[
   rep = compare_artifacts(artifact(1e-3, 1, busy_host("a")), artifact(1e-3, 2, busy_host("b")), o);
   CHECK(rep.rows[0].busy == "host busy during base: a; host busy during new: b");
 
-  // Old artifacts (no host objects) and quiet ones are judged as before.
+  // Old artifacts (no host objects) and quiet ones are judged as before: on one process per
+  // side, slower but unconfirmed (not counted).
   rep = compare_artifacts(artifact(1e-3, 1), artifact(1.3e-3, 2), o);
-  CHECK(rep.slower == 1);
+  CHECK(rep.rows[0].cmp.verdict == stats::Verdict::Slower);
+  CHECK(rep.unconfirmed == 1);
   CHECK(rep.undecided == 0);
   rep = compare_artifacts(artifact(1e-3, 1), artifact(1.3e-3, 2, quiet_host()), o);
-  CHECK(rep.slower == 1);
+  CHECK(rep.unconfirmed == 1);
   CHECK(rep.rows[0].busy.empty());
 }
 
@@ -480,8 +482,14 @@ TEST_CASE("run_compare exits 0 for an undecided case and says why on stderr", "[
   CHECK(run_compare(c, out, err) == 0);
   CHECK(out.str().find("undecided (busy host): host busy during new") != std::string::npos);
   CHECK(err.str().find("1 case(s) undecided: the host was busy") != std::string::npos);
-  // The same pair without the evidence is a regression: exit 1.
-  std::ofstream(n) << artifact(94e-3, 2).dump();
+  // The same pair without the evidence, measured in rounds, is a regression: exit 1 (one
+  // process per side would be unconfirmed: bench_compare_test).
+  auto with_rounds = [](json d, double center) {
+    d["cases"][0]["round_medians_s"] = {center, center * 1.001, center * 0.999, center * 1.002, center * 0.998};
+    return d;
+  };
+  std::ofstream(b) << with_rounds(artifact(1e-3, 1), 1e-3).dump();
+  std::ofstream(n) << with_rounds(artifact(94e-3, 2), 94e-3).dump();
   std::ostringstream out2, err2;
   CHECK(run_compare(c, out2, err2) == 1);
   std::filesystem::remove_all(dir);

@@ -39,13 +39,19 @@ std::string read(const std::string& path) {
 }
 
 /// A minimal valid rtx.bench.v1 document with one case of log-normal samples.
-json fake_artifact(double center, uint64_t seed) {
+/// One case of 30 samples around `center` s (2% noise); with `rounds`, as `run` writes it by
+/// default: the samples of `rounds` processes and their round medians.
+json fake_artifact(double center, uint64_t seed, size_t rounds = 0) {
   rtx::Philox rng(seed);
   std::vector<double> s(30);
   for (auto& x : s) x = center * std::exp(0.02 * rng.next_normal());
-  return {{"schema", "rtx.bench.v1"},
-          {"seed", 0},
-          {"cases", {{{"id", "k/cpu.x/N=1/f32"}, {"status", "ok"}, {"samples_s", s}}}}};
+  json c = {{"id", "k/cpu.x/N=1/f32"}, {"status", "ok"}, {"samples_s", s}};
+  if (rounds) {
+    std::vector<double> m(rounds);
+    for (auto& x : m) x = center * std::exp(0.01 * rng.next_normal());
+    c["round_medians_s"] = m;
+  }
+  return {{"schema", "rtx.bench.v1"}, {"seed", 0}, {"cases", json::array({c})}};
 }
 
 }  // namespace
@@ -202,9 +208,12 @@ TEST_CASE("list shows unregistered ops as skipped, not as a crash", "[cpu][cli]"
 
 TEST_CASE("compare: exit 1 on a slowdown, 0 on A/A, 2 on a non-bench file", "[cpu][cli]") {
   const std::string d = rtx::test::temp_dir();
-  write(d + "/base.json", fake_artifact(1e-3, 1).dump());
-  write(d + "/same.json", fake_artifact(1e-3, 2).dump());
-  write(d + "/slow.json", fake_artifact(1.2e-3, 3).dump());
+  write(d + "/base.json", fake_artifact(1e-3, 1, 5).dump());
+  write(d + "/same.json", fake_artifact(1e-3, 2, 5).dump());
+  write(d + "/slow.json", fake_artifact(1.2e-3, 3, 5).dump());
+  // One process per side: the same 20% is reported, unconfirmed, and exits 0.
+  write(d + "/slow1.json", fake_artifact(1.2e-3, 3).dump());
+  CHECK(run(bench() + " compare " + d + "/base.json " + d + "/slow1.json").exit_code == 0);
   auto p = run(bench() + " compare " + d + "/base.json " + d + "/same.json");
   CHECK(p.exit_code == 0);
   CHECK(p.out.find("same") != std::string::npos);
@@ -522,7 +531,7 @@ TEST_CASE("run under a busy loop warns, records host.contended; compare calls it
   write(d + "/tiny.json", R"({"schema": "rtx.benchpack.v1", "name": "tiny", "cases": [
     {"name": "gelu", "op": "gelu_forward", "shape": "N=1000"}]})");
   // --min-samples above what 0.5 s can take: the case samples for the whole --max-time.
-  const std::string args = " run " + d + "/tiny.json --threads 1 --max-time 0.5 --min-samples 10000000 " +
+  const std::string args = " run " + d + "/tiny.json --rounds 1 --threads 1 --max-time 0.5 --min-samples 10000000 " +
                            "--max-samples 100000000 --db " + d + "/rtx.db --json";
   rtx::test::BusyHost busy;
   auto p = run(bench() + args + " -o " + d + "/busy.json");

@@ -145,3 +145,40 @@ TEST_CASE("common_mode_shift: most comparisons moving one way are the process's"
   CHECK_FALSE(common_mode_shift({}).detected);
   CHECK(common_mode_shift({}).of == 0);
 }
+
+TEST_CASE("normalize_process_speed: leave-one-out median of the other cases' ratios, by hand", "[cpu]") {
+  // Three cases, two rounds a side. Base round 2 ran at half speed (every case x2); new case C
+  // is 10% slower than base in both rounds. Pooled medians M: A 1, B 10, C 110.
+  // Base round 1 ratios m/M: A 1, B 1, C 100/110; round 2: A 2, B 2, C 200/110.
+  //   A's factor in round 1 = mean of B, C = (1 + 0.90909..)/2; C's = mean of A, B = 1.
+  // New ratios: A 1, B 1, C 1 in both rounds: factor 1 everywhere.
+  std::vector<RoundSeries> base{{{1, 2}, {1.0, 2.0}}, {{1, 2}, {10.0, 20.0}}, {{1, 2}, {100.0, 200.0}}};
+  std::vector<RoundSeries> fresh{{{1, 2}, {1.0, 1.0}}, {{1, 2}, {10.0, 10.0}}, {{1, 2}, {110.0, 110.0}}};
+  const ProcessNormalized n = normalize_process_speed(base, fresh);
+  REQUIRE(n.base.size() == 3);
+  const double fa1 = (1 + 100.0 / 110) / 2, fa2 = (2 + 200.0 / 110) / 2;
+  CHECK(n.base[0].median[0] == Approx(1.0 / fa1).epsilon(1e-12));
+  CHECK(n.base[0].median[1] == Approx(2.0 / fa2).epsilon(1e-12));
+  CHECK(n.base[2].median == std::vector<double>{100.0, 100.0});  // its factor: A and B, 1 and 2
+  CHECK(n.fresh[2].median == std::vector<double>{110.0, 110.0});
+  CHECK(n.base[2].round == std::vector<uint64_t>{1, 2});
+  // The whole process: base rounds at 1x and 2x (median of A, B, C ratios), new at 1x.
+  REQUIRE(n.base_factor.size() == 2);
+  CHECK(n.base_factor[0] == Approx(1.0).epsilon(1e-12));
+  CHECK(n.base_factor[1] == Approx(2.0).epsilon(1e-12));
+  CHECK(n.fresh_factor == std::vector<double>{1.0, 1.0});
+
+  // A round where a case has fewer than kMinNormalizeOthers others is dropped for it.
+  base.push_back({{3}, {5.0}});
+  fresh.push_back({{1}, {5.0}});
+  const ProcessNormalized d = normalize_process_speed(base, fresh);
+  CHECK(d.base[3].median.empty());          // alone in base round 3
+  CHECK(d.fresh[3].median.size() == 1);     // new round 1 has A, B, C beside it
+  CHECK(d.base_factor.size() == 3);         // round 3 still has a factor (its own case)
+
+  // Bad input names what is wrong.
+  CHECK_THROWS_AS(normalize_process_speed(base, {}), rtx::Error);
+  CHECK_THROWS_AS(normalize_process_speed({{{1, 2}, {1.0}}}, {{{1}, {1.0}}}), rtx::Error);
+  CHECK_THROWS_AS(normalize_process_speed({{{1}, {0.0}}}, {{{1}, {1.0}}}), rtx::Error);
+  CHECK_THROWS_AS(normalize_process_speed({{{1}, {NAN}}}, {{{1}, {1.0}}}), rtx::Error);
+}

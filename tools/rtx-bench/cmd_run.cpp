@@ -20,7 +20,7 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common, int argc, char*
   auto* ms = s.add_option("--min-samples", (*num)[2], "Fewest samples per case (default 10)");
   auto* wu = s.add_option("--warmup", (*num)[3], "Untimed runs per case before sampling (default 2)");
   auto* mx = s.add_option("--max-samples", (*num)[4], "Most samples per case (default 1000)");
-  auto* rd = s.add_option("--rounds", (*num)[5], "Run the pack in this many fresh processes and merge them (1..200, default 1)");
+  auto* rd = s.add_option("--rounds", (*num)[5], "Run the pack in this many fresh processes and merge them (1..200; default 5, or the pack's \"rounds\"; --max-time is split across them)");
   s.add_option("--baseline-exe", c->baseline_exe,
                "Also run this rtx-bench (another build; this one for an A/A) in rounds alternating with ours (ABBA; needs --rounds)");
   s.add_option("--baseline-out", c->baseline_out, "Where the baseline's merged artifact goes (with --baseline-exe)");

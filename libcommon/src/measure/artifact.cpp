@@ -90,6 +90,7 @@ json to_json(const RunResult& r, const ArtifactMeta& m) {
     j["n"] = c.samples.size();
     j["samples_s"] = c.samples;
     if (!c.round_medians.empty()) j["round_medians_s"] = c.round_medians;
+    if (!c.round_ids.empty()) j["round_ids"] = c.round_ids;
     if (c.status == "skipped") {
       ++skipped;
       j["skip_reason"] = c.c.skip_reason;
@@ -266,6 +267,19 @@ json check_bench_artifact(const json& doc, const std::string& source) {
           bad(at + "/host/rounds_left_out/" + std::to_string(k) + "/paired",
               "a round left out with its pair needs the document's 'ab' object (a --baseline-exe run), and there is none");
     }
+    if (c.contains("round_ids")) {
+      // The process (round, 1-based) of each round median: same count, strictly increasing.
+      const json& ri = c["round_ids"];
+      if (!ri.is_array()) bad(at + "/round_ids", "expected array, got " + std::string(ri.type_name()));
+      if (!c.contains("round_medians_s") || ri.size() != c["round_medians_s"].size())
+        bad(at + "/round_ids", "has " + std::to_string(ri.size()) + " entries, expected one per round median (" +
+                                   std::to_string(c.contains("round_medians_s") ? c["round_medians_s"].size() : 0) + ")");
+      for (size_t k = 0; k < ri.size(); ++k)
+        if (!ri[k].is_number_unsigned() || ri[k].get<uint64_t>() < 1 || ri[k].get<uint64_t>() > kMaxRounds ||
+            (k > 0 && ri[k].get<uint64_t>() <= ri[k - 1].get<uint64_t>()))
+          bad(at + "/round_ids/" + std::to_string(k),
+              "expected a round number in [1, " + std::to_string(kMaxRounds) + "] above the previous one, got " + ri[k].dump());
+    }
     if (status != "ok") continue;
     if (s.empty()) bad(at + "/samples_s", "an ok case has no samples");
     // Displays use time.median_s: it must be the samples' median (up to rounding).
@@ -416,6 +430,7 @@ CaseResult merge_case(const std::vector<CaseResult>& xs, const LeaveOut& d) {
   CaseResult r = xs[0];
   r.samples.clear();
   r.round_medians.clear();
+  r.round_ids.clear();
   r.sm_clock_mhz.clear();
   r.throttled_samples = 0;
   r.noisy = false;
@@ -430,7 +445,10 @@ CaseResult merge_case(const std::vector<CaseResult>& xs, const LeaveOut& d) {
       r.stop_reason = x.stop_reason;
     }
     if (x.status == "skipped" || left_out(k)) continue;
-    if (!x.samples.empty()) r.round_medians.push_back(stats::median(x.samples));
+    if (!x.samples.empty()) {
+      r.round_medians.push_back(stats::median(x.samples));
+      r.round_ids.push_back(k + 1);
+    }
     r.samples.insert(r.samples.end(), x.samples.begin(), x.samples.end());
     r.noisy = r.noisy || x.noisy;
     r.sampling_s += x.sampling_s;
@@ -670,7 +688,7 @@ std::string format_table(const json& a, bool color) {
     if (oversubscribed_cases > 0)
       os << ", " << oversubscribed_cases << " oversubscribed (the process's own threads outnumbered its CPUs; "
          << "host.oversubscription)";
-      if (a.contains("host") && a["host"].value("unjudged_cases", zero) > 0) {
+    if (a.contains("host") && a["host"].value("unjudged_cases", zero) > 0) {
       // The run's span (warm-ups and samples, not start-up or the store) is what was too short,
       // not the process's wall time: say so with its length.
       const json& run = a["host"].contains("run") && a["host"]["run"].is_object() ? a["host"]["run"] : json::object();

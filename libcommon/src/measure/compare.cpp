@@ -236,6 +236,84 @@ double parse_threshold(const std::string& s, const char* flag) {
   return v;
 }
 
+namespace {
+
+/// A case's round series on one side (stats::RoundSeries) from round_medians_s and round_ids;
+/// false when the artifact has no round ids (written before they existed).
+bool round_series(const json& c, stats::RoundSeries& s) {
+  if (!c.contains("round_medians_s") || !c.contains("round_ids")) return false;
+  s.median = c["round_medians_s"].get<std::vector<double>>();
+  s.round = c["round_ids"].get<std::vector<uint64_t>>();
+  return s.median.size() == s.round.size();
+}
+
+/// The process-speed correction of two separate multi-round runs (stats::normalize_process_speed):
+/// each row judged on round medians, host quiet, with round ids on both sides, is judged again on
+/// its normalised round medians (basis "rounds/process"), and the whole-process shift between the
+/// runs goes to rep.process_shift (reported, never counted: it is as much the machine's as the
+/// code's). Needs kMinNormalizeCases such rows; fewer leave the raw round verdicts as they were.
+void normalize_process(CompareReport& rep, const json& base, const json& fresh, const stats::CompareOptions& o) {
+  std::map<std::string, const json*> bs, ns;
+  for (const auto& c : base["cases"]) bs[c["id"].get<std::string>()] = &c;
+  for (const auto& c : fresh["cases"]) ns[c["id"].get<std::string>()] = &c;
+  std::vector<CompareRow*> rows;
+  std::vector<stats::RoundSeries> sb, sn;
+  for (auto& row : rep.rows) {
+    if (row.presence != "both" || !row.busy.empty() || row.basis != "rounds") continue;
+    stats::RoundSeries b, n;
+    if (!round_series(*bs.at(row.id), b) || !round_series(*ns.at(row.id), n)) continue;
+    rows.push_back(&row);
+    sb.push_back(std::move(b));
+    sn.push_back(std::move(n));
+  }
+  if (rows.size() < kMinNormalizeCases) return;
+  const stats::ProcessNormalized pn = stats::normalize_process_speed(sb, sn);
+  stats::CompareOptions ro = o;
+  ro.min_samples = std::min(o.min_samples, kMinRoundsForBasis);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (pn.base[i].median.size() < kMinRoundsForBasis || pn.fresh[i].median.size() < kMinRoundsForBasis) continue;
+    CompareRow& row = *rows[i];
+    row.raw = row.cmp;
+    row.basis = "rounds/process";
+    row.cmp = stats::compare_samples(pn.base[i].median, pn.fresh[i].median, ro);
+    // The medians shown stay raw; the change is corrected: compare it with the corrected medians.
+    row.medians_ratio = stats::median(pn.fresh[i].median) / stats::median(pn.base[i].median);
+    row.change_disagrees = change_contradicts_medians(row.cmp.ratio, row.medians_ratio, o.threshold);
+  }
+  rep.process_shift = stats::compare_samples(pn.base_factor, pn.fresh_factor, ro);
+  rep.process_shift_cases = rows.size();
+}
+
+/// Every slower/faster verdict resting on one process per side (basis "samples") becomes
+/// unconfirmed: one process cannot separate a process-wide speed change (core placement,
+/// clock, neighbours: +14..+29% on an idle 2-vCPU VM) from the code. The reason names the
+/// common mode when most cases moved together (stats::common_mode_shift).
+void mark_single_process(CompareReport& rep) {
+  std::vector<CompareRow*> single;
+  std::vector<stats::Comparison> cs;
+  for (auto& row : rep.rows)
+    if (row.presence == "both" && row.busy.empty() && row.basis == "samples") {
+      single.push_back(&row);
+      cs.push_back(row.cmp);
+    }
+  rep.common_mode = stats::common_mode_shift(cs);
+  const auto& m = rep.common_mode;
+  const std::string why =
+      m.detected ? std::to_string(m.shifted) + " of " + std::to_string(m.of) + " cases judged on one process per side moved " +
+                       stats::verdict_name(m.direction) + " together (median " + stats::kTimeRatioLabel + " " +
+                       stats::format_time_ratio(m.median_ratio) +
+                       "): the whole process ran at another speed, which one process per side cannot separate from the code"
+                 : std::string("judged on one process per side: a process-wide speed change (core placement, clock, "
+                               "neighbours) cannot be told from the code");
+  for (CompareRow* row : single) {
+    if (row->cmp.verdict != stats::Verdict::Slower && row->cmp.verdict != stats::Verdict::Faster) continue;
+    row->unconfirmed = why;
+    ++rep.unconfirmed;
+  }
+}
+
+}  // namespace
+
 CompareReport compare_artifacts(const json& base, const json& fresh, const stats::CompareOptions& o,
                                 const std::string& base_source, const std::string& new_source) {
   CompareReport rep;
@@ -289,7 +367,6 @@ CompareReport compare_artifacts(const json& base, const json& fresh, const stats
     }
     row.medians_ratio = row.base_median > 0 ? row.new_median / row.base_median : 0;
     row.change_disagrees = change_contradicts_medians(row.cmp.ratio, row.medians_ratio, o.threshold);
-    rep.disagreements += row.change_disagrees;
     row.unjudged = unjudged_sides(b, n);
     rep.unjudged += !row.unjudged.empty();
     // A side merged from its quiet rounds is judged on them (merge_rounds left the busy ones
@@ -306,43 +383,21 @@ CompareReport compare_artifacts(const json& base, const json& fresh, const stats
       row.busy.clear();
       ++rep.balanced;
     }
-    if (!row.busy.empty()) {
-      ++rep.undecided;
-      rep.rows.push_back(row);
-      continue;
-    }
-    rep.left_out += !row.left_out.empty();
+    if (!row.busy.empty()) ++rep.undecided;
+    else rep.left_out += !row.left_out.empty();
+    rep.rows.push_back(row);
+  }
+  if (!abba) normalize_process(rep, base, fresh, o);
+  mark_single_process(rep);
+  for (const auto& row : rep.rows) {
+    if (row.presence != "both") continue;
+    rep.disagreements += row.change_disagrees;
+    if (!row.busy.empty() || !row.unconfirmed.empty()) continue;
     switch (row.cmp.verdict) {
       case stats::Verdict::Same: ++rep.same; break;
       case stats::Verdict::Faster: ++rep.faster; break;
       case stats::Verdict::Slower: ++rep.slower; break;
       case stats::Verdict::Ambiguous: ++rep.ambiguous; break;
-    }
-    rep.rows.push_back(row);
-  }
-  // Common mode: one process per side and most cases moved the same way. A kernel change moves
-  // its own cases; a process at another speed (core, clock, neighbours) moves all of them, and
-  // the per-case statistics, blind to between-process variance, call each move significant
-  // (issue 36: an idle A/A pair read six cases +14..+29% "slower", p ~1e-12).
-  std::vector<CompareRow*> single;
-  std::vector<stats::Comparison> cs;
-  for (auto& row : rep.rows)
-    if (row.presence == "both" && row.busy.empty() && row.basis == "samples") {
-      single.push_back(&row);
-      cs.push_back(row.cmp);
-    }
-  rep.common_mode = stats::common_mode_shift(cs);
-  if (rep.common_mode.detected) {
-    const auto& m = rep.common_mode;
-    const std::string why = std::to_string(m.shifted) + " of " + std::to_string(m.of) + " cases judged on one process per side moved " +
-                            stats::verdict_name(m.direction) + " together (median " + stats::kTimeRatioLabel + " " +
-                            stats::format_time_ratio(m.median_ratio) +
-                            "): the whole process ran at another speed, which one process per side cannot separate from the code";
-    for (CompareRow* row : single) {
-      if (row->cmp.verdict != stats::Verdict::Slower && row->cmp.verdict != stats::Verdict::Faster) continue;
-      (row->cmp.verdict == stats::Verdict::Slower ? rep.slower : rep.faster) -= 1;
-      row->unconfirmed = why;
-      ++rep.unconfirmed;
     }
   }
   for (const auto& c : fresh["cases"]) {
@@ -367,14 +422,27 @@ std::string unjudged_note(const CompareReport& r) {
          "unseen in them";
 }
 
-/// "", or what a detected common-mode shift means and what to run to settle it.
+/// "", or why verdicts are unconfirmed (one process per side; a common mode when most cases moved
+/// together) and what to run to settle them.
 std::string common_mode_note(const CompareReport& r) {
-  if (!r.common_mode.detected) return "";
-  return "note: " + std::to_string(r.unconfirmed) +
-         " verdict(s) unconfirmed: most cases moved together, as a whole process at another speed (core placement, "
-         "clock, neighbours) moves them; one process per side cannot tell that from the code. To settle it, measure "
-         "several processes per side: rtx-bench run PACK --rounds 5 -o FILE for each side, or in one interleaved run "
-         "rtx-bench run PACK --rounds 6 --baseline-exe OLD_RTX_BENCH --baseline-out base.json -o new.json";
+  if (!r.unconfirmed) return "";
+  return "note: " + std::to_string(r.unconfirmed) + " verdict(s) unconfirmed: " +
+         (r.common_mode.detected ? "most cases moved together, as a whole process at another speed (core placement, clock, "
+                                   "neighbours) moves them; "
+                                 : "") +
+         "one process per side cannot tell a process-wide speed change from the code. To settle it, measure several "
+         "processes per side: rtx-bench run PACK -o FILE for each side (5 rounds by default; not --rounds 1), or in one "
+         "interleaved run rtx-bench run PACK --rounds 6 --baseline-exe OLD_RTX_BENCH --baseline-out base.json -o new.json";
+}
+
+/// "", or the whole-process shift between two separate multi-round runs (rep.process_shift):
+/// what it was and that the per-case changes are corrected for it.
+std::string process_note(const CompareReport& r) {
+  if (!r.process_shift) return "";
+  const stats::Comparison& p = *r.process_shift;
+  return "process: " + std::string(stats::kTimeRatioLabel) + " " + stats::format_change(p) + " for the whole process between the runs (" +
+         std::to_string(r.process_shift_cases) + " cases, " + std::to_string(p.n_base) + " and " + std::to_string(p.n_new) +
+         " rounds): the machine's as much as the code's, so not counted; basis rounds/process changes are corrected for it";
 }
 
 /// The footnote for rows whose change disagrees with their medians ("" when none): what each
@@ -442,28 +510,17 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
   if (r.undecided)
     summary += "; " + std::to_string(r.undecided) + " UNDECIDED: measured on a busy host, not judged (rerun them on a quiet machine)";
   if (r.unconfirmed)
-    summary += "; " + std::to_string(r.unconfirmed) + " UNCONFIRMED: the whole process shifted (common mode), not counted";
+    summary += "; " + std::to_string(r.unconfirmed) + " UNCONFIRMED: one process per side, not counted";
   if (r.balanced) summary += "; " + std::to_string(r.balanced) + " judged despite a busy host (interleaved ABBA rounds)";
   if (r.left_out) summary += "; " + std::to_string(r.left_out) + " judged on quiet rounds (busy rounds left out)";
-  // A verdict on one process per side cannot see between-process variance (code and page
-  // placement, thread start-up, neighbours: 8-47% on a shared 2-vCPU VM), so say so next to it.
-  size_t single_process = 0;
-  for (const auto& row : r.rows)
-    single_process += row.presence == "both" && row.busy.empty() && row.unconfirmed.empty() && row.basis == "samples" &&
-                      (row.cmp.verdict == stats::Verdict::Slower || row.cmp.verdict == stats::Verdict::Faster);
-  std::string note;
-  if (single_process)
-    note = "note: " + std::to_string(single_process) +
-           " slower/faster verdict(s) rest on one process per side; between-process variance is not in their CIs: "
-           "confirm with rtx-bench run --rounds 5 on both sides before acting on them";
+  const std::string process = process_note(r);
   const std::string unjudged = unjudged_note(r);
   const std::string common = common_mode_note(r);
   if (format == "json") {
     nlohmann::json j;
     j["schema"] = "rtx.bench-compare.v1";
-    if (!note.empty()) j["note"] = note;
     nlohmann::json notes = nlohmann::json::array();
-    for (const std::string& x : {common, note, unjudged, disagreement_footnote(r, false)})
+    for (const std::string& x : {common, process, unjudged, disagreement_footnote(r, false)})
       if (!x.empty()) notes.push_back(x.back() == '\n' ? x.substr(0, x.find('\n')) : x);
     if (!notes.empty()) j["notes"] = notes;
     j["base"] = r.base_source;
@@ -479,6 +536,12 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
                         {"of", r.common_mode.of},
                         {"median_time_ratio", r.common_mode.median_ratio}};
     if (r.common_mode.detected) j["common_mode"]["direction"] = stats::verdict_name(r.common_mode.direction);
+    if (r.process_shift) {
+      const stats::Comparison& p = *r.process_shift;
+      j["process_shift"] = {{"time_ratio", p.ratio}, {"time_ratio_ci", {p.lo, p.hi}}, {"change", stats::format_change(p)},
+                            {"p", p.p}, {"verdict", stats::verdict_name(p.verdict)}, {"cases", r.process_shift_cases},
+                            {"rounds_base", p.n_base}, {"rounds_new", p.n_new}, {"counted", false}};
+    }
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& row : r.rows) {
       nlohmann::json x = {{"id", row.id}, {"presence", row.presence}};
@@ -499,6 +562,12 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
         x["n_new"] = row.cmp.n_new;
         x["reason"] = row.cmp.reason;
         x["basis"] = row.basis;
+        if (row.raw) {
+          // Before the process-speed correction (basis rounds/process): the raw round medians' verdict.
+          x["raw_time_ratio"] = row.raw->ratio;
+          x["raw_time_ratio_ci"] = {row.raw->lo, row.raw->hi};
+          x["raw_verdict"] = stats::verdict_name(row.raw->verdict);
+        }
         if (!row.busy.empty()) {
           // What the statistics alone would have said stays visible, but is not the verdict.
           x["verdict"] = "undecided";
@@ -567,7 +636,7 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
     os << "\n" << summary << "\n";
     if (const std::string reasons = reason_list(r, "- "); !reasons.empty()) os << "\nhost:\n\n" << reasons;
     if (!common.empty()) os << "\n" << common << "\n";
-    if (!note.empty()) os << "\n" << note << "\n";
+    if (!process.empty()) os << "\n" << process << "\n";
     if (!unjudged.empty()) os << "\n" << unjudged << "\n";
     if (const std::string f = disagreement_footnote(r, true); !f.empty()) os << "\n" << f;
   } else if (format == "table") {
@@ -592,7 +661,7 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
     os << summary << "\n";
     if (const std::string reasons = reason_list(r, "  "); !reasons.empty()) os << "host:\n" << reasons;
     if (!common.empty()) os << common << "\n";
-    if (!note.empty()) os << note << "\n";
+    if (!process.empty()) os << process << "\n";
     if (!unjudged.empty()) os << unjudged << "\n";
     os << disagreement_footnote(r, false);
   } else {

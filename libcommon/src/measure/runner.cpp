@@ -227,6 +227,11 @@ RunResult run_cases(const std::vector<BenchCase>& cases, const kernels::Registry
   // Let OpenBLAS's idle workers park before a case is prepared (after loading, or after the
   // previous case's cblas calls): spinning, they take the CPUs from the case's OpenMP threads.
   // The wait is left out of the run's host window (a sleeping thread would read as contended).
+  // A case on OpenBLAS's pool needs no wait: the spinning workers are the ones it runs on.
+  auto on_blas_pool = [&](size_t i) {
+    if (!cases[i].skip_reason.empty()) return false;
+    return reg.variant(cases[i].op, cases[i].variant).uses_blas_pool;
+  };
   auto park_blas_pool = [&] {
     const double park = kernels::blas_pool_parked_in_s();
     if (park <= 0) return;
@@ -239,7 +244,7 @@ RunResult run_cases(const std::vector<BenchCase>& cases, const kernels::Registry
   auto prepare = [&](size_t i) -> std::unique_ptr<kernels::Instance> {
     const BenchCase& c = cases[i];
     CaseResult& r = out.cases[i];
-    park_blas_pool();
+    if (!on_blas_pool(i)) park_blas_pool();
     const kernels::OpDef& op = reg.op(c.op);
     const kernels::Variant& v = reg.variant(c.op, c.variant);
     std::unique_ptr<kernels::Instance> inst;
@@ -277,8 +282,16 @@ RunResult run_cases(const std::vector<BenchCase>& cases, const kernels::Registry
     return inst;
   };
 
+  // Sequential runs take the cases on OpenBLAS's pool first (stable: pack order otherwise), so
+  // its workers park once, before the first other case, instead of after each BLAS case: about
+  // 0.13 s saved per BLAS case on the 2-vCPU VM, which a default run of 5 rounds pays 5 times.
+  std::vector<size_t> order(cases.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (!o.interleave) std::stable_partition(order.begin(), order.end(), on_blas_pool);
+
   const int threads = omp_get_max_threads();
-  park_blas_pool();  // the pool OpenBLAS started at load time, before the run window opens
+  // The pool OpenBLAS started at load time, before the run window opens (unless a BLAS case is first).
+  if (order.empty() || !on_blas_pool(order.front())) park_blas_pool();
   segment_start = read_host();
   run_open = true;
 
@@ -341,7 +354,7 @@ RunResult run_cases(const std::vector<BenchCase>& cases, const kernels::Registry
   };
 
   if (!o.interleave) {
-    for (size_t i = 0; i < cases.size(); ++i) {
+    for (size_t i : order) {
       Live L;
       if (!make_live(i, L)) continue;
       out.schedule.push_back(i);

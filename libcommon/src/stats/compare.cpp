@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "rtx/core/error.hpp"
 #include "rtx/stats/stats.hpp"
@@ -108,6 +109,56 @@ CommonMode common_mode_shift(const std::vector<Comparison>& cs) {
   m.detected = m.shifted >= kMinCommonModeCases && 2 * m.shifted > m.of;
   if (!m.detected) m.direction = Verdict::Same;
   return m;
+}
+
+ProcessNormalized normalize_process_speed(const std::vector<RoundSeries>& base, const std::vector<RoundSeries>& fresh) {
+  if (base.size() != fresh.size())
+    throw_input("normalize_process_speed: " + std::to_string(base.size()) + " base series but " + std::to_string(fresh.size()) +
+                " new ones (one per case on each side)");
+  const size_t n = base.size();
+  auto check = [](const RoundSeries& s, size_t c, const char* side) {
+    if (s.round.size() != s.median.size())
+      throw_input(std::string("normalize_process_speed: ") + side + " case " + std::to_string(c) + " has " +
+                  std::to_string(s.round.size()) + " round numbers for " + std::to_string(s.median.size()) + " medians");
+    for (double m : s.median)
+      if (!std::isfinite(m) || !(m > 0))
+        throw_input(std::string("normalize_process_speed: ") + side + " case " + std::to_string(c) + " has a median of " +
+                    std::to_string(m) + " (must be finite and positive)");
+  };
+  std::vector<double> pooled(n);
+  for (size_t c = 0; c < n; ++c) {
+    check(base[c], c, "base");
+    check(fresh[c], c, "new");
+    std::vector<double> all = base[c].median;
+    all.insert(all.end(), fresh[c].median.begin(), fresh[c].median.end());
+    pooled[c] = all.empty() ? 0 : median(all);
+  }
+  ProcessNormalized out;
+  out.base.resize(n);
+  out.fresh.resize(n);
+  auto side = [&](const std::vector<RoundSeries>& in, std::vector<RoundSeries>& norm, std::vector<double>& factors) {
+    // round -> (case, m / M_case) of every case that ran in it
+    std::map<uint64_t, std::vector<std::pair<size_t, double>>> by_round;
+    for (size_t c = 0; c < n; ++c)
+      for (size_t k = 0; k < in[c].round.size(); ++k) by_round[in[c].round[k]].push_back({c, in[c].median[k] / pooled[c]});
+    for (const auto& [round, rel] : by_round) {
+      std::vector<double> all;
+      for (const auto& [c, q] : rel) all.push_back(q);
+      factors.push_back(median(all));
+    }
+    for (size_t c = 0; c < n; ++c)
+      for (size_t k = 0; k < in[c].round.size(); ++k) {
+        std::vector<double> others;
+        for (const auto& [c2, q] : by_round[in[c].round[k]])
+          if (c2 != c) others.push_back(q);
+        if (others.size() < kMinNormalizeOthers) continue;
+        norm[c].round.push_back(in[c].round[k]);
+        norm[c].median.push_back(in[c].median[k] / median(others));
+      }
+  };
+  side(base, out.base, out.base_factor);
+  side(fresh, out.fresh, out.fresh_factor);
+  return out;
 }
 
 }  // namespace rtx::stats

@@ -126,6 +126,9 @@ struct Variant {
   /// Allocate and fill inputs (seeded), poison outputs. Throws rtx::Error(Input) on a bad
   /// shape, rtx::Error(Environment) when the backend is unavailable (e.g. no GPU).
   std::function<std::unique_ptr<Instance>(const Shape& s, DType dt, const Params& p, uint64_t seed)> make;
+  /// Runs on OpenBLAS's own thread pool, whose idle workers spin (blas_pool_parked_in_s()):
+  /// rtx-bench runs such cases first so the pool parks once, not after each of them.
+  bool uses_blas_pool = false;
 };
 
 /// An op: its shape dims, work model, error bounds and variants.

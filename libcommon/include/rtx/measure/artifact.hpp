@@ -66,6 +66,12 @@ std::pair<RunResult, RunResult> merge_rounds_paired(const std::vector<nlohmann::
 
 /// Most rounds `run --rounds` accepts.
 inline constexpr size_t kMaxRounds = 200;
+/// Rounds (fresh processes) of a `run` without --rounds or a pack "rounds" default. One process
+/// per side cannot separate a process-wide speed change from the code (issue 36: idle A/A pairs
+/// of smoke.json read six cases +14..+29% slower); five rounds are the fewest whose round
+/// medians a Mann-Whitney test can call different at p < 0.05 (two-sided p = 2/252 at 5 vs 5).
+/// The per-case time budget (max_time) is split across them.
+inline constexpr size_t kDefaultRounds = 5;
 /// Fewest rounds on both sides for compare to judge a case on its round medians.
 inline constexpr size_t kMinRoundsForBasis = 3;
 /// Fewest quiet (not contended) rounds a merged case is judged on after its busy rounds are

@@ -1,5 +1,7 @@
 // The measuring engine: comparison of two rtx.bench.v1 artifacts.
 #pragma once
+#include <optional>
+
 #include "rtx/measure/artifact.hpp"
 
 namespace rtx::measure {
@@ -13,8 +15,12 @@ struct CompareRow {
   double base_median = 0, new_median = 0;  ///< s
   /// "rounds": judged on round_medians_s (both sides have >= kMinRoundsForBasis rounds:
   /// between-process variance included); "samples": on the raw samples_s.
+  /// "rounds/process": judged on round medians corrected for each round's process speed
+  /// (stats::normalize_process_speed; two separate multi-round runs, >= kMinNormalizeCases cases).
   std::string basis = "samples";
-  stats::Comparison cmp;    ///< the statistical verdict (kept as `measured_verdict` when undecided)
+  stats::Comparison cmp;
+  /// basis "rounds/process": the verdict on the raw round medians, before the correction.
+  std::optional<stats::Comparison> raw;    ///< the statistical verdict (kept as `measured_verdict` when undecided)
   /// "" or why the row is undecided: either side's case has host.contended (recorded by the
   /// runner), e.g. "host busy during base: measuring thread ran 43% of the window". Such a
   /// row counts as `undecided`, never as slower/faster/same, so it cannot fail compare.
@@ -34,10 +40,10 @@ struct CompareRow {
   std::string unjudged;
   /// new_median / base_median (the ratio of the medians shown; 0 when base_median is 0).
   double medians_ratio = 0;
-  /// "" or, for a single-process (basis "samples") slower/faster verdict in a pair whose cases
-  /// moved together (stats::common_mode_shift), why it is not counted: the whole process ran at
-  /// another speed, which one process per side cannot separate from the code. Such a row counts
-  /// as `unconfirmed`, never as slower/faster, so it cannot fail compare.
+  /// "" or, for a single-process (basis "samples") slower/faster verdict, why it is not counted:
+  /// one process per side cannot separate a process-wide speed change from the code (the reason
+  /// names the common mode when most cases moved together: stats::common_mode_shift). Such a
+  /// row counts as `unconfirmed`, never as slower/faster, so it cannot fail compare.
   std::string unconfirmed;
   /// cmp.ratio (the Hodges-Lehmann change) and medians_ratio disagree materially
   /// (change_contradicts_medians): the output explains the two in a footnote.
@@ -66,7 +72,16 @@ struct CompareReport {
   /// The common-mode test over the rows judged on one process per side (basis "samples", host
   /// not busy); `detected` turned their slower/faster verdicts into `unconfirmed`.
   stats::CommonMode common_mode;
+  /// Two separate multi-round runs corrected for process speed: the whole-process shift between
+  /// them (round factors of stats::normalize_process_speed), over `process_shift_cases` cases.
+  /// Reported, never counted.
+  std::optional<stats::Comparison> process_shift;
+  size_t process_shift_cases = 0;
 };
+
+/// Fewest cases judged on round medians (with round ids, host quiet) for compare to correct two
+/// separate runs for process speed (each case's factor is the median of at least 2 others).
+inline constexpr size_t kMinNormalizeCases = stats::kMinNormalizeOthers + 1;
 
 /// Compare two checked bench artifacts case by case (matched by id). A case whose two sides
 /// both carry round_medians_s with >= kMinRoundsForBasis rounds is judged on the round
@@ -78,10 +93,13 @@ struct CompareReport {
 /// CompareRow::balanced notes the busy rounds (Kalibera & Jones, "Rigorous benchmarking in
 /// reasonable time", ISMM 2013). Artifacts without host evidence (older runs) are judged as before.
 /// A side merged from its quiet rounds (host.rounds_left_out, merge_rounds) is not contended and
-/// is judged on them, noted in CompareRow::left_out. When most rows judged on one process per
-/// side (basis "samples") share a slower or faster verdict (stats::common_mode_shift), the shift
-/// is the process's, not the code's: their slower/faster verdicts become CompareRow::unconfirmed
-/// (counted in `unconfirmed`, not in slower/faster). Each row also records the sides not judged
+/// is judged on them, noted in CompareRow::left_out. Rows judged on one process per side (basis
+/// "samples") never count as slower/faster: their verdicts become CompareRow::unconfirmed, with
+/// the common mode named when most of them moved together (stats::common_mode_shift). Two
+/// separate multi-round runs (not one ABBA pair) with >= kMinNormalizeCases round-judged cases
+/// carrying round ids are corrected for each round's process speed (basis "rounds/process",
+/// stats::normalize_process_speed; the raw verdict kept in CompareRow::raw) and the shift of the
+/// whole process goes to CompareReport::process_shift, reported but not counted. Each row also records the sides not judged
 /// for contention (CompareRow::unjudged) and whether its change contradicts its medians.
 CompareReport compare_artifacts(const nlohmann::json& base, const nlohmann::json& fresh, const stats::CompareOptions& o,
                                 const std::string& base_source = "base", const std::string& new_source = "new");

@@ -224,6 +224,10 @@ struct CaseResult {
   /// `run --rounds R`: the median of each round's samples (one per child process), in
   /// round order; empty for a single-process run (the artifact then omits round_medians_s).
   std::vector<double> round_medians;
+  /// The round (1-based: the child process) each of `round_medians` came from, same length:
+  /// rounds left out as busy or that ran no sample leave gaps. Compare aligns the cases of one
+  /// process by it (artifact field round_ids).
+  std::vector<uint64_t> round_ids;
   HostEvidence host;               ///< contention evidence of the sampling windows (ok cases)
 };
 

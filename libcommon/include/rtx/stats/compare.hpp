@@ -93,4 +93,35 @@ CommonMode common_mode_shift(const std::vector<Comparison>& cs);
 /// Fewest comparisons sharing a direction for common_mode_shift to call it the process's.
 inline constexpr size_t kMinCommonModeCases = 2;
 
+/// One case's round medians on one side: `median[k]` (s, > 0) was measured in the fresh process
+/// `round[k]` (1-based, strictly increasing; rounds may be missing).
+struct RoundSeries {
+  std::vector<uint64_t> round;
+  std::vector<double> median;
+};
+
+/// The process-speed correction of rtx-bench compare's default path (issue 36). All cases of
+/// one round ran in one fresh process, so a process-wide speed change (core placement, clock,
+/// the VM's neighbours) moves them together while a code change moves its own cases. For case
+/// c let M_c be the median of its round medians over both sides; in round r of a side, the
+/// process factor seen by c is the median over the *other* cases c' of that round of
+/// m_{c',r} / M_{c'} (leave-one-out, so c's own change cannot move it), and c's normalised
+/// median is m_{c,r} / factor. This is the common-mode rejection of a differential measurement:
+/// a median of ratios (robust to a minority of changed cases), as Kalibera & Jones (2013)
+/// remove the "execution" level of variance before comparing the level below.
+struct ProcessNormalized {
+  /// Per case, the normalised series of each side (rounds where fewer than
+  /// kMinNormalizeOthers other cases ran are dropped). Same order as the input.
+  std::vector<RoundSeries> base, fresh;
+  /// Per side, each round's process factor over all cases (median of m/M), in round order:
+  /// compare_samples(base_factor, fresh_factor) is the whole-process shift between the runs.
+  std::vector<double> base_factor, fresh_factor;
+};
+/// Normalise `base[c]`, `fresh[c]` (one entry per case, both sides, same length >= 1).
+/// Throws rtx::Error(Input) when the sides' lengths differ, a series' round and median counts
+/// differ, or a median is not finite and positive.
+ProcessNormalized normalize_process_speed(const std::vector<RoundSeries>& base, const std::vector<RoundSeries>& fresh);
+/// Fewest other cases in a round for normalize_process_speed to correct a case's median there.
+inline constexpr size_t kMinNormalizeOthers = 2;
+
 }  // namespace rtx::stats

@@ -155,25 +155,28 @@ T option(const std::optional<double>& flag, const std::optional<T>& pack_value, 
 }
 
 /// The child command line of one round: argv without --rounds, -o/--output, --json,
-/// -q/--quiet, --no-store and --events (each with its value), plus
-/// `--rounds 1 --no-store -q -o OUT`.
-std::vector<std::string> round_args(const std::vector<std::string>& argv, const std::string& out) {
+/// -q/--quiet, --no-store, --events and --max-time (each with its value), plus
+/// `--rounds 1 --max-time T --no-store -q -o OUT` (T: this round's share of the case budget).
+std::vector<std::string> round_args(const std::vector<std::string>& argv, const std::string& out, double round_max_time) {
   std::vector<std::string> a;
   for (size_t i = 0; i < argv.size(); ++i) {
     const std::string& x = argv[i];
     if (i > 0) {
-      if (x == "--rounds" || x == "-o" || x == "--output" || x == "--events" || x == "--baseline-exe" || x == "--baseline-out") {
+      if (x == "--rounds" || x == "-o" || x == "--output" || x == "--events" || x == "--baseline-exe" || x == "--baseline-out" ||
+          x == "--max-time") {
         ++i;  // and its value
         continue;
       }
-      if (x.rfind("--rounds=", 0) == 0 || x.rfind("--output=", 0) == 0 || x.rfind("--events=", 0) == 0 ||
+      if (x.rfind("--rounds=", 0) == 0 || x.rfind("--output=", 0) == 0 || x.rfind("--events=", 0) == 0 || x.rfind("--max-time=", 0) == 0 ||
           x.rfind("--baseline-exe=", 0) == 0 || x.rfind("--baseline-out=", 0) == 0 ||
           (x.size() > 2 && x.rfind("-o", 0) == 0) || x == "--json" || x == "-q" || x == "--quiet" || x == "--no-store")
         continue;
     }
     a.push_back(x);
   }
-  for (const char* extra : {"--rounds", "1", "--no-store", "-q", "-o"}) a.emplace_back(extra);
+  char t[40];
+  std::snprintf(t, sizeof t, "%.17g", round_max_time);
+  for (const char* extra : {"--rounds", "1", "--max-time", static_cast<const char*>(t), "--no-store", "-q", "-o"}) a.emplace_back(extra);
   a.push_back(out);
   return a;
 }
@@ -234,7 +237,8 @@ void require_filter_matched(const std::vector<BenchCase>& cases, const Pack& pac
 /// check: its artifact records it) is read; any other exit, a signal or a missing artifact
 /// throws rtx::Error with the child's stderr (Usage/Input for exit 2, Environment for 3, else
 /// Internal), so the run exits as the child did.
-std::pair<std::vector<json>, std::vector<json>> run_rounds(const RunCommand& c, size_t rounds, std::ostream& err) {
+std::pair<std::vector<json>, std::vector<json>> run_rounds(const RunCommand& c, size_t rounds, double round_max_time,
+                                                           std::ostream& err) {
   if (c.argv.empty())
     throw_internal("run --rounds: RunCommand.argv is empty; the rounds need the command line to re-execute");
   TempDir dir;
@@ -248,7 +252,7 @@ std::pair<std::vector<json>, std::vector<json>> run_rounds(const RunCommand& c, 
     const std::string side = baseline ? "baseline " : "";
     const std::string tag = (baseline ? "baseline-round-" : "round-") + std::to_string(k + 1);
     const std::string out = dir.file(tag + ".json"), errf = dir.file(tag + ".err");
-    const std::vector<std::string> args = round_args(c.argv, out);
+    const std::vector<std::string> args = round_args(c.argv, out, round_max_time);
     std::vector<char*> cargv;
     for (const auto& a : args) cargv.push_back(const_cast<char*>(a.c_str()));
     cargv.push_back(nullptr);
@@ -439,7 +443,15 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
   ro.min_samples = option(c.min_samples, pack.run.min_samples, ro.min_samples);
   ro.max_samples = option(c.max_samples, pack.run.max_samples, ro.max_samples);
   ro.warmup = option(c.warmup, pack.run.warmup, ro.warmup);
-  const size_t rounds = option(c.rounds, pack.run.rounds, size_t{1});
+  // Several fresh processes per run by default (kDefaultRounds), except where a round cannot
+  // re-execute the command: a pack on stdin, or ranks under an MPI launcher (they measure in
+  // lock step). Those run one process, and compare will not count its verdicts.
+  const bool one_process_only = c.pack == "-" || dist::launched_by_mpi();
+  const size_t rounds = option(c.rounds, pack.run.rounds, one_process_only ? size_t{1} : kDefaultRounds);
+  if (rounds == 1 && one_process_only && !c.rounds && !pack.run.rounds && !c.quiet)
+    err << "rtx-bench: note: one process (" << (c.pack == "-" ? "the pack is stdin" : "under an MPI launcher")
+        << "): rtx-bench compare does not count slower/faster verdicts of one process per side"
+        << (c.pack == "-" ? "; save the pack to a file to run " + std::to_string(kDefaultRounds) + " rounds" : std::string()) << "\n";
   if (!c.baseline_exe.empty() && rounds < 2)
     throw_usage("--baseline-exe alternates rounds with the baseline: give --rounds R >= 2 (10-20 for a 10% threshold, "
                 "about 100 for 5% on a noisy host)",
@@ -483,7 +495,8 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
   meta.load1_start = telemetry::load_average_1m();
   RunResult r, rb;
   if (rounds > 1) {
-    auto docs = run_rounds(c, rounds, err);
+    // The case budget is the run's: each round samples for its share of it.
+    auto docs = run_rounds(c, rounds, ro.max_time / static_cast<double>(rounds), err);
     // ABBA: a round busy on either side leaves both sides (merge_rounds_paired), so the two are
     // judged on the same round indices.
     if (!c.baseline_exe.empty())

@@ -123,6 +123,7 @@ void register_cpu_matmul(Registry& r) {
                                        make_matmul_forward_problem, forward_runner(MatmulImpl::Blocked), kTolF32, kTolBf16));
     op.variants.push_back(make_variant("cpu.blas", ParamSpace{}, validate_blas,
                                        make_matmul_forward_problem, forward_runner(MatmulImpl::Blas), kTolF32, kTolBf16));
+    op.variants.back().uses_blas_pool = true;
     r.add(std::move(op));
   }
   {
@@ -143,6 +144,7 @@ void register_cpu_matmul(Registry& r) {
                                        make_matmul_backward_problem, backward_runner(MatmulImpl::Blocked), kTolF32, kTolBf16));
     op.variants.push_back(make_variant("cpu.blas", ParamSpace{}, validate_blas,
                                        make_matmul_backward_problem, backward_runner(MatmulImpl::Blas), kTolF32, kTolBf16));
+    op.variants.back().uses_blas_pool = true;
     r.add(std::move(op));
   }
 }

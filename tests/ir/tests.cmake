@@ -1,3 +1,4 @@
 # ir: the Polygraph IR (graph, JSON/text/DOT, executors, autodiff gradchecks, planner, passes,
 # random-graph differential test).
 rtx_add_test(ir_graph_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/graph_test.cpp LABELS cpu)
+rtx_add_test(ir_exec_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/exec_test.cpp LABELS cpu)

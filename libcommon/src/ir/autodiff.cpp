@@ -23,14 +23,14 @@ json shape_json(const Shape& s) {
 struct Rules {
   Graph& g;
   int op(Kind k, std::vector<int> in, json attrs = json::object()) { return g.add_node(k, in, std::move(attrs))[0]; }
-  int reshape(int x, const Shape& s) { return g.value(x).shape == s ? x : op(Kind::Reshape, {x}, {{"shape", shape_json(s)}}); }
-  int sum_to(int x, const Shape& s) { return g.value(x).shape == s ? x : op(Kind::SumTo, {x}, {{"shape", shape_json(s)}}); }
-  int broadcast(int x, const Shape& s) { return g.value(x).shape == s ? x : op(Kind::Broadcast, {x}, {{"shape", shape_json(s)}}); }
+  int reshape(int x, Shape s) { return g.value(x).shape == s ? x : op(Kind::Reshape, {x}, {{"shape", shape_json(s)}}); }
+  int sum_to(int x, Shape s) { return g.value(x).shape == s ? x : op(Kind::SumTo, {x}, {{"shape", shape_json(s)}}); }
+  int broadcast(int x, Shape s) { return g.value(x).shape == s ? x : op(Kind::Broadcast, {x}, {{"shape", shape_json(s)}}); }
   int scale(int x, double a) { return op(Kind::Scale, {x}, {{"alpha", a}}); }
   int mm(int a, int b, bool ta, bool tb) { return op(Kind::MatMul, {a, b}, {{"ta", ta}, {"tb", tb}}); }
   // [..., M, K] -> [prod(...)*M, K]
   int flat2(int x) {
-    const Shape& s = g.value(x).shape;
+    const Shape s = g.value(x).shape;
     if (s.size() == 2) return x;
     Shape lead(s.begin(), s.end() - 1);
     return reshape(x, {numel(lead), s.back()});
@@ -44,7 +44,7 @@ struct Rules {
       if (gy[k] >= 0)
         throw_input(where + ": output " + std::to_string(k) + " is on the path to the loss; only output 0 has a gradient rule", where);
     const int dy = gy[0];
-    auto in = [&](int i) -> const Value& { return g.value(n.inputs[i]); };
+    auto in = [&](int i) -> Value { return g.value(n.inputs[i]); };  // a copy: adding nodes reallocates
     switch (n.kind) {
       case Kind::Input: case Kind::Full: return r;
       case Kind::MatMul: {
@@ -109,7 +109,7 @@ struct Rules {
         r[0] = op(Kind::AttentionBackward, {dy, n.inputs[0], n.outputs[0], n.outputs[1]}, {{"NH", n.attrs["NH"]}});
         return r;
       case Kind::Gather: {
-        const Shape& ts = in(0).shape;
+        const Shape ts = in(0).shape;
         const Dim E = numel(in(1).shape);
         Shape rows = {E};
         rows.insert(rows.end(), ts.begin() + 1, ts.end());

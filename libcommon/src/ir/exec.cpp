@@ -35,7 +35,7 @@ std::string where_of(const Node& n) { return std::string("node ") + std::to_stri
 int64_t check_index(double v, int64_t limit, const Node& n, const char* what) {
   const int64_t i = static_cast<int64_t>(v);
   if (static_cast<double>(i) != v || i < 0 || i >= limit)
-    throw_input(where_of(n) + ": " + what + " " + std::to_string(v) + " out of range [0," + std::to_string(limit) + ")", where_of(n));
+    throw_input(std::string(what) + " " + std::to_string(v) + " out of range [0," + std::to_string(limit) + ")", where_of(n));
   return i;
 }
 
@@ -446,7 +446,7 @@ void transpose2(const float* x, float* y, int64_t R, int64_t C) {
 }
 
 int to_int(int64_t v, const Node& n, const char* what) {
-  if (v > INT32_MAX) throw_input(where_of(n) + ": " + what + " = " + std::to_string(v) + " exceeds the kernel's int range", where_of(n));
+  if (v > INT32_MAX) throw_input(std::string(what) + " = " + std::to_string(v) + " exceeds the kernel's int range", where_of(n));
   return static_cast<int>(v);
 }
 

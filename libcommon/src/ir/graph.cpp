@@ -496,14 +496,14 @@ std::vector<int> Graph::add_node(Kind kind, const std::vector<int>& inputs, json
   std::vector<const Value*> ins;
   for (int i : inputs) {
     if (i < 0 || i >= static_cast<int>(values_.size()))
-      throw_input(where + ": input value " + std::to_string(i) + " does not exist", where);
+      throw_input("input value " + std::to_string(i) + " does not exist", where);
     ins.push_back(&values_[i]);
   }
   std::vector<std::pair<DType, Shape>> outs;
   try {
     outs = infer(kind, ins, attrs);
   } catch (const Error& e) {
-    throw_input(where + ": " + e.message(), where);
+    throw_input(e.message(), where);
   }
   Node n;
   n.id = nid;
@@ -645,36 +645,36 @@ void Graph::verify() const {
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const Node& n = nodes_[i];
     const std::string where = g + ", node " + std::to_string(i) + " (" + kind_name(n.kind) + ")";
-    if (n.id != static_cast<int>(i)) throw_input(where + ": id field is " + std::to_string(n.id), where);
+    if (n.id != static_cast<int>(i)) throw_input("id field is " + std::to_string(n.id), where);
     std::vector<const Value*> ins;
     for (int in : n.inputs) {
-      if (in < 0 || in >= static_cast<int>(values_.size())) throw_input(where + ": input value " + std::to_string(in) + " does not exist", where);
+      if (in < 0 || in >= static_cast<int>(values_.size())) throw_input("input value " + std::to_string(in) + " does not exist", where);
       if (!defined[in])
-        throw_input(where + ": input value " + std::to_string(in) + " is used before the node that makes it (not topological)", where);
+        throw_input("input value " + std::to_string(in) + " is used before the node that makes it (not topological)", where);
       ins.push_back(&values_[in]);
     }
     if (n.kind == Kind::Input) {
-      if (!n.inputs.empty() || n.outputs.size() != 1) throw_input(where + ": an input node has no inputs and one output", where);
+      if (!n.inputs.empty() || n.outputs.size() != 1) throw_input("an input node has no inputs and one output", where);
       const Value& v = values_.at(n.outputs[0]);
       if (v.name.empty() || !names.insert(v.name).second)
-        throw_input(where + ": input name '" + v.name + "' empty or not unique", where);
+        throw_input("input name '" + v.name + "' empty or not unique", where);
       const std::string role = n.attrs.value("role", "");
-      if (role != "input" && role != "param") throw_input(where + ": role must be input or param, got '" + role + "'", where);
+      if (role != "input" && role != "param") throw_input("role must be input or param, got '" + role + "'", where);
     } else {
       std::vector<std::pair<DType, Shape>> outs;
       try {
         outs = infer(n.kind, ins, n.attrs);
       } catch (const Error& e) {
-        throw_input(where + ": " + e.message(), where);
+        throw_input(e.message(), where);
       }
       if (outs.size() != n.outputs.size())
-        throw_input(where + ": has " + std::to_string(n.outputs.size()) + " outputs, kind makes " + std::to_string(outs.size()), where);
+        throw_input("has " + std::to_string(n.outputs.size()) + " outputs, kind makes " + std::to_string(outs.size()), where);
       for (size_t k = 0; k < outs.size(); ++k) {
         const int o = n.outputs[k];
-        if (o < 0 || o >= static_cast<int>(values_.size())) throw_input(where + ": output value " + std::to_string(o) + " does not exist", where);
+        if (o < 0 || o >= static_cast<int>(values_.size())) throw_input("output value " + std::to_string(o) + " does not exist", where);
         const Value& v = values_[o];
         if (v.dtype != outs[k].first || v.shape != outs[k].second)
-          throw_input(where + ": output " + std::to_string(k) + " (value " + std::to_string(o) + ") is " + dtype_name(v.dtype) +
+          throw_input("output " + std::to_string(k) + " (value " + std::to_string(o) + ") is " + dtype_name(v.dtype) +
                           shape_str(v.shape) + ", the shape function gives " + dtype_name(outs[k].first) + shape_str(outs[k].second),
                       where);
       }
@@ -683,7 +683,7 @@ void Graph::verify() const {
       const int o = n.outputs[k];
       if (o < 0 || o >= static_cast<int>(values_.size()) || defined[o] || values_[o].producer != n.id ||
           values_[o].index != static_cast<int>(k))
-        throw_input(where + ": output value " + std::to_string(o) + " is not owned by this node", where);
+        throw_input("output value " + std::to_string(o) + " is not owned by this node", where);
       defined[o] = true;
     }
   }

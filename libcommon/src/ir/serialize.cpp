@@ -26,7 +26,7 @@ Shape dims_from(const json& a, const std::string& where) {
   for (const auto& d : a) {
     if (d.is_number_integer() && d.get<int64_t>() >= 1) s.push_back(Dim(d.get<int64_t>()));
     else if (d.is_string()) s.push_back(Dim::parse(d.get<std::string>()));
-    else throw_input(where + ": a dim must be an integer >= 1 or a symbol string, got " + d.dump(), where);
+    else throw_input(where + ": a dim must be an integer >= 1 or a symbol string, got " + d.dump(), "");
   }
   return s;
 }
@@ -71,15 +71,15 @@ Graph from_json(const json& doc, const std::string& source) {
   const json& values = doc["values"];
   for (size_t i = 0; i < values.size(); ++i) {
     if (values[i]["id"].get<int64_t>() != static_cast<int64_t>(i))
-      throw_input(source + ": field '/values/" + std::to_string(i) + "/id': expected " + std::to_string(i), source);
+      throw_input("field '/values/" + std::to_string(i) + "/id': expected " + std::to_string(i), source);
     if (values[i]["layout"] != "contiguous")
-      throw_input(source + ": field '/values/" + std::to_string(i) + "/layout': only \"contiguous\" is supported", source);
+      throw_input("field '/values/" + std::to_string(i) + "/layout': only \"contiguous\" is supported", source);
   }
   Graph g(doc["name"].get<std::string>());
   const json& nodes = doc["nodes"];
   for (size_t i = 0; i < nodes.size(); ++i) {
     const json& n = nodes[i];
-    const std::string where = source + ": field '/nodes/" + std::to_string(i) + "'";
+    const std::string where = "field '/nodes/" + std::to_string(i) + "'";
     if (n["id"].get<int64_t>() != static_cast<int64_t>(i)) throw_input(where + ": id must be " + std::to_string(i), source);
     const Kind kind = parse_kind(n["kind"].get<std::string>());
     std::vector<int> ins, outs;
@@ -111,7 +111,7 @@ Graph from_json(const json& doc, const std::string& source) {
           throw_input("input value " + std::to_string(in) + " is not defined before this node", "");
       made = g.add_node(kind, ins, n["attrs"], outs.empty() ? "" : values[outs[0]]["name"].get<std::string>());
     } catch (const Error& e) {
-      throw_input(where + ": " + e.message(), source);
+      throw_input(where + ": " + e.what(), source);
     }
     if (made != outs)
       throw_input(where + ": outputs " + n["outputs"].dump() + " do not match the kind's outputs (expected " + json(made).dump() + ")", source);
@@ -121,7 +121,7 @@ Graph from_json(const json& doc, const std::string& source) {
       const Shape s = dims_from(jv["shape"], where);
       if (jv["dtype"] != dtype_name(v.dtype) || s != v.shape || jv["producer"] != v.producer || jv["index"] != v.index ||
           parse_device(jv["device"]) != v.device)
-        throw_input(source + ": field '/values/" + std::to_string(o) + "': recorded " + jv["dtype"].get<std::string>() +
+        throw_input("field '/values/" + std::to_string(o) + "': recorded " + jv["dtype"].get<std::string>() +
                         shape_str(s) + " but node " + std::to_string(i) + " (" + kind_name(kind) + ") makes " +
                         dtype_name(v.dtype) + shape_str(v.shape),
                     source);
@@ -130,10 +130,10 @@ Graph from_json(const json& doc, const std::string& source) {
       if (!values[outs[k]]["name"].get<std::string>().empty()) g.named(g.v(outs[k]), values[outs[k]]["name"]);
   }
   if (g.values().size() != values.size())
-    throw_input(source + ": field '/values': " + std::to_string(values.size()) + " values, nodes make " + std::to_string(g.values().size()), source);
+    throw_input("field '/values': " + std::to_string(values.size()) + " values, nodes make " + std::to_string(g.values().size()), source);
   for (const auto& o : doc["outputs"]) {
     if (!io::json_is_integer(o) || o.get<int64_t>() < 0 || o.get<size_t>() >= values.size())
-      throw_input(source + ": field '/outputs': " + o.dump() + " is not a value id", source);
+      throw_input("field '/outputs': " + o.dump() + " is not a value id", source);
     g.mark_output(o.get<int>());
   }
   g.verify();

@@ -139,8 +139,17 @@ Plan plan(const Graph& g, const Bindings& b, const PlanOptions& opt) {
       bf.freed = true;
     }
   };
+  // graph inputs first: they are bound before the run and live through it
+  for (int v : g.inputs()) {
+    new_buf(v);
+    p.offset[v] = bufs[buf_of[v]].off;
+  }
   for (int nid : p.order) {
     const Node& n = g.node(nid);
+    if (n.kind == Kind::Input) {
+      for (int i : n.inputs) --bufs[buf_of[i]].pending;
+      continue;
+    }
     // uses of each input buffer by this node
     std::map<int, int> here;
     for (int i : n.inputs) ++here[buf_of[i]];

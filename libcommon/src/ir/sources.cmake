@@ -5,4 +5,5 @@ list(APPEND RTX_COMMON_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/planner.cpp
   ${CMAKE_CURRENT_LIST_DIR}/exec.cpp
   ${CMAKE_CURRENT_LIST_DIR}/autodiff.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/passes.cpp
 )

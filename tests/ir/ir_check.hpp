@@ -61,7 +61,8 @@ inline V scalarize(Graph& g, V y, const std::string& tag) {
 struct GradcheckResult {
   double grad_err = 0;   ///< autodiff (f64) vs central differences (f64)
   double exec_err = 0;   ///< f32 executor vs f64 interpreter over loss, y and grads
-  std::string worst;     ///< what gave the largest error
+  std::string worst;     ///< what gave the largest gradient error
+  std::string worst_exec;  ///< which output gave the largest executor error
 };
 
 /// Gradcheck of `loss` with respect to every f32 input except the R* cotangent inputs:
@@ -73,6 +74,7 @@ inline GradcheckResult gradcheck(Graph& g, V loss, const Bindings& b, uint64_t s
   for (int v : g.inputs())
     if (g.value(v).dtype == rtx::DType::F32 && g.value(v).name[0] != 'R') wrt.push_back(v);
   const int outputs_before = static_cast<int>(g.outputs().size());
+  const Graph fwd = g;  // central differences need only the forward
   const auto br = backward(g, loss.id, wrt);
   g.mark_output(loss);
   for (int gr : br.grads) g.mark_output(gr);
@@ -87,9 +89,9 @@ inline GradcheckResult gradcheck(Graph& g, V loss, const Bindings& b, uint64_t s
     for (size_t i = 0; i < n; i += step) {
       Feeds f = feeds;
       f[name][i] = x[i] + h;
-      const double lp = interpret_f64(g, b, f)[loss.id][0];
+      const double lp = interpret_f64(fwd, b, f)[loss.id][0];
       f[name][i] = x[i] - h;
-      const double lm = interpret_f64(g, b, f)[loss.id][0];
+      const double lm = interpret_f64(fwd, b, f)[loss.id][0];
       fd.push_back((lp - lm) / (2 * h));
       ad.push_back(ref[br.grads[w]][i]);
     }
@@ -102,10 +104,67 @@ inline GradcheckResult gradcheck(Graph& g, V loss, const Bindings& b, uint64_t s
   const auto run = run_f32(g, b, feeds);
   for (size_t k = 0; k < g.outputs().size(); ++k) {
     const double e = rel_err(run.outputs[k], ref[g.outputs()[k]], 1e-3);
-    if (e > res.exec_err) res.exec_err = e;
+    if (e > res.exec_err) {
+      res.exec_err = e;
+      res.worst_exec = "%" + std::to_string(g.outputs()[k]) + " (" + kind_name(g.producer(g.outputs()[k]).kind) + ")";
+    }
   }
   (void)outputs_before;
   return res;
+}
+
+/// The f32 executor node by node: every node's f32 output vs the float64 reference of that
+/// kind evaluated on the very f32 values the executor fed it (so each kind's own error is
+/// measured, without the amplification of the nodes before it). Returns the largest
+/// max-norm relative error per kind (layernorm's divided by its rows' condition number).
+inline std::map<std::string, double> node_errors(const Graph& g, const Bindings& b, const Feeds& feeds) {
+  Graph all = g;
+  std::vector<int> ids(g.values().size());
+  for (size_t v = 0; v < ids.size(); ++v) ids[v] = static_cast<int>(v);
+  all.set_outputs(ids);
+  ExecOptions o;
+  o.telemetry = false;
+  const auto run = run_f32(all, b, feeds, o);
+  std::map<std::string, double> worst;
+  for (const Node& n : g.nodes()) {
+    if (n.kind == Kind::Input) continue;
+    Graph one("node");
+    Feeds f;
+    std::vector<int> ins;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const Value& v = g.value(n.inputs[i]);
+      const std::string name = "in" + std::to_string(i);
+      ins.push_back(one.input(name, v.shape, v.dtype).id);
+      f[name] = std::vector<double>(run.outputs[v.id].begin(), run.outputs[v.id].end());
+    }
+    const auto outs = one.add_node(n.kind, ins, n.attrs);
+    const auto ref = interpret_f64(one, b, f);
+    // layernorm's f32 error grows with the rows' condition max|x| * rstd (x - mean cancels when a
+    // row's values are nearly equal): its error is measured in units of that condition
+    double cond = 1;
+    if (n.kind == Kind::LayerNorm)
+      for (size_t i = 0; i < f["in0"].size(); ++i) {
+        const int64_t C = eval(g.value(n.inputs[0]).shape.back(), b);
+        cond = std::max(cond, std::fabs(f["in0"][i]) * ref[outs[2]][i / static_cast<size_t>(C)]);
+      }
+    double& w = worst[kind_name(n.kind)];
+    for (size_t k = 0; k < outs.size(); ++k) {
+      const double e = rel_err(run.outputs[n.outputs[k]], ref[outs[k]], 1e-3) / cond;
+      w = std::max(w, e);
+      if (std::getenv("IR_DEBUG") && e > 1e-5) {
+        fprintf(stderr, "node %d %s err %g\n", n.id, kind_name(n.kind), e);
+        for (size_t i = 0; i < ref[outs[k]].size(); ++i) fprintf(stderr, "  %.9g vs %.9g  in0 %.9g in1 %.9g\n", run.outputs[n.outputs[k]][i], ref[outs[k]][i], f["in0"][i % f["in0"].size()], f.count("in1") ? f["in1"][i % f["in1"].size()] : 0.0);
+      }
+    }
+  }
+  return worst;
+}
+
+/// The registry's bound for a kind's f32 result (check.hpp max-norm relative error): 1e-4 for
+/// the matmul class (matmul, attention and its backward: sums of many products in f32), 1e-5
+/// for the rest.
+inline double kind_tolerance(const std::string& kind) {
+  return kind == "matmul" || kind == "attention" || kind == "attention_backward" ? 1e-4 : 1e-5;
 }
 
 }  // namespace irtest

@@ -92,9 +92,9 @@ T unary_d(const std::string& fn, T x) {
     const T s = T(1) / (T(1) + std::exp(-x));
     return s * (T(1) + x * (T(1) - s));
   }
-  if (fn == "tanh") {
-    const T t = std::tanh(x);
-    return T(1) - t * t;
+  if (fn == "tanh") {  // 1/cosh^2: 1 - tanh^2 cancels for |x| > 3 (6e-5 relative error in f32 at x = 4)
+    const T c = std::cosh(x);
+    return T(1) / (c * c);
   }
   if (fn == "exp") return std::exp(x);
   const T u = T(kGeluS) * (x + T(0.044715) * x * x * x);

@@ -510,12 +510,13 @@ std::vector<int> Graph::add_node(Kind kind, const std::vector<int>& inputs, json
   n.kind = kind;
   n.inputs = inputs;
   n.attrs = std::move(attrs);
+  const Device dev = ins.empty() ? Device::CPU : ins[0]->device;  // before values_ grows (ins dangle)
   for (size_t k = 0; k < outs.size(); ++k) {
     Value v;
     v.id = static_cast<int>(values_.size());
     v.dtype = outs[k].first;
     v.shape = outs[k].second;
-    v.device = ins.empty() ? Device::CPU : ins[0]->device;
+    v.device = dev;
     v.producer = nid;
     v.index = static_cast<int>(k);
     if (k == 0) v.name = name;

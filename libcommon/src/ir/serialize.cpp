@@ -121,9 +121,11 @@ Graph from_json(const json& doc, const std::string& source) {
       const Shape s = dims_from(jv["shape"], where);
       if (jv["dtype"] != dtype_name(v.dtype) || s != v.shape || jv["producer"] != v.producer || jv["index"] != v.index ||
           parse_device(jv["device"]) != v.device)
-        throw_input("field '/values/" + std::to_string(o) + "': recorded " + jv["dtype"].get<std::string>() +
-                        shape_str(s) + " but node " + std::to_string(i) + " (" + kind_name(kind) + ") makes " +
-                        dtype_name(v.dtype) + shape_str(v.shape),
+        throw_input("field '/values/" + std::to_string(o) + "': recorded " + jv["dtype"].get<std::string>() + shape_str(s) +
+                        " on " + jv["device"].get<std::string>() + " as output " + jv["index"].dump() + " of node " +
+                        jv["producer"].dump() + ", but node " + std::to_string(i) + " (" + kind_name(kind) + ") makes " +
+                        dtype_name(v.dtype) + shape_str(v.shape) + " on " + device_name(v.device) + " as output " +
+                        std::to_string(v.index),
                     source);
     }
     for (size_t k = 1; k < outs.size(); ++k)

@@ -10,3 +10,5 @@ add_executable(gpt2_bench ${CMAKE_CURRENT_LIST_DIR}/gpt2_bench.cpp)
 target_link_libraries(gpt2_bench PRIVATE rtx::common)
 rtx_target_defaults(gpt2_bench)
 set_target_properties(gpt2_bench PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+# GPT-2 through the Polygraph IR vs the hand-written model.
+rtx_add_test(models_gpt2_graph_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/gpt2_graph_test.cpp LABELS cpu)

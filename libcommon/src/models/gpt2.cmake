@@ -2,4 +2,5 @@
 list(APPEND RTX_COMMON_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/gpt2.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gpt2_cpu.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/gpt2_graph.cpp
 )

@@ -135,10 +135,17 @@ struct SparseIsa {
   constexpr SparseIsa kTable{spmm_range, sddmm_rows, add_rows};                                                       \
   }
 
-RTX_SPARSE_ISA(isa_avx512, __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,prefer-vector-width=512"))))
+// clang 14 rejects prefer-vector-width in a target attribute (the libFuzzer build uses clang).
+#if defined(__clang__)
+#define RTX_SPARSE_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")))
+#else
+#define RTX_SPARSE_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,prefer-vector-width=512")))
+#endif
+RTX_SPARSE_ISA(isa_avx512, RTX_SPARSE_AVX512)
 RTX_SPARSE_ISA(isa_avx2, __attribute__((target("avx2,fma"))))
 RTX_SPARSE_ISA(isa_scalar, )
 #undef RTX_SPARSE_ISA
+#undef RTX_SPARSE_AVX512
 
 const SparseIsa& isa() {
   switch (cpu_isa_active()) {

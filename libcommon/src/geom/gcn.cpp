@@ -228,4 +228,26 @@ GcnResult train_gcn(const GraphDataset& d, const GcnConfig& cfg, const std::func
   return r;
 }
 
+GcnSeedsResult train_gcn_seeds(const GraphDataset& d, const GcnConfig& cfg, int num_seeds,
+                               const std::function<void(uint64_t, const GcnResult&)>& on_run) {
+  if (num_seeds < 1) throw_input("train_gcn_seeds: " + std::to_string(num_seeds) + " seeds; give at least 1", "seeds");
+  GcnSeedsResult out;
+  double sum = 0, secs = 0;
+  for (int k = 0; k < num_seeds; ++k) {
+    GcnConfig c = cfg;
+    c.seed = cfg.seed + static_cast<uint64_t>(k);
+    out.seeds.push_back(c.seed);
+    out.runs.push_back(train_gcn(d, c));
+    sum += out.runs.back().final_test_acc;
+    secs += out.runs.back().train_seconds;
+    if (on_run) on_run(c.seed, out.runs.back());
+  }
+  out.mean_test_acc = sum / num_seeds;
+  out.mean_seconds = secs / num_seeds;
+  double ss = 0;
+  for (const GcnResult& r : out.runs) ss += (r.final_test_acc - out.mean_test_acc) * (r.final_test_acc - out.mean_test_acc);
+  out.std_test_acc = num_seeds > 1 ? std::sqrt(ss / (num_seeds - 1)) : 0.0;
+  return out;
+}
+
 }  // namespace rtx::geom

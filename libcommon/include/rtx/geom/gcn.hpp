@@ -100,4 +100,14 @@ struct GcnResult {
 GcnResult train_gcn(const GraphDataset& d, const GcnConfig& cfg,
                     const std::function<bool(const GcnEpoch&)>& on_epoch = nullptr);
 
+/// Training over seeds cfg.seed, cfg.seed+1, ...: each run and the mean and sample standard
+/// deviation (n-1) of the final test accuracy; `on_run` (optional) sees each run as it ends.
+struct GcnSeedsResult {
+  std::vector<uint64_t> seeds;
+  std::vector<GcnResult> runs;
+  double mean_test_acc = 0, std_test_acc = 0, mean_seconds = 0;
+};
+GcnSeedsResult train_gcn_seeds(const GraphDataset& d, const GcnConfig& cfg, int num_seeds,
+                               const std::function<void(uint64_t seed, const GcnResult&)>& on_run = nullptr);
+
 }  // namespace rtx::geom

@@ -513,7 +513,28 @@ def folded():
     put("folded", "empty", "")
 
 
+# ---- pickle (io/pickle: the Planetoid files' subset of protocol 2) ---------------------------
+def pickle_corpus():
+    t = "pickle"
+    data = os.environ.get("RTX_DATA", os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data"))
+    y = open(os.path.join(data, "cora", "ind.cora.y"), "rb").read()
+    put(t, "cora-y", y)  # a real numpy int32 (140, 7) array
+    put(t, "cora-y-truncated", y[: len(y) // 2])
+    put(t, "cora-y-short-data", y.replace(b"\x8c\x00", b"\x8d\x00", 1))
+    g = open(os.path.join(data, "cora", "ind.cora.graph"), "rb").read()
+    put(t, "cora-graph-head", g[:600] + b".")  # defaultdict cut mid-way: unbalanced MARKs
+    put(t, "dict-of-lists", b"\x80\x02}q\x00(K\x01]q\x01(M,\x01J\x70\x11\x01\x00eK\x02N\x88\x86q\x02u.")
+    put(t, "defaultdict", b"\x80\x02ccollections\ndefaultdict\nc__builtin__\nlist\n\x85R(K\x00](K\x05K\x06eK\x03]u.")
+    put(t, "global-os-system", b"\x80\x02cos\nsystem\n.")
+    put(t, "memo-missing", b"\x80\x02h\x07.")
+    put(t, "long-binget-huge", b"\x80\x02j\xff\xff\xff\xff.")
+    put(t, "binstring-negative", b"\x80\x02T\xff\xff\xff\xff.")
+    put(t, "self-append", b"\x80\x02]q\x00h\x00a.")  # a list inside itself: a cycle in the pool
+    put(t, "many-marks", b"\x80\x02" + b"(" * 1000 + b"N.")
+
+
 if __name__ == "__main__":
+    pickle_corpus()
     safetensors()
     gguf()
     checkpoint()

@@ -2,7 +2,7 @@
 # the GCC corpus replay (tests.cmake) and the libFuzzer build (CMakeLists.txt).
 set(RTX_FUZZ_TARGETS
   safetensors gguf checkpoint benchpack profile openai text_stream gpt2_tokenizer llama_tokenizer
-  mcp proposal trace folded)
+  mcp proposal trace folded pickle)
 if(NOT RTX_FUZZ_DATA_DIR)
   if(RTX_DATA_DIR)
     set(RTX_FUZZ_DATA_DIR ${RTX_DATA_DIR})

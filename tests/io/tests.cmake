@@ -5,3 +5,4 @@ rtx_add_test(io_artifact_test SOURCES
   LABELS cpu)
 include(${CMAKE_CURRENT_LIST_DIR}/tokenizer.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/formats.cmake)
+rtx_add_test(io_pickle_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/pickle_test.cpp LABELS cpu)

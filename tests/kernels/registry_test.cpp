@@ -69,7 +69,12 @@ TEST_CASE("registry: every op declares dims, work, shapes and a CPU variant", "[
                                     "gelu_forward",       "gelu_backward",       "residual_forward",
                                     "encoder_forward",    "encoder_backward",    "crossentropy_forward",
                                     "crossentropy_backward", "adamw_update",     "attention_forward",
-                                    "attention_backward", "allreduce",       "allreduce_world"};
+                                    "attention_backward", "allreduce",       "allreduce_world",
+                                    "spmm_forward",       "spmm_backward",       "sddmm",
+                                    "edge_softmax_forward", "edge_softmax_backward", "gcn_norm",
+                                    "segment_sum_forward", "segment_sum_backward", "segment_mean_forward",
+                                    "segment_mean_backward", "segment_max_forward", "segment_max_backward",
+                                    "gather_rows",        "scatter_add_rows"};
   for (const OpDef& op : reg.ops()) {
     INFO(op.name);
     expected.erase(op.name);

@@ -29,6 +29,9 @@ namespace rtx_train {
 namespace {
 
 struct RunArgs {
+  std::string model = "gpt2";
+  int epochs = 200, hidden = 16, seeds = 1;
+  float dropout = 0.5f;
   std::string config_file, preset, data, out, resume, backend = "cpu", matmul = "blocked";
   int threads = 0, log_interval = 0;
   // Values of flags that override the config; applied only when given.
@@ -54,6 +57,12 @@ std::string human_tokens(double x) {
 
 Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
   auto a = std::make_shared<RunArgs>();
+  s.add_option("--model", a->model, "gpt2 (default) or gcn (node classification on a Planetoid graph, --data DIR/cora)")
+      ->check(CLI::IsMember({"gpt2", "gcn"}));
+  s.add_option("--epochs", a->epochs, "gcn: epochs (default 200)");
+  s.add_option("--hidden", a->hidden, "gcn: hidden units (default 16)");
+  s.add_option("--dropout", a->dropout, "gcn: dropout on features and hidden layer (default 0.5)");
+  s.add_option("--seeds", a->seeds, "gcn: train this many seeds (--seed, --seed+1, ...) and report mean +- std");
   s.add_option("--config", a->config_file, "Run config JSON (keys as in the log's start record; flags override)");
   s.add_option("--preset", a->preset, "Model preset (rtx-train presets); default shakespeare-char");
   s.add_option("--data", a->data, "Dataset directory written by `rtx-train prepare`")->required();
@@ -89,6 +98,19 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
   s.add_option("--log-interval", a->log_interval, "Without a TTY, print a line every N steps (default steps/20)");
 
   return [=, &common, &s]() {
+    if (a->model == "gcn") {
+      GcnRunArgs g;
+      g.data = a->data;
+      g.epochs = a->epochs;
+      g.hidden = a->hidden;
+      g.seeds = a->seeds;
+      g.dropout = a->dropout;
+      g.lr = o_lr->count() ? a->lr : 0.01f;
+      g.weight_decay = o_wd->count() ? a->wd : 5e-4f;
+      g.threads = a->threads;
+      g.seed = parsed_seed(s, 0);
+      return run_gcn(g, common);
+    }
     rtx::models::TrainConfig c;
     if (!a->preset.empty()) {
       c.model = rtx::models::Gpt2Config::preset(a->preset);

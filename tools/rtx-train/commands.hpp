@@ -15,6 +15,14 @@ Body add_run(CLI::App& app, const rtx::cli::CommonOptions& common);
 Body add_sample(CLI::App& app, const rtx::cli::CommonOptions& common);
 Body add_export(CLI::App& app, const rtx::cli::CommonOptions& common);
 Body add_presets(CLI::App& app, const rtx::cli::CommonOptions& common);
+/// `rtx-train run --model gcn`: GCN on a Planetoid graph (cmd_run_gcn.cpp).
+struct GcnRunArgs {
+  std::string data;
+  int epochs = 200, hidden = 16, seeds = 1, threads = 0;
+  float dropout = 0.5f, lr = 0.01f, weight_decay = 5e-4f;
+  uint64_t seed = 0;
+};
+int run_gcn(const GcnRunArgs& a, const rtx::cli::CommonOptions& common);
 /// $RTX_DATA or ../shared/data (the shared data folder).
 std::string data_root();
 /// True when --seed was given on the command line (the tool's default seed applies otherwise).

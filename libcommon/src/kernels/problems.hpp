@@ -4,6 +4,7 @@
 // V vocab, R ranks. Each factory throws rtx::Error(Input) naming a missing/bad dim.
 #pragma once
 #include "rtx/kernels/problem.hpp"
+#include "rtx/kernels/sparse.hpp"
 
 namespace rtx::kernels {
 
@@ -26,5 +27,18 @@ Problem make_adamw_update_problem(const Shape& s, DType dt, uint64_t seed);     
 Problem make_attention_forward_problem(const Shape& s, DType dt, uint64_t seed);    // B,T,NH,HS: qkv (B,T,3C) -> out (B,T,C)
 Problem make_attention_backward_problem(const Shape& s, DType dt, uint64_t seed);   // B,T,NH,HS: dqkv
 Problem make_allreduce_problem(const Shape& s, DType dt, uint64_t seed);            // R,N: R buffers summed in place
+
+// graph / sparse (cpu/sparse*.cpp, problems_sparse.cpp); optional dim SKEW 0..3 picks the pattern
+Problem make_spmm_forward_problem(const Shape& s, DType dt, uint64_t seed);          // N,M,E,F: Y (N,F)
+Problem make_spmm_backward_problem(const Shape& s, DType dt, uint64_t seed);         // N,M,E,F: dX (M,F), dval (E)
+Problem make_sddmm_problem(const Shape& s, DType dt, uint64_t seed);                 // N,M,E,F: out (E)
+Problem make_edge_softmax_forward_problem(const Shape& s, DType dt, uint64_t seed);  // N,M,E,H: out (E,H)
+Problem make_edge_softmax_backward_problem(const Shape& s, DType dt, uint64_t seed); // N,M,E,H: dscores (E,H)
+Problem make_gcn_norm_problem(const Shape& s, DType dt, uint64_t seed);              // N,E: norm (E)
+Problem make_gather_rows_problem(const Shape& s, DType dt, uint64_t seed);           // L,M,F: out (L,F)
+Problem make_scatter_add_rows_problem(const Shape& s, DType dt, uint64_t seed);      // L,M,F: out (M,F) +=
+/// S,L,F: forward out (S,F); backward dx (L,F). Instantiated for the three kinds, both directions.
+template <SegmentReduce kind, bool backward>
+Problem make_segment_problem(const Shape& s, DType dt, uint64_t seed);
 
 }  // namespace rtx::kernels

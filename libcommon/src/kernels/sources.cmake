@@ -8,4 +8,5 @@ list(APPEND RTX_COMMON_SOURCES
 )
 include(${CMAKE_CURRENT_LIST_DIR}/cpu/matmul.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/cpu/ops.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/cpu/sparse.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/cuda/sources.cmake)

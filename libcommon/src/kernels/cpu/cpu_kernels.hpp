@@ -6,4 +6,5 @@
 namespace rtx::kernels {
 void register_cpu_matmul(Registry& r);  // cpu/matmul*.cpp: matmul_forward, matmul_backward
 void register_cpu_ops(Registry& r);     // cpu/ops*.cpp: every other op
+void register_cpu_sparse(Registry& r);  // cpu/sparse*.cpp: the graph / sparse ops (sparse.hpp)
 }  // namespace rtx::kernels

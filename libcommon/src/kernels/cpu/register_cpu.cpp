@@ -6,6 +6,7 @@ namespace rtx::kernels {
 void register_cpu_kernels(Registry& r) {
   register_cpu_matmul(r);
   register_cpu_ops(r);
+  register_cpu_sparse(r);
 }
 
 }  // namespace rtx::kernels

@@ -34,5 +34,6 @@ void register_matmul(Registry& r);     // matmul_register_cuda.cpp
 void register_ops(Registry& r);        // ops_register_cuda.cpp
 void register_attention(Registry& r);  // ops_register_cuda.cpp
 void register_allreduce(Registry& r);  // allreduce_nccl.cpp
+void register_sparse(Registry& r);     // sparse_register_cuda.cpp
 
 }  // namespace rtx::kernels::cuda_reg

@@ -83,6 +83,7 @@ void register_cuda_kernels(Registry& r) {
   cuda_reg::register_matmul(r);
   cuda_reg::register_ops(r);
   cuda_reg::register_attention(r);
+  cuda_reg::register_sparse(r);
   cuda_reg::register_allreduce(r);
 }
 

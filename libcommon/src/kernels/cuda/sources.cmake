@@ -11,4 +11,6 @@ list(APPEND RTX_COMMON_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/matmul_register_cuda.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ops_register_cuda.cpp
   ${CMAKE_CURRENT_LIST_DIR}/allreduce_nccl.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/sparse_cuda.cu
+  ${CMAKE_CURRENT_LIST_DIR}/sparse_register_cuda.cpp
 )

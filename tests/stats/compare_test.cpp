@@ -146,27 +146,51 @@ TEST_CASE("common_mode_shift: most comparisons moving one way are the process's"
   CHECK(common_mode_shift({}).of == 0);
 }
 
-TEST_CASE("normalize_process_speed: leave-one-out median of the other cases' ratios, by hand", "[cpu]") {
+TEST_CASE("normalize_process_speed: covariate adjustment on the other cases' speed, by hand", "[cpu]") {
   // Three cases, two rounds a side. Base round 2 ran at half speed (every case x2); new case C
   // is 10% slower than base in both rounds. Pooled medians M: A 1, B 10, C 110.
-  // Base round 1 ratios m/M: A 1, B 1, C 100/110; round 2: A 2, B 2, C 200/110.
-  //   A's factor in round 1 = mean of B, C = (1 + 0.90909..)/2; C's = mean of A, B = 1.
-  // New ratios: A 1, B 1, C 1 in both rounds: factor 1 everywhere.
   std::vector<RoundSeries> base{{{1, 2}, {1.0, 2.0}}, {{1, 2}, {10.0, 20.0}}, {{1, 2}, {100.0, 200.0}}};
   std::vector<RoundSeries> fresh{{{1, 2}, {1.0, 1.0}}, {{1, 2}, {10.0, 10.0}}, {{1, 2}, {110.0, 110.0}}};
   const ProcessNormalized n = normalize_process_speed(base, fresh);
   REQUIRE(n.base.size() == 3);
-  const double fa1 = (1 + 100.0 / 110) / 2, fa2 = (2 + 200.0 / 110) / 2;
-  CHECK(n.base[0].median[0] == Approx(1.0 / fa1).epsilon(1e-12));
-  CHECK(n.base[0].median[1] == Approx(2.0 / fa2).epsilon(1e-12));
-  CHECK(n.base[2].median == std::vector<double>{100.0, 100.0});  // its factor: A and B, 1 and 2
-  CHECK(n.fresh[2].median == std::vector<double>{110.0, 110.0});
+  // C: its factor (the median of A's and B's m/M) is 1 and 2 in base, 1 and 1 in new; log m
+  // moves 1:1 with it inside base, so theta = 1; the mean log factor over the four rounds is
+  // log(2)/4, so each corrected median is m / factor * 2^(1/4).
+  CHECK(n.sensitivity[2] == Approx(1.0).epsilon(1e-12));
+  const double q = std::pow(2.0, 0.25);
+  CHECK(n.base[2].median[0] == Approx(100 * q).epsilon(1e-12));
+  CHECK(n.base[2].median[1] == Approx(100 * q).epsilon(1e-12));
+  CHECK(n.fresh[2].median[0] == Approx(110 * q).epsilon(1e-12));
   CHECK(n.base[2].round == std::vector<uint64_t>{1, 2});
+  // A: factor = mean of B's and C's m/M (two others): base (1 + 100/110)/2, (2 + 200/110)/2;
+  // new 1, 1. theta = 1; with two others C's own +10% leaks half into A's factor.
+  const double f1 = (1 + 100.0 / 110) / 2, f2 = (2 + 200.0 / 110) / 2;
+  const double xbar = (std::log(f1) + std::log(f2)) / 4;
+  CHECK(n.sensitivity[0] == Approx(1.0).epsilon(1e-12));
+  CHECK(n.base[0].median[0] == Approx(1.0 / f1 * std::exp(xbar)).epsilon(1e-12));
+  CHECK(n.base[0].median[1] == Approx(2.0 / f2 * std::exp(xbar)).epsilon(1e-12));
+  CHECK(n.fresh[0].median[0] == Approx(std::exp(xbar)).epsilon(1e-12));
   // The whole process: base rounds at 1x and 2x (median of A, B, C ratios), new at 1x.
   REQUIRE(n.base_factor.size() == 2);
   CHECK(n.base_factor[0] == Approx(1.0).epsilon(1e-12));
   CHECK(n.base_factor[1] == Approx(2.0).epsilon(1e-12));
   CHECK(n.fresh_factor == std::vector<double>{1.0, 1.0});
+
+  // A case the process does not move (a single-threaded kernel beside OpenMP ones) gets theta
+  // lambda / (Sxx + lambda) ~ 0 and stays (nearly) raw; a case moving twice as much gets ~2.
+  std::vector<RoundSeries> b3{{{1, 2}, {1.0, 2.0}}, {{1, 2}, {10.0, 20.0}}, {{1, 2}, {5.0, 5.0}}, {{1, 2}, {3.0, 12.0}}};
+  std::vector<RoundSeries> f3{{{1, 2}, {1.0, 1.0}}, {{1, 2}, {10.0, 10.0}}, {{1, 2}, {5.5, 5.5}}, {{1, 2}, {3.0, 3.0}}};
+  const ProcessNormalized m = normalize_process_speed(b3, f3);
+  CHECK(m.sensitivity[2] < 0.01);
+  CHECK(m.base[2].median[0] == Approx(5.0).epsilon(0.005));
+  CHECK(m.fresh[2].median[0] / m.base[2].median[0] == Approx(1.1).epsilon(0.005));
+  CHECK(m.sensitivity[3] == Approx(2.0).margin(0.02));
+  // No process variation inside the sides: nothing to learn theta from, the prior says 1 (a
+  // shift between the runs is the process's).
+  const ProcessNormalized flat = normalize_process_speed({{{1, 2}, {1.0, 1.0}}, {{1, 2}, {2.0, 2.0}}, {{1, 2}, {3.0, 3.0}}},
+                                                         {{{1, 2}, {1.3, 1.3}}, {{1, 2}, {2.6, 2.6}}, {{1, 2}, {3.9, 3.9}}});
+  CHECK(flat.sensitivity[0] == Approx(1.0).epsilon(1e-12));
+  CHECK(flat.fresh[0].median[0] == Approx(flat.base[0].median[0]).epsilon(1e-12));
 
   // A round where a case has fewer than kMinNormalizeOthers others is dropped for it.
   base.push_back({{3}, {5.0}});

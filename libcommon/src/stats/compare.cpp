@@ -136,9 +136,14 @@ ProcessNormalized normalize_process_speed(const std::vector<RoundSeries>& base, 
   ProcessNormalized out;
   out.base.resize(n);
   out.fresh.resize(n);
-  auto side = [&](const std::vector<RoundSeries>& in, std::vector<RoundSeries>& norm, std::vector<double>& factors) {
-    // round -> (case, m / M_case) of every case that ran in it
-    std::map<uint64_t, std::vector<std::pair<size_t, double>>> by_round;
+  out.sensitivity.assign(n, 0.0);
+  // Per side and case: the rounds kept and log of (median, leave-one-out factor).
+  struct Point {
+    uint64_t round;
+    double m, y, x;  // median (s), log median, log factor
+  };
+  auto points = [&](const std::vector<RoundSeries>& in, std::vector<double>& factors) {
+    std::map<uint64_t, std::vector<std::pair<size_t, double>>> by_round;  // round -> (case, m / M_case)
     for (size_t c = 0; c < n; ++c)
       for (size_t k = 0; k < in[c].round.size(); ++k) by_round[in[c].round[k]].push_back({c, in[c].median[k] / pooled[c]});
     for (const auto& [round, rel] : by_round) {
@@ -146,18 +151,52 @@ ProcessNormalized normalize_process_speed(const std::vector<RoundSeries>& base, 
       for (const auto& [c, q] : rel) all.push_back(q);
       factors.push_back(median(all));
     }
+    std::vector<std::vector<Point>> pts(n);
     for (size_t c = 0; c < n; ++c)
       for (size_t k = 0; k < in[c].round.size(); ++k) {
         std::vector<double> others;
         for (const auto& [c2, q] : by_round[in[c].round[k]])
           if (c2 != c) others.push_back(q);
         if (others.size() < kMinNormalizeOthers) continue;
-        norm[c].round.push_back(in[c].round[k]);
-        norm[c].median.push_back(in[c].median[k] / median(others));
+        pts[c].push_back({in[c].round[k], in[c].median[k], std::log(in[c].median[k]), std::log(median(others))});
       }
+    return pts;
   };
-  side(base, out.base, out.base_factor);
-  side(fresh, out.fresh, out.fresh_factor);
+  const auto pb = points(base, out.base_factor), pf = points(fresh, out.fresh_factor);
+  for (size_t c = 0; c < n; ++c) {
+    // theta: the slope of log median on log factor within each side (pooled), so a difference
+    // between the sides (the change under test) cannot leak into it. Clamped to [0, kMaxSensitivity].
+    double sxy = 0, sxx = 0, xsum = 0;
+    size_t xn = 0;
+    for (const auto* side : {&pb[c], &pf[c]}) {
+      if (side->empty()) continue;
+      double mx = 0, my = 0;
+      for (const Point& p : *side) {
+        mx += p.x;
+        my += p.y;
+        xsum += p.x;
+        ++xn;
+      }
+      mx /= static_cast<double>(side->size());
+      my /= static_cast<double>(side->size());
+      for (const Point& p : *side) {
+        sxy += (p.x - mx) * (p.y - my);
+        sxx += (p.x - mx) * (p.x - mx);
+      }
+    }
+    // Shrunk toward 1 (common mode) by a prior worth kSensitivityPriorRounds rounds of a
+    // kSensitivityPriorSpread process spread: with no process variation inside the sides there
+    // is nothing to learn theta from, and a shift between the runs is taken as the process's.
+    const double lambda = kSensitivityPriorRounds * kSensitivityPriorSpread * kSensitivityPriorSpread;
+    const double theta = std::clamp((sxy + lambda) / (sxx + lambda), 0.0, kMaxSensitivity);
+    const double xbar = xn ? xsum / static_cast<double>(xn) : 0.0;
+    out.sensitivity[c] = theta;
+    for (auto [in, o] : {std::pair{&pb[c], &out.base[c]}, std::pair{&pf[c], &out.fresh[c]}})
+      for (const Point& p : *in) {
+        o->round.push_back(p.round);
+        o->median.push_back(theta == 0 ? p.m : std::exp(p.y - theta * (p.x - xbar)));  // theta 0: exactly raw
+      }
+  }
   return out;
 }
 

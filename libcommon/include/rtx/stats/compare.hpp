@@ -102,17 +102,28 @@ struct RoundSeries {
 
 /// The process-speed correction of rtx-bench compare's default path (issue 36). All cases of
 /// one round ran in one fresh process, so a process-wide speed change (core placement, clock,
-/// the VM's neighbours) moves them together while a code change moves its own cases. For case
-/// c let M_c be the median of its round medians over both sides; in round r of a side, the
-/// process factor seen by c is the median over the *other* cases c' of that round of
-/// m_{c',r} / M_{c'} (leave-one-out, so c's own change cannot move it), and c's normalised
-/// median is m_{c,r} / factor. This is the common-mode rejection of a differential measurement:
-/// a median of ratios (robust to a minority of changed cases), as Kalibera & Jones (2013)
-/// remove the "execution" level of variance before comparing the level below.
+/// the VM's neighbours) moves them together while a code change moves its own cases. It is a
+/// covariate adjustment (CUPED: Deng et al., WSDM 2013; ANCOVA) on the log scale:
+///  - M_c: the median of case c's round medians over both sides;
+///  - x: in round r of a side, the process factor seen by c, the log of the median over the
+///    *other* cases c' of that round of m_{c',r} / M_{c'} (leave-one-out, so c's own change
+///    cannot move it; a median, so a minority of changed cases cannot either);
+///  - theta_c: c's sensitivity to the process, the least-squares slope of log m on x within
+///    each side (pooled; the between-side difference under test cannot leak into it), shrunk
+///    toward 1 by a prior (kSensitivityPriorRounds rounds of kSensitivityPriorSpread spread:
+///    theta = (Sxy + lambda) / (Sxx + lambda)) and clamped to [0, kMaxSensitivity]: a
+///    single-threaded kernel that the processes' shifts leave alone gets ~0 and stays raw, an
+///    OpenMP kernel that moves with its process gets ~1, and without process variation inside
+///    the sides (nothing to learn from) theta is ~1: a shift between the runs is the process's;
+///  - the corrected median: exp(log m - theta_c (x - mean x over both sides)).
+/// Measured on the 2-vCPU VM: outlier processes slowed the two-thread OpenMP cases by 10-45%
+/// and left gelu and OpenBLAS's cases alone, so a fixed theta = 1 pushed gelu 10% off.
 struct ProcessNormalized {
-  /// Per case, the normalised series of each side (rounds where fewer than
+  /// Per case, the corrected series of each side (rounds where fewer than
   /// kMinNormalizeOthers other cases ran are dropped). Same order as the input.
   std::vector<RoundSeries> base, fresh;
+  /// Per case, theta_c (0 = left raw).
+  std::vector<double> sensitivity;
   /// Per side, each round's process factor over all cases (median of m/M), in round order:
   /// compare_samples(base_factor, fresh_factor) is the whole-process shift between the runs.
   std::vector<double> base_factor, fresh_factor;
@@ -121,6 +132,13 @@ struct ProcessNormalized {
 /// Throws rtx::Error(Input) when the sides' lengths differ, a series' round and median counts
 /// differ, or a median is not finite and positive.
 ProcessNormalized normalize_process_speed(const std::vector<RoundSeries>& base, const std::vector<RoundSeries>& fresh);
+/// Largest sensitivity theta normalize_process_speed applies.
+inline constexpr double kMaxSensitivity = 2.0;
+/// The prior on theta (1, the common mode) weighs as much as this many rounds whose log process
+/// factor spreads by kSensitivityPriorSpread (2%: the within-process noise of a round median of
+/// a microsecond kernel on the 2-vCPU VM); lambda = rounds x spread^2.
+inline constexpr double kSensitivityPriorRounds = 4;
+inline constexpr double kSensitivityPriorSpread = 0.02;
 /// Fewest other cases in a round for normalize_process_speed to correct a case's median there.
 inline constexpr size_t kMinNormalizeOthers = 2;
 

@@ -143,12 +143,15 @@ TEST_CASE("compare: one process per side never counts a verdict, even one case a
 namespace {
 
 /// A multi-round artifact as `run` writes it by default: nine cases (centers 5..85 us), `rounds`
-/// fresh processes each at its own speed (log-normal, `process_sd`: the between-process
-/// variance of issue 36), 1% noise within a process, case k scaled by factor[k]; round ids kept.
-json rounds_artifact(const std::vector<double>& factor, size_t rounds, double process_sd, uint64_t seed, bool ids = true) {
+/// fresh processes each at its own speed (log-normal, `process_sd`, and one of them `outlier`
+/// times slower: the between-process variance of issue 36), 1% noise within a process, case k
+/// scaled by factor[k]; round ids kept.
+json rounds_artifact(const std::vector<double>& factor, size_t rounds, double process_sd, uint64_t seed, bool ids = true,
+                     double outlier = 1.0) {
   Philox rng(seed);
   std::vector<double> speed(rounds);
   for (auto& x : speed) x = std::exp(process_sd * rng.next_normal());
+  speed[seed % rounds] *= outlier;  // one process of the run at another speed (as seen on the VM)
   json cases = json::array();
   for (size_t k = 0; k < factor.size(); ++k) {
     const double center = (5 + 10 * static_cast<double>(k)) * 1e-6 * factor[k];
@@ -174,13 +177,13 @@ json rounds_artifact(const std::vector<double>& factor, size_t rounds, double pr
 
 TEST_CASE("compare: default rounds are corrected for each process's speed", "[cpu][bench]") {
   stats::CompareOptions o;
-  // A/A: every process at its own speed (15% between processes): nothing counted, over many pairs.
+  // A/A: processes 3% apart and one process per run 30% slower: nothing counted, over many pairs.
   size_t false_alarms = 0;
   double width_norm = 0, width_raw = 0;
   for (uint64_t pair = 0; pair < 50; ++pair) {
     const CompareReport aa =
-        compare_artifacts(rounds_artifact(std::vector<double>(9, 1.0), 5, 0.15, 10 + 2 * pair),
-                          rounds_artifact(std::vector<double>(9, 1.0), 5, 0.15, 11 + 2 * pair), o);
+        compare_artifacts(rounds_artifact(std::vector<double>(9, 1.0), 5, 0.03, 10 + 2 * pair, true, 1.3),
+                          rounds_artifact(std::vector<double>(9, 1.0), 5, 0.03, 11 + 2 * pair, true, 1.3), o);
     false_alarms += aa.slower + aa.faster;
     REQUIRE(aa.process_shift);
     CHECK(aa.rows[0].basis == "rounds/process");
@@ -191,21 +194,23 @@ TEST_CASE("compare: default rounds are corrected for each process's speed", "[cp
   }
   CHECK(false_alarms == 0);
   // The correction is what makes a 10% change visible: the CIs shrink from the process spread
-  // (15%) to the within-process noise (1%).
-  CHECK(width_norm < 0.2 * width_raw);
+  // to the within-process noise (1%).
+  CHECK(width_norm < 0.5 * width_raw);
 
-  // A planted 10% slowdown of one kernel among nine is found in every one of 40 pairs.
+  // A planted 10% slowdown of one kernel among nine is found in >= 95% of 40 pairs (issue 36's
+  // bar); the others are unconfirmed when the run's process factors happen to differ by > 5%.
   std::vector<double> planted(9, 1.0);
   planted[7] = 1.10;
   size_t found = 0;
   for (uint64_t pair = 0; pair < 40; ++pair) {
-    const CompareReport p = compare_artifacts(rounds_artifact(std::vector<double>(9, 1.0), 5, 0.15, 500 + 2 * pair),
-                                              rounds_artifact(planted, 5, 0.15, 501 + 2 * pair), o);
+    const CompareReport p = compare_artifacts(rounds_artifact(std::vector<double>(9, 1.0), 5, 0.03, 500 + 2 * pair, true, 1.3),
+                                              rounds_artifact(planted, 5, 0.03, 501 + 2 * pair, true, 1.3), o);
     found += p.slower == 1 && p.rows[7].cmp.verdict == stats::Verdict::Slower;
     CHECK(p.rows[7].cmp.ratio == Approx(1.10).epsilon(0.02));
     CHECK(p.faster == 0);
+    CHECK(p.slower + p.unconfirmed >= 1);  // never a verdict of "same" on it
   }
-  CHECK(found == 40);
+  CHECK(found >= 38);
 
   // Every case 30% slower (a slower machine, or a slower build): the process shift says so; no
   // case counts, since two separate runs cannot tell the machine's shift from the code's.
@@ -214,15 +219,33 @@ TEST_CASE("compare: default rounds are corrected for each process's speed", "[cp
   REQUIRE(all.process_shift);
   CHECK(all.process_shift->verdict == stats::Verdict::Slower);
   CHECK(all.process_shift->ratio == Approx(1.3).epsilon(0.02));
+  CHECK(all.machine_shift);
   CHECK(all.slower == 0);
   CHECK(all.rows[0].raw->verdict == stats::Verdict::Slower);  // the raw verdict stays on record
   const json j = json::parse(format_compare(all, "json"));
   CHECK(j["process_shift"]["verdict"] == "slower");
   CHECK(j["process_shift"]["counted"] == false);
+  CHECK(j["process_shift"]["beyond_threshold"] == true);
   CHECK(j["process_shift"]["cases"] == 9);
   CHECK(j["cases"][0]["basis"] == "rounds/process");
   CHECK(j["cases"][0]["raw_verdict"] == "slower");
   CHECK(format_compare(all, "table").find("for the whole process between the runs (9 cases, 5 and 5 rounds)") != std::string::npos);
+
+  // The VM's other state (issue 36, measured: a whole run 1.2-1.6x slower, each case by its own
+  // amount): the corrected verdicts would split into slower and faster; all are unconfirmed.
+  const CompareReport state = compare_artifacts(rounds_artifact(std::vector<double>(9, 1.0), 5, 0.01, 7),
+                                                rounds_artifact({1.47, 1.3, 1.0, 2.2, 1.47, 1.6, 1.3, 1.0, 1.66}, 5, 0.01, 8), o);
+  CHECK(state.machine_shift);
+  CHECK(state.slower + state.faster == 0);
+  CHECK(state.unconfirmed >= 4);
+  TempFiles t;
+  CompareCommand c;
+  c.base = t.write("base.json", rounds_artifact(std::vector<double>(9, 1.0), 5, 0.01, 7));
+  c.fresh = t.write("state.json", rounds_artifact({1.47, 1.3, 1.0, 2.2, 1.47, 1.6, 1.3, 1.0, 1.66}, 5, 0.01, 8));
+  std::ostringstream out, err;
+  CHECK(run_compare(c, out, err) == 0);
+  CHECK(out.str().find("the machine's speed changed between the runs") != std::string::npos);
+  CHECK(out.str().find("--baseline-exe") != std::string::npos);
 
   // Fewer than kMinNormalizeCases cases: the raw round medians decide, as before.
   const json b2 = rounds_artifact({1, 1}, 5, 0.01, 7), n2 = rounds_artifact({1, 1.3}, 5, 0.01, 8);

@@ -282,6 +282,24 @@ void normalize_process(CompareReport& rep, const json& base, const json& fresh, 
   }
   rep.process_shift = stats::compare_samples(pn.base_factor, pn.fresh_factor, ro);
   rep.process_shift_cases = rows.size();
+  // The machine changed between the runs: on the 2-vCPU VM, idle, whole runs (five processes,
+  // seconds) came out 1.2-1.6x slower or faster than the run before, each case by its own
+  // amount (OpenBLAS 127x96x80 2.2x, gelu 1.0x), so no per-case correction can undo it; every
+  // A/A false alarm of 100 pairs had such a shift. Two separate runs cannot tell that state
+  // from the code: their verdicts are unconfirmed; interleaved runs (--baseline-exe) can.
+  const stats::Comparison& p = *rep.process_shift;
+  if (p.ratio > 1 + o.threshold || p.ratio < 1 - o.threshold || p.verdict == stats::Verdict::Slower ||
+      p.verdict == stats::Verdict::Faster) {
+    rep.machine_shift = true;
+    const std::string why = "the whole process ran at another speed between the runs (" + std::string(stats::kTimeRatioLabel) +
+                            " " + stats::format_change(p) + " over " + std::to_string(rows.size()) +
+                            " cases): the machine's state changed, which two separate runs cannot tell from the code";
+    for (CompareRow* row : rows) {
+      if (row->cmp.verdict != stats::Verdict::Slower && row->cmp.verdict != stats::Verdict::Faster) continue;
+      row->unconfirmed = why;
+      ++rep.unconfirmed;
+    }
+  }
 }
 
 /// Every slower/faster verdict resting on one process per side (basis "samples") becomes
@@ -423,9 +441,14 @@ std::string unjudged_note(const CompareReport& r) {
 }
 
 /// "", or why verdicts are unconfirmed (one process per side; a common mode when most cases moved
-/// together) and what to run to settle them.
+/// together; the machine's state changed between two runs) and what to run to settle them.
 std::string common_mode_note(const CompareReport& r) {
   if (!r.unconfirmed) return "";
+  if (r.machine_shift)
+    return "note: " + std::to_string(r.unconfirmed) +
+           " verdict(s) unconfirmed: the whole process ran at another speed between the two runs, and the cases moved by "
+           "different amounts, which two runs made at different times cannot tell from the code. To settle it, measure both "
+           "builds interleaved: rtx-bench run PACK --rounds 6 --baseline-exe OLD_RTX_BENCH --baseline-out base.json -o new.json";
   return "note: " + std::to_string(r.unconfirmed) + " verdict(s) unconfirmed: " +
          (r.common_mode.detected ? "most cases moved together, as a whole process at another speed (core placement, clock, "
                                    "neighbours) moves them; "
@@ -510,7 +533,8 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
   if (r.undecided)
     summary += "; " + std::to_string(r.undecided) + " UNDECIDED: measured on a busy host, not judged (rerun them on a quiet machine)";
   if (r.unconfirmed)
-    summary += "; " + std::to_string(r.unconfirmed) + " UNCONFIRMED: one process per side, not counted";
+    summary += "; " + std::to_string(r.unconfirmed) + " UNCONFIRMED: " +
+               (r.machine_shift ? "the machine's speed changed between the runs" : "one process per side") + ", not counted";
   if (r.balanced) summary += "; " + std::to_string(r.balanced) + " judged despite a busy host (interleaved ABBA rounds)";
   if (r.left_out) summary += "; " + std::to_string(r.left_out) + " judged on quiet rounds (busy rounds left out)";
   const std::string process = process_note(r);
@@ -540,7 +564,8 @@ std::string format_compare(const CompareReport& r, const std::string& format) {
       const stats::Comparison& p = *r.process_shift;
       j["process_shift"] = {{"time_ratio", p.ratio}, {"time_ratio_ci", {p.lo, p.hi}}, {"change", stats::format_change(p)},
                             {"p", p.p}, {"verdict", stats::verdict_name(p.verdict)}, {"cases", r.process_shift_cases},
-                            {"rounds_base", p.n_base}, {"rounds_new", p.n_new}, {"counted", false}};
+                            {"rounds_base", p.n_base}, {"rounds_new", p.n_new}, {"counted", false},
+                            {"beyond_threshold", r.machine_shift}};
     }
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& row : r.rows) {

@@ -77,6 +77,10 @@ struct CompareReport {
   /// Reported, never counted.
   std::optional<stats::Comparison> process_shift;
   size_t process_shift_cases = 0;
+  /// process_shift beyond the threshold (its ratio outside [1 - t, 1 + t], or significant):
+  /// the machine's state changed between the runs, so the corrected rows' slower/faster
+  /// verdicts are `unconfirmed` (cases move by their own amounts in such a state).
+  bool machine_shift = false;
 };
 
 /// Fewest cases judged on round medians (with round ids, host quiet) for compare to correct two
@@ -99,7 +103,9 @@ inline constexpr size_t kMinNormalizeCases = stats::kMinNormalizeOthers + 1;
 /// separate multi-round runs (not one ABBA pair) with >= kMinNormalizeCases round-judged cases
 /// carrying round ids are corrected for each round's process speed (basis "rounds/process",
 /// stats::normalize_process_speed; the raw verdict kept in CompareRow::raw) and the shift of the
-/// whole process goes to CompareReport::process_shift, reported but not counted. Each row also records the sides not judged
+/// whole process goes to CompareReport::process_shift, reported but not counted; when it is
+/// beyond the threshold the machine's state changed between the runs and those rows' verdicts
+/// are unconfirmed too (CompareReport::machine_shift). Each row also records the sides not judged
 /// for contention (CompareRow::unjudged) and whether its change contradicts its medians.
 CompareReport compare_artifacts(const nlohmann::json& base, const nlohmann::json& fresh, const stats::CompareOptions& o,
                                 const std::string& base_source = "base", const std::string& new_source = "new");

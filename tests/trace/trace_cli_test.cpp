@@ -148,21 +148,28 @@ TEST_CASE("rtx-trace record of rtx-bench gives a span per case phase and the ker
     ++n[e.name];
     if (e.name == "bench.measure") measured_cases.insert(e.args["case"].get<std::string>());
   }
-  // One result per case; every case prepared (check), warmed up and measured once (not
-  // interleaved), so each phase has as many spans as there are results.
+  // One result per case (the parent's, merged); in each of the default 5 rounds (a process
+  // each, recorded through RTX_EVENTS) every case is prepared (check), warmed up and measured
+  // once (not interleaved), so each phase has rounds x cases spans.
   const auto rj = nlohmann::json::parse(read_file(dir + "/r.json"));
   const int cases = static_cast<int>(rj["cases"].size());
+  const int rounds = rj["options"]["rounds"].get<int>();
   REQUIRE(cases >= 5);
+  CHECK(rounds == 5);
   CHECK(n["bench.result"] == cases);
-  CHECK(n["bench.prepare"] == cases);
-  CHECK(n["bench.warmup"] == cases);
-  CHECK(n["bench.measure"] == cases);
+  CHECK(n["bench.prepare"] == rounds * cases);
+  CHECK(n["bench.warmup"] == rounds * cases);
+  CHECK(n["bench.measure"] == rounds * cases);
   CHECK(static_cast<int>(measured_cases.size()) == cases);
+  std::set<int64_t> pids;
+  for (const auto& e : t.events)
+    if (e.name == "bench.measure") pids.insert(e.pid);
+  CHECK(static_cast<int>(pids.size()) == rounds);  // one process track per round
   // The correctness check runs each case's kernel once inside bench.prepare; the timed loop
-  // records none (muted), so kernel slices = cases (one op per smoke case).
+  // records none (muted), so kernel slices = rounds x cases (one op per smoke case).
   int kernels = 0;
   for (const auto& e : t.events) kernels += e.ph == 'X' && e.cat == "cpu_op";
-  CHECK(kernels == cases);
+  CHECK(kernels == rounds * cases);
   CHECK(n["bench.prepare"] + n["bench.warmup"] + n["bench.measure"] + kernels >= 10);
   // rtx-flame draws it: kernels under bench.prepare.
   const auto fl = run(flame_bin() + " " + dir + "/b.json --folded -o " + dir + "/b.folded");

@@ -8,6 +8,19 @@
 
 namespace rtx::kernels {
 
+/// Helpers of the problem factories (problems_*.cpp): an empty Problem carrying the shape,
+/// dtype and seed; and input i's f32 data.
+namespace problem_util {
+inline Problem base(const Shape& s, DType dt, uint64_t seed) {
+  Problem p;
+  p.shape = s;
+  p.dtype = dt;
+  p.seed = seed;
+  return p;
+}
+inline const std::vector<float>& in(const Problem& p, size_t i) { return p.inputs.at(i).data; }
+}  // namespace problem_util
+
 // matmul (cpu/matmul*.cpp)
 Problem make_matmul_forward_problem(const Shape& s, DType dt, uint64_t seed);   // M,N,K [+bias 0|1, default 1]
 Problem make_matmul_backward_problem(const Shape& s, DType dt, uint64_t seed);  // M,N,K: dinp, dweight(+=), dbias(+=)

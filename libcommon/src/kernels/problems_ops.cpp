@@ -36,15 +36,8 @@ std::vector<float> uniform(size_t n, uint64_t seed, uint64_t subseq, float lo, f
   return v;
 }
 
-Problem base(const Shape& s, DType dt, uint64_t seed) {
-  Problem p;
-  p.shape = s;
-  p.dtype = dt;
-  p.seed = seed;
-  return p;
-}
-
-const std::vector<float>& in(const Problem& p, size_t i) { return p.inputs.at(i).data; }
+using problem_util::base;
+using problem_util::in;
 
 // llm.c's GELU constants: sqrt(2/pi) and the cubic coefficient of the tanh form.
 constexpr double kGeluK = 0.79788456080286535588, kGeluA = 0.044715;

@@ -105,15 +105,8 @@ Pattern make_pattern(int64_t N, int64_t M, int64_t E, int64_t skew, uint64_t see
   return p;
 }
 
-Problem base(const Shape& s, DType dt, uint64_t seed) {
-  Problem p;
-  p.shape = s;
-  p.dtype = dt;
-  p.seed = seed;
-  return p;
-}
-
-const std::vector<float>& in(const Problem& p, size_t i) { return p.inputs.at(i).data; }
+using problem_util::base;
+using problem_util::in;
 
 struct CsrDims {
   int64_t N, M, E, F;

@@ -71,6 +71,12 @@ using Runner = std::function<void(const RunArgs&)>;
 
 /// Generic CPU instance over a problem and a runner (see Instance for the contract).
 std::unique_ptr<Instance> make_cpu_instance(Problem p, const Params& params, double tolerance, Runner run);
+
+/// An f32 CPU variant `name` over a problem factory and a runner: make() builds the problem
+/// (throwing rtx::Error(Input) on a bad shape or dtype first), then refuses with
+/// rtx::Error(Input) the params `validate` rejects, then wraps make_cpu_instance.
+Variant cpu_variant(std::string name, ParamSpace space, std::function<std::string(const Shape&, const Params&)> validate,
+                    ProblemFactory factory, Runner run, double tol_f32);
 #ifdef RTX_HAVE_CUDA
 /// Generic CUDA instance: copies inputs to the device once, times with CUDA events,
 /// copies outputs back for check()/checksum(). Throws rtx::Error(Environment) without a GPU.

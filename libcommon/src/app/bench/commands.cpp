@@ -242,6 +242,9 @@ std::pair<std::vector<json>, std::vector<json>> run_rounds(const RunCommand& c, 
   if (c.argv.empty())
     throw_internal("run --rounds: RunCommand.argv is empty; the rounds need the command line to re-execute");
   TempDir dir;
+  // Each round's engine spans (bench.prepare/warmup/measure, kernel runs) go to this run's
+  // events file, each from its own process; bench.result is the parent's (the merged cases).
+  const std::string events = telemetry::event_file();
   std::pair<std::vector<json>, std::vector<json>> docs;
   const bool ab = !c.baseline_exe.empty();
   for (size_t slot = 0; slot < (ab ? 2 * rounds : rounds); ++slot) {
@@ -261,7 +264,8 @@ std::pair<std::vector<json>, std::vector<json>> run_rounds(const RunCommand& c, 
       throw Error(ErrorCategory::Environment, std::string("fork failed: ") + std::strerror(errno), "run --rounds",
                   "lower --rounds or free process slots");
     if (pid == 0) {
-      // Child: stderr to the round's file, stdout and stdin to /dev/null; no telemetry events.
+      // Child: stderr to the round's file, stdout and stdin to /dev/null; telemetry to the
+      // parent's events file (if any) with RTX_BENCH_ROUND set, so it publishes no bench.result.
       const int fe = ::open(errf.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
       const int fn = ::open("/dev/null", O_RDWR);
       if (fe >= 0) ::dup2(fe, 2);
@@ -269,7 +273,9 @@ std::pair<std::vector<json>, std::vector<json>> run_rounds(const RunCommand& c, 
         ::dup2(fn, 1);
         ::dup2(fn, 0);
       }
-      ::unsetenv("RTX_EVENTS");
+      if (events.empty()) ::unsetenv("RTX_EVENTS");
+      else ::setenv("RTX_EVENTS", events.c_str(), 1);
+      ::setenv("RTX_BENCH_ROUND", std::to_string(k + 1).c_str(), 1);
       ::execv(exe.c_str(), cargv.data());
       const char* msg = "rtx-bench: cannot execute the round child\n";
       if (::write(2, msg, std::strlen(msg)) < 0) ::_exit(127);
@@ -508,9 +514,13 @@ int run_run(const RunCommand& c, const kernels::Registry& reg, std::ostream& out
   }
   meta.load1_end = telemetry::load_average_1m();
   bool failed = false;
+  // A round of a multi-round run (RTX_BENCH_ROUND, set by run_rounds) leaves bench.result to
+  // the parent, which publishes the merged cases once.
+  const bool round_child = std::getenv("RTX_BENCH_ROUND") != nullptr;
   for (CaseResult& x : r.cases) {
     annotate_roofline(x, meta.peaks);
     failed |= x.status == "failed";
+    if (!round_child)
     RTX_PUBLISH(telemetry::topic::bench_result,
                 {{"id", x.c.id}, {"op", x.c.op}, {"variant", x.c.variant}, {"backend", kernels::backend_name(x.c.backend)},
                  {"shape", kernels::shape_to_string(x.c.shape)}, {"dtype", dtype_name(x.c.dtype)}, {"status", x.status},

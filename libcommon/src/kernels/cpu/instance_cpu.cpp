@@ -144,4 +144,23 @@ std::unique_ptr<Instance> make_cpu_instance(Problem p, const Params& params, dou
   return std::make_unique<CpuInstance>(std::move(p), params, tolerance, std::move(run));
 }
 
+Variant cpu_variant(std::string name, ParamSpace space, std::function<std::string(const Shape&, const Params&)> validate,
+                    ProblemFactory factory, Runner run, double tol_f32) {
+  Variant v;
+  v.name = std::move(name);
+  v.backend = Backend::CPU;
+  v.dtypes = {DType::F32};
+  v.space = std::move(space);
+  v.validate = validate;
+  const std::string vname = v.name;
+  v.make = [vname, validate, factory, run, tol_f32](const Shape& s, DType dt, const Params& p, uint64_t seed) {
+    Problem prob = factory(s, dt, seed);  // throws Error(Input) on a bad shape or dtype first
+    if (std::string why = validate(s, p); !why.empty())
+      throw_input(vname + ": parameters " + params_to_string(p) + " rejected: " + why, "params",
+                  "pick parameters from the variant's space");
+    return make_cpu_instance(std::move(prob), p, tol_f32, run);
+  };
+  return v;
+}
+
 }  // namespace rtx::kernels

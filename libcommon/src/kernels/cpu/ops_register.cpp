@@ -35,25 +35,6 @@ std::string check_positive(const Params& p, const std::vector<std::pair<const ch
   return "";
 }
 
-/// A CPU variant over a problem factory and a runner; make() refuses params validate() rejects.
-Variant cpu_variant(std::string name, ParamSpace space, std::function<std::string(const Shape&, const Params&)> validate,
-                    ProblemFactory factory, Runner run, double tol_f32) {
-  Variant v;
-  v.name = std::move(name);
-  v.backend = Backend::CPU;
-  v.dtypes = {DType::F32};
-  v.space = std::move(space);
-  v.validate = validate;
-  const std::string vname = v.name;
-  v.make = [vname, validate, factory, run, tol_f32](const Shape& s, DType dt, const Params& p, uint64_t seed) {
-    Problem prob = factory(s, dt, seed);  // throws Error(Input) on a bad shape or dtype first
-    if (std::string why = validate(s, p); !why.empty())
-      throw_input(vname + ": parameters " + params_to_string(p) + " rejected: " + why, "params",
-                  "pick parameters from the variant's space");
-    return make_cpu_instance(std::move(prob), p, tol_f32, run);
-  };
-  return v;
-}
 
 ParamSpace rows_space() {
   return ParamSpace{{Param{"ROWS", {1, 4, 8, 32}, 8, "rows per OpenMP work item"}}};

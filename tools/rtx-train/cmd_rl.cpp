@@ -18,7 +18,6 @@ namespace rtx_train {
 Body add_rl(CLI::App& s, const rtx::cli::CommonOptions& common) {
   auto c = std::make_shared<rtx::rl::PpoConfig>();
   auto algo = std::make_shared<std::string>("ppo");
-  auto threads = std::make_shared<int>(0);
   auto no_anneal = std::make_shared<bool>(false);
   s.add_option("--algo", *algo, "Algorithm: ppo")->check(CLI::IsMember({"ppo"}))->capture_default_str();
   s.add_option("--env", c->env, "Environment (gymnasium id): CartPole-v1, Acrobot-v1, MountainCar-v0")->capture_default_str();
@@ -36,10 +35,8 @@ Body add_rl(CLI::App& s, const rtx::cli::CommonOptions& common) {
   s.add_option("--vf-coef", c->vf_coef, "Value loss coefficient")->capture_default_str();
   s.add_option("--max-grad-norm", c->max_grad_norm, "Global gradient norm clip")->capture_default_str();
   s.add_option("--hidden", c->hidden, "Hidden units of the 2-layer tanh MLPs")->capture_default_str();
-  s.add_option("--threads", *threads, "OpenMP threads (0: the runtime's default)");
+  s.add_option("--threads", c->threads, "OpenMP threads (0: the runtime's default; 1: the nets are tiny)")->capture_default_str();
   return [=, &common, &s]() {
-    if (*threads < 0) rtx::throw_usage("--threads " + std::to_string(*threads) + " is negative", "--threads");
-    if (*threads > 0) omp_set_num_threads(*threads);
     rtx::rl::PpoConfig cfg = *c;
     cfg.anneal_lr = !*no_anneal;
     cfg.seed = parsed_seed(s, 1);
@@ -47,7 +44,7 @@ Body add_rl(CLI::App& s, const rtx::cli::CommonOptions& common) {
     if (!common.quiet)
       std::fprintf(stderr, "rtx-train rl: ppo on %s, seed %llu, %lld steps, %d envs x %d steps, %d threads\n",
                    cfg.env.c_str(), static_cast<unsigned long long>(cfg.seed), static_cast<long long>(cfg.total_steps),
-                   cfg.num_envs, cfg.num_steps, omp_get_max_threads());
+                   cfg.num_envs, cfg.num_steps, cfg.threads > 0 ? cfg.threads : omp_get_max_threads());
     rtx::cli::InterruptGuard guard(common.quiet ? "" : "rtx-train: stopping after this iteration (Ctrl-C again quits at once)\n");
     const int64_t every = std::max<int64_t>(1, cfg.total_steps / (cfg.num_envs * cfg.num_steps) / 20);
     const auto r = rtx::rl::train_ppo(cfg, [&](const rtx::rl::PpoIteration& it) {
@@ -77,7 +74,7 @@ Body add_rl(CLI::App& s, const rtx::cli::CommonOptions& common) {
                      {"gae_lambda", cfg.gae_lambda}, {"num_minibatches", cfg.num_minibatches},
                      {"update_epochs", cfg.update_epochs}, {"clip_coef", cfg.clip_coef}, {"ent_coef", cfg.ent_coef},
                      {"vf_coef", cfg.vf_coef}, {"max_grad_norm", cfg.max_grad_norm}, {"hidden", cfg.hidden},
-                     {"threads", omp_get_max_threads()}};
+                     {"threads", cfg.threads > 0 ? cfg.threads : omp_get_max_threads()}};
       j["steps"] = r.total_steps;
       j["seconds"] = r.seconds;
       j["steps_per_second"] = sps;

@@ -12,6 +12,8 @@
 #include <deque>
 #include <numeric>
 
+#include <omp.h>
+
 #include "rtx/core/error.hpp"
 #include "rtx/core/philox.hpp"
 #include "rtx/ir/autodiff.hpp"
@@ -177,6 +179,7 @@ void PpoConfig::validate() const {
     bad("num_minibatches", "must be >= 1 and divide num_envs * num_steps");
   if (update_epochs < 1) bad("update_epochs", "must be >= 1");
   if (hidden < 1) bad("hidden", "must be >= 1");
+  if (threads < 0) bad("threads", "must be >= 0");
   if (!(lr > 0)) bad("lr", "must be > 0");
   if (!(gamma >= 0 && gamma <= 1)) bad("gamma", "must be in [0, 1]");
   if (!(gae_lambda >= 0 && gae_lambda <= 1)) bad("gae_lambda", "must be in [0, 1]");
@@ -200,6 +203,13 @@ std::vector<std::pair<std::string, int64_t>> ppo_param_layout(int O, int K, int 
 
 PpoResult train_ppo(const PpoConfig& cfg, const PpoCallback& on_iteration) {
   cfg.validate();
+  struct ThreadScope {  // cfg.threads for the run, the caller's setting restored after
+    int saved = omp_get_max_threads();
+    explicit ThreadScope(int n) {
+      if (n > 0) omp_set_num_threads(n);
+    }
+    ~ThreadScope() { omp_set_num_threads(saved); }
+  } threads_scope(cfg.threads);
   const auto t0 = Clock::now();
   const EnvSpec& spec = env_spec(cfg.env);
   const int N = cfg.num_envs, T = cfg.num_steps, O = spec.obs_dim, K = spec.num_actions, H = cfg.hidden;
@@ -378,8 +388,10 @@ PpoResult train_ppo(const PpoConfig& cfg, const PpoCallback& on_iteration) {
         }
         kl = kls / M;
         ++mb_count;
-        if (it == 1 && ep == 0 && start == 0) {
-          PpoMinibatch& fm = res.first_minibatch;
+        const bool first = it == 1 && ep == 0 && start == 0;
+        const bool final_mb = it == iterations && ep == cfg.update_epochs - 1 && start + M == batch;
+        if (first || final_mb) {
+          PpoMinibatch& fm = first ? res.first_minibatch : res.last_minibatch;
           fm.rows = M, fm.obs_dim = O, fm.num_actions = K, fm.hidden = H;
           fm.params = theta;
           fm.obs.assign(f_obs.begin(), f_obs.end());

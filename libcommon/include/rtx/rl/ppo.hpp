@@ -34,6 +34,10 @@ struct PpoConfig {
   float vf_coef = 0.5f;
   float max_grad_norm = 0.5f;
   int hidden = 64;                ///< H
+  /// OpenMP threads for the run (restored after): 1 by default, since the nets are so small that a
+  /// fork/join per kernel costs more than the work (10x slower with 2 threads on a busy host).
+  /// 0 leaves the runtime's setting.
+  int threads = 1;
   double goal_return = 475.0;     ///< goal: mean return of the last 100 episodes >= this
   /// Throws rtx::Error(Usage) naming the first bad field (non-positive sizes, N*T not divisible
   /// by num_minibatches, an unknown or continuous env, ...).
@@ -77,7 +81,8 @@ struct PpoResult {
   double rollout_seconds = 0, update_seconds = 0;
   int64_t total_steps = 0;
   std::vector<float> params; ///< final flat parameters
-  PpoMinibatch first_minibatch; ///< the very first minibatch of the first update
+  PpoMinibatch first_minibatch; ///< the very first minibatch of the first update (ratio 1)
+  PpoMinibatch last_minibatch;  ///< the last minibatch of the last update (ratio != 1, clipping active)
 };
 
 /// The flat parameter layout: names and element counts in order ("actor.0.w" (H,O), "actor.0.b"

@@ -11,6 +11,7 @@
 #include "commands.hpp"
 #include "rtx/cli/interrupt.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/rl/env.hpp"
 #include "rtx/rl/ppo.hpp"
 
 namespace rtx_train {
@@ -19,7 +20,9 @@ Body add_rl(CLI::App& s, const rtx::cli::CommonOptions& common) {
   auto c = std::make_shared<rtx::rl::PpoConfig>();
   auto algo = std::make_shared<std::string>("ppo");
   auto no_anneal = std::make_shared<bool>(false);
-  s.add_option("--algo", *algo, "Algorithm: ppo")->check(CLI::IsMember({"ppo"}))->capture_default_str();
+  s.add_option("--algo", *algo, "ppo, or random (uniform random actions: simulator throughput, any env)")
+      ->check(CLI::IsMember({"ppo", "random"}))
+      ->capture_default_str();
   s.add_option("--env", c->env, "Environment (gymnasium id): CartPole-v1, Acrobot-v1, MountainCar-v0")->capture_default_str();
   s.add_option("--total-steps", c->total_steps, "Environment steps, all envs together")->capture_default_str();
   s.add_option("--num-envs", c->num_envs, "Parallel environments")->capture_default_str();
@@ -37,6 +40,29 @@ Body add_rl(CLI::App& s, const rtx::cli::CommonOptions& common) {
   s.add_option("--hidden", c->hidden, "Hidden units of the 2-layer tanh MLPs")->capture_default_str();
   s.add_option("--threads", c->threads, "OpenMP threads (0: the runtime's default; 1: the nets are tiny)")->capture_default_str();
   return [=, &common, &s]() {
+    if (*algo == "random") {
+      const uint64_t seed = parsed_seed(s, 1);
+      const auto r = rtx::rl::run_random(c->env, c->num_envs, c->total_steps, seed);
+      const double sps = r.seconds > 0 ? static_cast<double>(r.steps) / r.seconds : 0.0;
+      if (!common.quiet)
+        std::fprintf(stderr, "random on %s: %lld steps over %d envs in %.4f s, %.4f s CPU (%.3g steps/s), %lld episodes, mean return %.2f\n",
+                     c->env.c_str(), static_cast<long long>(r.steps), c->num_envs, r.seconds, r.cpu_seconds, sps,
+                     static_cast<long long>(r.episodes), r.mean_return);
+      if (common.json) {
+        nlohmann::json j;
+        j["schema"] = "rtx.train_rl.v1";
+        j["algo"] = "random";
+        j["config"] = {{"env", c->env}, {"seed", seed}, {"num_envs", c->num_envs}, {"total_steps", c->total_steps}};
+        j["steps"] = r.steps;
+        j["seconds"] = r.seconds;
+        j["steps_per_second"] = sps;
+        j["cpu_seconds"] = r.cpu_seconds;
+        j["episodes"] = r.episodes;
+        j["mean_return"] = r.mean_return;
+        std::cout << j.dump(2) << "\n";
+      }
+      return 0;
+    }
     rtx::rl::PpoConfig cfg = *c;
     cfg.anneal_lr = !*no_anneal;
     cfg.seed = parsed_seed(s, 1);
@@ -56,8 +82,8 @@ Body add_rl(CLI::App& s, const rtx::cli::CommonOptions& common) {
     });
     const double sps = r.seconds > 0 ? static_cast<double>(r.total_steps) / r.seconds : 0.0;
     if (!common.quiet) {
-      std::fprintf(stderr, "ppo: %lld steps in %.2f s (%.0f steps/s; rollout %.2f s, update %.2f s), %zu episodes\n",
-                   static_cast<long long>(r.total_steps), r.seconds, sps, r.rollout_seconds, r.update_seconds,
+      std::fprintf(stderr, "ppo: %lld steps in %.2f s, %.2f s CPU (%.0f steps/s; rollout %.2f s, update %.2f s), %zu episodes\n",
+                   static_cast<long long>(r.total_steps), r.seconds, r.cpu_seconds, sps, r.rollout_seconds, r.update_seconds,
                    r.episodes.size());
       if (r.goal_step >= 0)
         std::fprintf(stderr, "goal: mean return of the last 100 episodes >= %.0f at step %lld (%.2f s)\n",
@@ -77,6 +103,7 @@ Body add_rl(CLI::App& s, const rtx::cli::CommonOptions& common) {
                      {"threads", cfg.threads > 0 ? cfg.threads : omp_get_max_threads()}};
       j["steps"] = r.total_steps;
       j["seconds"] = r.seconds;
+      j["cpu_seconds"] = r.cpu_seconds;
       j["steps_per_second"] = sps;
       j["goal_return"] = cfg.goal_return;
       j["goal_step"] = r.goal_step >= 0 ? nlohmann::json(r.goal_step) : nlohmann::json(nullptr);

@@ -7,6 +7,8 @@
 #include "rtx/rl/env.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <ctime>
 #include <cmath>
 
 #include "rtx/core/error.hpp"
@@ -458,6 +460,46 @@ void VecEnv::finish_step() {
     }
   }
   total_steps_ += n_;
+}
+
+RandomRun run_random(const std::string& name, int num_envs, int64_t total_steps, uint64_t seed) {
+  if (total_steps < 1) throw_input("total_steps must be >= 1, got " + std::to_string(total_steps), "run_random(" + name + ")");
+  VecEnv env(name, num_envs, seed);
+  const EnvSpec& s = env.spec();
+  const int64_t batches = (total_steps + num_envs - 1) / num_envs;
+  std::vector<int32_t> ai(s.discrete ? num_envs : 0);
+  std::vector<float> af(s.discrete ? 0 : static_cast<size_t>(num_envs) * s.act_dim);
+  RandomRun r;
+  double ret_sum = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::clock_t c0 = std::clock();
+  env.reset();
+  for (int64_t b = 0; b < batches; ++b) {
+    for (int i = 0; i < num_envs; ++i) {
+      const uint64_t sub = (uint64_t{1} << 32) | static_cast<uint64_t>(i);
+      if (s.discrete) {
+        ai[i] = static_cast<int32_t>(philox_u32(seed, sub, static_cast<uint64_t>(b)) % static_cast<uint32_t>(s.num_actions));
+      } else {
+        for (int k = 0; k < s.act_dim; ++k)
+          af[static_cast<size_t>(i) * s.act_dim + k] =
+              philox_uniform(seed, sub, static_cast<uint64_t>(b) * s.act_dim + k, s.act_low, s.act_high);
+      }
+    }
+    if (s.discrete)
+      env.step(ai);
+    else
+      env.step(af);
+    for (int i = 0; i < num_envs; ++i)
+      if (env.terminated()[i] || env.truncated()[i]) {
+        ++r.episodes;
+        ret_sum += env.episode_return()[i];
+      }
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.cpu_seconds = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
+  r.steps = env.total_steps();
+  r.mean_return = r.episodes ? ret_sum / static_cast<double>(r.episodes) : 0.0;
+  return r;
 }
 
 }  // namespace rtx::rl

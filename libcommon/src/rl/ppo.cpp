@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <deque>
 #include <numeric>
 
@@ -211,6 +212,7 @@ PpoResult train_ppo(const PpoConfig& cfg, const PpoCallback& on_iteration) {
     ~ThreadScope() { omp_set_num_threads(saved); }
   } threads_scope(cfg.threads);
   const auto t0 = Clock::now();
+  const std::clock_t c0 = std::clock();
   const EnvSpec& spec = env_spec(cfg.env);
   const int N = cfg.num_envs, T = cfg.num_steps, O = spec.obs_dim, K = spec.num_actions, H = cfg.hidden;
   const int batch = N * T, M = batch / cfg.num_minibatches;
@@ -429,6 +431,7 @@ PpoResult train_ppo(const PpoConfig& cfg, const PpoCallback& on_iteration) {
   }
   res.total_steps = global_step;
   res.seconds = since(t0);
+  res.cpu_seconds = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
   res.params = theta;
   return res;
 }

@@ -119,4 +119,18 @@ class VecEnv {
   bool started_ = false;
 };
 
+/// Uniform random actions on a VecEnv: simulator throughput (rtx-train rl --algo random) and a
+/// baseline return. Actions are Philox(seed, 1 << 32 | env) draws: discrete u % K, continuous
+/// U[low, high) in float32.
+struct RandomRun {
+  int64_t steps = 0;          ///< env steps taken (N per batch step)
+  double seconds = 0;         ///< wall time of the stepping loop (actions drawn inside it)
+  double cpu_seconds = 0;     ///< process CPU time of the loop (std::clock; immune to the host pausing us)
+  int64_t episodes = 0;       ///< episodes finished
+  double mean_return = 0;     ///< their mean return (0 when none)
+};
+/// Runs ceil(total_steps / num_envs) batch steps. Throws rtx::Error(Input) as VecEnv, or for
+/// total_steps < 1.
+RandomRun run_random(const std::string& name, int num_envs, int64_t total_steps, uint64_t seed);
+
 }  // namespace rtx::rl

@@ -78,6 +78,7 @@ struct PpoResult {
   int64_t goal_step = -1;   ///< first global step at which the last 100 episodes' mean >= goal (-1: never)
   double goal_seconds = -1; ///< wall time at that step
   double seconds = 0;       ///< total wall time
+  double cpu_seconds = 0;   ///< process CPU time (std::clock), for hosts that pause processes
   double rollout_seconds = 0, update_seconds = 0;
   int64_t total_steps = 0;
   std::vector<float> params; ///< final flat parameters

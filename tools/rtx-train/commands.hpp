@@ -15,6 +15,8 @@ Body add_run(CLI::App& app, const rtx::cli::CommonOptions& common);
 Body add_sample(CLI::App& app, const rtx::cli::CommonOptions& common);
 Body add_export(CLI::App& app, const rtx::cli::CommonOptions& common);
 Body add_presets(CLI::App& app, const rtx::cli::CommonOptions& common);
+/// `rtx-train rl --algo ppo --env CartPole-v1`: reinforcement learning (cmd_rl.cpp).
+Body add_rl(CLI::App& app, const rtx::cli::CommonOptions& common);
 /// `rtx-train run --model gcn`: GCN on a Planetoid graph (cmd_run_gcn.cpp).
 struct GcnRunArgs {
   std::string data;

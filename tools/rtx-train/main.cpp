@@ -43,6 +43,8 @@ int main(int argc, char** argv) {
       [&](CLI::App& s) { return rtx_train::add_sample(s, common); });
   subs.add("export", "Export a checkpoint as GGUF (architecture gpt2, with its tokenizer)",
       [&](CLI::App& s) { return rtx_train::add_export(s, common); });
+  subs.add("rl", "Reinforcement learning on the batched simulators: --algo ppo --env CartPole-v1 (CleanRL's defaults)",
+      [&](CLI::App& s) { return rtx_train::add_rl(s, common); });
   subs.add("presets", "List the model presets", [&](CLI::App& s) { return rtx_train::add_presets(s, common); });
   app.footer("Data: RTX_DATA (default ../shared/data) holds tinyshakespeare/ and gpt2_tokenizer/.\n"
              "Exit codes: 0 ok; 2 usage or input error (bad flag, corrupt checkpoint, bad dataset);\n"

@@ -1,0 +1,2 @@
+# tests for privacy: accountants vs Opacus / dp-accounting goldens (make_dp_golden.py).
+rtx_add_test(privacy_accountant_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/accountant_test.cpp LABELS cpu)

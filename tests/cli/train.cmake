@@ -3,3 +3,4 @@ rtx_add_test(cli_train_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/train_cli_test.cpp
 add_dependencies(cli_train_test rtx-train)
 rtx_add_test(cli_train_gcn_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/train_gcn_cli_test.cpp LABELS cpu cli)
 add_dependencies(cli_train_gcn_test rtx-train)
+rtx_add_test(cli_train_dp_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/train_dp_cli_test.cpp LABELS cpu cli)

@@ -188,6 +188,15 @@ TEST_CASE("dpsgd: noise scale, Poisson sampling, ledger, determinism", "[cpu]") 
   CHECK(L.accountant == "rdp");
   CHECK(L.epsilon == rdp_epsilon({{1.1, 0.05, 25}}, 1e-5).epsilon);
   CHECK(L.to_json().find("\"accountant\":\"rdp\"") != std::string::npos);
+  // The checkpoint carries the parameters and the ledger exactly.
+  const std::string ck = rtx::test::temp_dir() + "/ckpt.safetensors";
+  save_dp_checkpoint(ck, s, r1);
+  const DpRun back = load_dp_checkpoint(ck, s);
+  CHECK(back.params == r1.params);
+  CHECK(back.ledger.to_json() == L.to_json());
+  CHECK(back.ledger.epsilon == L.epsilon);
+  CHECK_THROWS_WITH(load_dp_checkpoint(ck, {{6, 9, 4}}), Catch::Contains("l0.w"));
+  CHECK_THROWS_WITH(ledger_from_json("{\"epsilon\": 1}", "x"), Catch::Contains("delta"));
   cfg.seed = 6;
   CHECK(train_dp_mlp(s, tr, te, cfg).params != r1.params);
   cfg.q = 0;

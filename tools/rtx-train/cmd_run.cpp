@@ -65,6 +65,7 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
   s.add_option("--dp-delta", dp->delta, "mlp: target delta (default 1e-5)");
   s.add_option("--dp-clip", dp->clip, "mlp: per-example gradient L2 bound C (default 1)");
   s.add_option("--dp-accountant", dp->accountant, "mlp: rdp (default) or pld")->check(CLI::IsMember({"rdp", "pld"}));
+  s.add_option("--train-examples", dp->train_examples, "mlp: use only the first N training examples (smoke runs; default all)");
   s.add_option("--epochs", a->epochs, "gcn: epochs (default 200)");
   s.add_option("--hidden", a->hidden, "gcn: hidden units (default 16)");
   s.add_option("--dropout", a->dropout, "gcn: dropout on features and hidden layer (default 0.5)");

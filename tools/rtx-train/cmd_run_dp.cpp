@@ -16,7 +16,6 @@
 #include "rtx/core/error.hpp"
 #include "rtx/core/time.hpp"
 #include "rtx/io/atomic_file.hpp"
-#include "rtx/io/safetensors.hpp"
 #include "rtx/privacy/dpsgd.hpp"
 
 namespace rtx_train {
@@ -32,7 +31,18 @@ int run_dp(const DpRunArgs& a, const rtx::cli::CommonOptions& common) {
   std::string dir = a.data;
   if (!std::filesystem::is_directory(dir) && std::filesystem::is_directory(data_root() + "/" + a.data))
     dir = data_root() + "/" + a.data;
-  const pv::ImageDataset train = pv::load_fashion_mnist(dir, true), test = pv::load_fashion_mnist(dir, false);
+  if (!std::filesystem::exists(dir + "/train-images-idx3-ubyte.gz") && !std::filesystem::exists(dir + "/train-images-idx3-ubyte"))
+    rtx::throw_input("--data " + a.data + " has no train-images-idx3-ubyte[.gz]", "--data",
+                     "point --data at the Fashion-MNIST folder (or give \"fashion-mnist\" for $RTX_DATA/fashion-mnist)");
+  pv::ImageDataset train = pv::load_fashion_mnist(dir, true);
+  const pv::ImageDataset test = pv::load_fashion_mnist(dir, false);
+  if (a.train_examples < 0) rtx::throw_usage("--train-examples is negative", "--train-examples");
+  if (a.train_examples > 0 && a.train_examples < train.n) {
+    train.n = a.train_examples;
+    train.x.resize(static_cast<size_t>(train.n * train.dim));
+    train.y.resize(static_cast<size_t>(train.n));
+  }
+  if (a.batch > train.n) rtx::throw_usage("--batch " + std::to_string(a.batch) + " exceeds the " + std::to_string(train.n) + " training examples", "--batch");
   pv::DpConfig cfg;
   cfg.clip = a.clip;
   cfg.q = static_cast<double>(a.batch) / static_cast<double>(train.n);
@@ -71,14 +81,7 @@ int run_dp(const DpRunArgs& a, const rtx::cli::CommonOptions& common) {
   const std::string ledger = run.ledger.to_json();
   if (!a.out.empty()) {
     rtx::io::atomic_write_file(a.out + "/log.jsonl", log);
-    std::vector<rtx::io::SafetensorsSource> ts;
-    for (size_t k = 0; k + 1 < shape.sizes.size(); ++k) {
-      ts.push_back({"l" + std::to_string(k) + ".w", rtx::io::StDType::F32, {shape.sizes[k + 1], shape.sizes[k]},
-                    run.params[2 * k].second.data(), {}});
-      ts.push_back({"l" + std::to_string(k) + ".b", rtx::io::StDType::F32, {shape.sizes[k + 1]},
-                    run.params[2 * k + 1].second.data(), {}});
-    }
-    rtx::io::write_safetensors(a.out + "/ckpt.safetensors", ts, {{"rtx.privacy_ledger", ledger}, {"rtx.model", "mlp"}});
+    pv::save_dp_checkpoint(a.out + "/ckpt.safetensors", shape, run);
   }
   if (!common.quiet)
     std::fprintf(stderr, "mlp: test accuracy %.2f%%; privacy spent: %s\n", 100 * run.test_accuracy, ledger.c_str());

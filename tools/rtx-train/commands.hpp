@@ -27,6 +27,7 @@ int run_gcn(const GcnRunArgs& a, const rtx::cli::CommonOptions& common);
 struct DpRunArgs {
   std::string data, out, accountant = "rdp";
   int epochs = 10, hidden = 256, batch = 512, threads = 0;
+  int64_t train_examples = 0;  ///< 0: all
   double epsilon = 3.0, delta = 1e-5, clip = 1.0, lr = 0.5, momentum = 0.9;
   uint64_t seed = 0;
 };

@@ -11,6 +11,7 @@
 #include "rtx/core/error.hpp"
 #include "rtx/core/philox.hpp"
 #include "rtx/io/idx.hpp"
+#include "rtx/io/safetensors.hpp"
 #include "rtx/ir/autodiff.hpp"
 #include "rtx/ir/exec.hpp"
 
@@ -203,6 +204,53 @@ std::string Ledger::to_json() const {
   nlohmann::json j{{"epsilon", epsilon}, {"delta", delta}, {"sigma", sigma}, {"q", q}, {"steps", steps},
                    {"clip", clip}, {"dataset_size", dataset_size}, {"accountant", accountant}};
   return j.dump();
+}
+
+Ledger ledger_from_json(const std::string& text, const std::string& where) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    throw_input(std::string("privacy ledger is not JSON: ") + e.what(), where);
+  }
+  Ledger l;
+  try {
+    l.epsilon = j.at("epsilon").get<double>();
+    l.delta = j.at("delta").get<double>();
+    l.sigma = j.at("sigma").get<double>();
+    l.q = j.at("q").get<double>();
+    l.clip = j.at("clip").get<double>();
+    l.steps = j.at("steps").get<int64_t>();
+    l.dataset_size = j.at("dataset_size").get<int64_t>();
+    l.accountant = j.at("accountant").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    throw_input(std::string("privacy ledger: ") + e.what(), where, "fields: epsilon delta sigma q clip steps dataset_size accountant");
+  }
+  return l;
+}
+
+void save_dp_checkpoint(const std::string& path, const MlpShape& shape, const DpRun& run) {
+  if (run.params.size() != 2 * layers(shape)) throw_input("checkpoint: parameters do not match the MLP shape", path);
+  std::vector<io::SafetensorsSource> ts;
+  for (size_t k = 0; k < layers(shape); ++k) {
+    ts.push_back({run.params[2 * k].first, io::StDType::F32, {shape.sizes[k + 1], shape.sizes[k]}, run.params[2 * k].second.data(), {}});
+    ts.push_back({run.params[2 * k + 1].first, io::StDType::F32, {shape.sizes[k + 1]}, run.params[2 * k + 1].second.data(), {}});
+  }
+  io::write_safetensors(path, ts, {{"rtx.privacy_ledger", run.ledger.to_json()}, {"rtx.model", "mlp"}});
+}
+
+DpRun load_dp_checkpoint(const std::string& path, const MlpShape& shape) {
+  const io::SafetensorsFile f = io::SafetensorsFile::open(path);
+  const auto it = f.metadata().find("rtx.privacy_ledger");
+  if (it == f.metadata().end()) throw_input("checkpoint has no rtx.privacy_ledger in its metadata", path);
+  DpRun r;
+  r.ledger = ledger_from_json(it->second, path + ": metadata rtx.privacy_ledger");
+  for (const auto& [name, v] : init_mlp(shape, 0)) {
+    std::vector<float> x = f.read_f32(name);
+    if (x.size() != v.size()) throw_input("tensor " + name + " has " + std::to_string(x.size()) + " values, the MLP needs " + std::to_string(v.size()), path);
+    r.params.emplace_back(name, std::move(x));
+  }
+  return r;
 }
 
 double accuracy(const MlpGraphs& g, const Params& params, const ImageDataset& d) {

@@ -106,6 +106,16 @@ struct DpRun {
 DpRun train_dp_mlp(const MlpShape& shape, const ImageDataset& train, const ImageDataset& test, const DpConfig& cfg,
                    const std::function<void(int64_t, const Ledger&, double, const DpStepInfo&)>& on_epoch = {});
 
+/// Ledger from its JSON (Ledger::to_json); Error(Input) naming `where` and the field when wrong.
+Ledger ledger_from_json(const std::string& text, const std::string& where);
+
+/// Write the run as safetensors: "l<k>.w" (N_k, K_k), "l<k>.b" (N_k) f32, metadata
+/// "rtx.privacy_ledger" (Ledger::to_json) and "rtx.model" = "mlp" (atomic, with SHA-256).
+void save_dp_checkpoint(const std::string& path, const MlpShape& shape, const DpRun& run);
+/// Read one back (parameters in `shape`'s order and the ledger); Error(Input) naming the file
+/// when a tensor, its shape or the ledger is missing or wrong.
+DpRun load_dp_checkpoint(const std::string& path, const MlpShape& shape);
+
 /// Accuracy of `params` on `d` (forward graph in f32, chunks of 1024).
 double accuracy(const MlpGraphs& g, const Params& params, const ImageDataset& d);
 

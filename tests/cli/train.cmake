@@ -5,3 +5,4 @@ rtx_add_test(cli_train_gcn_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/train_gcn_cli_
 add_dependencies(cli_train_gcn_test rtx-train)
 rtx_add_test(cli_train_rl_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/train_rl_cli_test.cpp LABELS cpu cli)
 add_dependencies(cli_train_rl_test rtx-train)
+rtx_add_test(cli_train_dp_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/train_dp_cli_test.cpp LABELS cpu cli)

@@ -57,8 +57,15 @@ std::string human_tokens(double x) {
 
 Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
   auto a = std::make_shared<RunArgs>();
-  s.add_option("--model", a->model, "gpt2 (default) or gcn (node classification on a Planetoid graph, --data DIR/cora)")
-      ->check(CLI::IsMember({"gpt2", "gcn"}));
+  s.add_option("--model", a->model, "gpt2 (default), gcn (node classification on a Planetoid graph, --data DIR/cora) "
+                "or mlp (DP-SGD image classifier, --data fashion-mnist)")
+      ->check(CLI::IsMember({"gpt2", "gcn", "mlp"}));
+  auto dp = std::make_shared<DpRunArgs>();
+  s.add_option("--dp-epsilon", dp->epsilon, "mlp: target epsilon of DP-SGD (inf: no noise, clipping kept; default 3)");
+  s.add_option("--dp-delta", dp->delta, "mlp: target delta (default 1e-5)");
+  s.add_option("--dp-clip", dp->clip, "mlp: per-example gradient L2 bound C (default 1)");
+  s.add_option("--dp-accountant", dp->accountant, "mlp: rdp (default) or pld")->check(CLI::IsMember({"rdp", "pld"}));
+  s.add_option("--train-examples", dp->train_examples, "mlp: use only the first N training examples (smoke runs; default all)");
   s.add_option("--epochs", a->epochs, "gcn: epochs (default 200)");
   s.add_option("--hidden", a->hidden, "gcn: hidden units (default 16)");
   s.add_option("--dropout", a->dropout, "gcn: dropout on features and hidden layer (default 0.5)");
@@ -110,6 +117,18 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
       g.threads = a->threads;
       g.seed = parsed_seed(s, 0);
       return run_gcn(g, common);
+    }
+    if (a->model == "mlp") {
+      DpRunArgs d = *dp;
+      d.data = a->data;
+      d.out = a->out;
+      if (a->epochs != 200) d.epochs = a->epochs;  // 200 is gcn's default
+      if (a->hidden != 16) d.hidden = a->hidden;
+      if (o_batch->count()) d.batch = a->batch;
+      if (o_lr->count()) d.lr = a->lr;
+      d.threads = a->threads;
+      d.seed = parsed_seed(s, 0);
+      return run_dp(d, common);
     }
     rtx::models::TrainConfig c;
     if (!a->preset.empty()) {

@@ -25,6 +25,15 @@ struct GcnRunArgs {
   uint64_t seed = 0;
 };
 int run_gcn(const GcnRunArgs& a, const rtx::cli::CommonOptions& common);
+/// `rtx-train run --model mlp`: DP-SGD (or plain SGD with --dp-epsilon inf) on Fashion-MNIST (cmd_run_dp.cpp).
+struct DpRunArgs {
+  std::string data, out, accountant = "rdp";
+  int epochs = 10, hidden = 256, batch = 512, threads = 0;
+  int64_t train_examples = 0;  ///< 0: all
+  double epsilon = 3.0, delta = 1e-5, clip = 1.0, lr = 0.5, momentum = 0.9;
+  uint64_t seed = 0;
+};
+int run_dp(const DpRunArgs& a, const rtx::cli::CommonOptions& common);
 /// $RTX_DATA or ../shared/data (the shared data folder).
 std::string data_root();
 /// True when --seed was given on the command line (the tool's default seed applies otherwise).

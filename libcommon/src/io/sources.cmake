@@ -5,6 +5,7 @@ list(APPEND RTX_COMMON_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/atomic_file.cpp
   ${CMAKE_CURRENT_LIST_DIR}/artifact.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pickle.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/idx.cpp
 )
 include(${CMAKE_CURRENT_LIST_DIR}/tokenizer.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/formats.cmake)

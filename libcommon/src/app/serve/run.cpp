@@ -454,6 +454,9 @@ int run_run(RunCommand& c, std::ostream& out, std::ostream& err, const RunHooks&
   std::thread watcher([&] {
     while (!ended && !(hooks.should_stop && hooks.should_stop()))
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // A stop() before run()'s accept loop starts would be lost (the listener is not open yet,
+    // and run() would then serve forever): wait for it (or for run() to have failed).
+    while (!ended && !server.running()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     server.stop();
   });
   server.run();

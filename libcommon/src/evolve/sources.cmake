@@ -10,5 +10,7 @@ list(APPEND RTX_COMMON_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/trial.cpp
   ${CMAKE_CURRENT_LIST_DIR}/proposers.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kg.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/loop.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/validate.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/run.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/status.cpp
   ${CMAKE_CURRENT_LIST_DIR}/mcp.cpp)

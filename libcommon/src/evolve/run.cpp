@@ -76,10 +76,7 @@ json run_loop(store::Store& st, const RunOptions& o, std::ostream& err) {
   report["run_id"] = run_id;
   // Proposals left "validating" by a killed run never finished: mark them, never judge them.
   {
-    store::Transaction tx(st);
-    st.exec("UPDATE proposals SET status = 'interrupted', json = json_set(json, '$.status', 'interrupted') WHERE status = 'validating'");
-    const int n = st.changes();
-    tx.commit();
+    const int n = mark_interrupted_validations(st);
     if (n) report["notes"].push_back(std::to_string(n) + " proposal(s) left 'validating' by an interrupted run marked 'interrupted'");
   }
   const std::string key_path = o.key_path.empty() ? default_key_path(st.path()) : o.key_path;

@@ -418,16 +418,16 @@ class Validator {
  private:
   std::vector<GateResult>& g() { return v_.gates; }
 
-  /// Records the gates and the per-arm, per-case results (bench_results), one transaction, and
-  /// the final status with the summary.
+  /// Records the gates, the per-arm, per-case results (bench_results) and the final status with
+  /// the summary, in one transaction.
   Validation finish(bool passed) {
     v_.passed = passed;
     v_.summary["gates"] = json::array();
     for (const auto& r : g())
       v_.summary["gates"].push_back({{"gate", r.gate}, {"passed", r.passed}, {"metric", r.metric}, {"value", r.value},
                                      {"threshold", r.threshold}, {"detail", r.detail}});
-    record_validation(st_, id_, run_id_, o_.seed, g(), measured_);  // gates + bench_results, one transaction
-    set_status(st_, id_, passed ? "passed" : "failed", v_.summary);
+    // Gates, bench_results and the status: one transaction (the validation's one state change).
+    record_validation(st_, id_, run_id_, o_.seed, g(), measured_, passed ? "passed" : "failed", v_.summary);
     return v_;
   }
 

@@ -159,7 +159,7 @@ std::vector<std::pair<int64_t, std::string>> proposals_since(store::Store& st, c
 }
 
 bool failed_before(store::Store& st, const std::string& fingerprint, const std::string& sku) {
-  // A failure counts unless every failed gate of it was undecided (gate_undecided in loop.cpp:
+  // A failure counts unless every failed gate of it was undecided (gate_undecided in status.cpp:
   // a performance CI that straddled the threshold after re-measuring, or a performance or
   // held-out gate with too few rounds for a CI: the host's noise or the run's --rounds decided).
   auto& q = st.prepare(

@@ -115,7 +115,7 @@ std::string format_history(const CaseHistory& h);
 /// Human table of history_cases(): points, busy (busy-host points), case.
 std::string format_cases(const std::vector<CaseCount>& cases);
 
-// ---- recording validations (called by validate() in loop.cpp) ---------------------------------
+// ---- recording validations (called by validate() in validate.cpp) ---------------------------------
 
 /// One arm's measurements of one case in a validation.
 struct ArmCaseResult {

@@ -5,6 +5,10 @@
 #    libcommon/include/rtx/<x>/ names x itself or a module in RTX_DEPS_<x>; each violation is
 #    printed as file:line and the test fails.
 # 3. docs/architecture.md's "Module layers" table lists the same modules, order and dependencies.
+# The CMake link graph equals the table by construction: libcommon/CMakeLists.txt creates one
+# rtx_<m> per module linking exactly rtx_<d> for d in RTX_DEPS_<m> (and asserts it at configure
+# time); whether the built archives' symbols respect it is ctest module_link_test
+# (cmake/rtx_check_links.sh), which needs the build, so it is not in this script.
 cmake_minimum_required(VERSION 3.20)
 if(NOT RTX_SOURCE_DIR)
   message(FATAL_ERROR "pass -DRTX_SOURCE_DIR=<repository root>")

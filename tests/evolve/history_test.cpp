@@ -361,7 +361,7 @@ TEST_CASE("history: --since reads dates, ISO-8601 with offsets and ages, and com
 }
 
 TEST_CASE("history: a held-out workload is its own case", "[cpu]") {
-  // The memory domain measures its held-out workload under "heldout:<id>" (loop.cpp): two series.
+  // The memory domain measures its held-out workload under "heldout:<id>" (validate.cpp): two series.
   rtx::store::Store st(":memory:");
   const std::string affected = "alloc:gpt2-small-step", heldout = "heldout:alloc:gpt2-small-step";
   for (int i = 0; i < 6; ++i) {

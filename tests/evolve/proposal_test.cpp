@@ -14,7 +14,9 @@
 #include "rtx/app/bench.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/evolve/deploy.hpp"
+#include "rtx/evolve/history.hpp"
 #include "rtx/evolve/proposal.hpp"
+#include "rtx/evolve/proposal_store.hpp"
 #include "rtx/evolve/proposers.hpp"
 #include "rtx/kernels/registry.hpp"
 #include "rtx/tune/search.hpp"
@@ -420,4 +422,64 @@ TEST_CASE("evolve tuner: a trial timed on a busy host is neither cited nor propo
   CHECK(why.find("1e-05") == std::string::npos);
   CHECK(ps[0].plan["expected"]["improvement"].get<double>() == Approx(0.2));
   CHECK_THAT(log.str(), Catch::Contains("1 recorded trial measured on a busy host not cited (first: PSI cpu stall 61%"));
+}
+
+TEST_CASE("evolve proposal store: transitions, interrupted validations, rows and one transaction per validation", "[cpu]") {
+  rtx::store::Store st(":memory:");
+  Proposal a = sample("tuner", "k1", json{{"MC", 64}}, json{{"MC", 32}});
+  a.status = "proposed";
+  const int64_t ia = insert_proposal(st, a, 0);
+  Proposal b = sample("tuner", "k2", json{{"MC", 64}}, json{{"MC", 16}});
+  b.status = "proposed";
+  const int64_t ib = insert_proposal(st, b, 0);
+  const auto json_status = [&](int64_t id) {
+    auto& q = st.prepare("SELECT json_extract(json, '$.status') FROM proposals WHERE id = ?1");
+    q.bind(1, id);
+    REQUIRE(q.step());
+    const std::string s = q.column_text(0);
+    q.reset();
+    return s;
+  };
+  // A transition from the wrong status writes nothing; from the right one, column and JSON agree.
+  {
+    rtx::store::Transaction tx(st);
+    CHECK_FALSE(write_transition(st, ia, "passed", "approved"));
+    CHECK(write_transition(st, ia, "proposed", "passed"));
+    CHECK_FALSE(write_transition(st, 999, "proposed", "passed"));
+    tx.commit();
+  }
+  CHECK(load_proposal(st, ia).status == "passed");
+  CHECK(json_status(ia) == "passed");
+  CHECK(load_proposal(st, ib).status == "proposed");
+  // A run killed while validating: its proposals become "interrupted", counted once.
+  set_status(st, ia, "validating");
+  set_status(st, ib, "validating");
+  CHECK(mark_interrupted_validations(st) == 2);
+  CHECK(mark_interrupted_validations(st) == 0);
+  CHECK(load_proposal(st, ib).status == "interrupted");
+  CHECK(json_status(ib) == "interrupted");
+  // Rows as stored, and the time filter (as instants).
+  const auto rows = stored_proposals(st);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].id == ia);
+  CHECK(rows[1].id == ib);
+  CHECK(rows[1].status == "interrupted");
+  CHECK(json::parse(rows[0].json)["key"] == "k1");
+  CHECK_FALSE(rows[0].run_id.has_value());
+  const auto all = proposals_since(st, "");
+  REQUIRE(all.size() == 2);
+  CHECK(all[0].first == ib);  // newest first
+  CHECK(proposals_since(st, "2999-01-01T00:00:00Z").empty());
+  CHECK(proposals_since(st, "2000-01-01T00:00:00+01:00").size() == 2);
+  CHECK_FALSE(latest_promoted(st).has_value());
+  // record_validation with a status: gates and status in one transaction; for an unknown
+  // proposal it throws and writes nothing.
+  GateResult g;
+  g.gate = "safety";
+  g.passed = true;
+  record_validation(st, ia, 0, 1, {g}, {}, "passed", json{{"gates", json::array()}});
+  CHECK(load_proposal(st, ia).status == "passed");
+  CHECK(gate_results(st, ia).size() == 1);
+  CHECK_THROWS_AS(record_validation(st, 12345, 0, 1, {g}, {}, "failed"), rtx::Error);
+  CHECK(gate_results(st, 12345).empty());
 }

@@ -3,7 +3,7 @@
 rtx_add_test(models_infer_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/infer_test.cpp LABELS cpu)
 # The comparison with the training model's full-sequence forward compiles once gpt2_cpu.cpp is
 # part of libcommon.
-get_target_property(rtx_infer_common_sources rtx_common SOURCES)
+get_target_property(rtx_infer_common_sources rtx_models SOURCES)
 if(rtx_infer_common_sources MATCHES "gpt2_cpu\\.cpp")
   target_compile_definitions(models_infer_test PRIVATE RTX_INFER_HAVE_GPT2=1)
 endif()

@@ -2,3 +2,4 @@
 include(${CMAKE_CURRENT_LIST_DIR}/doctor/sources.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/bench/sources.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/tune/sources.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/serve/sources.cmake)

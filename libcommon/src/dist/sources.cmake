@@ -6,16 +6,15 @@ list(APPEND RTX_COMMON_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/bench_ops.cpp
 )
 
-# MPI (OpenMPI from Debian) and, with CUDA, NCCL from the toolkit. Optional: without MPI the
-# world communicator is a single process. The links are deferred to the end of this directory
-# (rtx_common is defined after the module lists); the lead may move this block into
-# libcommon/CMakeLists.txt as plain target_link_libraries / target_compile_definitions.
+# MPI (OpenMPI from Debian) and, with CUDA, NCCL from the toolkit, linked to rtx_dist (which
+# libcommon/CMakeLists.txt creates before including this file). Optional: without MPI the
+# world communicator is a single process.
 find_package(MPI COMPONENTS CXX QUIET)
 if(MPI_CXX_FOUND)
   set_target_properties(MPI::MPI_CXX PROPERTIES IMPORTED_GLOBAL TRUE)
   message(STATUS "rtx: MPI ${MPI_CXX_VERSION} found: dist uses MPI (${MPIEXEC_EXECUTABLE})")
-  cmake_language(DEFER CALL target_link_libraries rtx_common PUBLIC MPI::MPI_CXX)
-  cmake_language(DEFER CALL target_compile_definitions rtx_common PUBLIC RTX_HAVE_MPI=1)
+  target_link_libraries(rtx_dist PUBLIC MPI::MPI_CXX)
+  target_compile_definitions(rtx_dist PUBLIC RTX_HAVE_MPI=1)
   if(MPIEXEC_EXECUTABLE)
     set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/comm.cpp PROPERTIES
                                 COMPILE_DEFINITIONS "RTX_MPIEXEC=\"${MPIEXEC_EXECUTABLE}\"")
@@ -29,9 +28,9 @@ if(RTX_HAVE_CUDA)
   if(RTX_NCCL_INCLUDE AND RTX_NCCL_LIBRARY)
     message(STATUS "rtx: NCCL found: ${RTX_NCCL_LIBRARY}")
     list(APPEND RTX_COMMON_CUDA_SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda/nccl_comm.cu)
-    cmake_language(DEFER CALL target_include_directories rtx_common_cuda PUBLIC ${RTX_NCCL_INCLUDE})
-    cmake_language(DEFER CALL target_link_libraries rtx_common_cuda PUBLIC ${RTX_NCCL_LIBRARY})
-    cmake_language(DEFER CALL target_compile_definitions rtx_common PUBLIC RTX_HAVE_NCCL=1)
+    target_include_directories(rtx_dist PUBLIC ${RTX_NCCL_INCLUDE})
+    target_link_libraries(rtx_dist PUBLIC ${RTX_NCCL_LIBRARY})
+    target_compile_definitions(rtx_dist PUBLIC RTX_HAVE_NCCL=1)
   else()
     message(STATUS "rtx: CUDA without NCCL (nccl.h / libnccl not found): no NCCL communicator")
   endif()

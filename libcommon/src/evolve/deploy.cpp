@@ -163,11 +163,7 @@ void approve(store::Store& st, int64_t id, const std::string& actor, const std::
   q.bind(1, id);
   q.bind(2, json{{"actor", actor}, {"mode", mode}}.dump());
   q.run();
-  auto& u = st.prepare("UPDATE proposals SET status = 'approved', json = json_set(json, '$.status', 'approved'), "
-                       "updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE id = ?1 AND status = 'passed'");
-  u.bind(1, id);
-  u.run();
-  if (st.changes() != 1) throw_usage("proposal " + std::to_string(id) + " changed status concurrently", "ID");
+  if (!write_transition(st, id, "passed", "approved")) throw_usage("proposal " + std::to_string(id) + " changed status concurrently", "ID");
   tx.commit();
 }
 
@@ -227,15 +223,8 @@ DeployResult promote(store::Store& st, int64_t id, const KeyPair& key, const std
   log_deployment(st, p, cur, to, "promote", actor);
   // The proposal this one replaces stays on record as superseded (rolling this one back
   // makes it current again).
-  auto& sup = st.prepare("UPDATE proposals SET status = 'superseded', json = json_set(json, '$.status', 'superseded'), "
-                         "updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE key = ?1 AND status = 'promoted' AND id != ?2");
-  sup.bind(1, p.key);
-  sup.bind(2, id);
-  sup.run();
-  auto& u = st.prepare("UPDATE proposals SET status = 'promoted', json = json_set(json, '$.status', 'promoted'), "
-                       "updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE id = ?1");
-  u.bind(1, id);
-  u.run();
+  write_superseded(st, p.key, id);
+  write_status(st, id, "promoted");
   tx.commit();
   DeployResult r{id, p.target, p.key, cur, to, 0};
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -271,20 +260,9 @@ DeployResult rollback(store::Store& st, int64_t id, const KeyPair& key, const st
   log_deployment(st, p, to, from, "rollback", actor);
   if (from) {
     // The superseded proposal whose version is current again is in force again.
-    auto& back = st.prepare(
-        "UPDATE proposals SET status = 'promoted', json = json_set(json, '$.status', 'promoted'), "
-        "updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE status = 'superseded' AND key = ?1 AND id = "
-        "(SELECT proposal_id FROM evolve_deployments WHERE key = ?1 AND action = 'promote' AND to_version = ?2 "
-        "AND proposal_id != ?3 ORDER BY id DESC LIMIT 1)");
-    back.bind(1, p.key);
-    back.bind(2, *from);
-    back.bind(3, id);
-    back.run();
+    write_promoted_again(st, p.key, *from, id);
   }
-  auto& u = st.prepare("UPDATE proposals SET status = 'rolled_back', json = json_set(json, '$.status', 'rolled_back'), "
-                       "updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE id = ?1");
-  u.bind(1, id);
-  u.run();
+  write_status(st, id, "rolled_back");
   tx.commit();
   DeployResult r{id, p.target, p.key, to, from, 0};
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -298,14 +276,6 @@ Rehearsal rehearse(store::Store& st, int64_t id, const KeyPair& key, const std::
   r.forward = promote(st, id, key, actor + " (rehearsal)");
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
-}
-
-std::optional<int64_t> latest_promoted(store::Store& st) {
-  auto& q = st.prepare("SELECT id FROM proposals WHERE status = 'promoted' ORDER BY updated_at DESC, id DESC LIMIT 1");
-  std::optional<int64_t> id;
-  if (q.step()) id = q.column_int64(0);
-  q.reset();
-  return id;
 }
 
 }  // namespace rtx::evolve

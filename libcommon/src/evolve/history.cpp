@@ -391,7 +391,8 @@ std::string format_cases(const std::vector<CaseCount>& cases) {
 }
 
 int64_t record_validation(store::Store& st, int64_t proposal_id, int64_t run_id, uint64_t seed,
-                          const std::vector<GateResult>& gates, const std::vector<ArmCaseResult>& results) {
+                          const std::vector<GateResult>& gates, const std::vector<ArmCaseResult>& results,
+                          const std::string& status, const std::optional<json>& validation) {
   std::string hw_json;
   std::string sku;
   if (run_id == 0 && !results.empty()) {  // probe outside the transaction (cached after the first call)
@@ -446,6 +447,7 @@ int64_t record_validation(store::Store& st, int64_t proposal_id, int64_t run_id,
         .bind(18, a.contended ? a.contention_reason : std::string());
     row.run();
   }
+  if (!status.empty()) write_status(st, proposal_id, status, validation);
   tx.commit();
   return run_id;
 }

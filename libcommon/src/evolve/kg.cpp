@@ -159,11 +159,10 @@ Desired derive(store::Store& st) {
   };
   std::map<int64_t, Prop> props;
   {
-    auto& q = st.prepare("SELECT id, status, json, created_at, run_id FROM proposals ORDER BY id");
-    while (q.step()) {
+    for (const StoredProposal& row : stored_proposals(st)) {
       Prop p;
-      p.id = q.column_int64(0);
-      const json pj = parse_or_empty(q.column_text(2));
+      p.id = row.id;
+      const json pj = parse_or_empty(row.json);
       const json plan = pj.value("plan", json::object());
       const json prov = pj.value("provenance", json::object());
       p.domain = str(pj, "domain");
@@ -175,16 +174,15 @@ Desired derive(store::Store& st) {
       p.props = {{"id", p.id},
                  {"domain", p.domain},
                  {"key", str(pj, "key")},
-                 {"status", q.column_text(1)},
+                 {"status", row.status},
                  {"sku", p.sku},
                  {"change", change_text(pj)},
                  {"why", str(plan, "why")},
                  {"fingerprint", str(pj, "fingerprint")},
-                 {"created_at", q.column_text(3)},
-                 {"run_id", q.column_opt_int64(4) ? json(*q.column_opt_int64(4)) : json(nullptr)}};
+                 {"created_at", row.created_at},
+                 {"run_id", row.run_id ? json(*row.run_id) : json(nullptr)}};
       props[p.id] = std::move(p);
     }
-    q.reset();
   }
   struct Gate {
     int64_t id, proposal;

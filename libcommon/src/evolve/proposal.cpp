@@ -1,4 +1,5 @@
-// rtx.proposal.v1 envelopes: JSON, content hash, Ed25519 signatures, and proposal/gate rows.
+// rtx.proposal.v1 envelopes: JSON, content hash, Ed25519 signatures, and gate rows (the
+// proposals rows themselves: proposal_store.cpp).
 #include "rtx/evolve/proposal.hpp"
 
 #include <sodium.h>
@@ -7,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "evolve/pipeline.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/io/atomic_file.hpp"
 
@@ -41,6 +43,10 @@ const json& field(const json& j, const char* name, const std::string& source) {
   return j.at(name);
 }
 
+}  // namespace
+
+namespace detail {
+
 /// A JSON column of a stored row. A row edited outside rtx (invalid UTF-8, truncated JSON) is
 /// bad input naming the row, not an internal parse_error.
 json parse_stored(const std::string& text, const std::string& row, const std::string& db) {
@@ -52,7 +58,10 @@ json parse_stored(const std::string& text, const std::string& row, const std::st
   }
 }
 
-}  // namespace
+
+}  // namespace detail
+
+using detail::parse_stored;
 
 const std::vector<std::string>& known_domains() {
   static const std::vector<std::string> d = {"tuner", "parallelism", "scheduler", "memory", "fusion"};
@@ -262,77 +271,7 @@ std::string verify(const Proposal& p, const KeyPair& k) {
   return "";
 }
 
-// ---- store rows -------------------------------------------------------------------------------
-
-int64_t insert_proposal(store::Store& st, Proposal& p, int64_t run_id) {
-  store::Transaction tx(st);
-  auto& q = st.prepare(
-      "INSERT INTO proposals (run_id, key, base_version, status, json, content_sha256) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
-  if (run_id) q.bind(1, run_id); else q.bind(1, nullptr);
-  q.bind(2, p.key);
-  const json& bv = p.changeset.contains("base_version") ? p.changeset["base_version"] : json(nullptr);
-  if (bv.is_number_integer()) q.bind(3, bv.get<int64_t>()); else q.bind(3, nullptr);
-  q.bind(4, p.status);
-  q.bind(5, to_json(p).dump());
-  q.bind(6, content_sha256(p));
-  q.run();
-  p.id = st.last_insert_rowid();
-  // Store the id inside the document too (not part of the signed content).
-  auto& u = st.prepare("UPDATE proposals SET json = ?1 WHERE id = ?2");
-  u.bind(1, to_json(p).dump());
-  u.bind(2, p.id);
-  u.run();
-  tx.commit();
-  return p.id;
-}
-
-Proposal load_proposal(store::Store& st, int64_t id) {
-  auto& q = st.prepare("SELECT json, status FROM proposals WHERE id = ?1");
-  q.bind(1, id);
-  if (!q.step()) {
-    q.reset();
-    throw_input("no proposal " + std::to_string(id) + " in " + st.path(), "ID", "list them with `rtx-evolve status`");
-  }
-  const std::string text = q.column_text(0), status = q.column_text(1);
-  q.reset();
-  const std::string row = "proposal " + std::to_string(id);
-  Proposal p = from_json(parse_stored(text, row, st.path()), st.path() + ": " + row);
-  p.id = id;
-  p.status = status;
-  return p;
-}
-
-std::vector<int64_t> list_proposals(store::Store& st, const std::string& status, size_t limit) {
-  auto& q = st.prepare("SELECT id FROM proposals WHERE (?1 = '' OR status = ?1) ORDER BY id DESC LIMIT ?2");
-  q.bind(1, status);
-  q.bind(2, static_cast<int64_t>(limit));
-  std::vector<int64_t> ids;
-  while (q.step()) ids.push_back(q.column_int64(0));
-  q.reset();
-  return ids;
-}
-
-void set_status(store::Store& st, int64_t id, const std::string& status, const std::optional<json>& validation) {
-  store::Transaction tx(st);
-  if (validation) {
-    auto& q = st.prepare(
-        "UPDATE proposals SET status = ?1, json = json_set(json, '$.validation', json(?2), '$.status', ?1), "
-        "updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE id = ?3");
-    q.bind(1, status);
-    q.bind(2, validation->dump());
-    q.bind(3, id);
-    q.run();
-  } else {
-    auto& q = st.prepare(
-        "UPDATE proposals SET status = ?1, json = json_set(json, '$.status', ?1), "
-        "updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE id = ?2");
-    q.bind(1, status);
-    q.bind(2, id);
-    q.run();
-  }
-  if (st.changes() != 1) throw_input("no proposal " + std::to_string(id) + " in " + st.path(), "ID");
-  tx.commit();
-}
+// ---- gate rows --------------------------------------------------------------------------------
 
 void record_gates(store::Store& st, int64_t proposal_id, int64_t run_id, const std::vector<GateResult>& g) {
   store::Transaction tx(st);
@@ -379,25 +318,6 @@ std::vector<GateResult> gate_results(store::Store& st, int64_t proposal_id) {
   }
   q.reset();
   return v;
-}
-
-bool failed_before(store::Store& st, const std::string& fingerprint, const std::string& sku) {
-  // A failure counts unless every failed gate of it was undecided (gate_undecided in loop.cpp:
-  // a performance CI that straddled the threshold after re-measuring, or a performance or
-  // held-out gate with too few rounds for a CI: the host's noise or the run's --rounds decided).
-  auto& q = st.prepare(
-      "SELECT COUNT(*) FROM proposals p WHERE p.status = 'failed' AND json_extract(p.json, '$.fingerprint') = ?1 "
-      "AND json_extract(p.json, '$.provenance.sku') = ?2 AND NOT ("
-      " EXISTS (SELECT 1 FROM gate_results g WHERE g.proposal_id = p.id AND g.passed = 0"
-      "  AND g.gate IN ('performance', 'heldout') AND json_extract(g.detail_json, '$.undecided') = 1)"
-      " AND NOT EXISTS (SELECT 1 FROM gate_results g WHERE g.proposal_id = p.id AND g.passed = 0 AND g.gate <> 'approval'"
-      "  AND NOT (g.gate IN ('performance', 'heldout') AND json_extract(g.detail_json, '$.undecided') = 1)))");
-  q.bind(1, fingerprint);
-  q.bind(2, sku);
-  q.step();
-  const bool yes = q.column_int64(0) > 0;
-  q.reset();
-  return yes;
 }
 
 }  // namespace rtx::evolve

@@ -156,14 +156,7 @@ json build_report(store::Store& st, const ReportOptions& o) {
                  {"notes", json::array()}};
 
   // Proposals in range, newest first.
-  std::vector<std::pair<int64_t, std::string>> rows;  // id, created_at
-  {
-    auto& q = st.prepare(  // compared as instants, not as text
-        "SELECT id, created_at FROM proposals WHERE ?1 = '' OR julianday(created_at) >= julianday(?1) ORDER BY id DESC");
-    q.bind(1, since);
-    while (q.step()) rows.emplace_back(q.column_int64(0), q.column_text(1));
-    q.reset();
-  }
+  const std::vector<std::pair<int64_t, std::string>> rows = proposals_since(st, since);  // id, created_at
   std::set<int64_t> deployed;  // proposals with a promote row
   {
     auto& q = st.prepare("SELECT DISTINCT proposal_id FROM evolve_deployments WHERE action = 'promote' AND proposal_id IS NOT NULL");

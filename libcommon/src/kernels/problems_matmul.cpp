@@ -1,5 +1,6 @@
 // Problem factories of matmul_forward / matmul_backward: seeded inputs and the float64
 // plain-loop reference (the oracle of tests and of the tuner's correctness check).
+// Adding an op: step 1 of the recipe at the head of registry.cpp (the problem and its oracle).
 #include <algorithm>
 #include <cstdint>
 #include <string>

@@ -1,5 +1,6 @@
 // Problem factories of every op except matmul: seeded inputs (Philox), output sizes/initial values and
 // the float64 plain-loop reference of each output (the oracle the tests and the tuner check against).
+// Adding an op: step 1 of the recipe at the head of registry.cpp (the problem and its oracle).
 #include <cmath>
 #include <string>
 #include <vector>

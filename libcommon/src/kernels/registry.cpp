@@ -1,4 +1,41 @@
 // Registry bookkeeping, shape/param strings and parameter-space enumeration.
+//
+// HOW TO ADD AN OP (ggml's test-backend-ops style: declare it once, the generic tests find it).
+// Example to copy: gelu_forward (grep it in each file below). Shape letters: problems.hpp's head.
+//  1. Problem + oracle: declare `Problem make_<op>_problem(const Shape&, DType, uint64_t seed)` in
+//     src/kernels/problems.hpp and write it in problems_ops.cpp (problems_matmul.cpp for matmul):
+//     inputs from seeded Philox (fill_uniform(seed, subseq); uniform() there), outputs with an
+//     empty `init` (poisoned with NaN before each checked run, so unwritten elements are caught)
+//     or their initial values for an accumulating "+=" output, and a float64 plain-loop
+//     reference of every output. A missing or
+//     bad dim is Error(Input) naming it. This reference is the oracle of every test, of rtx-bench's
+//     output check and of the tuner's correctness check: keep it a plain loop.
+//  2. CPU kernel: the public entry `void <op>(float* out, const float* in..., dims, const OpParams*)`
+//     with its shape comment in include/rtx/kernels/ops.hpp; the entry (argument checks,
+//     core::KernelRun telemetry, OpenMP chunking) in cpu/ops_cpu.cpp; the per-ISA body once in
+//     cpu/ops_simd.inc (compiled by ops_scalar/avx2/avx512.cpp; its pointer in ops_simd.hpp's SimdOps).
+//     A new file goes into cpu/ops.cmake.
+//  3. Register it in register_cpu_ops (cpu/ops_register.cpp): an OpDef via op(name, doc, dims,
+//     work model {FLOP, bytes}, test shapes: odd sizes that cross the vector width and the chunk)
+//     with tolerances, and a cpu_variant(name, ParamSpace (the tunable parameters, each with its
+//     default), validate (the reason a point is skipped, "" when it runs), the problem factory of
+//     step 1, the runner). Per-ISA default parameters go in a constexpr <op>_configs.hpp table.
+//     register_cpu_kernels (cpu/register_cpu.cpp) is the one place CPU ops join; no static
+//     self-registration (a static library drops it silently).
+//  4. CUDA (optional): the kernel in cuda/ops_cuda.cu (or cuda/<op>_cuda.cu, added to
+//     cuda/sources.cmake), declared in include/rtx/kernels/cuda_ops.hpp, and a variant "cuda.v1"
+//     added with add_variant(...) in cuda/ops_register_cuda.cpp, which register_cuda_kernels calls.
+//     Same problem factory, so the same oracle.
+//  5. Tests that now pick it up with no edit: kernels_registry_test (tests/kernels/registry_test.cpp:
+//     every CPU variant at every test shape and a few parameter points against the reference,
+//     outputs fully written, checksums equal across runs; also add the op's name to the expected
+//     set of its first TEST_CASE, which fails while it is missing) and, on a GPU machine,
+//     kernels_registry_cuda_test (the same walk over the CUDA variants, scripts/gpu-check).
+//     Hand-checked values at known points belong in tests/kernels/ops_test.cpp.
+//  6. It is now measurable and tunable by name: `rtx-bench list`, a case {"op": "<op>", ...} in a
+//     bench pack (docs/bench_packs.md), `rtx-tune run --op <op> --shape ...` over its ParamSpace.
+//     Model and dist macro ops (gpt2_train_step, allreduce_world) are added by
+//     measure::registry(), not here: kernels sits below models and dist.
 #include "rtx/kernels/registry.hpp"
 
 #include <unistd.h>

@@ -859,6 +859,8 @@ void Server::stop() {
   });
 }
 
+bool Server::running() const { return impl_->http.is_running(); }
+
 std::string Server::metrics() const { return impl_->metrics(); }
 
 }  // namespace rtx::serve

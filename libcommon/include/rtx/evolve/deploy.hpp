@@ -82,7 +82,5 @@ struct Rehearsal {
 };
 Rehearsal rehearse(store::Store& st, int64_t id, const KeyPair& key, const std::string& actor);
 
-/// The most recently promoted proposal still in force ("promoted"), or nullopt.
-std::optional<int64_t> latest_promoted(store::Store& st);
 
 }  // namespace rtx::evolve

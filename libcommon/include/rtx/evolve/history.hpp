@@ -115,7 +115,7 @@ std::string format_history(const CaseHistory& h);
 /// Human table of history_cases(): points, busy (busy-host points), case.
 std::string format_cases(const std::vector<CaseCount>& cases);
 
-// ---- recording validations (called by validate() in loop.cpp) ---------------------------------
+// ---- recording validations (called by validate() in validate.cpp) ---------------------------------
 
 /// One arm's measurements of one case in a validation.
 struct ArmCaseResult {
@@ -146,8 +146,11 @@ struct ArmCaseResult {
 /// params_json = the kernel params (kernel cases) plus "rtx_evolve": {"proposal_id", "arm",
 /// "part", "round_medians"} (and "rounds_left_out" when busy rounds were left out);
 /// contended / contention_reason from the arm's host evidence (ArmCaseResult::contended).
-/// Returns the run id used. Throws rtx::Error from the store.
+/// `status` non-empty: the proposal's status becomes `status` (with `validation` as its
+/// validation JSON when given, write_status) in the same transaction, so a validation's outcome
+/// is one state change. Returns the run id used. Throws rtx::Error from the store.
 int64_t record_validation(store::Store& st, int64_t proposal_id, int64_t run_id, uint64_t seed,
-                          const std::vector<GateResult>& gates, const std::vector<ArmCaseResult>& results);
+                          const std::vector<GateResult>& gates, const std::vector<ArmCaseResult>& results,
+                          const std::string& status = "", const std::optional<nlohmann::json>& validation = std::nullopt);
 
 }  // namespace rtx::evolve

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rtx/core/hash.hpp"
+#include "rtx/evolve/proposal_store.hpp"
 #include "rtx/store/store.hpp"
 
 namespace rtx::evolve {
@@ -85,19 +86,7 @@ void sign(Proposal& p, const KeyPair& k);
 /// another key, content hash differs (tampered), or signature invalid.
 std::string verify(const Proposal& p, const KeyPair& k);
 
-// ---- store rows ----------------------------------------------------------------------------
-
-/// Insert `p` (status as in p) into proposals; returns and sets p.id. `run_id` 0: none. One transaction.
-int64_t insert_proposal(store::Store& st, Proposal& p, int64_t run_id);
-/// Load a proposal by id from its stored JSON (the envelope as stored, id and status from the
-/// row). Throws rtx::Error(Input) "no proposal N in <db>" when absent and "proposal N in <db>:
-/// stored JSON is unreadable (...)" when the row's JSON does not parse (edited outside rtx).
-Proposal load_proposal(store::Store& st, int64_t id);
-/// Ids of proposals, newest first (status filter "" = all), at most `limit`.
-std::vector<int64_t> list_proposals(store::Store& st, const std::string& status, size_t limit);
-/// Set status (and the validation JSON when given) in one transaction.
-void set_status(store::Store& st, int64_t id, const std::string& status,
-                const std::optional<nlohmann::json>& validation = std::nullopt);
+// ---- gate rows (the proposals rows: rtx/evolve/proposal_store.hpp) ----------------------------------------------------------------------------
 
 /// One gate outcome (a gate_results row).
 struct GateResult {
@@ -116,10 +105,5 @@ void insert_gates(store::Store& st, int64_t proposal_id, int64_t run_id, const s
 /// Gate results of a proposal, in insertion order. A detail_json that does not parse is
 /// rtx::Error(Input) naming the gate and the proposal.
 std::vector<GateResult> gate_results(store::Store& st, int64_t proposal_id);
-
-/// True when a proposal with this fingerprint already failed a gate on `sku` (the learned prior).
-/// A failure whose only failed gates are undecided performance gates (detail.undecided: the CI
-/// straddled the threshold after re-measuring) does not count: a later run may propose it again.
-bool failed_before(store::Store& st, const std::string& fingerprint, const std::string& sku);
 
 }  // namespace rtx::evolve

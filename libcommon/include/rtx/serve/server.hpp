@@ -66,6 +66,10 @@ class Server {
   /// Graceful shutdown: new requests get 503, in-flight ones may finish until the deadline
   /// (then they end as cancelled), then the listener closes. Safe from any thread; idempotent.
   void stop();
+  /// True while run() is serving (its accept loop has started and not ended). A stop() that
+  /// comes before does not end a run() that starts later, so a thread that stops the server
+  /// (a signal watcher) waits for running() first.
+  bool running() const;
   int port() const { return port_; }
   /// The /metrics body (Prometheus text exposition format 0.0.4).
   std::string metrics() const;

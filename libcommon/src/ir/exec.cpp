@@ -439,12 +439,6 @@ std::array<F32Kernel, kNumKinds>& hooks() {
   return h;
 }
 
-// Materialise a row-major transpose of x (R,C) -> (C,R).
-void transpose2(const float* x, float* y, int64_t R, int64_t C) {
-  for (int64_t r = 0; r < R; ++r)
-    for (int64_t c = 0; c < C; ++c) y[c * R + r] = x[r * C + c];
-}
-
 int to_int(int64_t v, const Node& n, const char* what) {
   if (v > INT32_MAX) throw_input(std::string(what) + " = " + std::to_string(v) + " exceeds the kernel's int range", where_of(n));
   return static_cast<int>(v);
@@ -456,7 +450,7 @@ bool accumulates(Kind k) {
 }
 
 void run_node_f32(const Node& n, const std::vector<const float*>& in, const std::vector<float*>& out,
-                  const std::vector<Dims>& is, const std::vector<Dims>& os) {
+                  const std::vector<Dims>& is, const std::vector<Dims>& os, const kernels::MatmulParams* mm) {
   using namespace rtx::kernels;
   if (const auto& h = hooks()[static_cast<int>(n.kind)]) {
     F32Args a{&n, in, out, is, os};
@@ -468,25 +462,12 @@ void run_node_f32(const Node& n, const std::vector<const float*>& in, const std:
     case Kind::Input: break;
     case Kind::Full: L.full(); break;
     case Kind::MatMul: {
-      // registry kernel: out (M,N) = inp (M,K) @ weight (N,K)^T; transposed operands materialised.
+      // registry kernel over the strided operands (no transposed copies): a (M,K) or (K,M), b (K,N) or (N,K)
       const bool ta = n.attrs.value("ta", false), tb = n.attrs.value("tb", false);
       const size_t r = is[0].size();
       const int64_t M = ta ? is[0][1] : prod(is[0], 0, static_cast<int64_t>(r) - 1), K = ta ? is[0][0] : is[0][r - 1];
       const int64_t N = tb ? is[1][0] : is[1][1];
-      std::vector<float> ta_buf, tb_buf;
-      const float* A = in[0];
-      const float* W = in[1];
-      if (ta) {
-        ta_buf.resize(M * K);
-        transpose2(in[0], ta_buf.data(), K, M);
-        A = ta_buf.data();
-      }
-      if (!tb) {
-        tb_buf.resize(N * K);
-        transpose2(in[1], tb_buf.data(), K, N);
-        W = tb_buf.data();
-      }
-      matmul_forward(out[0], A, W, nullptr, to_int(M, n, "M"), to_int(N, n, "N"), to_int(K, n, "K"));
+      matmul_forward_t(out[0], in[0], ta, in[1], tb, nullptr, to_int(M, n, "M"), to_int(N, n, "N"), to_int(K, n, "K"), false, mm);
       break;
     }
     case Kind::Add:
@@ -613,74 +594,117 @@ std::vector<std::vector<double>> interpret_f64(const Graph& g, const Bindings& b
   return val;
 }
 
-ExecResult run_f32(const Graph& g, const Bindings& b, const Feeds& feeds, const ExecOptions& opt) {
-  check_feeds(g, b, feeds);
-  ExecResult res;
-  res.plan = plan(g, b, opt.plan);
-  const Plan& p = res.plan;
-  struct Free {
-    void operator()(float* q) const { std::free(q); }
-  };
-  const size_t arena = static_cast<size_t>(std::max<int64_t>(p.arena_bytes, 64));
-  std::unique_ptr<float, Free> mem(static_cast<float*>(std::aligned_alloc(64, (arena + 63) / 64 * 64)));
-  if (!mem) throw_env("cannot allocate the graph arena (" + std::to_string(arena) + " B)", "graph '" + g.name() + "'");
-  char* base = reinterpret_cast<char*>(mem.get());
-  auto ptr = [&](int v) { return reinterpret_cast<float*>(base + p.offset[v]); };
-  const bool tel = opt.telemetry && telemetry::enabled();
-  if (tel)
+Executor::Executor(const Graph& g, const Bindings& b, const ExecOptions& opt) : g_(g), opt_(opt) {
+  plan_ = ir::plan(g, b, opt.plan);
+  const size_t arena = static_cast<size_t>(std::max<int64_t>(plan_.arena_bytes, 64));
+  arena_ = static_cast<float*>(std::aligned_alloc(64, (arena + 63) / 64 * 64));
+  if (!arena_) throw_env("cannot allocate the graph arena (" + std::to_string(arena) + " B)", "graph '" + g.name() + "'");
+  bound_.assign(g.values().size(), nullptr);
+  shape_.reserve(g.values().size());
+  for (const Value& v : g.values()) shape_.push_back(eval(v.shape, b));
+}
+
+Executor::~Executor() { std::free(arena_); }
+
+void Executor::bind(int v, float* p) {
+  if (v < 0 || v >= static_cast<int>(bound_.size()) || plan_.ext[static_cast<size_t>(v)] != v)
+    throw_usage("value " + std::to_string(v) + " is not external (PlanOptions::external)", "Executor::bind, graph '" + g_.name() + "'");
+  if (!p) throw_usage("null pointer for value " + std::to_string(v), "Executor::bind, graph '" + g_.name() + "'");
+  bound_[static_cast<size_t>(v)] = p;
+}
+
+float* Executor::data(int v) {
+  if (v < 0 || v >= static_cast<int>(bound_.size()))
+    throw_usage("no value " + std::to_string(v), "Executor::data, graph '" + g_.name() + "'");
+  const int e = plan_.ext[static_cast<size_t>(v)];
+  if (e >= 0) return bound_[static_cast<size_t>(e)];
+  return reinterpret_cast<float*>(reinterpret_cast<char*>(arena_) + plan_.offset[static_cast<size_t>(v)]);
+}
+
+size_t Executor::position_of(int n) const {
+  size_t best = plan_.order.size();
+  for (size_t i = 0; i < plan_.order.size(); ++i)
+    if (plan_.order[i] >= n && (best == plan_.order.size() || plan_.order[i] < plan_.order[best])) best = i;
+  return best;
+}
+
+void Executor::run(size_t begin, size_t end) {
+  const Plan& p = plan_;
+  end = std::min(end, p.order.size());
+  if (begin > end) throw_usage("run range [" + std::to_string(begin) + ", " + std::to_string(end) + ") is empty or reversed", "Executor::run, graph '" + g_.name() + "'");
+  const bool tel = opt_.telemetry && telemetry::enabled();
+  if (tel && !captured_) {
+    captured_ = true;
     telemetry::publish(telemetry::topic::graph_capture,
-                       json{{"graph", g.name()}, {"hash", graph_hash(g)}, {"nodes", g.nodes().size()}, {"values", g.values().size()},
+                       json{{"graph", g_.name()}, {"hash", graph_hash(g_)}, {"nodes", g_.nodes().size()}, {"values", g_.values().size()},
                             {"arena_bytes", p.arena_bytes}, {"sum_bytes", p.sum_bytes}, {"inplace", p.inplace}, {"views", p.views},
                             {"executor", "cpu.f32"}});
-  for (int nid : p.order) {
-    const Node& n = g.node(nid);
-    std::vector<const float*> in;
-    std::vector<float*> out;
-    std::vector<Dims> is, os;
+  }
+  for (size_t pos = begin; pos < end; ++pos) {
+    const Node& n = g_.node(p.order[pos]);
+    if (n.kind == Kind::Input) continue;
+    in_.clear();
+    out_.clear();
+    is_.clear();
+    os_.clear();
     for (int i : n.inputs) {
-      in.push_back(ptr(i));
-      is.push_back(eval(g.value(i).shape, b));
+      in_.push_back(data(i));
+      is_.push_back(shape_[static_cast<size_t>(i)]);
     }
     for (int o : n.outputs) {
-      out.push_back(ptr(o));
-      os.push_back(eval(g.value(o).shape, b));
+      out_.push_back(data(o));
+      os_.push_back(shape_[static_cast<size_t>(o)]);
     }
-    if (n.kind == Kind::Input) {
-      const Value& v = g.value(n.outputs[0]);
-      const auto& f = feeds.at(v.name);
-      if (v.dtype == DType::I32) {
-        int32_t* q = reinterpret_cast<int32_t*>(out[0]);
-        for (size_t i = 0; i < f.size(); ++i) {
-          if (f[i] != std::floor(f[i]) || std::fabs(f[i]) > 2147483647.0)
-            throw_input("feed '" + v.name + "' is i32 but holds " + std::to_string(f[i]), "graph '" + g.name() + "'");
-          q[i] = static_cast<int32_t>(f[i]);
-        }
-      } else {
-        for (size_t i = 0; i < f.size(); ++i) out[0][i] = static_cast<float>(f[i]);
-      }
-      continue;
-    }
+    for (size_t k = 0; k < in_.size(); ++k)
+      if (!in_[k]) throw_usage("external value " + std::to_string(n.inputs[k]) + " is not bound", "Executor::run, " + where_of(n));
+    for (size_t k = 0; k < out_.size(); ++k)
+      if (!out_[k]) throw_usage("external value " + std::to_string(n.outputs[k]) + " is not bound", "Executor::run, " + where_of(n));
     if (accumulates(n.kind) || hooks()[static_cast<int>(n.kind)])
-      for (size_t k = 0; k < out.size(); ++k)
-        if (p.shares[n.outputs[k]] < 0) std::memset(out[k], 0, static_cast<size_t>(p.bytes[n.outputs[k]]));
+      for (size_t k = 0; k < out_.size(); ++k)
+        if (p.shares[n.outputs[k]] < 0) std::memset(out_[k], 0, static_cast<size_t>(p.bytes[n.outputs[k]]));
     if (tel) {
       telemetry::ScopedSpan span(std::string("ir.") + kind_name(n.kind),
-                                 json{{"node", n.id}, {"graph", g.name()}, {"shape", shape_str(g.value(n.outputs[0]).shape)},
-                                      {"name", g.value(n.outputs[0]).name}});
-      run_node_f32(n, in, out, is, os);
+                                 json{{"node", n.id}, {"graph", g_.name()}, {"shape", shape_str(g_.value(n.outputs[0]).shape)},
+                                      {"name", g_.value(n.outputs[0]).name}});
+      run_node_f32(n, in_, out_, is_, os_, &opt_.matmul);
     } else {
-      run_node_f32(n, in, out, is, os);
+      run_node_f32(n, in_, out_, is_, os_, &opt_.matmul);
     }
   }
-  for (int o : g.outputs()) {
-    const Value& v = g.value(o);
+}
+
+ExecResult run_f32(const Graph& g, const Bindings& b, const Feeds& feeds, const ExecOptions& opt) {
+  check_feeds(g, b, feeds);
+  ExecOptions o = opt;
+  o.plan.external.clear();  // run_f32 owns every buffer
+  Executor ex(g, b, o);
+  for (int vid : g.inputs()) {
+    const Value& v = g.value(vid);
+    const auto& f = feeds.at(v.name);
+    float* dst = ex.data(vid);
+    if (v.dtype == DType::I32) {
+      int32_t* q = reinterpret_cast<int32_t*>(dst);
+      for (size_t i = 0; i < f.size(); ++i) {
+        if (f[i] != std::floor(f[i]) || std::fabs(f[i]) > 2147483647.0)
+          throw_input("feed '" + v.name + "' is i32 but holds " + std::to_string(f[i]), "graph '" + g.name() + "'");
+        q[i] = static_cast<int32_t>(f[i]);
+      }
+    } else {
+      for (size_t i = 0; i < f.size(); ++i) dst[i] = static_cast<float>(f[i]);
+    }
+  }
+  ex.run();
+  ExecResult res;
+  res.plan = ex.plan();
+  for (int o2 : g.outputs()) {
+    const Value& v = g.value(o2);
     const int64_t cnt = eval_numel(v.shape, b);
     std::vector<float> r(static_cast<size_t>(cnt));
     if (v.dtype == DType::I32) {
-      const int32_t* q = reinterpret_cast<const int32_t*>(ptr(o));
+      const int32_t* q = reinterpret_cast<const int32_t*>(ex.data(o2));
       for (int64_t i = 0; i < cnt; ++i) r[i] = static_cast<float>(q[i]);
     } else {
-      std::memcpy(r.data(), ptr(o), sizeof(float) * cnt);
+      std::memcpy(r.data(), ex.data(o2), sizeof(float) * cnt);
     }
     res.outputs.push_back(std::move(r));
   }

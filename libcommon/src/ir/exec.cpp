@@ -122,10 +122,27 @@ struct Loops {
   const std::vector<Dims>& is;
   const std::vector<Dims>& os;
 
+  // b holds one row broadcast over a's leading dims (a bias: [N] or [1,...,N] against [...,N])
+  bool row_broadcast() const {
+    return is[0] == os[0] && !os[0].empty() && prod(is[1]) == os[0].back() && !is[1].empty() && is[1].back() == os[0].back();
+  }
   void binary() {
-    const Dims sa = bstrides(is[0], os[0]), sb = bstrides(is[1], os[0]);
     const T *a = in[0], *b = in[1];
     T* o = out[0];
+    if (row_broadcast()) {  // the same element order as for_broadcast, without its index arithmetic
+      const int64_t N = os[0].back(), R = prod(os[0]) / N;
+      for (int64_t r = 0; r < R; ++r) {
+        const T* ar = a + r * N;
+        T* orow = o + r * N;
+        switch (n.kind) {
+          case Kind::Add: for (int64_t j = 0; j < N; ++j) orow[j] = ar[j] + b[j]; break;
+          case Kind::Sub: for (int64_t j = 0; j < N; ++j) orow[j] = ar[j] - b[j]; break;
+          default: for (int64_t j = 0; j < N; ++j) orow[j] = ar[j] * b[j]; break;
+        }
+      }
+      return;
+    }
+    const Dims sa = bstrides(is[0], os[0]), sb = bstrides(is[1], os[0]);
     switch (n.kind) {
       case Kind::Add: for_broadcast(os[0], sa, sb, [&](int64_t i, int64_t x, int64_t y) { o[i] = a[x] + b[y]; }); break;
       case Kind::Sub: for_broadcast(os[0], sa, sb, [&](int64_t i, int64_t x, int64_t y) { o[i] = a[x] - b[y]; }); break;
@@ -181,9 +198,17 @@ struct Loops {
     for_broadcast(os[0], sa, z, [&](int64_t i, int64_t a, int64_t) { o[i] = x[a]; });
   }
   void sum_to() {  // out[j] = sum of the x elements that broadcast from j, in x's index order, in double
-    const Dims sa = bstrides(os[0], is[0]), z(is[0].size(), 0);
     std::vector<double> acc(prod(os[0]), 0.0);
     const T* x = in[0];
+    if (!is[0].empty() && !os[0].empty() && os[0].back() == is[0].back() && prod(os[0]) == is[0].back()) {
+      // column sums (a bias gradient: [...,N] -> [N]): rows in order, as for_broadcast visits them
+      const int64_t N = is[0].back(), R = prod(is[0]) / N;
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t j = 0; j < N; ++j) acc[j] += x[r * N + j];
+      for (size_t j = 0; j < acc.size(); ++j) out[0][j] = static_cast<T>(acc[j]);
+      return;
+    }
+    const Dims sa = bstrides(os[0], is[0]), z(is[0].size(), 0);
     for_broadcast(is[0], sa, z, [&](int64_t i, int64_t a, int64_t) { acc[a] += x[i]; });
     for (size_t j = 0; j < acc.size(); ++j) out[0][j] = static_cast<T>(acc[j]);
   }

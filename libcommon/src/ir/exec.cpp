@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "rtx/core/error.hpp"
+#include "rtx/ir/fusion.hpp"
 #include "rtx/ir/serialize.hpp"
 #include "rtx/kernels/matmul.hpp"
 #include "rtx/kernels/ops.hpp"
@@ -377,13 +378,132 @@ void attention_backward_f64(const double* dout, const double* qkv, double* dqkv,
       }
 }
 
+// The fused chain's reference: each element through the steps in double; a layernorm tail over
+// each row of the chain's values (layernorm_f64).
+void fused_f64(const Node& n, const std::vector<const double*>& in, const std::vector<double*>& out, const std::vector<Dims>& is) {
+  FusedProgram p;
+  if (const std::string why = parse_fused(n.attrs, in.size(), p); !why.empty()) throw_input(why, where_of(n));
+  const Dims& S = is[0];
+  const int64_t N = S.back(), R = prod(S) / N;
+  std::vector<double> val(p.steps.size()), xrow(static_cast<size_t>(N));
+  const size_t ne = p.emit.size();
+  for (int64_t r = 0; r < R; ++r) {
+    for (int64_t j = 0; j < N; ++j) {
+      auto arg = [&](int a) {
+        if (a < 0) return val[static_cast<size_t>(-a - 1)];
+        const size_t k = static_cast<size_t>(a);
+        return is[k] == S ? in[k][r * N + j] : in[k][j];
+      };
+      for (size_t k = 0; k < p.steps.size(); ++k) {
+        const FusedStep& st = p.steps[k];
+        switch (st.kind) {
+          case Kind::Add: val[k] = arg(st.args[0]) + arg(st.args[1]); break;
+          case Kind::Sub: val[k] = arg(st.args[0]) - arg(st.args[1]); break;
+          case Kind::Mul: val[k] = arg(st.args[0]) * arg(st.args[1]); break;
+          case Kind::Scale: val[k] = st.alpha * arg(st.args[0]); break;
+          case Kind::LayerNorm: xrow[static_cast<size_t>(j)] = arg(st.args[0]); break;
+          default: val[k] = unary_f<double>(unary_name(st.kind), arg(st.args[0])); break;
+        }
+      }
+      for (size_t e = 0; e < ne; ++e) out[e][r * N + j] = val[static_cast<size_t>(p.emit[e])];
+    }
+    if (p.layernorm_tail()) {
+      const FusedStep& ln = p.steps.back();
+      layernorm_f64(xrow.data(), in[static_cast<size_t>(ln.args[1])], in[static_cast<size_t>(ln.args[2])], out[ne] + r * N, out[ne + 1] + r,
+                    out[ne + 2] + r, 1, N);
+    }
+  }
+}
+
+// The fused chain in f32, composed from the step kernels over tiles of whole rows
+// (fused_tile_rows): each step runs on the tile (binary and scale steps as plain loops, gelu and
+// layernorm through the registry kernels the unfused nodes use), so the tile's intermediates stay
+// in cache and the steps not emitted never reach the arena. Tiles are fixed-size and independent:
+// parallel over tiles, the same bits at any thread count.
+void fused_f32(const Node& n, const std::vector<const float*>& in, const std::vector<float*>& out, const std::vector<Dims>& is) {
+  FusedProgram p;
+  if (const std::string why = parse_fused(n.attrs, in.size(), p); !why.empty()) throw_input(why, where_of(n));
+  const Dims& S = is[0];
+  const int64_t N = S.back(), R = prod(S) / N, TR = fused_tile_rows(N), tiles = (R + TR - 1) / TR;
+  const size_t ns = p.steps.size(), ne = p.emit.size();
+  std::vector<int> emit_at(ns, -1);
+  for (size_t e = 0; e < ne; ++e) emit_at[static_cast<size_t>(p.emit[e])] = static_cast<int>(e);
+  std::vector<bool> row_in(in.size());
+  for (size_t k = 0; k < in.size(); ++k) row_in[k] = is[k] != S;
+#pragma omp parallel if (tiles > 1)
+  {
+    std::vector<float> scratch(ns * static_cast<size_t>(TR * N));
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t r0 = t * TR, rows = std::min(TR, R - r0), cnt = rows * N;
+      std::vector<float*> dst(ns);
+      for (size_t k = 0; k < ns; ++k)
+        dst[k] = emit_at[k] >= 0 ? out[static_cast<size_t>(emit_at[k])] + r0 * N : scratch.data() + k * static_cast<size_t>(TR * N);
+      // operand a's row r of this tile, and whether it is one row broadcast
+      auto src = [&](int a, int64_t r) -> const float* {
+        if (a < 0) return dst[static_cast<size_t>(-a - 1)] + r * N;
+        const size_t k = static_cast<size_t>(a);
+        return row_in[k] ? in[k] : in[k] + (r0 + r) * N;
+      };
+      for (size_t k = 0; k < ns; ++k) {
+        const FusedStep& st = p.steps[k];
+        float* d = dst[k];
+        switch (st.kind) {
+          case Kind::Add: case Kind::Sub: case Kind::Mul:
+            for (int64_t r = 0; r < rows; ++r) {
+              const float *a = src(st.args[0], r), *b = src(st.args[1], r);
+              float* o = d + r * N;
+              if (st.kind == Kind::Add)
+                for (int64_t j = 0; j < N; ++j) o[j] = a[j] + b[j];
+              else if (st.kind == Kind::Sub)
+                for (int64_t j = 0; j < N; ++j) o[j] = a[j] - b[j];
+              else
+                for (int64_t j = 0; j < N; ++j) o[j] = a[j] * b[j];
+            }
+            break;
+          case Kind::Scale: {
+            const float alpha = static_cast<float>(st.alpha);
+            for (int64_t r = 0; r < rows; ++r) {
+              const float* a = src(st.args[0], r);
+              for (int64_t j = 0; j < N; ++j) d[r * N + j] = alpha * a[j];
+            }
+            break;
+          }
+          case Kind::Gelu: kernels::gelu_forward(d, src(st.args[0], 0), cnt); break;
+          case Kind::LayerNorm:
+            kernels::layernorm_forward(out[ne] + r0 * N, out[ne + 1] + r0, out[ne + 2] + r0, src(st.args[0], 0), in[static_cast<size_t>(st.args[1])],
+                                       in[static_cast<size_t>(st.args[2])], rows, N);
+            break;
+          default: {  // relu, silu, tanh, exp: the f32 loops of the unfused kinds
+            const float* a = src(st.args[0], 0);
+            switch (st.kind) {
+              case Kind::Relu: for (int64_t i = 0; i < cnt; ++i) d[i] = a[i] > 0.0f ? a[i] : 0.0f; break;
+              case Kind::Silu: for (int64_t i = 0; i < cnt; ++i) d[i] = a[i] / (1.0f + std::exp(-a[i])); break;
+              case Kind::Tanh: for (int64_t i = 0; i < cnt; ++i) d[i] = std::tanh(a[i]); break;
+              default: for (int64_t i = 0; i < cnt; ++i) d[i] = std::exp(a[i]); break;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 void run_node_f64(const Node& n, const std::vector<const double*>& in, const std::vector<double*>& out,
                   const std::vector<Dims>& is, const std::vector<Dims>& os) {
   Loops<double, double> L{n, in, out, is, os};
   switch (n.kind) {
     case Kind::Input: break;
     case Kind::Full: L.full(); break;
-    case Kind::MatMul: matmul_f64(n, in[0], in[1], out[0], is[0], is[1]); break;
+    case Kind::MatMul:
+      matmul_f64(n, in[0], in[1], out[0], is[0], is[1]);
+      if (in.size() == 3) {  // bias (fuse_matmul_bias)
+        const int64_t N = os[0].back(), R = prod(os[0]) / N;
+        for (int64_t r = 0; r < R; ++r)
+          for (int64_t j = 0; j < N; ++j) out[0][r * N + j] += in[2][j];
+      }
+      break;
+    case Kind::Fused: fused_f64(n, in, out, is); break;
     case Kind::Add: case Kind::Sub: case Kind::Mul: L.binary(); break;
     case Kind::Scale: L.scale(); break;
     case Kind::Gelu: case Kind::Relu: case Kind::Silu: case Kind::Tanh: case Kind::Exp: L.unary(); break;
@@ -492,9 +612,11 @@ void run_node_f32(const Node& n, const std::vector<const float*>& in, const std:
       const size_t r = is[0].size();
       const int64_t M = ta ? is[0][1] : prod(is[0], 0, static_cast<int64_t>(r) - 1), K = ta ? is[0][0] : is[0][r - 1];
       const int64_t N = tb ? is[1][0] : is[1][1];
-      matmul_forward_t(out[0], in[0], ta, in[1], tb, nullptr, to_int(M, n, "M"), to_int(N, n, "N"), to_int(K, n, "K"), false, mm);
+      matmul_forward_t(out[0], in[0], ta, in[1], tb, in.size() == 3 ? in[2] : nullptr, to_int(M, n, "M"), to_int(N, n, "N"),
+                       to_int(K, n, "K"), false, mm);
       break;
     }
+    case Kind::Fused: fused_f32(n, in, out, is); break;
     case Kind::Add:
       if (is[0] == is[1]) residual_forward(out[0], in[0], in[1], prod(os[0]));
       else L.binary();

@@ -294,7 +294,8 @@ std::vector<std::pair<DType, Shape>> infer(Kind kind, const std::vector<const Va
       for (size_t k = 0; k < p.steps.size(); ++k) {
         const FusedStep& st = p.steps[k];
         if (st.kind == Kind::LayerNorm) {
-          if (!is_full(st.args[0]) || is_full(st.args[1]) || is_full(st.args[2]))
+          if (!is_full(st.args[0]) || st.args[1] < 0 || st.args[2] < 0 || in[static_cast<size_t>(st.args[1])]->shape != row ||
+              in[static_cast<size_t>(st.args[2])]->shape != row)
             bad("step " + std::to_string(k) + " (layernorm) needs x of the chain's shape and rows w, b");
         } else if (st.args.size() == 2 ? !(is_full(st.args[0]) || is_full(st.args[1])) : !is_full(st.args[0])) {
           bad("step " + std::to_string(k) + " (" + kind_name(st.kind) + ") has no operand of the chain's shape " + shape_str(S));

@@ -1,7 +1,8 @@
 // gpt2_bench: CPU training-step timing of rtx's GPT-2 (forward + backward + AdamW), the number
 // compared with PyTorch eager (tests/reference/gpt2_torch_bench.py). Not a test; prints one line.
-// Usage: gpt2_bench [preset=shakespeare-char-cpu] [B=12] [T=block] [steps=30] [blocked|blas] [direct|graph|both]
-// (both: a direct and a graph model in the same process, their steps alternating; prints the ratio)
+// Usage: gpt2_bench [preset=shakespeare-char-cpu] [B=12] [T=block] [steps=30] [blocked|blas] [direct|graph|graph_unfused|both|all]
+// (both: a direct and a graph model in the same process, their steps alternating; all: also the
+// graph engine without fusion; prints the ratios to direct)
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -42,14 +43,19 @@ int main(int argc, char** argv) {
     kp.matmul.impl = impl == "blas" ? rtx::kernels::MatmulImpl::Blas : rtx::kernels::MatmulImpl::Blocked;
     // "both": a direct and a graph model, their steps alternating (same batches), so a busy
     // machine slows both alike.
-    std::vector<Engine> list;
+    // "all": direct, graph (fused) and graph_unfused (the graph engine without the fusion passes).
+    std::vector<std::string> list;
     if (engines == "both")
-      list = {Engine::Direct, Engine::Graph};
+      list = {"direct", "graph"};
+    else if (engines == "all")
+      list = {"direct", "graph", "graph_unfused"};
     else
-      list = {parse_engine(engines)};
+      list = {engines};
     std::vector<std::unique_ptr<Gpt2>> models;
-    for (Engine e : list) {
-      models.push_back(std::make_unique<Gpt2>(cfg, B, T, Backend::Cpu, kp, e));
+    for (const std::string& e : list) {
+      Gpt2KernelParams k = kp;
+      k.graph_fusion = e != "graph_unfused";
+      models.push_back(std::make_unique<Gpt2>(cfg, B, T, Backend::Cpu, k, parse_engine(e == "graph_unfused" ? "graph" : e)));
       models.back()->init_weights(1337);
     }
     const size_t n = static_cast<size_t>(B) * T;
@@ -95,13 +101,15 @@ int main(int argc, char** argv) {
       const double ms = med(t.total);
       std::printf("gpt2_bench %s B=%d T=%d threads=%d matmul=%s engine=%s: %.2f ms/step (fwd %.2f, bwd %.2f, adamw %.2f ms), "
                   "%.0f tokens/s, min %.2f ms, cpu time %.2f ms/step, last loss %.4f, activations %zu B\n",
-                  preset.c_str(), B, T, omp_get_max_threads(), impl.c_str(), engine_name(models[k]->engine()), ms, med(t.fwd),
+                  preset.c_str(), B, T, omp_get_max_threads(), impl.c_str(), list[k].c_str(), ms, med(t.fwd),
                   med(t.bwd), med(t.opt), 1000.0 * static_cast<double>(n) / ms,
                   *std::min_element(t.total.begin(), t.total.end()), med(t.cpu), t.loss, models[k]->memory().activations);
     }
-    if (models.size() == 2)
-      std::printf("gpt2_bench graph / direct: step time %.3fx, activation bytes %.3fx\n", med(tm[1].total) / med(tm[0].total),
-                  static_cast<double>(models[1]->memory().activations) / static_cast<double>(models[0]->memory().activations));
+    for (size_t k = 1; k < models.size(); ++k)
+      std::printf("gpt2_bench %s / direct: step time %.3fx (min %.3fx), activation bytes %.3fx\n", list[k].c_str(),
+                  med(tm[k].total) / med(tm[0].total),
+                  *std::min_element(tm[k].total.begin(), tm[k].total.end()) / *std::min_element(tm[0].total.begin(), tm[0].total.end()),
+                  static_cast<double>(models[k]->memory().activations) / static_cast<double>(models[0]->memory().activations));
     return 0;
   } catch (const rtx::Error& e) {
     std::fprintf(stderr, "gpt2_bench: %s\n", e.what());

@@ -13,6 +13,7 @@
 #include "models/gpt2_backend.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/ir/autodiff.hpp"
+#include "rtx/ir/passes.hpp"
 
 namespace rtx::models {
 
@@ -175,19 +176,40 @@ class Gpt2GraphBackend final : public Gpt2Backend {
   };
   using Key = std::pair<int, int>;
 
+  /// Run the fusion passes on m's graph and re-find its parts (inputs by name, outputs by
+  /// position: loss, logits, then the gradients).
+  static void fuse(Gpt2Graph& m) {
+    std::vector<std::string> names;
+    for (int p : m.params) names.push_back(m.graph.value(p).name);
+    ir::run_passes(m.graph, nlohmann::json{{"schema", "rtx.passes.v1"},
+                                           {"passes", nlohmann::json::array({nlohmann::json{{"name", "fuse_matmul_bias"}},
+                                                                             nlohmann::json{{"name", "fuse_elementwise"}}})}});
+    const ir::Graph& g = m.graph;
+    for (size_t i = 0; i < m.params.size(); ++i) m.params[i] = g.find_input(names[i]);
+    m.ids = g.find_input("ids");
+    m.targets = g.find_input("targets");
+    m.loss = g.outputs()[0];
+    m.logits = g.outputs()[1];
+    for (size_t i = 0; i < m.grads.size(); ++i) m.grads[i] = g.outputs()[2 + i];
+    m.first_backward = -1;  // node ids changed; the engine splits after the loss's producer
+  }
+
   Prepared& get(int B, int T, bool train) {
     auto& cache = train ? train_ : fwd_;
     auto it = cache.find({B, T});
     if (it != cache.end()) return *it->second;
     auto e = std::make_unique<Prepared>();
     e->g = gpt2_graph(cfg_, B, T, train);
+    if (kp_.graph_fusion) fuse(e->g);
     ir::ExecOptions o;
     o.matmul = kp_.matmul;
     for (int p : e->g.params) o.plan.external.push_back(p);
     for (int gr : e->g.grads) o.plan.external.push_back(gr);
     e->ex = std::make_unique<ir::Executor>(e->g.graph, ir::Bindings{}, o);
     for (size_t i = 0; i < layout_.size(); ++i) e->ex->bind(e->g.params[i], params_.data() + layout_[i].offset);
-    e->backward_pos = train ? e->ex->position_of(e->g.first_backward) : e->ex->plan().order.size();
+    // the forward part: the schedule up to the loss's producer (every node the loss and logits
+    // need runs before it); what follows is the backward
+    e->backward_pos = train ? e->ex->position_of(e->g.graph.value(e->g.loss).producer) + 1 : e->ex->plan().order.size();
     return *cache.emplace(Key{B, T}, std::move(e)).first->second;
   }
 

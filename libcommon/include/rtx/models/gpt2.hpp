@@ -91,6 +91,9 @@ struct Gpt2KernelParams {
   kernels::MatmulParams matmul{};
   kernels::AttentionParams attention{};
   kernels::OpParams elementwise{};
+  /// Engine::Graph only: run the IR fusion passes (fuse_matmul_bias, fuse_elementwise;
+  /// rtx/ir/fusion.hpp) on the training graph before planning it.
+  bool graph_fusion = true;
 };
 
 /// Optimizer settings for one step (AdamW, decoupled decay, as kernels::adamw_update);

@@ -202,3 +202,85 @@ TEST_CASE("ir pass list is data: disabled, illegal, unknown and registered passe
   CHECK(r2[0].name == "count_only");
   CHECK_FALSE(r2[0].changed);
 }
+
+TEST_CASE("ir Executor: external parameters and gradients, runs in parts, same bits as run_f32", "[cpu]") {
+  Mlp m = mlp(2);
+  const Feeds feeds = irtest::random_feeds(m.g, {}, 11);
+  const ExecResult ref = run_f32(m.g, {}, feeds);
+  ExecOptions o;
+  std::vector<int> params;
+  for (int v : m.g.inputs())
+    if (m.g.value(v).name != "x") params.push_back(v);
+  o.plan.external = params;
+  for (int gr : m.br.grads) o.plan.external.push_back(gr);
+  Executor ex(m.g, {}, o);
+  const Plan& p = ex.plan();
+  // external values take no arena bytes (in the full plan a gradient may share an
+  // intermediate's bytes in place, so the difference can be less than their sum)
+  const Plan full = plan(m.g, {});
+  int64_t ext_bytes = 0;
+  for (int v : o.plan.external) {
+    CHECK(p.ext[v] == v);
+    CHECK(p.offset[v] == -1);
+    ext_bytes += p.bytes[v];
+  }
+  WARN("mlp(2): arena " << full.arena_bytes << " B owning everything, " << p.arena_bytes << " B with " << ext_bytes
+                        << " B of parameters and gradients external");
+  CHECK(p.arena_bytes < full.arena_bytes);
+  CHECK(p.sum_bytes == full.sum_bytes);
+  // caller memory for the parameters and gradients
+  std::vector<std::vector<float>> host(m.g.values().size());
+  for (int v : o.plan.external) {
+    host[v].assign(static_cast<size_t>(p.bytes[v] / 4), 0.0f);
+    if (m.g.producer(v).kind == Kind::Input)
+      for (size_t i = 0; i < host[v].size(); ++i) host[v][i] = static_cast<float>(feeds.at(m.g.value(v).name)[i]);
+    ex.bind(v, host[v].data());
+  }
+  const int x = m.g.find_input("x");
+  for (size_t i = 0; i < feeds.at("x").size(); ++i) ex.data(x)[i] = static_cast<float>(feeds.at("x")[i]);
+  const size_t bwd = ex.position_of(m.br.first_backward_node);
+  CHECK(bwd > 0);
+  CHECK(bwd < p.order.size());
+  for (int rep = 0; rep < 2; ++rep) {  // forward, then backward; twice on the same executor
+    ex.run(0, bwd);
+    ex.run(bwd);
+    const auto& outs = m.g.outputs();
+    for (size_t k = 0; k < outs.size(); ++k) {
+      INFO("output " << k << " (value " << outs[k] << "), rep " << rep);
+      CHECK(std::memcmp(ex.data(outs[k]), ref.outputs[k].data(), ref.outputs[k].size() * sizeof(float)) == 0);
+    }
+  }
+  for (int gr : m.br.grads) CHECK(ex.data(gr) == host[gr].data());  // written in place
+  // errors
+  CHECK_THROWS_WITH(ex.bind(x, host[params[0]].data()), Catch::Contains("not external"));
+  CHECK_THROWS_WITH(ex.bind(params[0], nullptr), Catch::Contains("null pointer"));
+  CHECK_THROWS_WITH(ex.run(5, 2), Catch::Contains("reversed"));
+  Executor unbound(m.g, {}, o);
+  CHECK_THROWS_WITH(unbound.run(), Catch::Contains("is not bound"));
+  ExecOptions bad;
+  bad.plan.external = {m.g.producer(m.br.grads[0]).inputs[0]};  // an intermediate
+  CHECK_THROWS_WITH(Executor(m.g, {}, bad), Catch::Contains("not a graph input or output"));
+}
+
+TEST_CASE("ir Executor: a view of an external input reads the caller's memory; an external output is written, not aliased", "[cpu]") {
+  Graph g("views");
+  V w = g.param("w", {2, 3});
+  V r = g.reshape(w, {6});
+  V y = g.scale(r, 2.0);
+  V z = g.reshape(g.exp(y), {3, 2});
+  g.mark_output(y);
+  g.mark_output(z);
+  ExecOptions o;
+  o.plan.external = {w.id, z.id};
+  Executor ex(g, {}, o);
+  CHECK(ex.plan().ext[r.id] == w.id);  // the view lives in the caller's memory
+  CHECK(ex.plan().shares[z.id] == -1);  // not a view of the exp: its producer copies into it
+  float wv[6] = {1, -2, 3, 0.5f, 0, -1}, zv[6] = {};
+  ex.bind(w.id, wv);
+  ex.bind(z.id, zv);
+  ex.run();
+  for (int i = 0; i < 6; ++i) {
+    CHECK(ex.data(y.id)[i] == 2 * wv[i]);
+    CHECK(zv[i] == std::exp(2 * wv[i]));
+  }
+}

@@ -1,7 +1,8 @@
 // NNSmith-style differential test: 1,000 random well-typed graphs (random kinds, shapes,
 // numpy broadcasting, fan-out), each checked four ways: the CPU f32 executor vs the float64
 // interpreter (forward and backward values), autodiff vs float64 central differences, the
-// default passes (CSE, DCE) keep every output bit, and the JSON round trip is exact.
+// default passes (CSE, DCE) keep every output bit, the fusion passes keep every output within
+// 1e-5, and the JSON round trip is exact.
 #include <catch2/catch.hpp>
 
 #include <omp.h>
@@ -12,6 +13,7 @@
 
 #include "ir_check.hpp"
 #include "rtx/core/error.hpp"
+#include "rtx/ir/fusion.hpp"
 #include "rtx/ir/passes.hpp"
 #include "rtx/ir/serialize.hpp"
 
@@ -199,7 +201,11 @@ TEST_CASE("ir random graphs: executor vs float64, autodiff vs finite differences
   // that cancel): the whole-graph bound is 1e-3; each node is held to its kind's bound.
   const double kExecTol = 1e-3;
   const double kGradTol = 1e-5;
-  int mismatches = 0, nodes = 0;
+  int mismatches = 0, nodes = 0, fused_graphs = 0, fused_nodes = 0;
+  double worst_fused = 0;
+  const nlohmann::json kFusion = {{"schema", "rtx.passes.v1"},
+                                  {"passes", nlohmann::json::array({nlohmann::json{{"name", "fuse_matmul_bias"}},
+                                                                    nlohmann::json{{"name", "fuse_elementwise"}}})}};
   double worst_exec = 0, worst_grad = 0;
   std::map<std::string, int> kinds_seen;
   std::map<std::string, double> worst_node;
@@ -237,12 +243,35 @@ TEST_CASE("ir random graphs: executor vs float64, autodiff vs finite differences
       bad = bad || before.outputs[o].size() != after.outputs[o].size() ||
             std::memcmp(before.outputs[o].data(), after.outputs[o].data(), before.outputs[o].size() * 4) != 0;
     bad = bad || to_json(from_json(nlohmann::json::parse(js), "rt")).dump() != js;
+    // fusion (issue 39): fused vs unfused within 1e-5 of each output's max-norm (the fused
+    // kernels run the same step kernels over row tiles; differences come only from the GEMM
+    // epilogue's bias and vector/tail splits); and the fused graph's float64 reference equals
+    // the unfused one's
+    Graph fz = g;
+    const auto frecs = run_passes(fz, kFusion);
+    if (frecs[0].changed || frecs[1].changed) ++fused_graphs;
+    for (const Node& n : fz.nodes()) fused_nodes += n.kind == Kind::Fused || (n.kind == Kind::MatMul && n.inputs.size() == 3);
+    const auto fused = run_f32(fz, {}, f, ExecOptions{{}, false});
+    for (size_t o = 0; o < before.outputs.size(); ++o) {
+      double num = 0, den = 1e-30;
+      for (size_t i = 0; i < before.outputs[o].size(); ++i) {
+        num = std::max(num, std::fabs(static_cast<double>(fused.outputs[o][i]) - before.outputs[o][i]));
+        den = std::max(den, std::fabs(static_cast<double>(before.outputs[o][i])));
+      }
+      worst_fused = std::max(worst_fused, num / den);
+      if (!(num / den <= 1e-5)) {
+        bad = true;
+        node_bad += "fused output " + std::to_string(o) + " " + std::to_string(num / den) + "; ";
+      }
+    }
     if (bad && mismatches++ < 5)
       report << "graph " << k << ": exec " << r.exec_err << " at " << r.worst_exec << ", grad " << r.grad_err << " (" << r.worst << "), nodes over their bound: " << node_bad << "\n" << to_text(g);
   }
   omp_set_num_threads(threads);
   INFO(report.str());
   CHECK(mismatches == 0);
+  WARN("fusion: " << fused_graphs << " of " << kGraphs << " graphs fused (" << fused_nodes << " fused nodes), worst fused vs unfused " << worst_fused);
+  CHECK(fused_graphs >= kGraphs / 10);  // the generator makes fusable chains often enough to test them
   std::string ks;
   for (const auto& [name, c] : kinds_seen) ks += name + " " + std::to_string(c) + ", ";
   std::string wn;

@@ -283,6 +283,61 @@ TEST_CASE("matmul API: plain pointers, null params, no bias, errors", "[cpu][mat
   CHECK_THROWS_AS(matmul_forward(out, inp, w, nullptr, 2, 3, 4, &bad), rtx::Error);
 }
 
+TEST_CASE("matmul_forward_t: every transpose pair, bias, accumulate vs float64; bits of matmul_forward/backward", "[cpu][matmul]") {
+  // odd shapes crossing the micro-tile edges
+  const int M = 37, N = 29, K = 45;
+  rtx::Philox rng(5, 0);
+  auto rnd = [&](size_t n) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = static_cast<float>(rng.next_normal());
+    return v;
+  };
+  const std::vector<float> a = rnd(static_cast<size_t>(M) * K), b = rnd(static_cast<size_t>(K) * N), bias = rnd(N),
+                           init = rnd(static_cast<size_t>(M) * N);
+  for (MatmulImpl impl : {MatmulImpl::Blocked, MatmulImpl::Blas})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (int mode = 0; mode < 3; ++mode) {  // plain, bias, accumulate
+          INFO("impl " << (impl == MatmulImpl::Blas ? "blas" : "blocked") << " ta " << ta << " tb " << tb << " mode " << mode);
+          MatmulParams mp;
+          mp.impl = impl;
+          // A(i,k) = a[i*K+k] or (ta) a[k*M+i]; B(k,j) = b[k*N+j] or (tb) b[j*K+k]
+          std::vector<float> out = mode == 2 ? init : std::vector<float>(static_cast<size_t>(M) * N, 0.0f);
+          matmul_forward_t(out.data(), a.data(), ta, b.data(), tb, mode == 1 ? bias.data() : nullptr, M, N, K, mode == 2, &mp);
+          double worst = 0;
+          for (int i = 0; i < M; ++i)
+            for (int j = 0; j < N; ++j) {
+              double ref = mode == 1 ? bias[j] : mode == 2 ? init[static_cast<size_t>(i) * N + j] : 0.0, mag = std::fabs(ref);
+              for (int k = 0; k < K; ++k) {
+                const double x = ta ? a[static_cast<size_t>(k) * M + i] : a[static_cast<size_t>(i) * K + k];
+                const double y = tb ? b[static_cast<size_t>(j) * K + k] : b[static_cast<size_t>(k) * N + j];
+                ref += x * y;
+                mag += std::fabs(x * y);
+              }
+              worst = std::max(worst, std::fabs(out[static_cast<size_t>(i) * N + j] - ref) / mag);
+            }
+          CHECK(worst <= 1e-6);
+        }
+  // Blocked: (ta=false, tb=true) is matmul_forward's bits; (false,false) matmul_backward's dinp,
+  // (true,false, accumulate) its dweight.
+  std::vector<float> o1(static_cast<size_t>(M) * N), o2(o1.size());
+  const std::vector<float> w = rnd(static_cast<size_t>(N) * K);  // (N,K)
+  matmul_forward(o1.data(), a.data(), w.data(), bias.data(), M, N, K);
+  matmul_forward_t(o2.data(), a.data(), false, w.data(), true, bias.data(), M, N, K, false);
+  CHECK(std::memcmp(o1.data(), o2.data(), o1.size() * sizeof(float)) == 0);
+  const std::vector<float> dout = rnd(static_cast<size_t>(M) * N);
+  std::vector<float> dinp(static_cast<size_t>(M) * K), dw(static_cast<size_t>(N) * K, 0.0f), dinp2(dinp.size()), dw2(dw.size(), 0.0f);
+  matmul_backward(dinp.data(), dw.data(), nullptr, dout.data(), a.data(), w.data(), M, N, K);
+  matmul_forward_t(dinp2.data(), dout.data(), false, w.data(), false, nullptr, M, K, N, false);
+  matmul_forward_t(dw2.data(), dout.data(), true, a.data(), false, nullptr, N, K, M, true);
+  CHECK(std::memcmp(dinp.data(), dinp2.data(), dinp.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(dw.data(), dw2.data(), dw.size() * sizeof(float)) == 0);
+  CHECK_THROWS_WITH(matmul_forward_t(o2.data(), a.data(), false, w.data(), true, bias.data(), M, N, K, true),
+                    Catch::Contains("bias with accumulate"));
+  CHECK_THROWS_WITH(matmul_forward_t(o2.data(), nullptr, false, w.data(), true, nullptr, M, N, K, false), Catch::Contains("null"));
+  CHECK_THROWS_AS(matmul_forward_t(o2.data(), a.data(), false, w.data(), true, nullptr, M, 0, K, false), rtx::Error);
+}
+
 TEST_CASE("matmul packed weight: bitwise equal to matmul_forward for every M, and rows independent of M", "[cpu][matmul]") {
   IsaGuard guard;
   for (Isa isa : kIsas) {

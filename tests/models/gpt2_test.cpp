@@ -77,8 +77,8 @@ double compare_per_tensor(const std::vector<ParamTensor>& lay, const std::vector
 Gpt2Config golden_config() { return Gpt2Config::from_json(golden()["config"], "gpt2_golden.json"); }
 
 /// A model with the golden weights, room for B x T.
-std::unique_ptr<Gpt2> golden_model(int max_B, int max_T, const Gpt2KernelParams& kp = {}) {
-  auto m = std::make_unique<Gpt2>(golden_config(), max_B, max_T, Backend::Cpu, kp);
+std::unique_ptr<Gpt2> golden_model(int max_B, int max_T, const Gpt2KernelParams& kp = {}, Engine engine = Engine::Direct) {
+  auto m = std::make_unique<Gpt2>(golden_config(), max_B, max_T, Backend::Cpu, kp, engine);
   const auto p = vec<float>(golden()["params"]);
   REQUIRE(p.size() == m->num_params());
   m->set_params(p.data());
@@ -131,10 +131,13 @@ TEST_CASE("gpt2 layout matches the golden file and known parameter counts", "[cp
         65u * 128 + 64u * 128 + 4u * (12u * 128 * 128 + 13u * 128) + 2u * 128);
 }
 
-TEST_CASE("gpt2 parity with PyTorch at step 0: logits, loss, every gradient", "[cpu]") {
+TEST_CASE("gpt2 parity with PyTorch at step 0: logits, loss, every gradient (direct and graph engines)", "[cpu]") {
+  // the graph engine (Polygraph IR: autodiff backward, executor) must pass the same golden
+  const Engine engine = GENERATE(Engine::Direct, Engine::Graph);
+  INFO("engine " << engine_name(engine));
   const json& c0 = golden()["cases"][0];
   const int B = c0["B"], T = c0["T"];
-  auto m = golden_model(B, T);
+  auto m = golden_model(B, T, {}, engine);
   const auto ids = vec<int32_t>(c0["ids"]), tg = vec<int32_t>(c0["targets"]);
   const float loss = m->forward(ids.data(), tg.data(), B, T);
   const double want_loss = c0["loss"];
@@ -142,7 +145,7 @@ TEST_CASE("gpt2 parity with PyTorch at step 0: logits, loss, every gradient", "[
   std::vector<float> logits(static_cast<size_t>(B) * T * m->config().vocab_size);
   m->get_logits(logits.data());
   const double logits_err = maxnorm_rel(logits, vec<double>(c0["logits"]));
-  std::printf("gpt2 parity B=%d T=%d: loss %.7f (torch %.7f) rel err %.2e; logits max-norm rel err %.2e\n", B, T,
+  std::printf("gpt2 parity (%s) B=%d T=%d: loss %.7f (torch %.7f) rel err %.2e; logits max-norm rel err %.2e\n", engine_name(engine), B, T,
               loss, want_loss, loss_err, logits_err);
   CHECK(loss_err <= 1e-5);
   CHECK(logits_err <= 1e-5);
@@ -152,15 +155,18 @@ TEST_CASE("gpt2 parity with PyTorch at step 0: logits, loss, every gradient", "[
   std::vector<float> g(m->num_params());
   m->get_grads(g.data());
   const double gerr = compare_per_tensor(m->layout(), g, vec<double>(c0["grads"]), 1e-4, true);
-  std::printf("gpt2 parity: gradients worst per-tensor max-norm rel err %.2e\n", gerr);
+  std::printf("gpt2 parity (%s): gradients worst per-tensor max-norm rel err %.2e\n", engine_name(engine), gerr);
   CHECK(gerr <= 1e-4);
 }
 
-TEST_CASE("gpt2 parity with PyTorch for T = 1 and an odd batch", "[cpu]") {
+TEST_CASE("gpt2 parity with PyTorch for T = 1 and an odd batch (direct and graph engines)", "[cpu]") {
+  // the graph engine (Polygraph IR: autodiff backward, executor) must pass the same golden
+  const Engine engine = GENERATE(Engine::Direct, Engine::Graph);
+  INFO("engine " << engine_name(engine));
   const json& c1 = golden()["cases"][1];
   const int B = c1["B"], T = c1["T"];
   REQUIRE(T == 1);
-  auto m = golden_model(B, 16);  // max_T larger than the batch: buffers carved for the batch
+  auto m = golden_model(B, 16, {}, engine);  // max_T larger than the batch: buffers carved for the batch
   const auto ids = vec<int32_t>(c1["ids"]), tg = vec<int32_t>(c1["targets"]);
   const float loss = m->forward(ids.data(), tg.data(), B, T);
   const double want = c1["loss"];
@@ -202,10 +208,13 @@ TEST_CASE("gpt2 logits of causal prefixes and single rows match the reference", 
   }
 }
 
-TEST_CASE("gpt2 parity with PyTorch over 10 AdamW steps with clipping", "[cpu]") {
+TEST_CASE("gpt2 parity with PyTorch over 10 AdamW steps with clipping (direct and graph engines)", "[cpu]") {
+  // the graph engine (Polygraph IR: autodiff backward, executor) must pass the same golden
+  const Engine engine = GENERATE(Engine::Direct, Engine::Graph);
+  INFO("engine " << engine_name(engine));
   const json& a = golden()["adamw"];
   const int B = a["B"], T = a["T"];
-  auto m = golden_model(B, T);
+  auto m = golden_model(B, T, {}, engine);
   AdamWConfig opt;
   opt.beta1 = a["beta1"];
   opt.beta2 = a["beta2"];
@@ -225,7 +234,7 @@ TEST_CASE("gpt2 parity with PyTorch over 10 AdamW steps with clipping", "[cpu]")
   }
   REQUIRE(losses.size() == 10);
   const double lerr = maxnorm_rel(losses, want_loss), nerr = maxnorm_rel(norms, want_norm);
-  std::printf("gpt2 parity 10 AdamW steps: losses max-norm rel err %.2e, grad norms %.2e (loss %.5f -> %.5f)\n", lerr,
+  std::printf("gpt2 parity (%s) 10 AdamW steps: losses max-norm rel err %.2e, grad norms %.2e (loss %.5f -> %.5f)\n", engine_name(engine), lerr,
               nerr, losses.front(), losses.back());
   CHECK(lerr <= 1e-4);
   CHECK(nerr <= 1e-4);

@@ -32,7 +32,7 @@ struct RunArgs {
   std::string model = "gpt2";
   int epochs = 200, hidden = 16, seeds = 1;
   float dropout = 0.5f;
-  std::string config_file, preset, data, out, resume, backend = "cpu", matmul = "blocked";
+  std::string config_file, preset, data, out, resume, backend = "cpu", matmul = "blocked", engine = "direct";
   int threads = 0, log_interval = 0;
   // Values of flags that override the config; applied only when given.
   int steps = 0, batch = 0, seq_len = 0, grad_accum = 0, warmup = 0, decay = 0, eval_interval = 0, eval_iters = 0,
@@ -91,6 +91,10 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
   auto* o_eit = s.add_option("--eval-iters", a->eval_iters, "Batches per split per evaluation (default 200)");
   auto* o_ck = s.add_option("--ckpt-interval", a->ckpt_interval, "Also checkpoint every N steps (default: at evals)");
   auto* o_backend = s.add_option("--backend", a->backend, "cpu or cuda (default: the config's, else cpu)");
+  auto* o_engine = s.add_option("--engine", a->engine,
+                                "gpt2 on the CPU: direct (the hand-written backend) or graph (the Polygraph IR: "
+                                "builder forward, autodiff backward; docs/ir.md) (default: the config's, else direct)")
+                       ->check(CLI::IsMember({"direct", "graph"}));
   s.add_option("--matmul", a->matmul, "CPU matmul: blocked (own AVX-512/AVX2 GEMM) or blas (OpenBLAS)")
       ->capture_default_str();
   auto* o_bucket = s.add_option("--bucket-mb", a->bucket_mb,
@@ -172,6 +176,7 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
       else
         rtx::throw_usage("--backend must be cpu or cuda (got '" + a->backend + "')", "--backend");
     }
+    if (o_engine->count()) c.engine = rtx::models::parse_engine(a->engine);
     if (a->matmul == "blocked")
       c.kernels.matmul.impl = rtx::kernels::MatmulImpl::Blocked;
     else if (a->matmul == "blas")
@@ -241,9 +246,10 @@ Body add_run(CLI::App& s, const rtx::cli::CommonOptions& common) {
     const int log_every = a->log_interval > 0 ? a->log_interval : std::max(1, c.steps / 20);
     rtx::models::TrainCallbacks cb;
     if (!quiet) {
-      std::fprintf(stderr, "rtx-train: %s, %d layers, %d heads, %d channels, vocab %d; batch %d x %d x %d, %d steps, %s\n",
+      std::fprintf(stderr, "rtx-train: %s, %d layers, %d heads, %d channels, vocab %d; batch %d x %d x %d, %d steps, %s%s\n",
                    c.preset.empty() ? "custom model" : c.preset.c_str(), c.model.n_layer, c.model.n_head,
-                   c.model.n_embd, c.model.vocab_size, c.batch, c.T(), c.grad_accum, c.steps, a->backend.c_str());
+                   c.model.n_embd, c.model.vocab_size, c.batch, c.T(), c.grad_accum, c.steps, a->backend.c_str(),
+                   c.engine == rtx::models::Engine::Graph ? ", graph engine" : "");
       if (!promoted_line.empty()) std::fprintf(stderr, "rtx-train: %s\n", promoted_line.c_str());
       if (const std::string w = c.schedule_warning(); !w.empty())
         std::fprintf(stderr, "rtx-train: warning: %s\n", w.c_str());

@@ -45,6 +45,8 @@ struct Rules {
         throw_input(where + ": output " + std::to_string(k) + " is on the path to the loss; only output 0 has a gradient rule", where);
     const int dy = gy[0];
     auto in = [&](int i) -> Value { return g.value(n.inputs[i]); };  // a copy: adding nodes reallocates
+    if (n.kind == Kind::Fused || (n.kind == Kind::MatMul && n.inputs.size() == 3))
+      throw_input(where + ": a fused node has no backward rule: run the fusion passes after autodiff", where);
     switch (n.kind) {
       case Kind::Input: case Kind::Full: return r;
       case Kind::MatMul: {

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "rtx/core/error.hpp"
+#include "rtx/ir/fusion.hpp"
 #include "rtx/ir/serialize.hpp"
 #include "rtx/kernels/matmul.hpp"
 #include "rtx/kernels/ops.hpp"
@@ -122,10 +123,27 @@ struct Loops {
   const std::vector<Dims>& is;
   const std::vector<Dims>& os;
 
+  // b holds one row broadcast over a's leading dims (a bias: [N] or [1,...,N] against [...,N])
+  bool row_broadcast() const {
+    return is[0] == os[0] && !os[0].empty() && prod(is[1]) == os[0].back() && !is[1].empty() && is[1].back() == os[0].back();
+  }
   void binary() {
-    const Dims sa = bstrides(is[0], os[0]), sb = bstrides(is[1], os[0]);
     const T *a = in[0], *b = in[1];
     T* o = out[0];
+    if (row_broadcast()) {  // the same element order as for_broadcast, without its index arithmetic
+      const int64_t N = os[0].back(), R = prod(os[0]) / N;
+      for (int64_t r = 0; r < R; ++r) {
+        const T* ar = a + r * N;
+        T* orow = o + r * N;
+        switch (n.kind) {
+          case Kind::Add: for (int64_t j = 0; j < N; ++j) orow[j] = ar[j] + b[j]; break;
+          case Kind::Sub: for (int64_t j = 0; j < N; ++j) orow[j] = ar[j] - b[j]; break;
+          default: for (int64_t j = 0; j < N; ++j) orow[j] = ar[j] * b[j]; break;
+        }
+      }
+      return;
+    }
+    const Dims sa = bstrides(is[0], os[0]), sb = bstrides(is[1], os[0]);
     switch (n.kind) {
       case Kind::Add: for_broadcast(os[0], sa, sb, [&](int64_t i, int64_t x, int64_t y) { o[i] = a[x] + b[y]; }); break;
       case Kind::Sub: for_broadcast(os[0], sa, sb, [&](int64_t i, int64_t x, int64_t y) { o[i] = a[x] - b[y]; }); break;
@@ -181,9 +199,17 @@ struct Loops {
     for_broadcast(os[0], sa, z, [&](int64_t i, int64_t a, int64_t) { o[i] = x[a]; });
   }
   void sum_to() {  // out[j] = sum of the x elements that broadcast from j, in x's index order, in double
-    const Dims sa = bstrides(os[0], is[0]), z(is[0].size(), 0);
     std::vector<double> acc(prod(os[0]), 0.0);
     const T* x = in[0];
+    if (!is[0].empty() && !os[0].empty() && os[0].back() == is[0].back() && prod(os[0]) == is[0].back()) {
+      // column sums (a bias gradient: [...,N] -> [N]): rows in order, as for_broadcast visits them
+      const int64_t N = is[0].back(), R = prod(is[0]) / N;
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t j = 0; j < N; ++j) acc[j] += x[r * N + j];
+      for (size_t j = 0; j < acc.size(); ++j) out[0][j] = static_cast<T>(acc[j]);
+      return;
+    }
+    const Dims sa = bstrides(os[0], is[0]), z(is[0].size(), 0);
     for_broadcast(is[0], sa, z, [&](int64_t i, int64_t a, int64_t) { acc[a] += x[i]; });
     for (size_t j = 0; j < acc.size(); ++j) out[0][j] = static_cast<T>(acc[j]);
   }
@@ -352,13 +378,132 @@ void attention_backward_f64(const double* dout, const double* qkv, double* dqkv,
       }
 }
 
+// The fused chain's reference: each element through the steps in double; a layernorm tail over
+// each row of the chain's values (layernorm_f64).
+void fused_f64(const Node& n, const std::vector<const double*>& in, const std::vector<double*>& out, const std::vector<Dims>& is) {
+  FusedProgram p;
+  if (const std::string why = parse_fused(n.attrs, in.size(), p); !why.empty()) throw_input(why, where_of(n));
+  const Dims& S = is[0];
+  const int64_t N = S.back(), R = prod(S) / N;
+  std::vector<double> val(p.steps.size()), xrow(static_cast<size_t>(N));
+  const size_t ne = p.emit.size();
+  for (int64_t r = 0; r < R; ++r) {
+    for (int64_t j = 0; j < N; ++j) {
+      auto arg = [&](int a) {
+        if (a < 0) return val[static_cast<size_t>(-a - 1)];
+        const size_t k = static_cast<size_t>(a);
+        return is[k] == S ? in[k][r * N + j] : in[k][j];
+      };
+      for (size_t k = 0; k < p.steps.size(); ++k) {
+        const FusedStep& st = p.steps[k];
+        switch (st.kind) {
+          case Kind::Add: val[k] = arg(st.args[0]) + arg(st.args[1]); break;
+          case Kind::Sub: val[k] = arg(st.args[0]) - arg(st.args[1]); break;
+          case Kind::Mul: val[k] = arg(st.args[0]) * arg(st.args[1]); break;
+          case Kind::Scale: val[k] = st.alpha * arg(st.args[0]); break;
+          case Kind::LayerNorm: xrow[static_cast<size_t>(j)] = arg(st.args[0]); break;
+          default: val[k] = unary_f<double>(unary_name(st.kind), arg(st.args[0])); break;
+        }
+      }
+      for (size_t e = 0; e < ne; ++e) out[e][r * N + j] = val[static_cast<size_t>(p.emit[e])];
+    }
+    if (p.layernorm_tail()) {
+      const FusedStep& ln = p.steps.back();
+      layernorm_f64(xrow.data(), in[static_cast<size_t>(ln.args[1])], in[static_cast<size_t>(ln.args[2])], out[ne] + r * N, out[ne + 1] + r,
+                    out[ne + 2] + r, 1, N);
+    }
+  }
+}
+
+// The fused chain in f32, composed from the step kernels over tiles of whole rows
+// (fused_tile_rows): each step runs on the tile (binary and scale steps as plain loops, gelu and
+// layernorm through the registry kernels the unfused nodes use), so the tile's intermediates stay
+// in cache and the steps not emitted never reach the arena. Tiles are fixed-size and independent:
+// parallel over tiles, the same bits at any thread count.
+void fused_f32(const Node& n, const std::vector<const float*>& in, const std::vector<float*>& out, const std::vector<Dims>& is) {
+  FusedProgram p;
+  if (const std::string why = parse_fused(n.attrs, in.size(), p); !why.empty()) throw_input(why, where_of(n));
+  const Dims& S = is[0];
+  const int64_t N = S.back(), R = prod(S) / N, TR = fused_tile_rows(N), tiles = (R + TR - 1) / TR;
+  const size_t ns = p.steps.size(), ne = p.emit.size();
+  std::vector<int> emit_at(ns, -1);
+  for (size_t e = 0; e < ne; ++e) emit_at[static_cast<size_t>(p.emit[e])] = static_cast<int>(e);
+  std::vector<bool> row_in(in.size());
+  for (size_t k = 0; k < in.size(); ++k) row_in[k] = is[k] != S;
+#pragma omp parallel if (tiles > 1)
+  {
+    std::vector<float> scratch(ns * static_cast<size_t>(TR * N));
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t r0 = t * TR, rows = std::min(TR, R - r0), cnt = rows * N;
+      std::vector<float*> dst(ns);
+      for (size_t k = 0; k < ns; ++k)
+        dst[k] = emit_at[k] >= 0 ? out[static_cast<size_t>(emit_at[k])] + r0 * N : scratch.data() + k * static_cast<size_t>(TR * N);
+      // operand a's row r of this tile, and whether it is one row broadcast
+      auto src = [&](int a, int64_t r) -> const float* {
+        if (a < 0) return dst[static_cast<size_t>(-a - 1)] + r * N;
+        const size_t k = static_cast<size_t>(a);
+        return row_in[k] ? in[k] : in[k] + (r0 + r) * N;
+      };
+      for (size_t k = 0; k < ns; ++k) {
+        const FusedStep& st = p.steps[k];
+        float* d = dst[k];
+        switch (st.kind) {
+          case Kind::Add: case Kind::Sub: case Kind::Mul:
+            for (int64_t r = 0; r < rows; ++r) {
+              const float *a = src(st.args[0], r), *b = src(st.args[1], r);
+              float* o = d + r * N;
+              if (st.kind == Kind::Add)
+                for (int64_t j = 0; j < N; ++j) o[j] = a[j] + b[j];
+              else if (st.kind == Kind::Sub)
+                for (int64_t j = 0; j < N; ++j) o[j] = a[j] - b[j];
+              else
+                for (int64_t j = 0; j < N; ++j) o[j] = a[j] * b[j];
+            }
+            break;
+          case Kind::Scale: {
+            const float alpha = static_cast<float>(st.alpha);
+            for (int64_t r = 0; r < rows; ++r) {
+              const float* a = src(st.args[0], r);
+              for (int64_t j = 0; j < N; ++j) d[r * N + j] = alpha * a[j];
+            }
+            break;
+          }
+          case Kind::Gelu: kernels::gelu_forward(d, src(st.args[0], 0), cnt); break;
+          case Kind::LayerNorm:
+            kernels::layernorm_forward(out[ne] + r0 * N, out[ne + 1] + r0, out[ne + 2] + r0, src(st.args[0], 0), in[static_cast<size_t>(st.args[1])],
+                                       in[static_cast<size_t>(st.args[2])], rows, N);
+            break;
+          default: {  // relu, silu, tanh, exp: the f32 loops of the unfused kinds
+            const float* a = src(st.args[0], 0);
+            switch (st.kind) {
+              case Kind::Relu: for (int64_t i = 0; i < cnt; ++i) d[i] = a[i] > 0.0f ? a[i] : 0.0f; break;
+              case Kind::Silu: for (int64_t i = 0; i < cnt; ++i) d[i] = a[i] / (1.0f + std::exp(-a[i])); break;
+              case Kind::Tanh: for (int64_t i = 0; i < cnt; ++i) d[i] = std::tanh(a[i]); break;
+              default: for (int64_t i = 0; i < cnt; ++i) d[i] = std::exp(a[i]); break;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 void run_node_f64(const Node& n, const std::vector<const double*>& in, const std::vector<double*>& out,
                   const std::vector<Dims>& is, const std::vector<Dims>& os) {
   Loops<double, double> L{n, in, out, is, os};
   switch (n.kind) {
     case Kind::Input: break;
     case Kind::Full: L.full(); break;
-    case Kind::MatMul: matmul_f64(n, in[0], in[1], out[0], is[0], is[1]); break;
+    case Kind::MatMul:
+      matmul_f64(n, in[0], in[1], out[0], is[0], is[1]);
+      if (in.size() == 3) {  // bias (fuse_matmul_bias)
+        const int64_t N = os[0].back(), R = prod(os[0]) / N;
+        for (int64_t r = 0; r < R; ++r)
+          for (int64_t j = 0; j < N; ++j) out[0][r * N + j] += in[2][j];
+      }
+      break;
+    case Kind::Fused: fused_f64(n, in, out, is); break;
     case Kind::Add: case Kind::Sub: case Kind::Mul: L.binary(); break;
     case Kind::Scale: L.scale(); break;
     case Kind::Gelu: case Kind::Relu: case Kind::Silu: case Kind::Tanh: case Kind::Exp: L.unary(); break;
@@ -439,12 +584,6 @@ std::array<F32Kernel, kNumKinds>& hooks() {
   return h;
 }
 
-// Materialise a row-major transpose of x (R,C) -> (C,R).
-void transpose2(const float* x, float* y, int64_t R, int64_t C) {
-  for (int64_t r = 0; r < R; ++r)
-    for (int64_t c = 0; c < C; ++c) y[c * R + r] = x[r * C + c];
-}
-
 int to_int(int64_t v, const Node& n, const char* what) {
   if (v > INT32_MAX) throw_input(std::string(what) + " = " + std::to_string(v) + " exceeds the kernel's int range", where_of(n));
   return static_cast<int>(v);
@@ -456,7 +595,7 @@ bool accumulates(Kind k) {
 }
 
 void run_node_f32(const Node& n, const std::vector<const float*>& in, const std::vector<float*>& out,
-                  const std::vector<Dims>& is, const std::vector<Dims>& os) {
+                  const std::vector<Dims>& is, const std::vector<Dims>& os, const kernels::MatmulParams* mm) {
   using namespace rtx::kernels;
   if (const auto& h = hooks()[static_cast<int>(n.kind)]) {
     F32Args a{&n, in, out, is, os};
@@ -468,27 +607,16 @@ void run_node_f32(const Node& n, const std::vector<const float*>& in, const std:
     case Kind::Input: break;
     case Kind::Full: L.full(); break;
     case Kind::MatMul: {
-      // registry kernel: out (M,N) = inp (M,K) @ weight (N,K)^T; transposed operands materialised.
+      // registry kernel over the strided operands (no transposed copies): a (M,K) or (K,M), b (K,N) or (N,K)
       const bool ta = n.attrs.value("ta", false), tb = n.attrs.value("tb", false);
       const size_t r = is[0].size();
       const int64_t M = ta ? is[0][1] : prod(is[0], 0, static_cast<int64_t>(r) - 1), K = ta ? is[0][0] : is[0][r - 1];
       const int64_t N = tb ? is[1][0] : is[1][1];
-      std::vector<float> ta_buf, tb_buf;
-      const float* A = in[0];
-      const float* W = in[1];
-      if (ta) {
-        ta_buf.resize(M * K);
-        transpose2(in[0], ta_buf.data(), K, M);
-        A = ta_buf.data();
-      }
-      if (!tb) {
-        tb_buf.resize(N * K);
-        transpose2(in[1], tb_buf.data(), K, N);
-        W = tb_buf.data();
-      }
-      matmul_forward(out[0], A, W, nullptr, to_int(M, n, "M"), to_int(N, n, "N"), to_int(K, n, "K"));
+      matmul_forward_t(out[0], in[0], ta, in[1], tb, in.size() == 3 ? in[2] : nullptr, to_int(M, n, "M"), to_int(N, n, "N"),
+                       to_int(K, n, "K"), false, mm);
       break;
     }
+    case Kind::Fused: fused_f32(n, in, out, is); break;
     case Kind::Add:
       if (is[0] == is[1]) residual_forward(out[0], in[0], in[1], prod(os[0]));
       else L.binary();
@@ -613,74 +741,117 @@ std::vector<std::vector<double>> interpret_f64(const Graph& g, const Bindings& b
   return val;
 }
 
-ExecResult run_f32(const Graph& g, const Bindings& b, const Feeds& feeds, const ExecOptions& opt) {
-  check_feeds(g, b, feeds);
-  ExecResult res;
-  res.plan = plan(g, b, opt.plan);
-  const Plan& p = res.plan;
-  struct Free {
-    void operator()(float* q) const { std::free(q); }
-  };
-  const size_t arena = static_cast<size_t>(std::max<int64_t>(p.arena_bytes, 64));
-  std::unique_ptr<float, Free> mem(static_cast<float*>(std::aligned_alloc(64, (arena + 63) / 64 * 64)));
-  if (!mem) throw_env("cannot allocate the graph arena (" + std::to_string(arena) + " B)", "graph '" + g.name() + "'");
-  char* base = reinterpret_cast<char*>(mem.get());
-  auto ptr = [&](int v) { return reinterpret_cast<float*>(base + p.offset[v]); };
-  const bool tel = opt.telemetry && telemetry::enabled();
-  if (tel)
+Executor::Executor(const Graph& g, const Bindings& b, const ExecOptions& opt) : g_(g), opt_(opt) {
+  plan_ = ir::plan(g, b, opt.plan);
+  const size_t arena = static_cast<size_t>(std::max<int64_t>(plan_.arena_bytes, 64));
+  arena_ = static_cast<float*>(std::aligned_alloc(64, (arena + 63) / 64 * 64));
+  if (!arena_) throw_env("cannot allocate the graph arena (" + std::to_string(arena) + " B)", "graph '" + g.name() + "'");
+  bound_.assign(g.values().size(), nullptr);
+  shape_.reserve(g.values().size());
+  for (const Value& v : g.values()) shape_.push_back(eval(v.shape, b));
+}
+
+Executor::~Executor() { std::free(arena_); }
+
+void Executor::bind(int v, float* p) {
+  if (v < 0 || v >= static_cast<int>(bound_.size()) || plan_.ext[static_cast<size_t>(v)] != v)
+    throw_usage("value " + std::to_string(v) + " is not external (PlanOptions::external)", "Executor::bind, graph '" + g_.name() + "'");
+  if (!p) throw_usage("null pointer for value " + std::to_string(v), "Executor::bind, graph '" + g_.name() + "'");
+  bound_[static_cast<size_t>(v)] = p;
+}
+
+float* Executor::data(int v) {
+  if (v < 0 || v >= static_cast<int>(bound_.size()))
+    throw_usage("no value " + std::to_string(v), "Executor::data, graph '" + g_.name() + "'");
+  const int e = plan_.ext[static_cast<size_t>(v)];
+  if (e >= 0) return bound_[static_cast<size_t>(e)];
+  return reinterpret_cast<float*>(reinterpret_cast<char*>(arena_) + plan_.offset[static_cast<size_t>(v)]);
+}
+
+size_t Executor::position_of(int n) const {
+  size_t best = plan_.order.size();
+  for (size_t i = 0; i < plan_.order.size(); ++i)
+    if (plan_.order[i] >= n && (best == plan_.order.size() || plan_.order[i] < plan_.order[best])) best = i;
+  return best;
+}
+
+void Executor::run(size_t begin, size_t end) {
+  const Plan& p = plan_;
+  end = std::min(end, p.order.size());
+  if (begin > end) throw_usage("run range [" + std::to_string(begin) + ", " + std::to_string(end) + ") is empty or reversed", "Executor::run, graph '" + g_.name() + "'");
+  const bool tel = opt_.telemetry && telemetry::enabled();
+  if (tel && !captured_) {
+    captured_ = true;
     telemetry::publish(telemetry::topic::graph_capture,
-                       json{{"graph", g.name()}, {"hash", graph_hash(g)}, {"nodes", g.nodes().size()}, {"values", g.values().size()},
+                       json{{"graph", g_.name()}, {"hash", graph_hash(g_)}, {"nodes", g_.nodes().size()}, {"values", g_.values().size()},
                             {"arena_bytes", p.arena_bytes}, {"sum_bytes", p.sum_bytes}, {"inplace", p.inplace}, {"views", p.views},
                             {"executor", "cpu.f32"}});
-  for (int nid : p.order) {
-    const Node& n = g.node(nid);
-    std::vector<const float*> in;
-    std::vector<float*> out;
-    std::vector<Dims> is, os;
+  }
+  for (size_t pos = begin; pos < end; ++pos) {
+    const Node& n = g_.node(p.order[pos]);
+    if (n.kind == Kind::Input) continue;
+    in_.clear();
+    out_.clear();
+    is_.clear();
+    os_.clear();
     for (int i : n.inputs) {
-      in.push_back(ptr(i));
-      is.push_back(eval(g.value(i).shape, b));
+      in_.push_back(data(i));
+      is_.push_back(shape_[static_cast<size_t>(i)]);
     }
     for (int o : n.outputs) {
-      out.push_back(ptr(o));
-      os.push_back(eval(g.value(o).shape, b));
+      out_.push_back(data(o));
+      os_.push_back(shape_[static_cast<size_t>(o)]);
     }
-    if (n.kind == Kind::Input) {
-      const Value& v = g.value(n.outputs[0]);
-      const auto& f = feeds.at(v.name);
-      if (v.dtype == DType::I32) {
-        int32_t* q = reinterpret_cast<int32_t*>(out[0]);
-        for (size_t i = 0; i < f.size(); ++i) {
-          if (f[i] != std::floor(f[i]) || std::fabs(f[i]) > 2147483647.0)
-            throw_input("feed '" + v.name + "' is i32 but holds " + std::to_string(f[i]), "graph '" + g.name() + "'");
-          q[i] = static_cast<int32_t>(f[i]);
-        }
-      } else {
-        for (size_t i = 0; i < f.size(); ++i) out[0][i] = static_cast<float>(f[i]);
-      }
-      continue;
-    }
+    for (size_t k = 0; k < in_.size(); ++k)
+      if (!in_[k]) throw_usage("external value " + std::to_string(n.inputs[k]) + " is not bound", "Executor::run, " + where_of(n));
+    for (size_t k = 0; k < out_.size(); ++k)
+      if (!out_[k]) throw_usage("external value " + std::to_string(n.outputs[k]) + " is not bound", "Executor::run, " + where_of(n));
     if (accumulates(n.kind) || hooks()[static_cast<int>(n.kind)])
-      for (size_t k = 0; k < out.size(); ++k)
-        if (p.shares[n.outputs[k]] < 0) std::memset(out[k], 0, static_cast<size_t>(p.bytes[n.outputs[k]]));
+      for (size_t k = 0; k < out_.size(); ++k)
+        if (p.shares[n.outputs[k]] < 0) std::memset(out_[k], 0, static_cast<size_t>(p.bytes[n.outputs[k]]));
     if (tel) {
       telemetry::ScopedSpan span(std::string("ir.") + kind_name(n.kind),
-                                 json{{"node", n.id}, {"graph", g.name()}, {"shape", shape_str(g.value(n.outputs[0]).shape)},
-                                      {"name", g.value(n.outputs[0]).name}});
-      run_node_f32(n, in, out, is, os);
+                                 json{{"node", n.id}, {"graph", g_.name()}, {"shape", shape_str(g_.value(n.outputs[0]).shape)},
+                                      {"name", g_.value(n.outputs[0]).name}});
+      run_node_f32(n, in_, out_, is_, os_, &opt_.matmul);
     } else {
-      run_node_f32(n, in, out, is, os);
+      run_node_f32(n, in_, out_, is_, os_, &opt_.matmul);
     }
   }
-  for (int o : g.outputs()) {
-    const Value& v = g.value(o);
+}
+
+ExecResult run_f32(const Graph& g, const Bindings& b, const Feeds& feeds, const ExecOptions& opt) {
+  check_feeds(g, b, feeds);
+  ExecOptions o = opt;
+  o.plan.external.clear();  // run_f32 owns every buffer
+  Executor ex(g, b, o);
+  for (int vid : g.inputs()) {
+    const Value& v = g.value(vid);
+    const auto& f = feeds.at(v.name);
+    float* dst = ex.data(vid);
+    if (v.dtype == DType::I32) {
+      int32_t* q = reinterpret_cast<int32_t*>(dst);
+      for (size_t i = 0; i < f.size(); ++i) {
+        if (f[i] != std::floor(f[i]) || std::fabs(f[i]) > 2147483647.0)
+          throw_input("feed '" + v.name + "' is i32 but holds " + std::to_string(f[i]), "graph '" + g.name() + "'");
+        q[i] = static_cast<int32_t>(f[i]);
+      }
+    } else {
+      for (size_t i = 0; i < f.size(); ++i) dst[i] = static_cast<float>(f[i]);
+    }
+  }
+  ex.run();
+  ExecResult res;
+  res.plan = ex.plan();
+  for (int o2 : g.outputs()) {
+    const Value& v = g.value(o2);
     const int64_t cnt = eval_numel(v.shape, b);
     std::vector<float> r(static_cast<size_t>(cnt));
     if (v.dtype == DType::I32) {
-      const int32_t* q = reinterpret_cast<const int32_t*>(ptr(o));
+      const int32_t* q = reinterpret_cast<const int32_t*>(ex.data(o2));
       for (int64_t i = 0; i < cnt; ++i) r[i] = static_cast<float>(q[i]);
     } else {
-      std::memcpy(r.data(), ptr(o), sizeof(float) * cnt);
+      std::memcpy(r.data(), ex.data(o2), sizeof(float) * cnt);
     }
     res.outputs.push_back(std::move(r));
   }

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "rtx/core/error.hpp"
+#include "rtx/ir/fusion.hpp"
 
 namespace rtx::ir {
 
@@ -141,7 +142,7 @@ static const char* const kKindNames[kNumKinds] = {
     "gelu",    "relu",      "silu",      "tanh",       "exp",         "sum",          "mean",
     "reshape", "transpose", "broadcast", "sum_to",     "softmax",     "layernorm",    "attention",
     "gather",  "segment_sum", "encoder", "cross_entropy", "unary_grad", "softmax_backward",
-    "layernorm_backward", "attention_backward", "encoder_backward", "cross_entropy_backward"};
+    "layernorm_backward", "attention_backward", "encoder_backward", "cross_entropy_backward", "fused"};
 
 const char* kind_name(Kind k) noexcept {
   const int i = static_cast<int>(k);
@@ -256,7 +257,7 @@ std::vector<std::pair<DType, Shape>> infer(Kind kind, const std::vector<const Va
       return R{{DType::F32, shape_attr(attrs, "shape")}};
     }
     case Kind::MatMul: {
-      need_n(in, 2);
+      if (in.size() != 2 && in.size() != 3) bad("expects 2 inputs (or 3 with a bias), got " + std::to_string(in.size()));
       const Value &a = *in[0], &b = *in[1];
       need_f32(a, "a");
       need_f32(b, "b");
@@ -269,10 +270,48 @@ std::vector<std::pair<DType, Shape>> infer(Kind kind, const std::vector<const Va
       const Dim Kb = tb ? b.shape[1] : b.shape[0], N = tb ? b.shape[0] : b.shape[1];
       if (Ka != Kb)
         bad("inner dims differ: a " + shape_str(a.shape) + " K=" + Ka.str() + ", b " + shape_str(b.shape) + " K=" + Kb.str());
+      if (in.size() == 3) {
+        need_f32(*in[2], "bias");
+        if (in[2]->shape.size() != 1 || in[2]->shape[0] != N) bad("bias must be [" + N.str() + "], got " + shape_str(in[2]->shape));
+      }
       Shape out(a.shape.begin(), a.shape.end() - 2);
       out.push_back(M);
       out.push_back(N);
       return R{{DType::F32, out}};
+    }
+    case Kind::Fused: {
+      FusedProgram p;
+      if (const std::string why = parse_fused(attrs, in.size(), p); !why.empty()) bad(why);
+      for (size_t k = 0; k < in.size(); ++k) need_f32(*in[k], "fused input");
+      const Shape& S = in[0]->shape;
+      if (S.empty()) bad("input 0 must have rank >= 1 (the chain's shape)");
+      const Shape row{S.back()};
+      for (size_t k = 0; k < in.size(); ++k)
+        if (in[k]->shape != S && in[k]->shape != row)
+          bad("input " + std::to_string(k) + " " + shape_str(in[k]->shape) + " is neither the chain's " + shape_str(S) + " nor a row " + shape_str(row));
+      std::vector<bool> full;  // per step: has shape S (else a row)
+      auto is_full = [&](int a) { return a >= 0 ? in[static_cast<size_t>(a)]->shape == S : bool(full[static_cast<size_t>(-a - 1)]); };
+      for (size_t k = 0; k < p.steps.size(); ++k) {
+        const FusedStep& st = p.steps[k];
+        if (st.kind == Kind::LayerNorm) {
+          if (!is_full(st.args[0]) || st.args[1] < 0 || st.args[2] < 0 || in[static_cast<size_t>(st.args[1])]->shape != row ||
+              in[static_cast<size_t>(st.args[2])]->shape != row)
+            bad("step " + std::to_string(k) + " (layernorm) needs x of the chain's shape and rows w, b");
+        } else if (st.args.size() == 2 ? !(is_full(st.args[0]) || is_full(st.args[1])) : !is_full(st.args[0])) {
+          bad("step " + std::to_string(k) + " (" + kind_name(st.kind) + ") has no operand of the chain's shape " + shape_str(S));
+        }
+        full.push_back(true);
+      }
+      R r;
+      for (size_t k = 0; k < p.emit.size(); ++k) r.push_back({DType::F32, S});
+      if (p.layernorm_tail()) {
+        const Shape rows(S.begin(), S.end() - 1);
+        r.push_back({DType::F32, S});
+        r.push_back({DType::F32, rows});
+        r.push_back({DType::F32, rows});
+      }
+      if (r.empty()) bad("a fused node must have an output (emit a step or end in a layernorm)");
+      return r;
     }
     case Kind::Add: case Kind::Sub: case Kind::Mul: {
       need_n(in, 2);

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "rtx/core/error.hpp"
+#include "rtx/ir/fusion.hpp"
 #include "rtx/io/artifact.hpp"
 #include "rtx/telemetry/bus.hpp"
 
@@ -77,6 +78,8 @@ std::map<std::string, PassFactory>& reg() {
     std::map<std::string, PassFactory> m;
     m["dce"] = [](const json&) { return make_dce_pass(); };
     m["cse"] = [](const json&) { return make_cse_pass(); };
+    m["fuse_elementwise"] = [](const json& o) { return make_fuse_elementwise_pass(o); };
+    m["fuse_matmul_bias"] = [](const json&) { return make_fuse_matmul_bias_pass(); };
     return m;
   }();
   return r;
@@ -145,6 +148,7 @@ std::vector<PassRecord> run_passes(Graph& g, const json& config, const std::stri
       r.legal = r.reason.empty();
       if (r.legal) {
         r.changed = passes[i]->run(g);
+        r.details = passes[i]->details();
         g.verify();
         r.nodes_after = g.nodes().size();
       }
@@ -152,7 +156,8 @@ std::vector<PassRecord> run_passes(Graph& g, const json& config, const std::stri
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     RTX_PUBLISH(telemetry::topic::compiler_pass,
                 json{{"pass", r.name}, {"graph", g.name()}, {"enabled", r.enabled}, {"legal", r.legal}, {"reason", r.reason},
-                     {"changed", r.changed}, {"nodes_before", r.nodes_before}, {"nodes_after", r.nodes_after}, {"seconds", r.seconds}});
+                     {"changed", r.changed}, {"nodes_before", r.nodes_before}, {"nodes_after", r.nodes_after}, {"seconds", r.seconds},
+                     {"details", r.details}});
     out.push_back(std::move(r));
   }
   return out;

@@ -104,6 +104,7 @@ Plan plan(const Graph& g, const Bindings& b, const PlanOptions& opt) {
   p.bytes.assign(NV, 0);
   p.offset.assign(NV, -1);
   p.shares.assign(NV, -1);
+  p.ext.assign(NV, -1);
   for (const Value& v : g.values()) {
     p.bytes[v.id] = eval_numel(v.shape, b) * 4;
     p.sum_bytes += p.bytes[v.id];
@@ -122,11 +123,20 @@ Plan plan(const Graph& g, const Bindings& b, const PlanOptions& opt) {
     if (n.kind == Kind::Input) pinned[n.outputs[0]] = true;
   }
   for (int o : g.outputs()) pinned[o] = true;
+  std::vector<bool> external(NV, false);
+  for (int v : opt.external) {
+    if (v < 0 || v >= static_cast<int>(NV) ||
+        !(g.value(v).producer >= 0 && (g.producer(v).kind == Kind::Input ||
+                                       std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end())))
+      throw_usage("external value " + std::to_string(v) + " is not a graph input or output", "ir plan of '" + g.name() + "'");
+    external[v] = true;
+    p.ext[v] = v;
+  }
   Arena arena;
   auto new_buf = [&](int v) {
     Buf bf;
     bf.size = p.bytes[v];
-    bf.off = arena.alloc(bf.size);
+    bf.off = external[v] ? -1 : arena.alloc(bf.size);
     bf.pending = uses[v];
     bf.pinned = pinned[v] || !opt.reuse;
     bufs.push_back(bf);
@@ -134,7 +144,7 @@ Plan plan(const Graph& g, const Bindings& b, const PlanOptions& opt) {
   };
   auto maybe_free = [&](int bi) {
     Buf& bf = bufs[bi];
-    if (bf.pending == 0 && !bf.pinned && !bf.freed) {
+    if (bf.pending == 0 && !bf.pinned && !bf.freed && bf.off >= 0) {
       arena.release(bf.off, bf.size);
       bf.freed = true;
     }
@@ -156,7 +166,9 @@ Plan plan(const Graph& g, const Bindings& b, const PlanOptions& opt) {
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       const int o = n.outputs[k];
       int take = -1;
-      if (opt.inplace && k == 0 && n.kind == Kind::Reshape) {
+      if (external[o]) {
+        // written by its producer into the caller's memory: no view, no in place
+      } else if (opt.inplace && k == 0 && n.kind == Kind::Reshape) {
         take = n.inputs[0];
         ++p.views;
       } else if (opt.inplace && k == 0 && is_elementwise(n.kind) && n.kind != Kind::UnaryGrad) {
@@ -176,6 +188,7 @@ Plan plan(const Graph& g, const Bindings& b, const PlanOptions& opt) {
         bufs[bi].pending += uses[o];
         if (pinned[o]) bufs[bi].pinned = true;
         p.shares[o] = take;
+        p.ext[o] = p.ext[take];
       } else {
         new_buf(o);
       }

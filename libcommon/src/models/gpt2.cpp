@@ -222,6 +222,7 @@ std::unique_ptr<Gpt2Backend> make_gpt2_cuda(const Gpt2Config&, const std::vector
 struct Gpt2::Impl {
   Gpt2Config cfg;
   Backend backend = Backend::Cpu;
+  Engine engine = Engine::Direct;
   std::vector<ParamTensor> layout;
   size_t nparams = 0;
   int max_B = 0, max_T = 0;
@@ -241,7 +242,15 @@ void check_tokens(const int32_t* p, size_t n, int V, int T, const char* what) {
 }
 }  // namespace
 
-Gpt2::Gpt2(const Gpt2Config& cfg, int max_B, int max_T, Backend backend, const Gpt2KernelParams& kp)
+Engine parse_engine(const std::string& s) {
+  if (s == "direct") return Engine::Direct;
+  if (s == "graph") return Engine::Graph;
+  throw_usage("unknown engine '" + s + "' (expected direct or graph)", "engine");
+}
+
+const char* engine_name(Engine e) { return e == Engine::Graph ? "graph" : "direct"; }
+
+Gpt2::Gpt2(const Gpt2Config& cfg, int max_B, int max_T, Backend backend, const Gpt2KernelParams& kp, Engine engine)
     : impl_(std::make_unique<Impl>()) {
   cfg.validate();
   if (max_B <= 0) throw_input("Gpt2: max_B = " + std::to_string(max_B) + " must be positive", "max_B", "pass B >= 1");
@@ -259,14 +268,24 @@ Gpt2::Gpt2(const Gpt2Config& cfg, int max_B, int max_T, Backend backend, const G
   impl_->nparams = impl_->layout.back().offset + impl_->layout.back().numel;
   impl_->max_B = max_B;
   impl_->max_T = max_T;
-  impl_->be = backend == Backend::Cuda ? detail::make_gpt2_cuda(cfg, impl_->layout, max_B, max_T, kp)
-                                       : detail::make_gpt2_cpu(cfg, impl_->layout, max_B, max_T, kp);
+  impl_->engine = engine;
+  if (engine == Engine::Graph) {
+    if (backend == Backend::Cuda)
+      throw_usage("the graph engine runs on the CPU only (no CUDA executor yet)", "engine", "use --engine direct with the CUDA backend");
+    if (kp.attention.algo != kernels::AttentionParams::Algo::Flash)
+      throw_usage("the graph engine runs flash attention only", "Gpt2KernelParams.attention", "use the flash algorithm or --engine direct");
+    impl_->be = detail::make_gpt2_graph(cfg, impl_->layout, max_B, max_T, kp);
+  } else {
+    impl_->be = backend == Backend::Cuda ? detail::make_gpt2_cuda(cfg, impl_->layout, max_B, max_T, kp)
+                                         : detail::make_gpt2_cpu(cfg, impl_->layout, max_B, max_T, kp);
+  }
 }
 
 Gpt2::~Gpt2() = default;
 
 const Gpt2Config& Gpt2::config() const { return impl_->cfg; }
 Backend Gpt2::backend() const { return impl_->backend; }
+Engine Gpt2::engine() const { return impl_->engine; }
 const std::vector<ParamTensor>& Gpt2::layout() const { return impl_->layout; }
 size_t Gpt2::num_params() const { return impl_->nparams; }
 Gpt2Memory Gpt2::memory() const { return impl_->be->memory(); }

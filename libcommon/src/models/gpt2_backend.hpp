@@ -66,9 +66,24 @@ struct Gpt2ActSizes {
 /// The plan for a B x T batch of `cfg` (no validation).
 Gpt2ActSizes gpt2_act_sizes(const Gpt2Config& cfg, int B, int T);
 
+/// Global L2 norm of n host floats: float64 sums per fixed 32768-float chunk, chunks added in
+/// order, so the same bits at any thread count (gpt2_cpu.cpp).
+double host_grad_norm(const float* g, size_t n);
+/// The host optimizer step of Gpt2::step over flat host buffers in `layout` order: the pre-clip
+/// norm (host_grad_norm), clipping per opt.grad_clip (torch's clip_grad_norm_, eps 1e-6; the
+/// gradients are scaled in place), then kernels::adamw_update per run of tensors sharing the
+/// decay flag. A non-finite norm updates nothing. Returns the pre-clip norm. Shared by the
+/// direct CPU backend and the graph engine, so both clip and update with the same bits.
+double host_adamw_step(float* params, float* grads, float* m, float* v, const std::vector<ParamTensor>& layout, int t, float lr,
+                       const AdamWConfig& opt, const kernels::OpParams* op);
+
 /// CPU backend (gpt2_cpu.cpp).
 std::unique_ptr<Gpt2Backend> make_gpt2_cpu(const Gpt2Config& cfg, const std::vector<ParamTensor>& layout,
                                            int max_B, int max_T, const Gpt2KernelParams& kp);
+/// Graph engine on the CPU (gpt2_graph.cpp): gpt2_graph's forward and autodiff backward run by
+/// ir::Executor, parameters and gradients bound in place, the host step above.
+std::unique_ptr<Gpt2Backend> make_gpt2_graph(const Gpt2Config& cfg, const std::vector<ParamTensor>& layout,
+                                             int max_B, int max_T, const Gpt2KernelParams& kp);
 /// CUDA backend (cuda/gpt2_cuda.cu when built with CUDA; otherwise gpt2.cpp's version throws
 /// Error(Environment) "built without the CUDA backend"). Throws Error(Environment) without a GPU.
 std::unique_ptr<Gpt2Backend> make_gpt2_cuda(const Gpt2Config& cfg, const std::vector<ParamTensor>& layout,

@@ -85,12 +85,6 @@ ModelPtrs carve_params(float* base, const std::vector<ParamTensor>& lay, int L) 
   return m;
 }
 
-/// A run of consecutive layout tensors sharing the weight-decay flag: one adamw_update call.
-struct DecayRun {
-  size_t offset, numel;
-  bool decay;
-};
-
 class Gpt2Cpu final : public Gpt2Backend {
  public:
   Gpt2Cpu(const Gpt2Config& cfg, const std::vector<ParamTensor>& layout, int max_B, int max_T,
@@ -121,12 +115,6 @@ class Gpt2Cpu final : public Gpt2Backend {
     zero(v_.data(), np_);
     P_ = carve_params(params_.data(), layout_, cfg_.n_layer);
     G_ = carve_params(grads_.data(), layout_, cfg_.n_layer);
-    for (const ParamTensor& t : layout_) {
-      if (!runs_.empty() && runs_.back().decay == t.decay && runs_.back().offset + runs_.back().numel == t.offset)
-        runs_.back().numel += t.numel;
-      else
-        runs_.push_back(DecayRun{t.offset, t.numel, t.decay});
-    }
   }
 
   void set_params(const float* host) override { std::memcpy(params_.data(), host, np_ * sizeof(float)); }
@@ -219,7 +207,6 @@ class Gpt2Cpu final : public Gpt2Backend {
   FloatBuf acts_;
   std::vector<int32_t> ids_, targets_;
   ModelPtrs P_, G_;
-  std::vector<DecayRun> runs_;
   Acts A_{};
   Gpt2::GradReadyHook hook_;  // data-parallel: told when a range of gradients is final
   /// Report layout tensors [first, last] as final to the hook (a no-op without one).
@@ -363,11 +350,18 @@ void Gpt2Cpu::backward(float loss_scale) {
   ready(0, 1);  // wte (also the tied output projection) and wpe
 }
 
-double Gpt2Cpu::grad_norm() const {
+double Gpt2Cpu::grad_norm() const { return host_grad_norm(grads_.data(), np_); }
+
+double Gpt2Cpu::step(int t, float lr, const AdamWConfig& opt) {
+  return host_adamw_step(params_.data(), grads_.data(), m_.data(), v_.data(), layout_, t, lr, opt, &kp_.elementwise);
+}
+
+}  // namespace
+
+double host_grad_norm(const float* g, size_t n) {
   // Sum of squares in float64 per fixed chunk, chunks added in order: independent of threads.
-  const int64_t N = static_cast<int64_t>(np_), nc = (N + kChunk - 1) / kChunk;
+  const int64_t N = static_cast<int64_t>(n), nc = (N + kChunk - 1) / kChunk;
   std::vector<double> part(static_cast<size_t>(nc));
-  const float* g = grads_.data();
 #pragma omp parallel for schedule(static) if (nc > 1)
   for (int64_t c = 0; c < nc; ++c) {
     const int64_t b = c * kChunk, e = std::min(N, b + kChunk);
@@ -387,14 +381,16 @@ double Gpt2Cpu::grad_norm() const {
   return std::sqrt(s);
 }
 
-double Gpt2Cpu::step(int t, float lr, const AdamWConfig& opt) {
+double host_adamw_step(float* params, float* grads, float* m, float* v, const std::vector<ParamTensor>& layout, int t, float lr,
+                       const AdamWConfig& opt, const kernels::OpParams* op) {
   telemetry::ScopedSpan span("adamw");
-  const double norm = grad_norm();
+  const size_t np = layout.back().offset + layout.back().numel;
+  const double norm = host_grad_norm(grads, np);
   if (!std::isfinite(norm)) return norm;  // diverged: update nothing, the caller decides
   // torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied when < 1.
   if (opt.grad_clip > 0) {
     const double coef = static_cast<double>(opt.grad_clip) / (norm + 1e-6);
-    if (coef < 1.0) scale(grads_.data(), np_, static_cast<float>(coef));
+    if (coef < 1.0) scale(grads, np, static_cast<float>(coef));
   }
   k::AdamWParams hp;
   hp.lr = lr;
@@ -402,15 +398,18 @@ double Gpt2Cpu::step(int t, float lr, const AdamWConfig& opt) {
   hp.beta2 = opt.beta2;
   hp.eps = opt.eps;
   hp.t = t;
-  for (const DecayRun& r : runs_) {
-    hp.weight_decay = r.decay ? opt.weight_decay : 0.0f;
-    k::adamw_update(params_.data() + r.offset, m_.data() + r.offset, v_.data() + r.offset, grads_.data() + r.offset,
-                    static_cast<int64_t>(r.numel), hp, &kp_.elementwise);
+  // consecutive tensors sharing the decay flag: one adamw_update call
+  size_t i = 0;
+  while (i < layout.size()) {
+    size_t j = i + 1;
+    while (j < layout.size() && layout[j].decay == layout[i].decay && layout[j].offset == layout[j - 1].offset + layout[j - 1].numel) ++j;
+    const size_t off = layout[i].offset, n = layout[j - 1].offset + layout[j - 1].numel - off;
+    hp.weight_decay = layout[i].decay ? opt.weight_decay : 0.0f;
+    k::adamw_update(params + off, m + off, v + off, grads + off, static_cast<int64_t>(n), hp, op);
+    i = j;
   }
   return norm;
 }
-
-}  // namespace
 
 std::unique_ptr<Gpt2Backend> make_gpt2_cpu(const Gpt2Config& cfg, const std::vector<ParamTensor>& layout, int max_B,
                                            int max_T, const Gpt2KernelParams& kp) {

@@ -134,7 +134,8 @@ nlohmann::json TrainConfig::to_json() const {
           {"ckpt_interval", ckpt_interval},
           {"bucket_mb", io::json_float(bucket_mb)},
           {"seed", seed},
-          {"backend", backend == Backend::Cuda ? "cuda" : "cpu"}};
+          {"backend", backend == Backend::Cuda ? "cuda" : "cpu"},
+          {"engine", engine_name(engine)}};
 }
 
 void TrainConfig::apply_json(const nlohmann::json& j, const std::string& where) {
@@ -142,7 +143,7 @@ void TrainConfig::apply_json(const nlohmann::json& j, const std::string& where) 
   static const char* known[] = {"model", "preset", "steps", "batch", "seq_len", "grad_accum", "lr", "min_lr",
                                 "warmup_steps", "lr_decay_steps", "beta1", "beta2", "eps", "weight_decay",
                                 "grad_clip", "eval_interval", "eval_iters", "ckpt_interval", "bucket_mb", "seed",
-                                "backend", "schema"};
+                                "backend", "engine", "schema"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool ok = false;
     for (const char* k : known) ok = ok || it.key() == k;
@@ -150,7 +151,7 @@ void TrainConfig::apply_json(const nlohmann::json& j, const std::string& where) 
       throw_usage("unknown key '" + it.key() + "' in run config", where,
                   "known keys: model, preset, steps, batch, seq_len, grad_accum, lr, min_lr, warmup_steps, "
                   "lr_decay_steps, beta1, beta2, eps, weight_decay, grad_clip, eval_interval, eval_iters, "
-                  "ckpt_interval, bucket_mb, seed, backend");
+                  "ckpt_interval, bucket_mb, seed, backend, engine");
   }
   if (j.contains("preset") && j.contains("model") && j.at("preset").is_string() && !j.at("preset").get<std::string>().empty() &&
       !(Gpt2Config::preset(j.at("preset").get<std::string>()) == Gpt2Config::from_json(j.at("model"), where + ": model")))
@@ -181,6 +182,12 @@ void TrainConfig::apply_json(const nlohmann::json& j, const std::string& where) 
   get_field(j, "ckpt_interval", ckpt_interval, where);
   get_field(j, "bucket_mb", bucket_mb, where);
   get_field(j, "seed", seed, where);
+  if (j.contains("engine")) {
+    std::string e;
+    get_field(j, "engine", e, where);
+    if (e != "direct" && e != "graph") throw_usage("engine must be \"direct\" or \"graph\" (got \"" + e + "\")", where);
+    engine = parse_engine(e);
+  }
   if (j.contains("backend")) {
     std::string b;
     get_field(j, "backend", b, where);
@@ -364,7 +371,7 @@ TrainResult train(const TrainConfig& cfg, const std::string& data_dir, const std
     throw_input("a split has fewer than seq_len+1 = " + std::to_string(T + 1) + " tokens", data_dir,
                 "use a smaller --seq-len or more data");
 
-  Gpt2 model(cfg.model, B, T, cfg.backend, cfg.kernels);
+  Gpt2 model(cfg.model, B, T, cfg.backend, cfg.kernels, cfg.engine);
   int start_step = 0;
   double best_val = std::numeric_limits<double>::infinity();
   // Rank 0 reads the checkpoint (or initialises); its state is broadcast so all ranks start equal.

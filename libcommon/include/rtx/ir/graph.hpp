@@ -77,7 +77,7 @@ struct Value {
 enum class Kind : uint8_t {
   Input,       ///< attrs {role: "input"|"param"}; no inputs; the value's name is its feed name
   Full,        ///< attrs {shape, value}: a constant tensor filled with `value`
-  MatMul,      ///< (a, b), attrs {ta, tb}: op(a) [...,M,K] @ op(b) [K,N]; b 2-D, a 2-D when ta
+  MatMul,      ///< (a, b[, bias [N]]), attrs {ta, tb}: op(a) [...,M,K] @ op(b) [K,N] (+ bias, made by fuse_matmul_bias); b 2-D, a 2-D when ta
   Add,         ///< (a, b) numpy broadcasting
   Sub,         ///< (a, b) numpy broadcasting
   Mul,         ///< (a, b) numpy broadcasting
@@ -106,8 +106,10 @@ enum class Kind : uint8_t {
   AttentionBackward,      ///< (dout, qkv, out, lse), attrs {NH} -> dqkv
   EncoderBackward,        ///< (dout [B,T,C], ids [B,T]), attrs {V, P} -> (dwte [V,C], dwpe [P,C])
   CrossEntropyBackward,   ///< (dlosses [...], logits [...,V], targets [...]) -> dlogits
+  // made by passes (fusion.hpp); no backward rule
+  Fused,                  ///< (inputs of the chain), attrs {pattern, steps, emit}: fusion.hpp FusedProgram
 };
-constexpr int kNumKinds = 31;
+constexpr int kNumKinds = 32;
 /// The kind's name as written in JSON and text ("matmul", "layernorm_backward", ...).
 const char* kind_name(Kind k) noexcept;
 /// Inverse of kind_name; Error(Input) listing the known kinds.

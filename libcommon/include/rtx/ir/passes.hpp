@@ -23,6 +23,9 @@ class Pass {
   virtual std::string illegal(const Graph& g) const = 0;
   /// Rewrite `g` in place; true when it changed.
   virtual bool run(Graph& g) const = 0;
+  /// What the last run() did, pass-specific (fusion: the groups made and every refusal with its
+  /// node and reason); published in the `compiler.pass` event as "details". {} by default.
+  virtual nlohmann::json details() const { return nlohmann::json::object(); }
 };
 
 /// Dead-code elimination: drops nodes none of whose outputs reach a graph output (input nodes
@@ -47,6 +50,7 @@ struct PassRecord {
   bool legal = true;
   bool changed = false;
   std::string reason;  ///< why it was refused ("" when it ran) or "disabled"
+  nlohmann::json details = nlohmann::json::object();  ///< Pass::details() after the run
   size_t nodes_before = 0, nodes_after = 0;
   double seconds = 0;
 };
@@ -57,7 +61,8 @@ nlohmann::json default_pass_config();
 /// str, "enabled": bool (default true), "options": object}]}). Checks the schema and fields
 /// (Error(Input) naming `source` and the field; an unknown pass name lists the known ones),
 /// then for each enabled pass checks legality, runs it, verifies the graph and publishes
-/// `compiler.pass` {pass, graph, enabled, legal, reason, changed, nodes_before, nodes_after, seconds}.
+/// `compiler.pass` {pass, graph, enabled, legal, reason, changed, nodes_before, nodes_after, seconds, details}.
+/// Known passes: dce, cse, fuse_elementwise, fuse_matmul_bias (fusion.hpp), and registered ones.
 std::vector<PassRecord> run_passes(Graph& g, const nlohmann::json& config, const std::string& source = "<passes>");
 
 }  // namespace rtx::ir

@@ -14,9 +14,13 @@ namespace rtx::ir {
 /// reused (best fit); inplace: an elementwise node writes over an input whose buffer has no
 /// later use (same dtype and size, not a graph input or output) and a reshape aliases its
 /// input (a view, no copy).
+/// external: value ids (graph inputs or graph outputs) whose memory the caller provides
+/// (Executor::bind): they get no arena bytes, nothing is written over them in place, and an
+/// external output is never a view (its producer writes it).
 struct PlanOptions {
   bool reuse = true;
   bool inplace = true;
+  std::vector<int> external;
 };
 
 /// A memory plan at one binding of the symbolic dims. Offsets are in bytes into one arena,
@@ -26,6 +30,7 @@ struct Plan {
   std::vector<int64_t> bytes;    ///< per value id: elements * 4 (f32 and i32)
   std::vector<int64_t> offset;   ///< per value id: byte offset into the arena
   std::vector<int> shares;       ///< per value id: the input value whose buffer it took (in place or view), -1
+  std::vector<int> ext;          ///< per value id: the external value whose memory it is (itself or a view of it), -1: arena
   int64_t arena_bytes = 0;       ///< peak bytes: the arena size
   int64_t sum_bytes = 0;         ///< sum of every value's bytes (the plan without reuse)
   int inplace = 0;               ///< elementwise nodes run in place
@@ -36,7 +41,9 @@ struct Plan {
 /// (so a graph built in program order runs in program order). Error(Input) on a cycle.
 std::vector<int> schedule(const Graph& g);
 
-/// Plan `g` at `b` (every symbol its dims use must be bound: Error(Input) otherwise).
+/// Plan `g` at `b` (every symbol its dims use must be bound: Error(Input) otherwise; an
+/// external id that is no graph input or output: Error(Usage)). arena_bytes excludes external
+/// values; sum_bytes counts every value.
 Plan plan(const Graph& g, const Bindings& b, const PlanOptions& opt = {});
 
 /// Activation recomputation policy: None keeps every forward value the backward reads;

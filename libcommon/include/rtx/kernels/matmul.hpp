@@ -58,6 +58,16 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 void matmul_forward(float* out, const uint16_t* inp, const uint16_t* weight, const uint16_t* bias, int M, int N, int K,
                     const MatmulParams* p = nullptr);
 
+/// General transposes, f32: out (M,N) = op(a) (M,K) . op(b) (K,N) [+ bias (N)], where a is
+/// stored (M,K) row-major, or (K,M) with `ta`; b is stored (K,N), or (N,K) with `tb`. With
+/// `accumulate` the product is added to out (bias must then be nullptr). No transposed copy is
+/// made: the blocked GEMM packs from the strided operands (the panels matmul_backward uses), so
+/// (ta=false, tb=true) gives matmul_forward's bits, (false,false) matmul_backward's dinp and
+/// (true,false, accumulate) its dweight. BLAS: one cblas_sgemm with the transpose flags.
+/// Throws rtx::Error(Input) on M,N,K <= 0, a null pointer, bias with accumulate, or invalid params.
+void matmul_forward_t(float* out, const float* a, bool ta, const float* b, bool tb, const float* bias, int M, int N, int K,
+                      bool accumulate, const MatmulParams* p = nullptr);
+
 /// Backward, f32. dinp (M,K) is overwritten; dweight (N,K) and dbias (N) are accumulated
 /// into (+=), as in llm.c. dbias may be nullptr (layer without bias). dout (M,N), inp (M,K),
 /// weight (N,K). Throws rtx::Error(Input) on M,N,K <= 0 or invalid params.

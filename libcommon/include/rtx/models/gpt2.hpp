@@ -69,6 +69,17 @@ size_t gpt2_num_params(const Gpt2Config& cfg);
 /// Where the model runs.
 enum class Backend { Cpu, Cuda };
 
+/// How the model computes on the CPU. Direct: the hand-written backend (gpt2_cpu.cpp, llm.c's
+/// layer-by-layer code; the oracle in tests). Graph: the Polygraph IR (gpt2_graph.hpp: the
+/// builder's forward, IR autodiff's backward, run by ir::Executor with parameters and gradients
+/// bound in place) with the same host AdamW step and clipping. Same losses within fp32 rounding
+/// (models_gpt2_graph_test). Graph is CPU only; attention must be Flash.
+enum class Engine { Direct, Graph };
+/// "direct" | "graph"; Error(Usage) naming the value otherwise.
+Engine parse_engine(const std::string& s);
+/// "direct" | "graph".
+const char* engine_name(Engine e);
+
 /// Kernel parameters the model passes to the op library (from a tuned profile; defaults
 /// otherwise). `matmul.impl` Blocked (own GEMM) or Blas (OpenBLAS) on CPU. `attention.algo` is
 /// the attention fusion switch (rtx-evolve's fusion domain): Flash (default; fused,
@@ -80,6 +91,9 @@ struct Gpt2KernelParams {
   kernels::MatmulParams matmul{};
   kernels::AttentionParams attention{};
   kernels::OpParams elementwise{};
+  /// Engine::Graph only: run the IR fusion passes (fuse_matmul_bias, fuse_elementwise;
+  /// rtx/ir/fusion.hpp) on the training graph before planning it.
+  bool graph_fusion = true;
 };
 
 /// Optimizer settings for one step (AdamW, decoupled decay, as kernels::adamw_update);
@@ -107,15 +121,17 @@ class Gpt2 {
  public:
   /// Allocates everything for batches up to max_B x max_T (max_T <= block_size). Parameters
   /// start at zero: call init_weights() or set_params(). Throws Error(Input) on a bad config
-  /// or sizes, Error(Environment) for Backend::Cuda without a GPU or CUDA build.
+  /// or sizes, Error(Environment) for Backend::Cuda without a GPU or CUDA build, Error(Usage)
+  /// for Engine::Graph with Backend::Cuda or non-Flash attention.
   Gpt2(const Gpt2Config& cfg, int max_B, int max_T, Backend backend = Backend::Cpu,
-       const Gpt2KernelParams& kp = {});
+       const Gpt2KernelParams& kp = {}, Engine engine = Engine::Direct);
   ~Gpt2();
   Gpt2(const Gpt2&) = delete;
   Gpt2& operator=(const Gpt2&) = delete;
 
   const Gpt2Config& config() const;
   Backend backend() const;
+  Engine engine() const;
   const std::vector<ParamTensor>& layout() const;
   size_t num_params() const;
   Gpt2Memory memory() const;

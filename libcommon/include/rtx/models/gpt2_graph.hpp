@@ -20,6 +20,7 @@ struct Gpt2Graph {
   int logits = -1;          ///< (B,T,V)
   int loss = -1;            ///< [] mean cross-entropy over the B*T positions
   std::vector<int> grads;   ///< with_backward: d(loss)/d(param) per layout tensor, else empty
+  int first_backward = -1;  ///< with_backward: the first node of the backward (autodiff's), else -1
 };
 
 /// Build GPT-2 forward (llm.c's layer order: encoder; per layer ln_1, c_attn, attention,

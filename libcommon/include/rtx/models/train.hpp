@@ -37,6 +37,7 @@ struct TrainConfig {
                                ///< all-reduce after the backward (no overlap)
   uint64_t seed = 1337;
   Backend backend = Backend::Cpu;
+  Engine engine = Engine::Direct;  ///< direct (hand-written backend) or graph (Polygraph IR); JSON "engine"
   Gpt2KernelParams kernels{};
 
   /// T actually used: seq_len or model.block_size.

@@ -462,6 +462,28 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const uint16_t* 
   backward_impl(dinp, dweight, dbias, dout, inp, weight, M, N, K, p);
 }
 
+void matmul_forward_t(float* out, const float* a, bool ta, const float* b, bool tb, const float* bias, int M, int N, int K,
+                      bool accumulate, const MatmulParams* p) {
+  check_dims("matmul_forward_t", M, N, K);
+  if (!out || !a || !b) throw_input("matmul_forward_t: null out/a/b pointer", "matmul_forward_t");
+  if (accumulate && bias) throw_input("matmul_forward_t: bias with accumulate", "matmul_forward_t");
+  const Isa isa = cpu_isa_active();
+  const MatmulParams prm = resolve_checked("matmul_forward_t", p, isa);
+  core::KernelRun run("matmul_forward", run_variant(prm.impl, isa), {{"M", M}, {"N", N}, {"K", K}, {"ta", ta}, {"tb", tb}}, "f32");
+  if (prm.impl == MatmulImpl::Blas) {
+    sync_blas_threads();
+    if (bias)
+      for (int64_t i = 0; i < M; ++i) std::memcpy(out + i * N, bias, sizeof(float) * N);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.f, a, ta ? M : K, b,
+                tb ? K : N, (bias || accumulate) ? 1.f : 0.f, out, N);
+    return;
+  }
+  // A(i,k) = a[i*K + k] or (ta) a[k*M + i]; bt(j,k) = B(k,j) = b[k*N + j] or (tb) b[j*K + k].
+  const View<float> av = ta ? View<float>{a, 1, M} : View<float>{a, K, 1};
+  const View<float> bv = tb ? View<float>{b, K, 1} : View<float>{b, 1, N};
+  gemm_blocked(av, bv, GemmArgs{M, N, K, out, N, accumulate, bias}, prm, isa);
+}
+
 // ---- packed weights (inference) --------------------------------------------------------------
 
 namespace {

@@ -1,5 +1,6 @@
 // `rtx-train rl --algo ppo --env CartPole-v1 --seed S --total-steps N`: reinforcement learning on
 // the batched simulators (rtx::rl). Flags read like CleanRL's ppo.py and default to its values.
+#include <csignal>
 #include <omp.h>
 
 #include <cstdio>
@@ -42,6 +43,9 @@ Body add_rl(CLI::App& s, const rtx::cli::CommonOptions& common) {
   return [=, &common, &s]() {
     if (*algo == "random") {
       const uint64_t seed = parsed_seed(s, 1);
+      // Nothing to save in a random rollout: Ctrl-C ends it at once (the default action).
+      std::signal(SIGINT, SIG_DFL);
+      std::signal(SIGTERM, SIG_DFL);
       const auto r = rtx::rl::run_random(c->env, c->num_envs, c->total_steps, seed);
       const double sps = r.seconds > 0 ? static_cast<double>(r.steps) / r.seconds : 0.0;
       if (!common.quiet)

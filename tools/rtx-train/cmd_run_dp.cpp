@@ -24,10 +24,14 @@ int run_dp(const DpRunArgs& a, const rtx::cli::CommonOptions& common) {
   namespace pv = rtx::privacy;
   if (a.threads < 0) rtx::throw_usage("--threads is negative", "--threads");
   if (a.threads > 0) omp_set_num_threads(a.threads);
-  if (a.epochs < 1 || a.hidden < 1 || a.batch < 1) rtx::throw_usage("--epochs, --hidden and --batch must be positive", "--epochs");
+  if (a.epochs < 1) rtx::throw_usage("--epochs must be positive", "--epochs");
+  if (a.hidden < 1) rtx::throw_usage("--hidden must be positive", "--hidden");
+  if (a.batch < 1) rtx::throw_usage("--batch must be positive", "--batch");
+  if (!(a.lr > 0) || !std::isfinite(a.lr)) rtx::throw_usage("--lr must be a finite number > 0", "--lr");
   if (!(a.epsilon > 0)) rtx::throw_usage("--dp-epsilon must be > 0 (inf: no noise)", "--dp-epsilon");
   if (!(a.delta > 0 && a.delta < 1)) rtx::throw_usage("--dp-delta must be in (0, 1)", "--dp-delta");
-  if (!(a.clip > 0)) rtx::throw_usage("--dp-clip must be > 0", "--dp-clip");
+  // An infinite clip bound clips nothing: no sensitivity bound, so no privacy guarantee to report.
+  if (!(a.clip > 0) || !std::isfinite(a.clip)) rtx::throw_usage("--dp-clip must be a finite number > 0", "--dp-clip");
   std::string dir = a.data;
   if (!std::filesystem::is_directory(dir) && std::filesystem::is_directory(data_root() + "/" + a.data))
     dir = data_root() + "/" + a.data;

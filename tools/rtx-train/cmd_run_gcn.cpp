@@ -1,5 +1,6 @@
 // `rtx-train run --model gcn`: load a Planetoid graph (--data DIR holding ind.<name>.*; the
 // name is the folder's), train GCN over one or more seeds, print accuracy and wall time.
+#include <cmath>
 #include <omp.h>
 
 #include <cstdio>
@@ -18,8 +19,10 @@ namespace rtx_train {
 int run_gcn(const GcnRunArgs& a, const rtx::cli::CommonOptions& common) {
   if (a.threads < 0) rtx::throw_usage("--threads " + std::to_string(a.threads) + " is negative", "--threads");
   if (a.threads > 0) omp_set_num_threads(a.threads);
-  if (a.hidden < 1 || a.epochs < 1 || a.seeds < 1)
-    rtx::throw_usage("--hidden, --epochs and --seeds must be positive", "--hidden");
+  if (a.hidden < 1) rtx::throw_usage("--hidden must be positive", "--hidden");
+  if (a.epochs < 1) rtx::throw_usage("--epochs must be positive", "--epochs");
+  if (a.seeds < 1) rtx::throw_usage("--seeds must be positive", "--seeds");
+  if (!(a.lr > 0) || !std::isfinite(a.lr)) rtx::throw_usage("--lr must be a finite number > 0", "--lr");
   std::filesystem::path dir(a.data);
   std::string name = dir.filename().string();
   if (name.empty()) name = dir.parent_path().filename().string();

@@ -272,13 +272,20 @@ json check_bench_artifact(const json& doc, const std::string& source) {
       const json& ri = c["round_ids"];
       if (!ri.is_array()) bad(at + "/round_ids", "expected array, got " + std::string(ri.type_name()));
       if (!c.contains("round_medians_s") || ri.size() != c["round_medians_s"].size())
-        bad(at + "/round_ids", "has " + std::to_string(ri.size()) + " entries, expected one per round median (" +
-                                   std::to_string(c.contains("round_medians_s") ? c["round_medians_s"].size() : 0) + ")");
+        bad(at + "/round_ids", "has " + std::to_string(ri.size()) + " entries but round_medians_s has " +
+                                   std::to_string(c.contains("round_medians_s") ? c["round_medians_s"].size() : 0) +
+                                   ": one round id per round median");
+      // A round id names one of the run's processes: at most options.rounds.
+      const uint64_t run_rounds = doc.contains("options") && doc["options"].is_object() && doc["options"].contains("rounds") &&
+                                          doc["options"]["rounds"].is_number_unsigned()
+                                      ? doc["options"]["rounds"].get<uint64_t>()
+                                      : kMaxRounds;
       for (size_t k = 0; k < ri.size(); ++k)
-        if (!ri[k].is_number_unsigned() || ri[k].get<uint64_t>() < 1 || ri[k].get<uint64_t>() > kMaxRounds ||
+        if (!ri[k].is_number_unsigned() || ri[k].get<uint64_t>() < 1 || ri[k].get<uint64_t>() > run_rounds ||
             (k > 0 && ri[k].get<uint64_t>() <= ri[k - 1].get<uint64_t>()))
           bad(at + "/round_ids/" + std::to_string(k),
-              "expected a round number in [1, " + std::to_string(kMaxRounds) + "] above the previous one, got " + ri[k].dump());
+              "expected a round number in [1, " + std::to_string(run_rounds) + "] (options.rounds) above the previous one, got " +
+                  ri[k].dump());
     }
     if (status != "ok") continue;
     if (s.empty()) bad(at + "/samples_s", "an ok case has no samples");

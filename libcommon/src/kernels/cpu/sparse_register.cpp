@@ -7,6 +7,7 @@
 
 #include "../problems.hpp"
 #include "cpu_kernels.hpp"
+#include "register_util.hpp"
 #include "rtx/core/error.hpp"
 #include "rtx/kernels/problem.hpp"
 #include "rtx/kernels/sparse.hpp"
@@ -14,16 +15,10 @@
 namespace rtx::kernels {
 namespace {
 
-double D(const Shape& s, const char* k) {
-  auto it = s.find(k);
-  return it == s.end() ? 0.0 : static_cast<double>(it->second);
-}
-int64_t I(const Shape& s, const char* k) { return s.at(k); }
-const float* fin(const RunArgs& a, size_t i) { return static_cast<const float*>(a.in[i]); }
-int64_t param(const RunArgs& a, const char* k, int64_t dflt) {
-  auto it = a.params->find(k);
-  return it == a.params->end() ? dflt : it->second;
-}
+using reg_util::D;
+using reg_util::fin;
+using reg_util::I;
+using reg_util::param;
 
 std::string positive(const Params& p, const char* name, int64_t mx) {
   auto it = p.find(name);

@@ -12,6 +12,7 @@
 #include "rtx/core/error.hpp"
 #include "rtx/ir/fusion.hpp"
 #include "rtx/ir/serialize.hpp"
+#include "rtx/kernels/reference.hpp"
 #include "rtx/kernels/matmul.hpp"
 #include "rtx/kernels/ops.hpp"
 #include "rtx/telemetry/bus.hpp"
@@ -271,17 +272,7 @@ void softmax_f64(const double* x, double* y, int64_t N, int64_t C) {
 }
 
 void layernorm_f64(const double* x, const double* w, const double* b, double* y, double* mean, double* rstd, int64_t N, int64_t C) {
-  for (int64_t r = 0; r < N; ++r) {
-    double m = 0, v = 0;
-    for (int64_t c = 0; c < C; ++c) m += x[r * C + c];
-    m /= C;
-    for (int64_t c = 0; c < C; ++c) v += (x[r * C + c] - m) * (x[r * C + c] - m);
-    v /= C;
-    const double rs = 1.0 / std::sqrt(v + 1e-5);
-    for (int64_t c = 0; c < C; ++c) y[r * C + c] = (x[r * C + c] - m) * rs * w[c] + b[c];
-    mean[r] = m;
-    rstd[r] = rs;
-  }
+  kernels::reference::layernorm_forward(x, w, b, y, mean, rstd, N, C);
 }
 
 void layernorm_backward_f64(const double* dy, const double* x, const double* w, const double* mean, const double* rstd,

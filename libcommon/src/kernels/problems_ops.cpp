@@ -9,6 +9,7 @@
 #include "rtx/core/error.hpp"
 #include "rtx/kernels/check.hpp"
 #include "rtx/kernels/ops.hpp"
+#include "rtx/kernels/reference.hpp"
 
 namespace rtx::kernels {
 namespace {
@@ -81,17 +82,7 @@ Problem make_layernorm_forward_problem(const Shape& s, DType dt, uint64_t seed) 
   p.reference = [N, C](const Problem& p) {
     const auto &x = in(p, 0), &w = in(p, 1), &b = in(p, 2);
     Vec out(N * C), mean(N), rstd(N);
-    for (int64_t n = 0; n < N; ++n) {
-      double m = 0, v = 0;
-      for (int64_t c = 0; c < C; ++c) m += x[n * C + c];
-      m /= C;
-      for (int64_t c = 0; c < C; ++c) v += (x[n * C + c] - m) * (x[n * C + c] - m);
-      v /= C;
-      const double rs = 1.0 / std::sqrt(v + 1e-5);
-      for (int64_t c = 0; c < C; ++c) out[n * C + c] = (x[n * C + c] - m) * rs * w[c] + b[c];
-      mean[n] = m;
-      rstd[n] = rs;
-    }
+    reference::layernorm_forward(x.data(), w.data(), b.data(), out.data(), mean.data(), rstd.data(), N, C);
     return std::vector<Vec>{out, mean, rstd};
   };
   return p;
